@@ -1,0 +1,1 @@
+// coordinator: rank 0 role (to be written)

@@ -1,0 +1,1 @@
+// CLI (to be written)

@@ -1,0 +1,86 @@
+// A HuggingFace checkpoint folder: config.json, and either model.safetensors.index.json with its
+// shards or a single model.safetensors. Everything here is read by rank 0 only, once.
+//
+// Validation (Status::Corrupt / NotFound naming the file and tensor): the index names a shard
+// that is missing, a tensor missing from the shard the index names, a path leaving the model
+// folder (`..`, absolute, or a symlink resolving outside); duplicate tensors across shards;
+// config.json shapes that disagree with tensor shapes (checked by the planner's family rules).
+//
+// Threading: pure functions over their inputs; a Checkpoint is immutable once returned.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "hoist/status.h"
+#include "planner/safetensors.h"
+
+namespace hoist::planner {
+
+// The fields of config.json the planner uses. Missing optional fields keep their defaults;
+// a missing required field (hidden_size, num_hidden_layers, num_attention_heads, vocab_size)
+// is an error.
+struct ModelConfig {
+  std::string model_type;  // "llama", "qwen2", "qwen3", "qwen3_moe", "deepseek_v3"
+  std::vector<std::string> architectures;
+  std::int64_t hidden_size = 0;
+  std::int64_t intermediate_size = 0;
+  std::int64_t num_hidden_layers = 0;
+  std::int64_t num_attention_heads = 0;
+  std::int64_t num_key_value_heads = 0;  // defaults to num_attention_heads
+  std::int64_t head_dim = 0;             // defaults to hidden_size / num_attention_heads
+  std::int64_t vocab_size = 0;
+  bool tie_word_embeddings = false;
+  // Mixture of experts (Qwen3-MoE: num_experts; DeepSeek-V3: n_routed_experts).
+  std::int64_t num_experts = 0;
+  std::int64_t moe_intermediate_size = 0;
+  std::int64_t n_shared_experts = 0;
+  std::int64_t first_k_dense_replace = 0;  // DeepSeek: layers [0, k) are dense
+  std::int64_t decoder_sparse_step = 1;    // Qwen3-MoE
+  std::vector<std::int64_t> mlp_only_layers;  // Qwen3-MoE
+  // DeepSeek MLA.
+  std::int64_t q_lora_rank = 0;  // 0: no q_a/q_b (plain q_proj)
+  std::int64_t kv_lora_rank = 0;
+  std::int64_t qk_nope_head_dim = 0;
+  std::int64_t qk_rope_head_dim = 0;
+  std::int64_t v_head_dim = 0;
+  // Quantization (DeepSeek-V3 FP8): weight_block_size, e.g. {128, 128}; empty when absent.
+  std::string quant_method;
+  std::vector<std::int64_t> weight_block_size;
+};
+
+Result<ModelConfig> ParseModelConfig(std::string_view label, std::string_view json_text);
+
+struct ShardFile {
+  std::string rel_path;   // as named by the index, e.g. "model-00001-of-00002.safetensors"
+  std::string abs_path;   // canonical absolute path
+  FileStat stat;
+  SafetensorsHeader header;
+};
+
+struct TensorLocation {
+  std::uint32_t file = 0;   // index into Checkpoint::files
+  std::uint32_t entry = 0;  // index into files[file].header.tensors
+};
+
+struct Checkpoint {
+  std::string dir;  // canonical absolute model folder
+  ModelConfig config;
+  std::vector<ShardFile> files;  // in index order of first appearance (sorted by name)
+  std::unordered_map<std::string, TensorLocation> tensors;
+  std::uint64_t tensor_bytes = 0;  // sum of all tensors' bytes
+
+  const TensorEntry* Find(std::string_view name) const;
+  const TensorEntry& Entry(const TensorLocation& loc) const {
+    return files[loc.file].header.tensors[loc.entry];
+  }
+};
+
+// Reads config.json, the index (or the single file) and every shard's header.
+Result<Checkpoint> OpenCheckpoint(const std::string& dir);
+
+}  // namespace hoist::planner

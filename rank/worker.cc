@@ -1,0 +1,1 @@
+#include "rank/worker.h"
