@@ -1,0 +1,153 @@
+#include "coordinator/comm.h"
+
+#include <mpi.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <limits>
+
+namespace hoist::coordinator {
+namespace {
+
+std::string Hostname() {
+  char buf[256] = {0};
+  if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
+  return buf;
+}
+
+Status MpiStatus(int rc, const char* what) {
+  if (rc == MPI_SUCCESS) return Status::Ok();
+  char msg[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, msg, &len);
+  return Status::IoError(std::string(what) + ": " + std::string(msg, len));
+}
+
+class MpiComm final : public Comm {
+ public:
+  MpiComm() {
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    // Errors come back as codes, not as aborts, so every failure gets a message.
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    host_ = Hostname();
+    // Node = index of this host's shared-memory group, ordered by its lowest world rank.
+    MPI_Comm shm;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &shm);
+    int shm_rank = 0;
+    MPI_Comm_rank(shm, &shm_rank);
+    MPI_Comm leaders;
+    MPI_Comm_split(MPI_COMM_WORLD, shm_rank == 0 ? 0 : MPI_UNDEFINED, rank_, &leaders);
+    int leader_index = 0;
+    if (leaders != MPI_COMM_NULL) {
+      MPI_Comm_rank(leaders, &leader_index);
+      MPI_Comm_size(leaders, &nodes_);
+      MPI_Comm_free(&leaders);
+    }
+    MPI_Bcast(&leader_index, 1, MPI_INT, 0, shm);
+    MPI_Bcast(&nodes_, 1, MPI_INT, 0, shm);
+    node_ = leader_index;
+    MPI_Comm_free(&shm);
+  }
+  ~MpiComm() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Finalize();
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  int node() const override { return node_; }
+  int nodes() const override { return nodes_; }
+  std::string host() const override { return host_; }
+
+  Status Broadcast(std::string* data) override {
+    unsigned long long n = data->size();
+    HOIST_RETURN_IF_ERROR(MpiStatus(MPI_Bcast(&n, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD),
+                                    "MPI_Bcast(plan size)"));
+    if (n > static_cast<unsigned long long>(std::numeric_limits<int>::max())) {
+      return Status::Unsupported("plan of " + std::to_string(n) + " bytes exceeds 2 GiB");
+    }
+    data->resize(n);
+    return MpiStatus(MPI_Bcast(data->data(), static_cast<int>(n), MPI_BYTE, 0, MPI_COMM_WORLD),
+                     "MPI_Bcast(plan)");
+  }
+
+  Result<std::vector<std::string>> Gather(const std::string& mine) override {
+    int n = static_cast<int>(mine.size());
+    std::vector<int> sizes(rank_ == 0 ? size_ : 0);
+    HOIST_RETURN_IF_ERROR(MpiStatus(
+        MPI_Gather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Gather"));
+    std::vector<int> displs(sizes.size());
+    int total = 0;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      displs[i] = total;
+      total += sizes[i];
+    }
+    std::string all(rank_ == 0 ? total : 0, '\0');
+    HOIST_RETURN_IF_ERROR(MpiStatus(
+        MPI_Gatherv(mine.data(), n, MPI_BYTE, all.data(), sizes.data(), displs.data(), MPI_BYTE, 0,
+                    MPI_COMM_WORLD),
+        "MPI_Gatherv"));
+    std::vector<std::string> out;
+    for (size_t i = 0; i < sizes.size(); ++i) out.push_back(all.substr(displs[i], sizes[i]));
+    return out;
+  }
+
+  Result<double> AllreduceMax(double value) override {
+    double out = 0;
+    HOIST_RETURN_IF_ERROR(MpiStatus(
+        MPI_Allreduce(&value, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce"));
+    return out;
+  }
+
+  void Barrier() override { MPI_Barrier(MPI_COMM_WORLD); }
+
+  [[noreturn]] void Abort(int exit_code) override {
+    MPI_Abort(MPI_COMM_WORLD, exit_code);
+    std::_Exit(exit_code);
+  }
+
+ private:
+  int rank_ = 0;
+  int size_ = 1;
+  int node_ = 0;
+  int nodes_ = 1;
+  std::string host_;
+};
+
+class SoloComm final : public Comm {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  int node() const override { return 0; }
+  int nodes() const override { return 1; }
+  std::string host() const override { return Hostname(); }
+  Status Broadcast(std::string*) override { return Status::Ok(); }
+  Result<std::vector<std::string>> Gather(const std::string& mine) override {
+    return std::vector<std::string>{mine};
+  }
+  Result<double> AllreduceMax(double value) override { return value; }
+  void Barrier() override {}
+  [[noreturn]] void Abort(int exit_code) override { std::_Exit(exit_code); }
+};
+
+}  // namespace
+
+bool LaunchedByMpi() {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"}) {
+    if (std::getenv(var) != nullptr) return true;
+  }
+  return false;
+}
+
+Result<std::unique_ptr<Comm>> CreateMpiComm(int* argc, char*** argv) {
+  int provided = 0;
+  int rc = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+  if (rc != MPI_SUCCESS) return Status::IoError("MPI_Init_thread failed");
+  return std::unique_ptr<Comm>(new MpiComm());
+}
+
+std::unique_ptr<Comm> CreateSoloComm() { return std::make_unique<SoloComm>(); }
+
+}  // namespace hoist::coordinator

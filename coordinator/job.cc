@@ -1,0 +1,128 @@
+#include "coordinator/job.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+#include "planner/checkpoint.h"
+#include "planner/io_stats.h"
+
+namespace hoist::coordinator {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+void AddPhase(proto::RankReport* report, const char* name, Clock::time_point origin,
+              Clock::time_point start, Clock::time_point end, std::uint64_t bytes = 0) {
+  proto::Phase* p = report->add_phases();
+  p->set_name(name);
+  p->set_start_s(Seconds(origin, start));
+  p->set_seconds(Seconds(start, end));
+  p->set_busy_s(Seconds(start, end));
+  p->set_bytes(bytes);
+}
+
+// Wire format of the plan broadcast: one byte status ('P' plan follows, 'E' error text follows).
+std::string EncodePlan(const Result<proto::LoadPlan>& plan) {
+  if (!plan.ok()) return "E" + plan.status().ToString();
+  return "P" + plan->SerializeAsString();
+}
+
+}  // namespace
+
+Result<JobResult> RunJob(Comm& comm, const JobOptions& options) {
+  const Clock::time_point origin = options.load.origin;
+  JobResult result;
+
+  // Plan: rank 0 alone reads config, index and headers.
+  const Clock::time_point plan_start = Clock::now();
+  std::string wire;
+  if (comm.rank() == 0) {
+    Result<proto::LoadPlan> plan = [&]() -> Result<proto::LoadPlan> {
+      HOIST_ASSIGN_OR_RETURN(planner::Checkpoint ckpt, planner::OpenCheckpoint(options.model_dir));
+      return planner::BuildLoadPlan(ckpt, options.plan);
+    }();
+    wire = EncodePlan(plan);
+  }
+  HOIST_RETURN_IF_ERROR(comm.Broadcast(&wire));
+  if (wire.empty() || wire[0] != 'P') {
+    std::string cause = wire.empty() ? "empty plan message" : wire.substr(1);
+    if (comm.rank() == 0) return Status::InvalidArgument(cause);
+    return Status::Aborted("rank 0 failed to plan: " + cause);
+  }
+  if (!result.plan.ParseFromArray(wire.data() + 1, static_cast<int>(wire.size() - 1))) {
+    return Status::Corrupt("rank " + std::to_string(comm.rank()) + ": plan message does not parse");
+  }
+  const Clock::time_point plan_end = Clock::now();
+
+  const bool mpi_world = comm.size() > 1 || LaunchedByMpi();
+  const int world = static_cast<int>(result.plan.ranks_size());
+  int my_rank = comm.rank();
+  if (!mpi_world) {
+    my_rank = options.solo_rank;
+  } else if (comm.size() != world) {
+    // Every rank sees the same plan, so every rank takes this branch: no collective is skipped
+    // by only some of them.
+    return Status::InvalidArgument("the plan has " + std::to_string(world) +
+                                   " ranks but mpirun started " + std::to_string(comm.size()) +
+                                   " processes (world = tp x dp, or ep when expert parallel)");
+  }
+  if (my_rank < 0 || my_rank >= world) {
+    return Status::InvalidArgument("rank " + std::to_string(my_rank) + " is outside the plan's " +
+                                   std::to_string(world) + " ranks");
+  }
+
+  // Load this rank's part. Errors stay local until the gather.
+  proto::RankReport report;
+  Status load_status;
+  if (options.fail_rank == my_rank) {
+    load_status = Status::IoError("injected failure (--inject-fail-rank)");
+  } else {
+    Result<rank::LoadedRank> loaded =
+        rank::LoadRank(result.plan, static_cast<std::uint32_t>(my_rank), options.load);
+    if (loaded.ok()) {
+      report = loaded->report;
+      result.local.emplace(std::move(loaded).value());
+    } else {
+      load_status = loaded.status();
+    }
+  }
+  report.set_rank(my_rank);
+  report.set_host(comm.host());
+  report.set_node(result.plan.ranks(my_rank).node());
+  report.set_gpu(result.plan.ranks(my_rank).gpu());
+  report.set_ok(load_status.ok());
+  if (!load_status.ok()) report.set_error(load_status.ToString());
+  if (comm.rank() == 0) report.set_header_opens(planner::HeaderOpenCount());
+  AddPhase(&report, "plan", origin, plan_start, plan_end, wire.size());
+  if (!load_status.ok()) {
+    spdlog::error("load failed: {}", load_status.ToString());
+    result.failure = load_status;
+  }
+
+  // Gather: every rank gets here, failed or not.
+  HOIST_ASSIGN_OR_RETURN(std::vector<std::string> blobs, comm.Gather(report.SerializeAsString()));
+  if (comm.rank() == 0) {
+    for (size_t i = 0; i < blobs.size(); ++i) {
+      proto::RankReport r;
+      if (!r.ParseFromString(blobs[i])) {
+        r.set_rank(static_cast<std::uint32_t>(i));
+        r.set_ok(false);
+        r.set_error("report does not parse");
+      }
+      if (!r.ok() && result.failure.ok()) {
+        result.failure = Status(Code::kAborted, "rank " + std::to_string(r.rank()) + " on " +
+                                                    r.host() + " failed: " + r.error());
+      }
+      result.reports.push_back(std::move(r));
+    }
+    result.wall_s = Seconds(origin, Clock::now());
+  }
+  return result;
+}
+
+}  // namespace hoist::coordinator
