@@ -85,10 +85,9 @@ class MpiComm final : public Comm {
       total += sizes[i];
     }
     std::string all(rank_ == 0 ? total : 0, '\0');
-    HOIST_RETURN_IF_ERROR(MpiStatus(
-        MPI_Gatherv(mine.data(), n, MPI_BYTE, all.data(), sizes.data(), displs.data(), MPI_BYTE, 0,
-                    MPI_COMM_WORLD),
-        "MPI_Gatherv"));
+    HOIST_RETURN_IF_ERROR(MpiStatus(MPI_Gatherv(mine.data(), n, MPI_BYTE, all.data(), sizes.data(),
+                                                displs.data(), MPI_BYTE, 0, MPI_COMM_WORLD),
+                                    "MPI_Gatherv"));
     std::vector<std::string> out;
     for (size_t i = 0; i < sizes.size(); ++i) out.push_back(all.substr(displs[i], sizes[i]));
     return out;

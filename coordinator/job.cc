@@ -97,7 +97,7 @@ Result<JobResult> RunJob(Comm& comm, const JobOptions& options) {
   report.set_gpu(result.plan.ranks(my_rank).gpu());
   report.set_ok(load_status.ok());
   if (!load_status.ok()) report.set_error(load_status.ToString());
-  if (comm.rank() == 0) report.set_header_opens(planner::HeaderOpenCount());
+  report.set_header_opens(planner::HeaderOpenCount());
   AddPhase(&report, "plan", origin, plan_start, plan_end, wire.size());
   if (!load_status.ok()) {
     spdlog::error("load failed: {}", load_status.ToString());

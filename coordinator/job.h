@@ -34,10 +34,10 @@ struct JobOptions {
 };
 
 struct JobResult {
-  proto::LoadPlan plan;                   // every rank
-  std::optional<rank::LoadedRank> local;  // this rank's weights, when its load succeeded
-  std::vector<proto::RankReport> reports; // rank 0 only, in rank order
-  double wall_s = 0;                      // rank 0: job wall time from start to gather
+  proto::LoadPlan plan;                    // every rank
+  std::optional<rank::LoadedRank> local;   // this rank's weights, when its load succeeded
+  std::vector<proto::RankReport> reports;  // rank 0 only, in rank order
+  double wall_s = 0;                       // rank 0: job wall time from start to gather
   // Rank 0: the first failed rank's error ("rank 3 on host-b: IoError: ..."), OK when all
   // succeeded. Other ranks: their own load error.
   Status failure;

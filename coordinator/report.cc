@@ -1,0 +1,378 @@
+#include "coordinator/report.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace hoist::coordinator {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+std::string Fmt(const char* fmt, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), fmt, v);
+  return buf;
+}
+
+std::string Ms(double s) { return Fmt("%.1f", s * 1e3); }
+
+const proto::Phase* FindPhase(const proto::RankReport& r, const std::string& name) {
+  for (const auto& p : r.phases()) {
+    if (p.name() == name) return &p;
+  }
+  return nullptr;
+}
+
+std::string XmlEscape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+const std::vector<std::string>& PhaseNames() {
+  static const std::vector<std::string> kNames = {
+      "init", "plan", "bind",  "arena_alloc", "staging_alloc", "read",
+      "h2d",  "peer", "drain", "verify",      "staging_free",  "total"};
+  return kNames;
+}
+
+Aggregate AggregateReports(const std::vector<proto::RankReport>& reports, double wall_s) {
+  Aggregate agg;
+  agg.wall_s = wall_s;
+  agg.ranks = static_cast<int>(reports.size());
+  std::set<std::uint32_t> nodes;
+  for (const auto& r : reports) {
+    if (!r.ok()) ++agg.failed;
+    nodes.insert(r.node());
+    agg.payload_bytes += r.bytes_h2d();
+    agg.bytes_read += r.bytes_read();
+    agg.bytes_resident_at_start += r.bytes_resident_at_start();
+  }
+  agg.nodes = static_cast<int>(nodes.size());
+  for (const std::string& name : PhaseNames()) {
+    std::vector<std::pair<double, std::uint32_t>> v;
+    PhaseStats ps;
+    ps.name = name;
+    for (const auto& r : reports) {
+      if (const proto::Phase* p = FindPhase(r, name)) {
+        v.emplace_back(p->seconds(), r.rank());
+        ps.bytes += p->bytes();
+      }
+    }
+    if (v.empty()) continue;
+    std::sort(v.begin(), v.end());
+    ps.ranks = static_cast<int>(v.size());
+    ps.min_s = v.front().first;
+    ps.max_s = v.back().first;
+    ps.slowest_rank = v.back().second;
+    ps.median_s = v.size() % 2 ? v[v.size() / 2].first
+                               : (v[v.size() / 2 - 1].first + v[v.size() / 2].first) / 2;
+    agg.phases.push_back(ps);
+  }
+  return agg;
+}
+
+std::string FormatTable(const proto::LoadPlan& plan, const std::vector<proto::RankReport>& reports,
+                        const Aggregate& agg) {
+  std::ostringstream os;
+  os << "hoist load: " << plan.model_dir() << "  world " << plan.topology().world() << " (tp "
+     << plan.topology().tp() << " x dp " << plan.topology().dp();
+  if (plan.topology().ep() > 0) os << ", ep " << plan.topology().ep();
+  os << ")  layout " << (plan.layout() == proto::LAYOUT_HF ? "hf" : "fused") << "  nodes "
+     << agg.nodes << "\n";
+  char line[256];
+  std::snprintf(line, sizeof(line), "%-14s %6s %10s %10s %10s %8s %12s\n", "phase", "ranks",
+                "min ms", "median ms", "max ms", "slowest", "GiB/s(max)");
+  os << line;
+  for (const auto& p : agg.phases) {
+    std::string rate = "";
+    if (p.bytes > 0 && p.max_s > 0 && p.ranks > 0) {
+      rate = Fmt("%.2f", static_cast<double>(p.bytes) / p.ranks / kGiB / p.max_s);
+    }
+    std::snprintf(line, sizeof(line), "%-14s %6d %10s %10s %10s %8u %12s\n", p.name.c_str(),
+                  p.ranks, Ms(p.min_s).c_str(), Ms(p.median_s).c_str(), Ms(p.max_s).c_str(),
+                  p.slowest_rank, rate.c_str());
+    os << line;
+  }
+  // Per node, then per rank.
+  std::map<std::uint32_t, std::vector<const proto::RankReport*>> by_node;
+  for (const auto& r : reports) by_node[r.node()].push_back(&r);
+  for (const auto& [node, rs] : by_node) {
+    os << "node " << node << ":\n";
+    for (const proto::RankReport* r : rs) {
+      const proto::Phase* total = FindPhase(*r, "total");
+      double t = total ? total->seconds() : 0;
+      std::snprintf(line, sizeof(line),
+                    "  rank %-4u %-12s %-8s %9.3f GiB in %8s ms = %6.2f GiB/s  hot %5.1f%%  %s%s\n",
+                    r->rank(), r->host().c_str(), r->device().c_str(),
+                    static_cast<double>(r->bytes_h2d()) / kGiB, Ms(t).c_str(),
+                    t > 0 ? static_cast<double>(r->bytes_h2d()) / kGiB / t : 0.0,
+                    r->bytes_read() ? 100.0 * static_cast<double>(r->bytes_resident_at_start()) /
+                                          static_cast<double>(r->bytes_read())
+                                    : 0.0,
+                    r->ok() ? "ok" : "FAILED: ", r->ok() ? "" : r->error().c_str());
+      os << line;
+    }
+  }
+  std::snprintf(line, sizeof(line), "total: %.3f GiB over %d ranks in %s ms wall = %.2f GiB/s\n",
+                static_cast<double>(agg.payload_bytes) / kGiB, agg.ranks, Ms(agg.wall_s).c_str(),
+                agg.wall_s > 0 ? static_cast<double>(agg.payload_bytes) / kGiB / agg.wall_s : 0);
+  os << line;
+  return os.str();
+}
+
+nlohmann::json ReportJson(const proto::LoadPlan& plan,
+                          const std::vector<proto::RankReport>& reports, const Aggregate& agg) {
+  nlohmann::json j;
+  j["model_dir"] = plan.model_dir();
+  j["world"] = plan.topology().world();
+  j["tp"] = plan.topology().tp();
+  j["dp"] = plan.topology().dp();
+  j["ep"] = plan.topology().ep();
+  j["layout"] = plan.layout() == proto::LAYOUT_HF ? "hf" : "fused";
+  j["wall_s"] = agg.wall_s;
+  j["payload_bytes"] = agg.payload_bytes;
+  j["bytes_read"] = agg.bytes_read;
+  j["bytes_resident_at_start"] = agg.bytes_resident_at_start;
+  j["ranks_failed"] = agg.failed;
+  j["nodes"] = agg.nodes;
+  nlohmann::json phases = nlohmann::json::array();
+  for (const auto& p : agg.phases) {
+    phases.push_back({{"phase", p.name},
+                      {"ranks", p.ranks},
+                      {"min_s", p.min_s},
+                      {"median_s", p.median_s},
+                      {"max_s", p.max_s},
+                      {"slowest_rank", p.slowest_rank},
+                      {"bytes", p.bytes}});
+  }
+  j["phases"] = phases;
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const auto& r : reports) {
+    nlohmann::json jr;
+    jr["rank"] = r.rank();
+    jr["host"] = r.host();
+    jr["node"] = r.node();
+    jr["gpu"] = r.gpu();
+    jr["ok"] = r.ok();
+    jr["error"] = r.error();
+    jr["device"] = r.device();
+    jr["read_mode"] = r.read_mode();
+    jr["bytes_read"] = r.bytes_read();
+    jr["bytes_h2d"] = r.bytes_h2d();
+    jr["bytes_resident_at_start"] = r.bytes_resident_at_start();
+    jr["header_opens"] = r.header_opens();
+    jr["verified"] = r.verified();
+    nlohmann::json ph = nlohmann::json::object();
+    for (const auto& p : r.phases()) {
+      ph[p.name()] = {{"start_s", p.start_s()},
+                      {"seconds", p.seconds()},
+                      {"busy_s", p.busy_s()},
+                      {"bytes", p.bytes()}};
+    }
+    jr["phases"] = ph;
+    ranks.push_back(jr);
+  }
+  j["ranks"] = ranks;
+  return j;
+}
+
+nlohmann::json ChromeTrace(const std::vector<proto::RankReport>& reports) {
+  nlohmann::json events = nlohmann::json::array();
+  for (const auto& r : reports) {
+    const int pid = static_cast<int>(r.rank());
+    events.push_back({{"ph", "M"},
+                      {"pid", pid},
+                      {"name", "process_name"},
+                      {"args",
+                       {{"name", "rank " + std::to_string(r.rank()) + " (" + r.host() + ", node " +
+                                     std::to_string(r.node()) + ")"}}}});
+    std::map<std::string, int> tids{{"phases", 0}};
+    auto tid_of = [&](const std::string& lane) {
+      auto it = tids.find(lane);
+      if (it != tids.end()) return it->second;
+      int tid = static_cast<int>(tids.size());
+      tids[lane] = tid;
+      return tid;
+    };
+    const double offset = r.clock_offset_s();
+    for (const auto& p : r.phases()) {
+      if (p.name() == "total") continue;
+      events.push_back({{"ph", "X"},
+                        {"pid", pid},
+                        {"tid", 0},
+                        {"name", p.name()},
+                        {"ts", (p.start_s() + offset) * 1e6},
+                        {"dur", p.seconds() * 1e6},
+                        {"args", {{"bytes", p.bytes()}, {"busy_s", p.busy_s()}}}});
+    }
+    for (const auto& s : r.spans()) {
+      events.push_back({{"ph", "X"},
+                        {"pid", pid},
+                        {"tid", tid_of(s.lane())},
+                        {"name", s.what()},
+                        {"ts", (s.start_s() + offset) * 1e6},
+                        {"dur", s.seconds() * 1e6},
+                        {"args", {{"bytes", s.bytes()}}}});
+    }
+    for (const auto& [lane, tid] : tids) {
+      events.push_back({{"ph", "M"},
+                        {"pid", pid},
+                        {"tid", tid},
+                        {"name", "thread_name"},
+                        {"args", {{"name", lane}}}});
+    }
+  }
+  return {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
+}
+
+std::string PrometheusText(const std::vector<proto::RankReport>& reports, const Aggregate& agg) {
+  std::ostringstream os;
+  os << "# HELP hoist_phase_seconds Wall time of one load phase on one rank.\n"
+     << "# TYPE hoist_phase_seconds gauge\n";
+  for (const auto& r : reports) {
+    for (const auto& p : r.phases()) {
+      os << "hoist_phase_seconds{phase=\"" << p.name() << "\",rank=\"" << r.rank() << "\",node=\""
+         << r.node() << "\"} " << Fmt("%.9g", p.seconds()) << "\n";
+    }
+  }
+  os << "# HELP hoist_phase_bytes Bytes moved by one load phase on one rank.\n"
+     << "# TYPE hoist_phase_bytes gauge\n";
+  for (const auto& r : reports) {
+    for (const auto& p : r.phases()) {
+      if (p.bytes() == 0) continue;
+      os << "hoist_phase_bytes{phase=\"" << p.name() << "\",rank=\"" << r.rank() << "\"} "
+         << p.bytes() << "\n";
+    }
+  }
+  os << "# HELP hoist_bytes_total Bytes copied into device memory.\n"
+     << "# TYPE hoist_bytes_total counter\n";
+  for (const auto& r : reports) {
+    os << "hoist_bytes_total{rank=\"" << r.rank() << "\"} " << r.bytes_h2d() << "\n";
+  }
+  os << "# HELP hoist_bytes_read_total Bytes read from storage or page cache.\n"
+     << "# TYPE hoist_bytes_read_total counter\n";
+  for (const auto& r : reports) {
+    os << "hoist_bytes_read_total{rank=\"" << r.rank() << "\"} " << r.bytes_read() << "\n";
+  }
+  os << "# HELP hoist_rank_ok 1 when the rank's load succeeded.\n# TYPE hoist_rank_ok gauge\n";
+  for (const auto& r : reports) {
+    os << "hoist_rank_ok{rank=\"" << r.rank() << "\",host=\"" << r.host() << "\"} "
+       << (r.ok() ? 1 : 0) << "\n";
+  }
+  os << "# HELP hoist_job_seconds Job wall time on rank 0.\n# TYPE hoist_job_seconds gauge\n"
+     << "hoist_job_seconds " << Fmt("%.9g", agg.wall_s) << "\n";
+  return os.str();
+}
+
+std::string TimelineSvg(const std::vector<proto::RankReport>& reports) {
+  // Lanes: for each rank, a phase band, then one row per span lane (sorted: fill-*, h2d-*).
+  struct Row {
+    std::string label;
+    std::vector<std::tuple<double, double, std::string, std::uint64_t>> boxes;
+  };
+  std::vector<Row> rows;
+  double t_end = 0;
+  for (const auto& r : reports) {
+    const double off = r.clock_offset_s();
+    Row phases{"rank " + std::to_string(r.rank()) + " phases", {}};
+    for (const auto& p : r.phases()) {
+      if (p.name() == "total" || p.name() == "read" || p.name() == "h2d") continue;
+      phases.boxes.emplace_back(p.start_s() + off, p.seconds(), p.name(), p.bytes());
+      t_end = std::max(t_end, p.start_s() + off + p.seconds());
+    }
+    rows.push_back(std::move(phases));
+    std::map<std::string, Row> lanes;
+    for (const auto& s : r.spans()) {
+      Row& row = lanes[s.lane()];
+      row.label = "rank " + std::to_string(r.rank()) + " " + s.lane();
+      row.boxes.emplace_back(s.start_s() + off, s.seconds(), s.what(), s.bytes());
+      t_end = std::max(t_end, s.start_s() + off + s.seconds());
+    }
+    for (auto& [lane, row] : lanes) rows.push_back(std::move(row));
+  }
+  if (t_end <= 0) t_end = 1e-3;
+  const int label_w = 170, plot_w = 1000, row_h = 18, top = 30;
+  const int height = top + static_cast<int>(rows.size()) * row_h + 40;
+  const double scale = plot_w / t_end;
+  std::ostringstream os;
+  os << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << label_w + plot_w + 20
+     << "\" height=\"" << height << "\" font-family=\"monospace\" font-size=\"11\">\n"
+     << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+     << "<text x=\"4\" y=\"16\" font-size=\"13\">hoist load timeline (" << Ms(t_end)
+     << " ms; fill = pinned slot fills, h2d = DMA per slot; gaps in h2d are DMA bubbles)</text>\n";
+  auto color = [](const std::string& what, const std::string& label) {
+    if (label.find("h2d") != std::string::npos || what.rfind("h2d", 0) == 0) return "#3b7dd8";
+    if (label.find("fill") != std::string::npos || what.rfind("fill", 0) == 0) return "#e8a33d";
+    if (what == "arena_alloc" || what == "staging_alloc" || what == "staging_free")
+      return "#9b59b6";
+    if (what == "verify") return "#27ae60";
+    if (what == "plan" || what == "init") return "#7f8c8d";
+    return "#c0392b";
+  };
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const int y = top + static_cast<int>(i) * row_h;
+    os << "<text x=\"4\" y=\"" << y + 13 << "\">" << XmlEscape(rows[i].label) << "</text>\n";
+    os << "<line x1=\"" << label_w << "\" y1=\"" << y + row_h - 1 << "\" x2=\"" << label_w + plot_w
+       << "\" y2=\"" << y + row_h - 1 << "\" stroke=\"#eee\"/>\n";
+    for (const auto& [start, dur, what, bytes] : rows[i].boxes) {
+      const double x = label_w + start * scale;
+      const double w = std::max(0.5, dur * scale);
+      os << "<rect x=\"" << Fmt("%.2f", x) << "\" y=\"" << y + 2 << "\" width=\"" << Fmt("%.2f", w)
+         << "\" height=\"" << row_h - 5 << "\" fill=\"" << color(what, rows[i].label)
+         << "\"><title>" << XmlEscape(what) << " " << Ms(dur) << " ms " << bytes
+         << " B</title></rect>\n";
+    }
+  }
+  // Time axis.
+  const int axis_y = top + static_cast<int>(rows.size()) * row_h + 12;
+  for (int k = 0; k <= 10; ++k) {
+    const double t = t_end * k / 10;
+    const double x = label_w + t * scale;
+    os << "<line x1=\"" << Fmt("%.1f", x) << "\" y1=\"" << top << "\" x2=\"" << Fmt("%.1f", x)
+       << "\" y2=\"" << axis_y - 8 << "\" stroke=\"#ddd\"/>\n"
+       << "<text x=\"" << Fmt("%.1f", x - 10) << "\" y=\"" << axis_y + 6 << "\">" << Ms(t)
+       << "</text>\n";
+  }
+  os << "</svg>\n";
+  return os.str();
+}
+
+Status WriteFile(const std::string& path, const std::string& contents) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) return Status::IoError(path + ": cannot open for writing: " + std::strerror(errno));
+  out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
+  out.close();
+  if (!out) return Status::IoError(path + ": write failed");
+  return Status::Ok();
+}
+
+}  // namespace hoist::coordinator

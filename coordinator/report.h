@@ -1,0 +1,52 @@
+// Aggregating the ranks' reports and writing them: a human table, JSON, Chrome trace events,
+// Prometheus text and a self-drawn SVG timeline. One aggregate feeds every sink.
+//
+// Ownership: plain values. Failure: writers return Status naming the output file.
+// Threading: pure functions; call on rank 0 after the gather.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "hoist/status.h"
+#include "proto/plan.pb.h"
+
+namespace hoist::coordinator {
+
+// Phases in report order.
+const std::vector<std::string>& PhaseNames();
+
+struct PhaseStats {
+  std::string name;
+  int ranks = 0;  // ranks that reported the phase
+  double min_s = 0, median_s = 0, max_s = 0;
+  std::uint32_t slowest_rank = 0;
+  std::uint64_t bytes = 0;  // summed over ranks
+};
+
+struct Aggregate {
+  std::vector<PhaseStats> phases;
+  std::uint64_t payload_bytes = 0;  // sum of the ranks' bytes_h2d
+  std::uint64_t bytes_read = 0;
+  std::uint64_t bytes_resident_at_start = 0;
+  double wall_s = 0;  // job wall time on rank 0
+  int ranks = 0, failed = 0, nodes = 0;
+};
+
+Aggregate AggregateReports(const std::vector<proto::RankReport>& reports, double wall_s);
+
+std::string FormatTable(const proto::LoadPlan& plan, const std::vector<proto::RankReport>& reports,
+                        const Aggregate& agg);
+nlohmann::json ReportJson(const proto::LoadPlan& plan,
+                          const std::vector<proto::RankReport>& reports, const Aggregate& agg);
+// Chrome trace event format (viewable in Perfetto): pid = rank, tid = lane.
+nlohmann::json ChromeTrace(const std::vector<proto::RankReport>& reports);
+std::string PrometheusText(const std::vector<proto::RankReport>& reports, const Aggregate& agg);
+// One row per (rank, lane), spans drawn to scale, phases as a band per rank.
+std::string TimelineSvg(const std::vector<proto::RankReport>& reports);
+
+Status WriteFile(const std::string& path, const std::string& contents);
+
+}  // namespace hoist::coordinator
