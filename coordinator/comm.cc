@@ -36,6 +36,7 @@ class MpiComm final : public Comm {
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &shm);
     int shm_rank = 0;
     MPI_Comm_rank(shm, &shm_rank);
+    local_rank_ = shm_rank;
     MPI_Comm leaders;
     MPI_Comm_split(MPI_COMM_WORLD, shm_rank == 0 ? 0 : MPI_UNDEFINED, rank_, &leaders);
     int leader_index = 0;
@@ -59,6 +60,7 @@ class MpiComm final : public Comm {
   int size() const override { return size_; }
   int node() const override { return node_; }
   int nodes() const override { return nodes_; }
+  int local_rank() const override { return local_rank_; }
   std::string host() const override { return host_; }
 
   Status Broadcast(std::string* data) override {
@@ -112,6 +114,7 @@ class MpiComm final : public Comm {
   int size_ = 1;
   int node_ = 0;
   int nodes_ = 1;
+  int local_rank_ = 0;
   std::string host_;
 };
 
@@ -121,6 +124,7 @@ class SoloComm final : public Comm {
   int size() const override { return 1; }
   int node() const override { return 0; }
   int nodes() const override { return 1; }
+  int local_rank() const override { return 0; }
   std::string host() const override { return Hostname(); }
   Status Broadcast(std::string*) override { return Status::Ok(); }
   Result<std::vector<std::string>> Gather(const std::string& mine) override {

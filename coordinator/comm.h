@@ -24,6 +24,8 @@ class Comm {
   // and the number of nodes.
   virtual int node() const = 0;
   virtual int nodes() const = 0;
+  // Index of this rank among the ranks of its node.
+  virtual int local_rank() const = 0;
   virtual std::string host() const = 0;
   // Rank 0's `data` reaches every rank.
   virtual Status Broadcast(std::string* data) = 0;

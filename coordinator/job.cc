@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <cstdio>
 
 #include "planner/checkpoint.h"
 #include "planner/io_stats.h"
@@ -38,13 +39,27 @@ Result<JobResult> RunJob(Comm& comm, const JobOptions& options) {
   const Clock::time_point origin = options.load.origin;
   JobResult result;
 
-  // Plan: rank 0 alone reads config, index and headers.
+  // Where each rank runs, unless the topology said: node from the shared-memory split, gpu =
+  // index among the node's ranks.
   const Clock::time_point plan_start = Clock::now();
+  planner::PlanOptions plan_options = options.plan;
+  if (plan_options.locations.empty() && comm.size() > 1) {
+    HOIST_ASSIGN_OR_RETURN(
+        std::vector<std::string> where,
+        comm.Gather(std::to_string(comm.node()) + " " + std::to_string(comm.local_rank())));
+    for (const std::string& w : where) {
+      planner::RankLocation loc;
+      std::sscanf(w.c_str(), "%u %u", &loc.node, &loc.gpu);
+      plan_options.locations.push_back(loc);
+    }
+  }
+
+  // Plan: rank 0 alone reads config, index and headers.
   std::string wire;
   if (comm.rank() == 0) {
     Result<proto::LoadPlan> plan = [&]() -> Result<proto::LoadPlan> {
       HOIST_ASSIGN_OR_RETURN(planner::Checkpoint ckpt, planner::OpenCheckpoint(options.model_dir));
-      return planner::BuildLoadPlan(ckpt, options.plan);
+      return planner::BuildLoadPlan(ckpt, plan_options);
     }();
     wire = EncodePlan(plan);
   }

@@ -1,1 +1,3 @@
-int main() { return 0; }
+#include "launch/cli.h"
+
+int main(int argc, char** argv) { return hoist::launch::Main(argc, argv); }

@@ -1,0 +1,48 @@
+// The YAML topology file: model, parallelism, layout, nodes and GPUs, read mode and staging.
+//
+//   model: /models/qwen3-4b
+//   tp: 2            # tensor parallel size
+//   ep: 0            # expert parallel size (0/absent: off; else = world)
+//   dp: 1            # data parallel groups (ignored when ep > 0: dp = ep / tp)
+//   layout: fused    # fused | hf
+//   placement: linear  # linear | round_robin (experts under ep)
+//   read: auto       # auto | buffered | direct | mmap | pageable | registered
+//   device: auto     # auto | cuda | host
+//   staging: {slots: 4, slot_mib: 32, threads: 12}
+//   verify: false
+//   nodes:           # rank -> (node, gpu) in order; absent: one node, gpu = rank
+//     - {name: node-a, gpus: [0, 1]}
+//
+// Failure: unknown keys, wrong types, impossible tp/ep/dp or a node list whose size disagrees
+// with the world are InvalidArgument naming the file and key. Threading: pure.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hoist/status.h"
+
+namespace hoist::launch {
+
+struct NodeSpec {
+  std::string name;
+  std::vector<int> gpus;
+};
+
+struct Topology {
+  std::string model;
+  std::optional<int> tp, ep, dp;
+  std::optional<std::string> layout, placement, read, device;
+  std::optional<int> slots, slot_mib, threads;
+  std::optional<bool> verify;
+  std::vector<NodeSpec> nodes;
+};
+
+Result<Topology> LoadTopology(const std::string& path);
+Result<Topology> ParseTopology(const std::string& label, const std::string& yaml_text);
+
+// World size implied by the nodes list (sum of GPUs), 0 when absent.
+int NodesWorld(const Topology& t);
+
+}  // namespace hoist::launch
