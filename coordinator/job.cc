@@ -113,6 +113,9 @@ Result<JobResult> RunJob(Comm& comm, const JobOptions& options) {
   report.set_ok(load_status.ok());
   if (!load_status.ok()) report.set_error(load_status.ToString());
   report.set_header_opens(planner::HeaderOpenCount());
+  AddPhase(&report, "init", origin, origin,
+           origin + std::chrono::duration_cast<Clock::duration>(
+                        std::chrono::duration<double>(options.init_s)));
   AddPhase(&report, "plan", origin, plan_start, plan_end, wire.size());
   if (!load_status.ok()) {
     spdlog::error("load failed: {}", load_status.ToString());

@@ -29,6 +29,8 @@ struct JobOptions {
   rank::LoadOptions load;
   // Without MPI: which rank of the plan this single process executes.
   int solo_rank = 0;
+  // Seconds from process start to MPI ready on this rank (reported as the `init` phase).
+  double init_s = 0;
   // Test hook: fail this rank with an injected error after planning (-1: none).
   int fail_rank = -1;
 };

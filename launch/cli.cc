@@ -220,22 +220,12 @@ int RunLoad(CommonFlags& f, LoadFlags& l, int* argc, char*** argv, Clock::time_p
   job.load.dump_dir = l.dump;
   job.load.bind_numa = !l.no_numa;
   job.load.origin = origin;
+  job.init_s = std::chrono::duration<double>(init_end - origin).count();
 
   Result<coordinator::JobResult> result = coordinator::RunJob(*comm, job);
   if (!result.ok()) return Fail(result.status(), kExitFailure);
-  // The init phase: process start to MPI ready, measured here and added to this rank's report
-  // on rank 0's side after the gather would lose it, so it is recorded on the gathered copy.
   int rc = 0;
   if (comm->rank() == 0) {
-    for (auto& r : result->reports) {
-      if (r.rank() == 0) {
-        proto::Phase* p = r.add_phases();
-        p->set_name("init");
-        p->set_start_s(0);
-        p->set_seconds(std::chrono::duration<double>(init_end - origin).count());
-        p->set_busy_s(p->seconds());
-      }
-    }
     if (Status s = WriteReports(l, *result); !s.ok()) {
       Fail(s, kExitFailure);
       rc = kExitFailure;
