@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# One call on the GPU box: build, make the qwen3-4b fixture, and measure side by side, hot and
+# cold page cache, several runs each: the pinned-H2D ceiling, the O_DIRECT read ceiling, `hoist
+# load` in each read mode (tp 1, and tp 2 rank 1), and safetensors.load_file(device="cuda").
+# Writes results.jsonl and BENCHMARKS.md (table) under $OUT, plus verify runs and a timeline.
+#   bench/bench.sh            (env: RUNS_HOT=5 RUNS_COLD=3 MODES="auto buffered direct mmap pageable registered")
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+OUT="${OUT:-/tmp/hoist-bench-out}"; mkdir -p "$OUT"
+RUNS_HOT="${RUNS_HOT:-5}"; RUNS_COLD="${RUNS_COLD:-3}"
+MODES="${MODES:-auto buffered direct mmap pageable registered}"
+VERIFY="${VERIFY:-1}"
+MODELS="${MODELS:-/tmp/hoist-models}"
+source tools/env.sh
+log() { echo "[bench $(date +%T)] $*" >&2; }
+res="$OUT/results.jsonl"; : > "$res"
+drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+warm() { cat "$1"/*.safetensors > /dev/null; }
+
+log "build"
+build=build-bench
+cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DHOIST_BUILD_TESTS=OFF > "$OUT/cmake.log" 2>&1 || { cat "$OUT/cmake.log"; exit 1; }
+ninja -C $build hoist hoist-mkckpt hoist-bench-io hoist-bench-h2d > "$OUT/build.log" 2>&1 || { tail -50 "$OUT/build.log"; exit 1; }
+hoist=$build/launch/hoist
+{ nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.current,pcie.link.width.current,memory.total --format=csv; nproc; free -g | head -2; df -h /tmp | tail -1; uname -r; } > "$OUT/machine.txt" 2>&1 || true
+
+m4b="$MODELS/qwen3-4b"
+if [[ ! -f "$m4b/config.json" ]]; then
+  log "mkckpt qwen3-4b"
+  /usr/bin/time -f '%e s' $build/tools/hoist-mkckpt --family qwen3 --preset qwen3-4b --out "$m4b" --seed 1 2>&1 | tail -2
+fi
+files=("$m4b"/*.safetensors)
+
+log "pinned H2D ceiling"
+for i in 1 2; do $build/bench/hoist-bench-h2d 8 7 | sed 's/^{/{"kind":"h2d_ceiling",/' >> "$res"; done
+
+log "O_DIRECT read ceiling (cold)"
+for t in 8 16 32; do
+  drop; $build/bench/hoist-bench-io --threads $t "${files[@]}" | sed "s/^{/{\"kind\":\"io_ceiling\",\"temp\":\"cold\",/" >> "$res"
+done
+warm "$m4b"; $build/bench/hoist-bench-io --buffered --threads 16 "${files[@]}" | sed 's/^{/{"kind":"io_ceiling","temp":"hot",/' >> "$res"
+
+run_hoist() {  # label temp extra-args...
+  local label=$1 temp=$2; shift 2
+  if [[ $temp == cold ]]; then drop; else warm "$m4b"; fi
+  local rj="$OUT/last-report.json"
+  if ! $hoist load --model "$m4b" --log-level warn --report-json "$rj" "$@" > "$OUT/last.log" 2>&1; then
+    log "FAILED: $label $temp $*"; tail -5 "$OUT/last.log" >&2
+    echo "{\"kind\":\"hoist\",\"label\":\"$label\",\"temp\":\"$temp\",\"failed\":true}" >> "$res"
+    return 0
+  fi
+  python3 - "$rj" "$label" "$temp" >> "$res" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1])); k = r["ranks"][0]; ph = k["phases"]
+out = {"kind": "hoist", "label": sys.argv[2], "temp": sys.argv[3], "bytes": k["bytes_h2d"],
+       "resident": k["bytes_resident_at_start"], "bytes_read": k["bytes_read"],
+       "wall_s": r["wall_s"], "phases": {n: p["seconds"] for n, p in ph.items()},
+       "read_busy_s": ph.get("read", {}).get("busy_s", 0), "device": k["device"]}
+print(json.dumps(out))
+PY
+}
+
+for temp in hot cold; do
+  runs=$RUNS_HOT; [[ $temp == cold ]] && runs=$RUNS_COLD
+  for mode in $MODES; do
+    log "hoist tp1 --read $mode ($temp x $runs)"
+    [[ $temp == hot ]] && run_hoist "warmup" hot --read $mode > /dev/null
+    for i in $(seq $runs); do run_hoist "tp1-$mode" $temp --read $mode; done
+  done
+  log "hoist tp2 rank1 auto ($temp)"
+  for i in $(seq $runs); do run_hoist "tp2r1-auto" $temp --tp 2 --rank 1; done
+done
+
+log "safetensors peer"
+python3 bench/peers.py "$m4b" hot 1 > /dev/null  # warm-up, also warms the page cache
+python3 bench/peers.py "$m4b" hot "$RUNS_HOT" | sed 's/^{/{"kind":"peer",/' >> "$res"
+python3 bench/peers.py "$m4b" cold "$RUNS_COLD" | sed 's/^{/{"kind":"peer",/' >> "$res"
+
+if [[ $VERIFY == 1 ]]; then
+  log "verify runs"
+  vlog="$OUT/verify.log"; : > "$vlog"
+  v() { if $hoist load --log-level warn --verify "$@" >> "$vlog" 2>&1; then echo "PASS $*" >> "$OUT/verify.txt"; else echo "FAIL $*" >> "$OUT/verify.txt"; fi; }
+  : > "$OUT/verify.txt"
+  v --model "$m4b"
+  for r in 0 1; do v --model "$m4b" --tp 2 --rank $r; done
+  for r in 0 1 2 3; do v --model "$m4b" --tp 4 --rank $r; done
+  ds="$MODELS/deepseek-v3-small"
+  [[ -f "$ds/config.json" ]] || $build/tools/hoist-mkckpt --family deepseek-v3 --preset deepseek-v3-small --out "$ds" --seed 3 > /dev/null
+  for r in 0 1; do v --model "$ds" --ep 2 --rank $r; done
+  cat "$OUT/verify.txt"
+fi
+
+log "timeline"
+warm "$m4b"
+$hoist load --model "$m4b" --log-level warn --timeline "$OUT/timeline-tp1-hot.svg" --trace "$OUT/trace-tp1-hot.json" > /dev/null 2>&1 || true
+
+python3 bench/summarize.py "$res" "$OUT/machine.txt" > "$OUT/BENCHMARKS.md"
+cat "$OUT/BENCHMARKS.md"

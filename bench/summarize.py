@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Turns bench/bench.sh's results.jsonl into the markdown table of docs/BENCHMARKS.md.
+
+Times are medians over runs with [min-max]. hoist's time is `load`: the rank's `total` phase
+(arena and staging set-up included; process start, MPI/CUDA context creation and plan excluded)
+and `e2e`: plan + load (headers read, plan built, everything after the CUDA context exists).
+Ratios: hot runs against the pinned-H2D ceiling measured in the same call (ceiling time for the
+same bytes / hoist time); cold runs against the best O_DIRECT read rate measured in the same
+call; and safetensors' time over hoist's.
+"""
+import json
+import statistics
+import sys
+from collections import defaultdict
+
+GiB = 1024 ** 3
+
+
+def med(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def main():
+    rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+    machine = open(sys.argv[2]).read().strip() if len(sys.argv) > 2 else ""
+    h2d = [r for r in rows if r["kind"] == "h2d_ceiling"]
+    ceil_gibs = med([r["gib_s"] for r in h2d])
+    io_cold = [r for r in rows if r["kind"] == "io_ceiling" and r["temp"] == "cold"]
+    best_io = max(io_cold, key=lambda r: r["gib_s"]) if io_cold else None
+    io_hot = [r for r in rows if r["kind"] == "io_ceiling" and r["temp"] == "hot"]
+    groups = defaultdict(list)
+    for r in rows:
+        if r["kind"] == "hoist" and not r.get("failed"):
+            groups[(r["label"], r["temp"])].append(r)
+    failed = [r for r in rows if r.get("failed")]
+    peers = defaultdict(list)
+    for r in rows:
+        if r["kind"] == "peer":
+            peers[r["temp"]].append(r)
+    peer_med = {t: med([r["seconds"] for r in v]) for t, v in peers.items()}
+
+    out = []
+    out.append("Machine: " + machine.replace("\n", "; "))
+    out.append("")
+    if h2d:
+        out.append(f"Pinned H2D ceiling: {ceil_gibs:.2f} GiB/s (median of {len(h2d)} x 7 runs of 8 GiB); "
+                   f"cudaMallocHost 256 MiB: {med([r['mallochost_256mib_ms'] for r in h2d]):.1f} ms, "
+                   f"touch+cudaHostRegister 256 MiB: {med([r['register_256mib_ms'] for r in h2d]):.1f} ms.")
+    if best_io:
+        out.append(f"O_DIRECT cold read ceiling: {best_io['gib_s']:.2f} GiB/s ({best_io['threads']} threads; "
+                   + ", ".join(f"{r['threads']} thr {r['gib_s']:.2f}" for r in io_cold) + ").")
+    if io_hot:
+        out.append(f"Buffered pread from page cache, 16 threads, to a plain buffer: {io_hot[0]['gib_s']:.2f} GiB/s.")
+    out.append("")
+    out.append("| run | cache | n | bytes | load ms (median [min-max]) | e2e ms | GiB/s (load) | vs ceiling | resident at start | safetensors / hoist (e2e) |")
+    out.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for (label, temp), rs in sorted(groups.items(), key=lambda kv: (kv[0][1] != "hot", kv[0][0])):
+        if label == "warmup":
+            continue
+        load = [r["phases"].get("total", float("nan")) for r in rs]
+        e2e = [r["phases"].get("total", 0) + r["phases"].get("plan", 0) for r in rs]
+        nbytes = rs[0]["bytes"]
+        lm = med(load)
+        rate = nbytes / GiB / lm
+        if temp == "hot":
+            vs = f"{(nbytes / GiB / ceil_gibs) / lm * 100:.0f}% of H2D" if h2d else "-"
+        else:
+            vs = f"{rate / best_io['gib_s'] * 100:.0f}% of O_DIRECT" if best_io else "-"
+        res = med([r["resident"] / max(1, r["bytes_read"]) for r in rs]) * 100
+        peer = f"{peer_med[temp] / med(e2e):.1f}x" if temp in peer_med and label.startswith("tp1") else "-"
+        out.append(f"| hoist {label} | {temp} | {len(rs)} | {nbytes / 1e9:.2f} GB | {lm * 1e3:.1f} [{min(load) * 1e3:.1f}-{max(load) * 1e3:.1f}] "
+                   f"| {med(e2e) * 1e3:.1f} | {rate:.2f} | {vs} | {res:.0f}% | {peer} |")
+    for temp, rs in sorted(peers.items()):
+        s = [r["seconds"] for r in rs]
+        nbytes = rs[0]["bytes"]
+        out.append(f"| safetensors.load_file(cuda) | {temp} | {len(rs)} | {nbytes / 1e9:.2f} GB | {med(s) * 1e3:.1f} [{min(s) * 1e3:.1f}-{max(s) * 1e3:.1f}] "
+                   f"| - | {nbytes / GiB / med(s):.2f} | - | - | 1.0x |")
+    out.append("")
+    # Per-phase medians for the default mode, where the time goes.
+    for temp in ("hot", "cold"):
+        rs = groups.get(("tp1-auto", temp))
+        if not rs:
+            continue
+        names = [n for n in rs[0]["phases"].keys()]
+        cells = [f"{n} {med([r['phases'].get(n, 0) for r in rs]) * 1e3:.1f}" for n in names]
+        out.append(f"Phases, tp1 auto {temp} (median ms): " + ", ".join(cells) +
+                   f"; read busy (summed over threads) {med([r['read_busy_s'] for r in rs]) * 1e3:.0f} ms.")
+    if failed:
+        out.append("")
+        out.append("Failed runs: " + ", ".join(f"{r['label']} {r['temp']}" for r in failed))
+    print("\n".join(out))
+
+
+if __name__ == "__main__":
+    main()
