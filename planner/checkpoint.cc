@@ -1,0 +1,419 @@
+// Checkpoint folder reading: config.json, the index or the single file, every shard's header.
+// See checkpoint.h for the contract.
+#include "planner/checkpoint.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <system_error>
+#include <utility>
+
+#include "planner/strict_json.h"
+
+namespace hoist::planner {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using internal::JsonTypeName;
+using internal::QuoteForMessage;
+
+constexpr std::string_view kConfigName = "config.json";
+constexpr std::string_view kIndexName = "model.safetensors.index.json";
+constexpr std::string_view kSingleFileName = "model.safetensors";
+// config.json and the index are small (DeepSeek-V3's index is ~9 MB); refuse absurd ones.
+constexpr std::uint64_t kMaxJsonFileBytes = 256ull << 20;
+// config.json nests a little (quantization_config, rope_scaling, text_config...).
+constexpr int kMaxConfigDepth = 16;
+// The index: top level > weight_map / metadata > values.
+constexpr int kMaxIndexDepth = 3;
+
+// ---- config.json --------------------------------------------------------------------------
+
+Status WrongType(std::string_view label, std::string_view key, std::string_view expected,
+                 const json& got) {
+  return Status::Corrupt(std::string(label) + ": key \"" + std::string(key) + "\" must be " +
+                         std::string(expected) + ", got " + std::string(JsonTypeName(got)));
+}
+
+// Absent and null both mean "not set" (HF writes null for unset optional fields).
+const json* Lookup(const json& obj, std::string_view key) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+Status GetInt(std::string_view label, const json& obj, std::string_view key, std::int64_t* out,
+              bool* found = nullptr) {
+  if (found) *found = false;
+  const json* v = Lookup(obj, key);
+  if (v == nullptr) return Status::Ok();
+  if (!v->is_number_unsigned() || v->get<std::uint64_t>() > INT64_MAX) {
+    return WrongType(label, key, "a non-negative integer", *v);
+  }
+  *out = v->get<std::int64_t>();
+  if (found) *found = true;
+  return Status::Ok();
+}
+
+Status GetRequiredPositiveInt(std::string_view label, const json& obj, std::string_view key,
+                              std::int64_t* out) {
+  bool found = false;
+  HOIST_RETURN_IF_ERROR(GetInt(label, obj, key, out, &found));
+  if (!found) {
+    return Status::Corrupt(std::string(label) + ": missing required key \"" + std::string(key) +
+                           "\"");
+  }
+  if (*out <= 0) {
+    return Status::Corrupt(std::string(label) + ": key \"" + std::string(key) +
+                           "\" must be positive, got " + std::to_string(*out));
+  }
+  return Status::Ok();
+}
+
+Status GetString(std::string_view label, const json& obj, std::string_view key, std::string* out) {
+  const json* v = Lookup(obj, key);
+  if (v == nullptr) return Status::Ok();
+  if (!v->is_string()) return WrongType(label, key, "a string", *v);
+  *out = v->get<std::string>();
+  return Status::Ok();
+}
+
+Status GetBool(std::string_view label, const json& obj, std::string_view key, bool* out) {
+  const json* v = Lookup(obj, key);
+  if (v == nullptr) return Status::Ok();
+  if (!v->is_boolean()) return WrongType(label, key, "a boolean", *v);
+  *out = v->get<bool>();
+  return Status::Ok();
+}
+
+Status GetIntArray(std::string_view label, const json& obj, std::string_view key,
+                   std::vector<std::int64_t>* out) {
+  const json* v = Lookup(obj, key);
+  if (v == nullptr) return Status::Ok();
+  if (!v->is_array()) return WrongType(label, key, "an array of non-negative integers", *v);
+  out->clear();
+  for (const json& e : *v) {
+    if (!e.is_number_unsigned() || e.get<std::uint64_t>() > INT64_MAX) {
+      return WrongType(label, key, "an array of non-negative integers", e);
+    }
+    out->push_back(e.get<std::int64_t>());
+  }
+  return Status::Ok();
+}
+
+Status GetStringArray(std::string_view label, const json& obj, std::string_view key,
+                      std::vector<std::string>* out) {
+  const json* v = Lookup(obj, key);
+  if (v == nullptr) return Status::Ok();
+  if (!v->is_array()) return WrongType(label, key, "an array of strings", *v);
+  out->clear();
+  for (const json& e : *v) {
+    if (!e.is_string()) return WrongType(label, key, "an array of strings", e);
+    out->push_back(e.get<std::string>());
+  }
+  return Status::Ok();
+}
+
+// ---- files ----------------------------------------------------------------------------------
+
+std::string Errno(int err) { return std::strerror(err); }
+
+// Reads a whole (small) file.
+Result<std::string> ReadSmallFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    std::string message = path + ": open: " + Errno(err);
+    return err == ENOENT ? Status::NotFound(std::move(message))
+                         : Status::IoError(std::move(message));
+  }
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return Status::IoError(path + ": fstat: " + Errno(errno));
+  if (!S_ISREG(st.st_mode)) return Status::InvalidArgument(path + ": not a regular file");
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  if (size > kMaxJsonFileBytes) {
+    return Status::Corrupt(path + ": " + std::to_string(size) + " bytes is larger than the " +
+                           std::to_string(kMaxJsonFileBytes) + "-byte limit for a JSON file");
+  }
+  std::string text(size, '\0');
+  std::uint64_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::pread(fd, text.data() + done, size - done, static_cast<off_t>(done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::IoError(path + ": read at offset " + std::to_string(done) + ": " +
+                             Errno(errno));
+    }
+    if (n == 0) break;  // shrank: parse what is there; the JSON parser reports truncation
+    done += static_cast<std::uint64_t>(n);
+  }
+  text.resize(done);
+  return text;
+}
+
+// True when canonical `path` is `dir` or below it (both canonical).
+bool IsInside(const fs::path& path, const fs::path& dir) {
+  const fs::path rel = path.lexically_relative(dir);
+  if (rel.empty()) return false;
+  const auto first = rel.begin();
+  return first == rel.end() || *first != "..";
+}
+
+// Resolves `rel` (as named by the index, or a fixed name) inside the canonical model folder:
+// relative, no "..", and every symlink on the way must stay inside. `what` says who named it.
+Result<fs::path> ResolveInside(const fs::path& dir, const std::string& rel,
+                               const std::string& what) {
+  const std::string where = dir.string() + ": " + what;
+  if (rel.empty()) return Status::Corrupt(where + " is an empty path");
+  if (rel.find('\0') != std::string::npos) {
+    return Status::Corrupt(where + " " + QuoteForMessage(rel) + " contains a NUL byte");
+  }
+  const fs::path p(rel);
+  if (p.is_absolute() || p.has_root_name() || p.has_root_directory()) {
+    return Status::Corrupt(where + " " + QuoteForMessage(rel) +
+                           " is an absolute path; shards must be inside the model folder");
+  }
+  for (const fs::path& part : p) {
+    if (part == "..") {
+      return Status::Corrupt(where + " " + QuoteForMessage(rel) +
+                             " contains \"..\" and would leave the model folder");
+    }
+  }
+  std::error_code ec;
+  const fs::path canonical = fs::canonical(dir / p, ec);
+  if (ec) {
+    return Status::NotFound(where + " " + QuoteForMessage(rel) + " is missing (" +
+                            (dir / p).string() + ": " + ec.message() + ")");
+  }
+  if (!IsInside(canonical, dir)) {
+    return Status::Corrupt(where + " " + QuoteForMessage(rel) + " resolves to " +
+                           canonical.string() + " (through a symlink), outside the model folder");
+  }
+  return canonical;
+}
+
+struct PendingShard {
+  std::string rel_path;              // as first named by the index
+  std::vector<std::string> tensors;  // names the index maps to this file
+};
+
+// Parses model.safetensors.index.json into canonical path -> shard (ordered by the map key;
+// re-sorted by rel_path by the caller) and tensor -> canonical path.
+Status ParseIndex(const fs::path& dir, const std::string& index_path, const std::string& text,
+                  std::map<std::string, PendingShard>* shards,
+                  std::unordered_map<std::string, std::string>* tensor_to_file) {
+  HOIST_ASSIGN_OR_RETURN(json root, internal::ParseStrictJson(index_path, text, kMaxIndexDepth, 0));
+  if (!root.is_object()) {
+    return Status::Corrupt(index_path + ": must be a JSON object, got " +
+                           std::string(JsonTypeName(root)));
+  }
+  auto it = root.find("weight_map");
+  if (it == root.end()) return Status::Corrupt(index_path + ": missing \"weight_map\"");
+  if (!it->is_object()) {
+    return Status::Corrupt(index_path + ": \"weight_map\" must be an object, got " +
+                           std::string(JsonTypeName(*it)));
+  }
+  if (it->empty()) return Status::Corrupt(index_path + ": \"weight_map\" is empty");
+  // Resolve each distinct file name once.
+  std::unordered_map<std::string, std::string> resolved;  // rel -> canonical
+  for (const auto& [tensor, file] : it->items()) {
+    if (!file.is_string()) {
+      return Status::Corrupt(index_path + ": \"weight_map\" entry for tensor " +
+                             QuoteForMessage(tensor) + " must be a file name, got " +
+                             std::string(JsonTypeName(file)));
+    }
+    const std::string& rel = file.get_ref<const std::string&>();
+    auto r = resolved.find(rel);
+    if (r == resolved.end()) {
+      HOIST_ASSIGN_OR_RETURN(fs::path canonical,
+                             ResolveInside(dir, rel,
+                                           std::string(kIndexName) + " (tensor " +
+                                               QuoteForMessage(tensor) + ") names shard"));
+      r = resolved.emplace(rel, canonical.string()).first;
+    }
+    PendingShard& shard = (*shards)[r->second];
+    if (shard.rel_path.empty()) shard.rel_path = rel;
+    shard.tensors.push_back(tensor);
+    (*tensor_to_file)[tensor] = r->second;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<ModelConfig> ParseModelConfig(std::string_view label, std::string_view json_text) {
+  HOIST_ASSIGN_OR_RETURN(json root,
+                         internal::ParseStrictJson(label, json_text, kMaxConfigDepth, 0));
+  if (!root.is_object()) {
+    return Status::Corrupt(std::string(label) + ": must be a JSON object, got " +
+                           std::string(JsonTypeName(root)));
+  }
+  ModelConfig c;
+  HOIST_RETURN_IF_ERROR(GetString(label, root, "model_type", &c.model_type));
+  HOIST_RETURN_IF_ERROR(GetStringArray(label, root, "architectures", &c.architectures));
+  HOIST_RETURN_IF_ERROR(GetRequiredPositiveInt(label, root, "hidden_size", &c.hidden_size));
+  HOIST_RETURN_IF_ERROR(
+      GetRequiredPositiveInt(label, root, "num_hidden_layers", &c.num_hidden_layers));
+  HOIST_RETURN_IF_ERROR(
+      GetRequiredPositiveInt(label, root, "num_attention_heads", &c.num_attention_heads));
+  HOIST_RETURN_IF_ERROR(GetRequiredPositiveInt(label, root, "vocab_size", &c.vocab_size));
+  HOIST_RETURN_IF_ERROR(GetInt(label, root, "intermediate_size", &c.intermediate_size));
+
+  bool found = false;
+  HOIST_RETURN_IF_ERROR(GetInt(label, root, "num_key_value_heads", &c.num_key_value_heads, &found));
+  if (!found) c.num_key_value_heads = c.num_attention_heads;
+  HOIST_RETURN_IF_ERROR(GetInt(label, root, "head_dim", &c.head_dim, &found));
+  if (!found) c.head_dim = c.hidden_size / c.num_attention_heads;
+  HOIST_RETURN_IF_ERROR(GetBool(label, root, "tie_word_embeddings", &c.tie_word_embeddings));
+
+  // Experts: Qwen3-MoE / Qwen2-MoE spell it num_experts, DeepSeek n_routed_experts, Mixtral
+  // num_local_experts. Two different spellings with different values are ambiguous.
+  std::string experts_key;
+  for (std::string_view key : {"num_experts", "n_routed_experts", "num_local_experts"}) {
+    std::int64_t value = 0;
+    HOIST_RETURN_IF_ERROR(GetInt(label, root, key, &value, &found));
+    if (!found) continue;
+    if (!experts_key.empty() && value != c.num_experts) {
+      return Status::Corrupt(std::string(label) + ": \"" + experts_key +
+                             "\" = " + std::to_string(c.num_experts) + " disagrees with \"" +
+                             std::string(key) + "\" = " + std::to_string(value));
+    }
+    experts_key = key;
+    c.num_experts = value;
+  }
+  HOIST_RETURN_IF_ERROR(GetInt(label, root, "moe_intermediate_size", &c.moe_intermediate_size));
+  HOIST_RETURN_IF_ERROR(GetInt(label, root, "n_shared_experts", &c.n_shared_experts));
+  HOIST_RETURN_IF_ERROR(GetInt(label, root, "first_k_dense_replace", &c.first_k_dense_replace));
+  HOIST_RETURN_IF_ERROR(GetInt(label, root, "decoder_sparse_step", &c.decoder_sparse_step));
+  HOIST_RETURN_IF_ERROR(GetIntArray(label, root, "mlp_only_layers", &c.mlp_only_layers));
+
+  HOIST_RETURN_IF_ERROR(GetInt(label, root, "q_lora_rank", &c.q_lora_rank));  // null: 0
+  HOIST_RETURN_IF_ERROR(GetInt(label, root, "kv_lora_rank", &c.kv_lora_rank));
+  HOIST_RETURN_IF_ERROR(GetInt(label, root, "qk_nope_head_dim", &c.qk_nope_head_dim));
+  HOIST_RETURN_IF_ERROR(GetInt(label, root, "qk_rope_head_dim", &c.qk_rope_head_dim));
+  HOIST_RETURN_IF_ERROR(GetInt(label, root, "v_head_dim", &c.v_head_dim));
+
+  if (const json* q = Lookup(root, "quantization_config")) {
+    if (!q->is_object()) return WrongType(label, "quantization_config", "an object", *q);
+    const std::string qlabel = std::string(label) + ": quantization_config";
+    HOIST_RETURN_IF_ERROR(GetString(qlabel, *q, "quant_method", &c.quant_method));
+    HOIST_RETURN_IF_ERROR(GetIntArray(qlabel, *q, "weight_block_size", &c.weight_block_size));
+    for (std::int64_t b : c.weight_block_size) {
+      if (b <= 0) {
+        return Status::Corrupt(qlabel + ": \"weight_block_size\" entries must be positive");
+      }
+    }
+  }
+  return c;
+}
+
+const TensorEntry* Checkpoint::Find(std::string_view name) const {
+  auto it = tensors.find(std::string(name));
+  return it == tensors.end() ? nullptr : &Entry(it->second);
+}
+
+Result<Checkpoint> OpenCheckpoint(const std::string& dir_arg) {
+  std::error_code ec;
+  const fs::path dir = fs::canonical(dir_arg, ec);
+  if (ec) return Status::NotFound(dir_arg + ": model folder: " + ec.message());
+  if (!fs::is_directory(dir, ec)) {
+    return Status::InvalidArgument(dir_arg + ": model folder is not a directory");
+  }
+  Checkpoint ckpt;
+  ckpt.dir = dir.string();
+
+  // config.json
+  HOIST_ASSIGN_OR_RETURN(fs::path config_path,
+                         ResolveInside(dir, std::string(kConfigName), "config file"));
+  HOIST_ASSIGN_OR_RETURN(std::string config_text, ReadSmallFile(config_path.string()));
+  HOIST_ASSIGN_OR_RETURN(ckpt.config, ParseModelConfig(config_path.string(), config_text));
+
+  // The index, or the single file.
+  std::map<std::string, PendingShard> shards;                   // canonical path -> shard
+  std::unordered_map<std::string, std::string> tensor_to_file;  // empty without an index
+  const bool has_index = fs::exists(fs::symlink_status(dir / kIndexName, ec));
+  if (has_index) {
+    HOIST_ASSIGN_OR_RETURN(fs::path index_path,
+                           ResolveInside(dir, std::string(kIndexName), "index file"));
+    HOIST_ASSIGN_OR_RETURN(std::string index_text, ReadSmallFile(index_path.string()));
+    HOIST_RETURN_IF_ERROR(
+        ParseIndex(dir, index_path.string(), index_text, &shards, &tensor_to_file));
+  } else {
+    if (!fs::exists(fs::symlink_status(dir / kSingleFileName, ec))) {
+      return Status::NotFound(ckpt.dir + ": neither " + std::string(kIndexName) + " nor " +
+                              std::string(kSingleFileName) + " found");
+    }
+    HOIST_ASSIGN_OR_RETURN(fs::path single,
+                           ResolveInside(dir, std::string(kSingleFileName), "single-file model"));
+    shards[single.string()].rel_path = std::string(kSingleFileName);
+  }
+
+  // Files in rel_path order, each header read once.
+  std::vector<std::pair<std::string, PendingShard*>> order;
+  for (auto& [abs, pending] : shards) order.emplace_back(abs, &pending);
+  std::sort(order.begin(), order.end(),
+            [](const auto& a, const auto& b) { return a.second->rel_path < b.second->rel_path; });
+  if (order.size() > UINT32_MAX) return Status::Unsupported(ckpt.dir + ": too many shards");
+  ckpt.files.reserve(order.size());
+  for (auto& [abs, pending] : order) {
+    ShardFile file;
+    file.rel_path = pending->rel_path;
+    file.abs_path = abs;
+    HOIST_ASSIGN_OR_RETURN(file.header, ReadSafetensorsHeader(abs, &file.stat));
+    const auto file_index = static_cast<std::uint32_t>(ckpt.files.size());
+    if (file.header.tensors.size() > UINT32_MAX) {
+      return Status::Unsupported(abs + ": too many tensors");
+    }
+    for (std::uint32_t e = 0; e < file.header.tensors.size(); ++e) {
+      const TensorEntry& t = file.header.tensors[e];
+      if (has_index) {
+        auto mapped = tensor_to_file.find(t.name);
+        if (mapped == tensor_to_file.end()) {
+          return Status::Corrupt(abs + ": tensor " + QuoteForMessage(t.name) + " (file offset " +
+                                 std::to_string(file.header.data_start + t.begin) + ") is not in " +
+                                 std::string(kIndexName) + "'s weight_map");
+        }
+        if (mapped->second != abs) {
+          return Status::Corrupt(abs + ": tensor " + QuoteForMessage(t.name) + " (file offset " +
+                                 std::to_string(file.header.data_start + t.begin) +
+                                 ") is mapped by " + std::string(kIndexName) + " to " +
+                                 mapped->second + ", not to this file (duplicate across shards?)");
+        }
+      }
+      auto [it, inserted] = ckpt.tensors.emplace(t.name, TensorLocation{file_index, e});
+      if (!inserted) {  // only reachable without an index if ever; kept as a guard
+        return Status::Corrupt(abs + ": tensor " + QuoteForMessage(t.name) + " is also in " +
+                               ckpt.files[it->second.file].abs_path);
+      }
+      if (__builtin_add_overflow(ckpt.tensor_bytes, t.bytes(), &ckpt.tensor_bytes)) {
+        return Status::Corrupt(ckpt.dir + ": total tensor bytes overflow 64 bits");
+      }
+    }
+    ckpt.files.push_back(std::move(file));
+  }
+  // Every tensor the index names must be in the file it names.
+  for (const auto& [abs, pending] : order) {
+    for (const std::string& name : pending->tensors) {
+      if (ckpt.tensors.find(name) == ckpt.tensors.end()) {
+        return Status::NotFound(abs + ": tensor " + QuoteForMessage(name) + ", which " +
+                                std::string(kIndexName) + " maps to this shard (" +
+                                QuoteForMessage(pending->rel_path) + "), is not in its header");
+      }
+    }
+  }
+  return ckpt;
+}
+
+}  // namespace hoist::planner
