@@ -1,0 +1,595 @@
+// BuildLoadPlan: classify every checkpoint tensor with the family rules, group the tensors into
+// output tensors (fused layout: qkv / gate_up / fused_qkv_a concatenations and per-layer expert
+// stacks; hf layout: one output per tensor), then for each rank slice every part per its role,
+// place the outputs in one aligned arena and emit 2-D copies and fills, sorted and coalesced.
+#include "planner/plan_builder.h"
+
+#include <algorithm>
+#include <array>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+#include "planner/rules.h"
+
+namespace hoist::planner {
+namespace {
+
+constexpr std::uint64_t kVocabPad = 64;
+
+struct Source {
+  const TensorEntry* entry = nullptr;
+  std::uint32_t file = 0;
+  TensorRule rule;
+  const TensorEntry* weight = nullptr;  // for a scale: its X.weight
+};
+
+// One output tensor before slicing (rank independent).
+struct Group {
+  std::string name;
+  Fusion kind = Fusion::kNone;
+  int slots = 1;
+  std::vector<int> parts;                 // kNone / kConcat: source index per slot (-1: missing)
+  std::vector<std::vector<int>> experts;  // kExpertStack: per expert, source index per slot
+  std::pair<std::uint32_t, std::uint64_t> key{~0u, ~0ull};  // first (file, begin): arena order
+};
+
+// A rank's slice of a source viewed as a [R, C] matrix (C = product of the other dims).
+struct Slice {
+  std::uint64_t row0 = 0;
+  std::uint64_t nrows = 0;
+  std::uint64_t col0 = 0;
+  std::uint64_t ncols = 0;
+  std::uint64_t pad_rows = 0;  // zero rows appended (vocab padding)
+};
+
+struct Topo {
+  int tp = 1;
+  int dp = 1;
+  int ep = 0;
+  int world = 1;
+};
+
+std::uint64_t Rows(const TensorEntry& e) { return e.shape.empty() ? 1 : e.shape[0]; }
+std::uint64_t Cols(const TensorEntry& e) {
+  std::uint64_t c = 1;
+  for (std::size_t i = 1; i < e.shape.size(); ++i) c *= e.shape[i];
+  return c;
+}
+std::uint64_t AlignUp(std::uint64_t v, std::uint64_t a) { return (v + a - 1) / a * a; }
+
+std::string Sizes(const TensorEntry& e) { return ShapeString(e.shape); }
+
+bool IsExpertRole(Role r) {
+  return r == Role::kExpertGate || r == Role::kExpertUp || r == Role::kExpertDown;
+}
+
+int ExpertOwner(int expert, int num_experts, const Topo& topo, const PlanOptions& o) {
+  if (o.placement == proto::PLACEMENT_ROUND_ROBIN) return expert % topo.ep;
+  return expert / (num_experts / topo.ep);
+}
+
+// The effective slicing role of a source on this topology.
+Role EffectiveRole(const Source& s, const Topo& topo) {
+  Role r = s.rule.role;
+  if (r == Role::kRouter) return Role::kReplicated;
+  if (IsExpertRole(r)) {
+    if (topo.ep > 0) return Role::kReplicated;  // whole on its owner
+    return r == Role::kExpertDown ? Role::kRow : Role::kColumn;
+  }
+  return r;
+}
+
+Result<Slice> SliceFor(const Source& s, const ModelConfig& cfg, const Topo& topo, int t) {
+  const TensorEntry& e = *s.entry;
+  const std::uint64_t R = Rows(e), C = Cols(e);
+  const std::uint64_t tp = static_cast<std::uint64_t>(topo.tp);
+  Slice sl{0, R, 0, C, 0};
+  const Role role = EffectiveRole(s, topo);
+  if (role == Role::kReplicated || (tp == 1 && role != Role::kVocab)) return sl;
+  const std::string who = "tensor '" + e.name + "' " + Sizes(e);
+
+  if (s.rule.param == Param::kScale) {
+    const BlockSize block = BlockSizeOf(cfg);
+    const TensorEntry& w = *s.weight;
+    const bool column = role == Role::kColumn;
+    if (role != Role::kColumn && role != Role::kRow) {
+      return Status::Unsupported(who + ": FP8 block scales of a " + std::string(RoleName(role)) +
+                                 " tensor are not supported");
+    }
+    const std::uint64_t n = column ? Rows(w) : Cols(w);
+    const std::uint64_t bsz = column ? block.rows : block.cols;
+    const char* dim = column ? "rows" : "columns";
+    if (n % tp != 0) {
+      return Status::InvalidArgument("tensor '" + w.name + "' " + Sizes(w) + ": " +
+                                     std::to_string(n) + " " + dim + " not divisible by tp " +
+                                     std::to_string(tp));
+    }
+    const std::uint64_t shard = n / tp;
+    if (shard % bsz != 0) {
+      const std::uint64_t lo = t * shard, hi = lo + shard;
+      const std::uint64_t blk = (lo % bsz != 0 ? lo : hi) / bsz;
+      const std::string per_block =
+          n % bsz == 0 ? std::to_string(n / bsz)
+                       : std::to_string(n) + "/" + std::to_string(bsz) + ", not whole";
+      return Status::InvalidArgument(
+          who + ": the " + (column ? "column" : "row") + "-parallel shard of '" + w.name + "' " +
+          Sizes(w) + " at tp " + std::to_string(tp) + " is " + dim + " [" + std::to_string(lo) +
+          ", " + std::to_string(hi) + ") (" + std::to_string(shard) + " of N=" + std::to_string(n) +
+          " per rank), which cuts FP8 scale block " + std::to_string(blk) + " (" + dim + " [" +
+          std::to_string(blk * bsz) + ", " + std::to_string(blk * bsz + bsz) + "); blocks are " +
+          std::to_string(block.rows) + "x" + std::to_string(block.cols) +
+          "); use a tp that divides N/" + std::to_string(bsz) + " = " + per_block +
+          ", or --ep for experts");
+    }
+    const std::uint64_t blocks = shard / bsz;
+    if (column) {
+      sl.row0 = t * blocks;
+      sl.nrows = blocks;
+    } else {
+      if (e.shape.size() != 2)
+        return Status::Unsupported(who + ": a row-parallel scale must be 2-D");
+      sl.col0 = t * blocks;
+      sl.ncols = blocks;
+    }
+    if (sl.row0 + sl.nrows > R || sl.col0 + sl.ncols > C) {
+      return Status::InvalidArgument(who + ": scale shape disagrees with weight '" + w.name + "' " +
+                                     Sizes(w));
+    }
+    return sl;
+  }
+
+  switch (role) {
+    case Role::kColumn: {
+      if (R % tp != 0) {
+        return Status::InvalidArgument(who + ": column-parallel dimension " + std::to_string(R) +
+                                       " is not divisible by tp " + std::to_string(tp) +
+                                       "; use a tp that divides " + std::to_string(R));
+      }
+      sl.row0 = t * (R / tp);
+      sl.nrows = R / tp;
+      return sl;
+    }
+    case Role::kRow: {
+      if (e.shape.size() != 2) {
+        return Status::Unsupported(who + ": row-parallel slicing needs a 2-D tensor");
+      }
+      if (C % tp != 0) {
+        return Status::InvalidArgument(who + ": row-parallel dimension " + std::to_string(C) +
+                                       " is not divisible by tp " + std::to_string(tp) +
+                                       "; use a tp that divides " + std::to_string(C));
+      }
+      sl.col0 = t * (C / tp);
+      sl.ncols = C / tp;
+      return sl;
+    }
+    case Role::kKvHeads: {
+      const std::uint64_t kvh = static_cast<std::uint64_t>(cfg.num_key_value_heads);
+      const std::uint64_t hd = static_cast<std::uint64_t>(cfg.head_dim);
+      if (kvh == 0 || kvh * hd != R) {
+        return Status::InvalidArgument(who + ": expected num_key_value_heads " +
+                                       std::to_string(kvh) + " x head_dim " + std::to_string(hd) +
+                                       " rows");
+      }
+      if (tp <= kvh) {
+        if (kvh % tp != 0) {
+          return Status::InvalidArgument(who + ": num_key_value_heads " + std::to_string(kvh) +
+                                         " is not divisible by tp " + std::to_string(tp) +
+                                         "; use a tp that divides it or a multiple of it");
+        }
+        sl.row0 = t * (R / tp);
+        sl.nrows = R / tp;
+        return sl;
+      }
+      if (tp % kvh != 0) {
+        return Status::InvalidArgument(who + ": tp " + std::to_string(tp) +
+                                       " is larger than num_key_value_heads " +
+                                       std::to_string(kvh) +
+                                       " but not a multiple of it; use a tp that divides or is "
+                                       "a multiple of " +
+                                       std::to_string(kvh));
+      }
+      const std::uint64_t head = t / (tp / kvh);
+      sl.row0 = head * hd;
+      sl.nrows = hd;
+      return sl;
+    }
+    case Role::kVocab: {
+      const std::uint64_t vp = AlignUp(R, kVocabPad);
+      if (vp % tp != 0) {
+        return Status::InvalidArgument(who + ": padded vocab " + std::to_string(vp) +
+                                       " is not divisible by tp " + std::to_string(tp));
+      }
+      const std::uint64_t per = vp / tp;
+      const std::uint64_t a = t * per, b = a + per;
+      sl.row0 = std::min(a, R);
+      sl.nrows = std::min(b, R) - sl.row0;
+      sl.pad_rows = per - sl.nrows;
+      return sl;
+    }
+    default:
+      return Status::Internal(who + ": no slicing for role " + std::string(RoleName(role)));
+  }
+}
+
+std::vector<std::uint64_t> SlicedShape(const TensorEntry& e, const Slice& sl) {
+  if (e.shape.empty()) return {};
+  std::vector<std::uint64_t> shape = e.shape;
+  shape[0] = sl.nrows + sl.pad_rows;
+  if (shape.size() == 2) shape[1] = sl.ncols;
+  return shape;
+}
+
+struct RankBuild {
+  std::vector<proto::Copy> copies;
+  std::vector<proto::Fill> fills;
+};
+
+// Emits the copies (and padding fill) placing slice `sl` of `s` at arena offset `dst`.
+void Emit(const Source& s, const Slice& sl, std::uint64_t dst, std::uint64_t data_start,
+          RankBuild* out) {
+  const TensorEntry& e = *s.entry;
+  const std::uint64_t es = DTypeSize(e.dtype);
+  const std::uint64_t C = Cols(e);
+  const std::uint64_t row_bytes = C * es;
+  const std::uint64_t src = data_start + e.begin + sl.row0 * row_bytes + sl.col0 * es;
+  if (sl.nrows > 0 && sl.ncols > 0) {
+    proto::Copy c;
+    c.set_file(s.file);
+    c.set_src_offset(src);
+    c.set_dst_offset(dst);
+    if (sl.ncols == C || sl.nrows == 1) {
+      c.set_width(sl.nrows * sl.ncols * es);
+      c.set_rows(1);
+    } else {
+      c.set_width(sl.ncols * es);
+      c.set_rows(sl.nrows);
+      c.set_src_pitch(row_bytes);
+      c.set_dst_pitch(sl.ncols * es);
+    }
+    out->copies.push_back(std::move(c));
+  }
+  if (sl.pad_rows > 0) {
+    proto::Fill f;
+    f.set_dst_offset(dst + sl.nrows * sl.ncols * es);
+    f.set_bytes(sl.pad_rows * sl.ncols * es);
+    f.set_value(0);
+    out->fills.push_back(f);
+  }
+}
+
+void SortAndCoalesce(RankBuild* b) {
+  auto& cs = b->copies;
+  std::sort(cs.begin(), cs.end(), [](const proto::Copy& a, const proto::Copy& c) {
+    if (a.file() != c.file()) return a.file() < c.file();
+    if (a.src_offset() != c.src_offset()) return a.src_offset() < c.src_offset();
+    return a.dst_offset() < c.dst_offset();
+  });
+  std::size_t w = 0;
+  for (std::size_t i = 0; i < cs.size(); ++i) {
+    if (w > 0) {
+      proto::Copy& p = cs[w - 1];
+      const proto::Copy& c = cs[i];
+      if (p.file() == c.file()) {
+        if (p.rows() == 1 && c.rows() == 1 && p.src_offset() + p.width() == c.src_offset() &&
+            p.dst_offset() + p.width() == c.dst_offset()) {
+          p.set_width(p.width() + c.width());
+          continue;
+        }
+        if (p.rows() > 1 && c.rows() > 1 && p.width() == c.width() &&
+            p.src_pitch() == c.src_pitch() && p.dst_pitch() == c.dst_pitch() &&
+            p.src_offset() + p.rows() * p.src_pitch() == c.src_offset() &&
+            p.dst_offset() + p.rows() * p.dst_pitch() == c.dst_offset()) {
+          p.set_rows(p.rows() + c.rows());
+          continue;
+        }
+      }
+    }
+    if (w != i) cs[w] = std::move(cs[i]);
+    ++w;
+  }
+  cs.resize(w);
+
+  auto& fs = b->fills;
+  std::sort(fs.begin(), fs.end(), [](const proto::Fill& a, const proto::Fill& c) {
+    return a.dst_offset() < c.dst_offset();
+  });
+  w = 0;
+  for (std::size_t i = 0; i < fs.size(); ++i) {
+    if (w > 0 && fs[w - 1].value() == fs[i].value() &&
+        fs[w - 1].dst_offset() + fs[w - 1].bytes() == fs[i].dst_offset()) {
+      fs[w - 1].set_bytes(fs[w - 1].bytes() + fs[i].bytes());
+      continue;
+    }
+    if (w != i) fs[w] = fs[i];
+    ++w;
+  }
+  fs.resize(w);
+}
+
+Result<Topo> ResolveTopology(const PlanOptions& o, const ModelConfig& cfg) {
+  Topo t;
+  if (o.tp < 1) return Status::InvalidArgument("tp must be >= 1, got " + std::to_string(o.tp));
+  if (o.ep < 0) return Status::InvalidArgument("ep must be >= 0, got " + std::to_string(o.ep));
+  if (o.alignment == 0 || (o.alignment & (o.alignment - 1)) != 0) {
+    return Status::InvalidArgument("alignment must be a power of two, got " +
+                                   std::to_string(o.alignment));
+  }
+  t.tp = o.tp;
+  if (o.ep > 0) {
+    if (o.ep % o.tp != 0) {
+      return Status::InvalidArgument("tp " + std::to_string(o.tp) + " must divide ep " +
+                                     std::to_string(o.ep) + " (world = ep, dp = ep / tp)");
+    }
+    t.ep = o.ep;
+    t.dp = o.ep / o.tp;
+    if (cfg.num_experts > 0 && cfg.num_experts % o.ep != 0) {
+      return Status::InvalidArgument("num_experts " + std::to_string(cfg.num_experts) +
+                                     " is not divisible by ep " + std::to_string(o.ep) +
+                                     "; use an ep that divides it");
+    }
+  } else {
+    if (o.dp < 1) return Status::InvalidArgument("dp must be >= 1, got " + std::to_string(o.dp));
+    t.dp = o.dp;
+  }
+  t.world = t.tp * t.dp;
+  if (!o.locations.empty() && o.locations.size() != static_cast<std::size_t>(t.world)) {
+    return Status::InvalidArgument("locations name " + std::to_string(o.locations.size()) +
+                                   " ranks but world is " + std::to_string(t.world));
+  }
+  return t;
+}
+
+// Adds `idx` to the group for `name`, creating it.
+Status AddToGroup(std::vector<Group>* groups, std::unordered_map<std::string, int>* by_name,
+                  const std::vector<Source>& sources, int idx, const ModelConfig& cfg, bool fused) {
+  const Source& s = sources[idx];
+  const TensorRule& r = s.rule;
+  const Fusion kind = fused ? r.fusion : Fusion::kNone;
+  const std::string& name = kind == Fusion::kNone ? s.entry->name : r.fused_name;
+  auto [it, inserted] = by_name->emplace(name, static_cast<int>(groups->size()));
+  if (inserted) {
+    Group g;
+    g.name = name;
+    g.kind = kind;
+    g.slots = kind == Fusion::kNone ? 1 : r.slots;
+    if (kind == Fusion::kExpertStack) {
+      g.experts.assign(static_cast<std::size_t>(cfg.num_experts), std::vector<int>(g.slots, -1));
+    } else {
+      g.parts.assign(g.slots, -1);
+    }
+    groups->push_back(std::move(g));
+  }
+  Group& g = (*groups)[it->second];
+  if (g.kind != kind || g.slots != (kind == Fusion::kNone ? 1 : r.slots)) {
+    return Status::InvalidArgument("tensor '" + s.entry->name + "' maps to output '" + name +
+                                   "', which is also an output of a different kind");
+  }
+  int* slot = nullptr;
+  if (kind == Fusion::kExpertStack) {
+    slot = &g.experts[static_cast<std::size_t>(r.expert)][r.slot];
+  } else {
+    slot = &g.parts[kind == Fusion::kNone ? 0 : r.slot];
+  }
+  if (*slot >= 0) {
+    return Status::InvalidArgument("tensors '" + sources[*slot].entry->name + "' and '" +
+                                   s.entry->name + "' both map to output '" + name + "'");
+  }
+  *slot = idx;
+  g.key = std::min(g.key, std::make_pair(s.file, s.entry->begin));
+  return Status::Ok();
+}
+
+Status CheckGroup(const Group& g, const std::vector<Source>& sources) {
+  const TensorEntry* first = nullptr;
+  auto check = [&](int idx, const std::string& what) -> Status {
+    if (idx < 0) {
+      return Status::InvalidArgument("fused output '" + g.name + "' is missing " + what +
+                                     (first ? " (present: '" + first->name + "')" : ""));
+    }
+    const TensorEntry& e = *sources[idx].entry;
+    if (first == nullptr) {
+      first = &e;
+      return Status::Ok();
+    }
+    if (e.dtype != first->dtype || e.shape.size() != first->shape.size() ||
+        (e.shape.size() >= 2 && Cols(e) != Cols(*first))) {
+      return Status::InvalidArgument("fused output '" + g.name + "': tensor '" + e.name + "' " +
+                                     std::string(DTypeName(e.dtype)) + " " + Sizes(e) +
+                                     " does not stack with '" + first->name + "' " +
+                                     std::string(DTypeName(first->dtype)) + " " + Sizes(*first));
+    }
+    return Status::Ok();
+  };
+  if (g.kind == Fusion::kExpertStack) {
+    for (std::size_t e = 0; e < g.experts.size(); ++e) {
+      for (int s = 0; s < g.slots; ++s) {
+        HOIST_RETURN_IF_ERROR(
+            check(g.experts[e][s], "expert " + std::to_string(e) + " part " + std::to_string(s)));
+      }
+    }
+  } else {
+    for (int s = 0; s < g.slots; ++s) {
+      HOIST_RETURN_IF_ERROR(
+          check(g.parts[s], "part " + std::to_string(s) + " of " + std::to_string(g.slots)));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<proto::LoadPlan> BuildLoadPlan(const Checkpoint& ckpt, const PlanOptions& options) {
+  const ModelConfig& cfg = ckpt.config;
+  HOIST_ASSIGN_OR_RETURN(Family family, FamilyOf(cfg));
+  HOIST_ASSIGN_OR_RETURN(Topo topo, ResolveTopology(options, cfg));
+  const bool fused = options.layout == proto::LAYOUT_FUSED;
+
+  // 1. Classify every indexed tensor, in file order.
+  std::vector<Source> sources;
+  sources.reserve(ckpt.tensors.size());
+  std::uint64_t source_tensors = 0, source_bytes = 0;
+  for (std::uint32_t f = 0; f < ckpt.files.size(); ++f) {
+    const ShardFile& file = ckpt.files[f];
+    for (std::uint32_t i = 0; i < file.header.tensors.size(); ++i) {
+      const TensorEntry& e = file.header.tensors[i];
+      auto it = ckpt.tensors.find(e.name);
+      if (it == ckpt.tensors.end() || it->second.file != f || it->second.entry != i) continue;
+      ++source_tensors;
+      source_bytes += e.bytes();
+      HOIST_ASSIGN_OR_RETURN(TensorRule rule,
+                             ClassifyTensor(cfg, family, e.name, e.shape, file.rel_path));
+      if (rule.role == Role::kSkip) continue;
+      if (DTypeSize(e.dtype) *
+              [&] {
+                std::uint64_t n = 1;
+                for (auto d : e.shape) n *= d;
+                return n;
+              }() !=
+          e.bytes()) {
+        return Status::Corrupt("tensor '" + e.name + "' in " + file.rel_path + " at offset " +
+                               std::to_string(e.begin) + ": dtype x shape != byte count");
+      }
+      Source s{&e, f, std::move(rule), nullptr};
+      if (s.rule.param == Param::kScale) {
+        const std::string wname = e.name.substr(0, e.name.size() - 10);  // drop "_scale_inv"
+        auto w = ckpt.tensors.find(wname);
+        if (w == ckpt.tensors.end()) {
+          return Status::InvalidArgument("tensor '" + e.name + "' in " + file.rel_path +
+                                         ": FP8 scale without its weight '" + wname + "'");
+        }
+        s.weight = &ckpt.Entry(w->second);
+      }
+      sources.push_back(std::move(s));
+    }
+  }
+
+  // 2. Group into output tensors and check the groups are complete and consistent.
+  std::vector<Group> groups;
+  std::unordered_map<std::string, int> by_name;
+  by_name.reserve(sources.size());
+  for (int i = 0; i < static_cast<int>(sources.size()); ++i) {
+    HOIST_RETURN_IF_ERROR(AddToGroup(&groups, &by_name, sources, i, cfg, fused));
+  }
+  for (const Group& g : groups) HOIST_RETURN_IF_ERROR(CheckGroup(g, sources));
+  std::stable_sort(groups.begin(), groups.end(),
+                   [](const Group& a, const Group& b) { return a.key < b.key; });
+
+  // 3. The plan header.
+  proto::LoadPlan plan;
+  plan.set_version(1);
+  plan.set_model_dir(ckpt.dir);
+  plan.set_model_type(cfg.model_type);
+  plan.set_layout(options.layout);
+  plan.set_alignment(options.alignment);
+  plan.set_source_tensors(source_tensors);
+  plan.set_source_bytes(source_bytes);
+  proto::Topology* pt = plan.mutable_topology();
+  pt->set_world(topo.world);
+  pt->set_tp(topo.tp);
+  pt->set_dp(topo.dp);
+  pt->set_ep(topo.ep);
+  pt->set_placement(options.placement);
+  std::uint32_t max_node = 0;
+  for (const auto& l : options.locations) max_node = std::max(max_node, l.node);
+  pt->set_nodes(max_node + 1);
+  for (const ShardFile& f : ckpt.files) {
+    proto::File* pf = plan.add_files();
+    pf->set_path(f.abs_path);
+    pf->set_size(f.stat.size);
+    pf->set_mtime_ns(f.stat.mtime_ns);
+    pf->set_data_start(f.header.data_start);
+  }
+
+  // 4. Per rank: slice, place, emit.
+  std::vector<std::uint64_t> data_start(ckpt.files.size());
+  for (std::size_t f = 0; f < ckpt.files.size(); ++f)
+    data_start[f] = ckpt.files[f].header.data_start;
+  const int num_experts = static_cast<int>(cfg.num_experts);
+  for (int rank = 0; rank < topo.world; ++rank) {
+    const int t = rank % topo.tp;
+    proto::RankPlan* rp = plan.add_ranks();
+    rp->set_rank(rank);
+    rp->set_tp_rank(t);
+    rp->set_dp_rank(rank / topo.tp);
+    if (options.locations.empty()) {
+      rp->set_node(0);
+      rp->set_gpu(rank);
+    } else {
+      rp->set_node(options.locations[rank].node);
+      rp->set_gpu(options.locations[rank].gpu);
+    }
+    RankBuild build;
+    std::uint64_t cursor = 0, payload = 0;
+    std::vector<std::pair<int, Slice>> pieces;
+    for (const Group& g : groups) {
+      pieces.clear();
+      std::uint64_t local_experts = 0;
+      if (g.kind == Fusion::kExpertStack) {
+        for (int e = 0; e < static_cast<int>(g.experts.size()); ++e) {
+          if (topo.ep > 0 && ExpertOwner(e, num_experts, topo, options) != rank) continue;
+          ++local_experts;
+          for (int idx : g.experts[e]) {
+            HOIST_ASSIGN_OR_RETURN(Slice sl, SliceFor(sources[idx], cfg, topo, t));
+            pieces.emplace_back(idx, sl);
+          }
+        }
+        if (local_experts == 0) continue;
+      } else {
+        const Source& first = sources[g.parts[0]];
+        if (g.kind == Fusion::kNone && topo.ep > 0 && first.rule.expert >= 0 &&
+            IsExpertRole(first.rule.role) &&
+            ExpertOwner(first.rule.expert, num_experts, topo, options) != rank) {
+          continue;  // hf layout under EP: another rank's expert
+        }
+        for (int idx : g.parts) {
+          HOIST_ASSIGN_OR_RETURN(Slice sl, SliceFor(sources[idx], cfg, topo, t));
+          pieces.emplace_back(idx, sl);
+        }
+      }
+      // Output shape: concatenation along dim 0 (per expert for stacks).
+      const TensorEntry& e0 = *sources[pieces[0].first].entry;
+      std::vector<std::uint64_t> shape = SlicedShape(e0, pieces[0].second);
+      std::uint64_t rows = 0;
+      for (const auto& [idx, sl] : pieces) rows += sl.nrows + sl.pad_rows;
+      if (g.kind == Fusion::kExpertStack) {
+        if (!shape.empty()) shape[0] = rows / local_experts;
+        shape.insert(shape.begin(), local_experts);
+      } else if (!shape.empty()) {
+        shape[0] = rows;
+      }
+      const std::uint64_t es = DTypeSize(e0.dtype);
+      std::uint64_t elems = 1;
+      for (auto d : shape) elems *= d;
+      const std::uint64_t bytes = elems * es;
+      const std::uint64_t offset = AlignUp(cursor, options.alignment);
+      proto::TensorOut* to = rp->add_tensors();
+      to->set_name(g.name);
+      to->set_dtype(std::string(DTypeName(e0.dtype)));
+      for (auto d : shape) to->add_shape(d);
+      to->set_arena_offset(offset);
+      to->set_bytes(bytes);
+      std::uint64_t dst = offset;
+      for (const auto& [idx, sl] : pieces) {
+        Emit(sources[idx], sl, dst, data_start[sources[idx].file], &build);
+        dst += (sl.nrows + sl.pad_rows) * sl.ncols * es;
+      }
+      if (dst != offset + bytes) {
+        return Status::Internal("output '" + g.name + "': pieces cover " +
+                                std::to_string(dst - offset) + " bytes of " +
+                                std::to_string(bytes));
+      }
+      cursor = offset + bytes;
+      payload += bytes;
+    }
+    SortAndCoalesce(&build);
+    rp->mutable_copies()->Reserve(static_cast<int>(build.copies.size()));
+    for (auto& c : build.copies) *rp->add_copies() = std::move(c);
+    for (auto& f : build.fills) *rp->add_fills() = std::move(f);
+    rp->set_arena_bytes(AlignUp(cursor, options.alignment));
+    rp->set_payload_bytes(payload);
+  }
+  return plan;
+}
+
+}  // namespace hoist::planner
