@@ -1,0 +1,141 @@
+#include "planner/plan_summary.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+
+namespace hoist::planner {
+namespace {
+
+std::string Layout(proto::Layout l) { return l == proto::LAYOUT_HF ? "hf" : "fused"; }
+
+std::string HumanBytes(std::uint64_t b) {
+  char buf[32];
+  const double v = static_cast<double>(b);
+  if (b >= (1ull << 30)) {
+    std::snprintf(buf, sizeof buf, "%.2f GiB", v / (1ull << 30));
+  } else if (b >= (1ull << 20)) {
+    std::snprintf(buf, sizeof buf, "%.2f MiB", v / (1ull << 20));
+  } else if (b >= (1ull << 10)) {
+    std::snprintf(buf, sizeof buf, "%.2f KiB", v / (1ull << 10));
+  } else {
+    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(b));
+  }
+  return buf;
+}
+
+}  // namespace
+
+RankSummary SummarizeRank(const proto::RankPlan& rank) {
+  RankSummary s;
+  s.rank = rank.rank();
+  s.tensors = static_cast<std::uint64_t>(rank.tensors_size());
+  s.bytes = rank.payload_bytes();
+  s.arena_bytes = rank.arena_bytes();
+  s.copies = static_cast<std::uint64_t>(rank.copies_size());
+  s.fills = static_cast<std::uint64_t>(rank.fills_size());
+  std::set<std::uint32_t> files;
+  for (const auto& c : rank.copies()) {
+    files.insert(c.file());
+    s.copy_bytes += c.width() * std::max<std::uint64_t>(c.rows(), 1);
+  }
+  for (const auto& f : rank.fills()) s.fill_bytes += f.bytes();
+  s.files = files.size();
+  return s;
+}
+
+std::string FormatPlanTable(const proto::LoadPlan& plan) {
+  const auto& t = plan.topology();
+  std::string out;
+  char line[256];
+  std::snprintf(
+      line, sizeof line,
+      "plan: %s, layout %s, world %u (tp %u, dp %u, ep %u%s), %llu source tensors, "
+      "%s (%llu bytes) in %d files\n",
+      plan.model_type().c_str(), Layout(plan.layout()).c_str(), t.world(), t.tp(), t.dp(), t.ep(),
+      t.ep() > 0 ? (t.placement() == proto::PLACEMENT_ROUND_ROBIN ? ", round_robin" : ", linear")
+                 : "",
+      static_cast<unsigned long long>(plan.source_tensors()),
+      HumanBytes(plan.source_bytes()).c_str(), static_cast<unsigned long long>(plan.source_bytes()),
+      plan.files_size());
+  out += line;
+  std::snprintf(line, sizeof line, "%6s %5s %4s %4s %8s %16s %12s %9s %7s %6s\n", "rank", "node",
+                "gpu", "tp", "tensors", "bytes", "payload", "copies", "fills", "files");
+  out += line;
+  RankSummary total;
+  for (const auto& r : plan.ranks()) {
+    const RankSummary s = SummarizeRank(r);
+    std::snprintf(
+        line, sizeof line, "%6u %5u %4u %4llu %8llu %16llu %12s %9llu %7llu %6llu\n", r.rank(),
+        r.node(), r.gpu(), static_cast<unsigned long long>(r.tp_rank()),
+        static_cast<unsigned long long>(s.tensors), static_cast<unsigned long long>(s.bytes),
+        HumanBytes(s.bytes).c_str(), static_cast<unsigned long long>(s.copies),
+        static_cast<unsigned long long>(s.fills), static_cast<unsigned long long>(s.files));
+    out += line;
+    total.tensors += s.tensors;
+    total.bytes += s.bytes;
+    total.copies += s.copies;
+    total.fills += s.fills;
+  }
+  std::snprintf(line, sizeof line, "%6s %5s %4s %4s %8llu %16llu %12s %9llu %7llu %6d\n", "total",
+                "", "", "", static_cast<unsigned long long>(total.tensors),
+                static_cast<unsigned long long>(total.bytes), HumanBytes(total.bytes).c_str(),
+                static_cast<unsigned long long>(total.copies),
+                static_cast<unsigned long long>(total.fills), plan.files_size());
+  out += line;
+  return out;
+}
+
+nlohmann::json PlanToJson(const proto::LoadPlan& plan) {
+  nlohmann::json j;
+  j["version"] = plan.version();
+  j["model_dir"] = plan.model_dir();
+  j["model_type"] = plan.model_type();
+  j["layout"] = Layout(plan.layout());
+  j["alignment"] = plan.alignment();
+  j["source_tensors"] = plan.source_tensors();
+  j["source_bytes"] = plan.source_bytes();
+  const auto& t = plan.topology();
+  j["topology"] = {
+      {"world", t.world()},
+      {"tp", t.tp()},
+      {"dp", t.dp()},
+      {"ep", t.ep()},
+      {"placement", t.placement() == proto::PLACEMENT_ROUND_ROBIN ? "round_robin" : "linear"},
+      {"nodes", t.nodes()}};
+  nlohmann::json files = nlohmann::json::array();
+  for (const auto& f : plan.files()) {
+    files.push_back({{"path", f.path()},
+                     {"size", f.size()},
+                     {"mtime_ns", f.mtime_ns()},
+                     {"data_start", f.data_start()}});
+  }
+  j["files"] = std::move(files);
+  nlohmann::json ranks = nlohmann::json::array();
+  std::uint64_t tensors = 0, bytes = 0, copies = 0, fills = 0;
+  for (const auto& r : plan.ranks()) {
+    const RankSummary s = SummarizeRank(r);
+    ranks.push_back({{"rank", r.rank()},
+                     {"node", r.node()},
+                     {"gpu", r.gpu()},
+                     {"tp_rank", r.tp_rank()},
+                     {"dp_rank", r.dp_rank()},
+                     {"tensors", s.tensors},
+                     {"bytes", s.bytes},
+                     {"arena_bytes", s.arena_bytes},
+                     {"copies", s.copies},
+                     {"fills", s.fills},
+                     {"files", s.files},
+                     {"copy_bytes", s.copy_bytes},
+                     {"fill_bytes", s.fill_bytes}});
+    tensors += s.tensors;
+    bytes += s.bytes;
+    copies += s.copies;
+    fills += s.fills;
+  }
+  j["ranks"] = std::move(ranks);
+  j["totals"] = {{"tensors", tensors}, {"bytes", bytes}, {"copies", copies}, {"fills", fills}};
+  return j;
+}
+
+}  // namespace hoist::planner
