@@ -122,6 +122,8 @@ Result<JobResult> RunJob(Comm& comm, const JobOptions& options) {
     result.failure = load_status;
   }
 
+  if (options.before_gather) options.before_gather(my_rank);
+
   // Gather: every rank gets here, failed or not.
   HOIST_ASSIGN_OR_RETURN(std::vector<std::string> blobs, comm.Gather(report.SerializeAsString()));
   if (comm.rank() == 0) {

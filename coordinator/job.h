@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,6 +32,9 @@ struct JobOptions {
   int solo_rank = 0;
   // Seconds from process start to MPI ready on this rank (reported as the `init` phase).
   double init_s = 0;
+  // Test hook, called with this rank's index just before the gather (launch/ uses it to
+  // simulate a rank that dies mid-job).
+  std::function<void(int)> before_gather;
   // Test hook: fail this rank with an injected error after planning (-1: none).
   int fail_rank = -1;
 };

@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -48,6 +49,7 @@ struct LoadFlags {
   std::string dump;
   std::string report_json, trace, timeline, metrics;
   int inject_fail_rank = -1;
+  int inject_kill_rank = -1;
   bool no_numa = false;
   CLI::Option *read_opt = nullptr, *device_opt = nullptr, *slots_opt = nullptr,
               *slot_mib_opt = nullptr, *threads_opt = nullptr, *verify_opt = nullptr;
@@ -194,6 +196,12 @@ int RunLoad(CommonFlags& f, LoadFlags& l, int* argc, char*** argv, Clock::time_p
   job.plan = *plan;
   job.solo_rank = l.rank;
   job.fail_rank = l.inject_fail_rank;
+  if (l.inject_kill_rank >= 0) {
+    const int victim = l.inject_kill_rank;
+    job.before_gather = [victim](int rank) {
+      if (rank == victim) raise(SIGKILL);  // a rank that dies mid-job, for the failure tests
+    };
+  }
   Override(topo.read, l.read_opt, &l.read);
   Override(topo.device, l.device_opt, &l.device);
   Override(topo.slots, l.slots_opt, &l.slots);
@@ -272,6 +280,8 @@ int Main(int argc, char** argv) {
   load->add_option("--metrics", l.metrics, "write Prometheus text (rank 0)");
   load->add_flag("--no-numa", l.no_numa, "do not bind to the GPU's NUMA node");
   load->add_option("--inject-fail-rank", l.inject_fail_rank, "testing: fail this rank's load")
+      ->group("");
+  load->add_option("--inject-kill-rank", l.inject_kill_rank, "testing: SIGKILL this rank")
       ->group("");
 
   try {

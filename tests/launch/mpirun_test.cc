@@ -1,0 +1,294 @@
+// End-to-end: `mpirun -np N hoist load` on the host backend, checked byte for byte against the
+// independent reference, plus the reports, the one-header-reader rule and failure handling.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/reference/reference.h"
+#include "tools/mkckpt.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct RunResult {
+  int exit_code = -1;  // -1: timed out (the process group was killed)
+  double seconds = 0;
+  std::string output;  // stdout + stderr
+};
+
+// Runs `argv` in its own process group with Open MPI allowed to run as root and oversubscribe;
+// kills the group after `timeout_s`.
+RunResult Run(const std::vector<std::string>& argv, double timeout_s) {
+  const fs::path log =
+      fs::temp_directory_path() /
+      ("hoist-run-" + std::to_string(getpid()) + "-" +
+       std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
+  const auto start = std::chrono::steady_clock::now();
+  pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 1);
+    setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 1);
+    setenv("OMPI_MCA_btl", "self,vader", 1);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+  setpgid(pid, pid);
+  RunResult r;
+  int status = 0;
+  while (true) {
+    pid_t w = waitpid(pid, &status, WNOHANG);
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (w == pid) {
+      r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      break;
+    }
+    if (r.seconds > timeout_s) {
+      kill(-pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      r.exit_code = -1;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::ifstream in(log);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  r.output = ss.str();
+  fs::remove(log);
+  return r;
+}
+
+std::string Hoist() {
+  const char* bin = std::getenv("HOIST_BIN");
+  return bin ? bin : "hoist";
+}
+
+// Reads a safetensors file written by `hoist load --dump` (own minimal reader).
+std::map<std::string, hoist::testref::RefTensor> ReadDump(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  EXPECT_TRUE(in.good()) << path;
+  std::uint64_t n = 0;
+  in.read(reinterpret_cast<char*>(&n), 8);
+  std::string header(n, '\0');
+  in.read(header.data(), static_cast<std::streamsize>(n));
+  std::vector<std::uint8_t> data((std::istreambuf_iterator<char>(in)),
+                                 std::istreambuf_iterator<char>());
+  std::map<std::string, hoist::testref::RefTensor> out;
+  for (auto& [name, v] : nlohmann::json::parse(header).items()) {
+    if (name == "__metadata__") continue;
+    hoist::testref::RefTensor t;
+    t.dtype = v["dtype"];
+    t.shape = v["shape"].get<std::vector<std::uint64_t>>();
+    const auto begin = v["data_offsets"][0].get<std::size_t>();
+    const auto end = v["data_offsets"][1].get<std::size_t>();
+    t.data.assign(data.begin() + static_cast<std::ptrdiff_t>(begin),
+                  data.begin() + static_cast<std::ptrdiff_t>(end));
+    out[name] = std::move(t);
+  }
+  return out;
+}
+
+class MpirunTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    root_ = new fs::path(fs::temp_directory_path() / ("hoist-mpirun-" + std::to_string(getpid())));
+    fs::create_directories(*root_);
+    for (const char* preset : {"qwen3-tiny", "qwen3-moe-tiny"}) {
+      hoist::tools::MkckptOptions o;
+      o.preset = preset;
+      o.out_dir = (*root_ / preset).string();
+      o.seed = 11;
+      o.shard_size = 1 << 20;  // several shards
+      o.threads = 2;
+      hoist::Status s = hoist::tools::MakeCheckpoint(o);
+      ASSERT_TRUE(s.ok()) << s.ToString();
+    }
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*root_);
+    delete root_;
+  }
+  static fs::path Model(const char* preset) { return *root_ / preset; }
+  fs::path Out(const std::string& name) {
+    fs::path p = *root_ / name;
+    fs::remove_all(p);
+    fs::create_directories(p);
+    return p;
+  }
+
+  // Loads under mpirun with small slots and checks every rank's dump against the reference.
+  void LoadAndCompare(int np, const char* preset, std::vector<std::string> extra,
+                      hoist::testref::RefOptions ref, const std::string& name) {
+    const fs::path out = Out(name);
+    std::vector<std::string> argv = {"mpirun",
+                                     "-np",
+                                     std::to_string(np),
+                                     Hoist(),
+                                     "load",
+                                     "--model",
+                                     Model(preset).string(),
+                                     "--device",
+                                     "host",
+                                     "--slots",
+                                     "3",
+                                     "--slot-mib",
+                                     "1",
+                                     "--threads",
+                                     "2",
+                                     "--dump",
+                                     out.string(),
+                                     "--verify",
+                                     "--report-json",
+                                     (out / "report.json").string(),
+                                     "--trace",
+                                     (out / "trace.json").string(),
+                                     "--timeline",
+                                     (out / "timeline.svg").string(),
+                                     "--metrics",
+                                     (out / "metrics.prom").string(),
+                                     "--log-level",
+                                     "warn"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    const RunResult r = Run(argv, 240);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    for (int rank = 0; rank < np; ++rank) {
+      ref.rank = rank;
+      const auto want = hoist::testref::ReferenceRankTensors(Model(preset).string(), ref);
+      const auto got = ReadDump(out / ("rank-" + std::to_string(rank) + ".safetensors"));
+      ASSERT_EQ(got.size(), want.size()) << "rank " << rank;
+      for (const auto& [tname, w] : want) {
+        auto it = got.find(tname);
+        ASSERT_NE(it, got.end()) << "rank " << rank << " lacks " << tname;
+        EXPECT_EQ(it->second.dtype, w.dtype) << tname;
+        EXPECT_EQ(it->second.shape, w.shape) << tname;
+        EXPECT_TRUE(it->second.data == w.data) << "rank " << rank << " " << tname << " differs";
+      }
+    }
+    // Reports: every rank and phase; only rank 0 opened headers.
+    std::ifstream rj(out / "report.json");
+    const nlohmann::json report = nlohmann::json::parse(rj);
+    ASSERT_EQ(report["ranks"].size(), static_cast<std::size_t>(np));
+    for (int rank = 0; rank < np; ++rank) {
+      const auto& jr = report["ranks"][rank];
+      EXPECT_EQ(jr["rank"], rank);
+      EXPECT_TRUE(jr["ok"].get<bool>());
+      EXPECT_TRUE(jr["verified"].get<bool>()) << "rank " << rank;
+      for (const char* phase :
+           {"init", "plan", "arena_alloc", "staging_alloc", "read", "h2d", "verify", "total"}) {
+        EXPECT_TRUE(jr["phases"].contains(phase)) << "rank " << rank << " lacks " << phase;
+      }
+      if (rank == 0) {
+        EXPECT_GT(jr["header_opens"].get<int>(), 0);
+      } else {
+        EXPECT_EQ(jr["header_opens"].get<int>(), 0) << "rank " << rank << " opened headers";
+      }
+    }
+    std::ifstream tj(out / "trace.json");
+    const nlohmann::json trace = nlohmann::json::parse(tj);
+    std::set<int> pids;
+    for (const auto& e : trace["traceEvents"]) pids.insert(e["pid"].get<int>());
+    EXPECT_EQ(pids.size(), static_cast<std::size_t>(np));
+    EXPECT_TRUE(fs::file_size(out / "timeline.svg") > 0);
+    std::ifstream mp(out / "metrics.prom");
+    std::stringstream ms;
+    ms << mp.rdbuf();
+    EXPECT_NE(ms.str().find("hoist_phase_seconds{phase=\"total\",rank=\"" + std::to_string(np - 1) +
+                            "\""),
+              std::string::npos);
+  }
+
+  static fs::path* root_;
+};
+
+fs::path* MpirunTest::root_ = nullptr;
+
+TEST_F(MpirunTest, OneRank) { LoadAndCompare(1, "qwen3-tiny", {}, {.tp = 1}, "np1"); }
+
+TEST_F(MpirunTest, Tp2HfLayout) {
+  LoadAndCompare(2, "qwen3-tiny", {"--tp", "2", "--layout", "hf"}, {.tp = 2, .fused = false},
+                 "np2");
+}
+
+TEST_F(MpirunTest, Tp4Fused) { LoadAndCompare(4, "qwen3-tiny", {"--tp", "4"}, {.tp = 4}, "tp4"); }
+
+TEST_F(MpirunTest, Ep4) {
+  LoadAndCompare(4, "qwen3-moe-tiny", {"--ep", "4"}, {.tp = 1, .ep = 4}, "ep4");
+}
+
+TEST_F(MpirunTest, Tp2Ep4RoundRobinOnTwoNodes) {
+  const fs::path topo = *root_ / "two-nodes.yaml";
+  std::ofstream(topo) << "tp: 2\nep: 4\nplacement: round_robin\n"
+                         "nodes:\n  - {name: a, gpus: [0, 1]}\n  - {name: b, gpus: [0, 1]}\n";
+  LoadAndCompare(4, "qwen3-moe-tiny", {"--topology", topo.string()},
+                 {.tp = 2, .ep = 4, .round_robin = true}, "tp2ep4");
+  std::ifstream rj(*root_ / "tp2ep4" / "report.json");
+  const nlohmann::json report = nlohmann::json::parse(rj);
+  EXPECT_EQ(report["nodes"], 2);
+  EXPECT_EQ(report["ranks"][2]["node"], 1);
+  EXPECT_EQ(report["ranks"][3]["gpu"], 1);
+}
+
+TEST_F(MpirunTest, WorldMismatchIsAClearError) {
+  const RunResult r = Run({"mpirun", "-np", "3", Hoist(), "load", "--model",
+                           Model("qwen3-tiny").string(), "--tp", "2", "--device", "host"},
+                          120);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.exit_code, -1) << "hung";
+  EXPECT_NE(r.output.find("mpirun started 3 processes"), std::string::npos) << r.output;
+}
+
+TEST_F(MpirunTest, ARankThatFailsStopsTheJobWithItsName) {
+  const RunResult r =
+      Run({"mpirun", "-np", "4", Hoist(), "load", "--model", Model("qwen3-tiny").string(), "--tp",
+           "4", "--device", "host", "--inject-fail-rank", "2"},
+          120);
+  EXPECT_NE(r.exit_code, -1) << "hung: " << r.output;
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_LT(r.seconds, 60);
+  EXPECT_NE(r.output.find("rank 2 on "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("injected failure"), std::string::npos) << r.output;
+}
+
+TEST_F(MpirunTest, ARankThatIsKilledStopsTheJob) {
+  const RunResult r =
+      Run({"mpirun", "-np", "4", Hoist(), "load", "--model", Model("qwen3-tiny").string(), "--tp",
+           "4", "--device", "host", "--inject-kill-rank", "1"},
+          120);
+  EXPECT_NE(r.exit_code, -1) << "hung: " << r.output;
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_LT(r.seconds, 60);
+  EXPECT_NE(r.output.find("rank 1"), std::string::npos) << r.output;
+}
+
+TEST_F(MpirunTest, BadModelFailsEveryRank) {
+  const RunResult r = Run({"mpirun", "-np", "2", Hoist(), "load", "--model",
+                           (*root_ / "no-such-model").string(), "--tp", "2", "--device", "host"},
+                          120);
+  EXPECT_NE(r.exit_code, -1) << "hung";
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("no-such-model"), std::string::npos) << r.output;
+}
+
+}  // namespace
