@@ -1,0 +1,539 @@
+// The independent sharding reference (see reference.h). Deliberately simple: whole tensors,
+// row and element loops, no cleverness.
+#include "tests/reference/reference.h"
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <stdexcept>
+
+namespace hoist::testref {
+namespace {
+
+namespace fs = std::filesystem;
+
+[[noreturn]] void Fail(const std::string& msg) { throw std::runtime_error("reference: " + msg); }
+
+std::uint64_t ElemSize(const std::string& dtype) {
+  if (dtype == "BOOL" || dtype == "U8" || dtype == "I8" || dtype == "F8_E4M3" ||
+      dtype == "F8_E5M2") {
+    return 1;
+  }
+  if (dtype == "I16" || dtype == "U16" || dtype == "F16" || dtype == "BF16") return 2;
+  if (dtype == "I32" || dtype == "U32" || dtype == "F32") return 4;
+  if (dtype == "I64" || dtype == "U64" || dtype == "F64") return 8;
+  Fail("unknown dtype " + dtype);
+}
+
+std::uint64_t NumElems(const std::vector<std::uint64_t>& shape) {
+  std::uint64_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+
+std::string ShapeStr(const std::vector<std::uint64_t>& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// ---- A tiny safetensors reader (independent of planner/). ----
+
+struct Entry {
+  std::string path;
+  std::string dtype;
+  std::vector<std::uint64_t> shape;
+  std::uint64_t offset = 0;  // absolute in the file
+  std::uint64_t bytes = 0;
+};
+
+class Checkpoint {
+ public:
+  explicit Checkpoint(const std::string& dir) {
+    const fs::path d(dir);
+    config_ = ReadJson(d / "config.json");
+    std::set<std::string> files;
+    if (fs::exists(d / "model.safetensors.index.json")) {
+      nlohmann::json index = ReadJson(d / "model.safetensors.index.json");
+      for (const auto& [name, file] : index.at("weight_map").items()) {
+        files.insert(file.get<std::string>());
+      }
+    } else {
+      files.insert("model.safetensors");
+    }
+    for (const auto& f : files) ReadHeader((d / f).string());
+  }
+
+  const nlohmann::json& config() const { return config_; }
+  const std::map<std::string, Entry>& entries() const { return entries_; }
+  bool Has(const std::string& name) const { return entries_.count(name) > 0; }
+  const Entry& At(const std::string& name) const {
+    auto it = entries_.find(name);
+    if (it == entries_.end()) Fail("tensor " + name + " not in the checkpoint");
+    return it->second;
+  }
+
+  RefTensor Load(const std::string& name) const {
+    const Entry& e = At(name);
+    RefTensor t{e.dtype, e.shape, std::vector<std::uint8_t>(e.bytes)};
+    std::ifstream in(e.path, std::ios::binary);
+    in.seekg(static_cast<std::streamoff>(e.offset));
+    in.read(reinterpret_cast<char*>(t.data.data()), static_cast<std::streamsize>(e.bytes));
+    if (!in) {
+      Fail(e.path + ": short read of tensor " + name + " at offset " + std::to_string(e.offset));
+    }
+    return t;
+  }
+
+ private:
+  static nlohmann::json ReadJson(const fs::path& p) {
+    std::ifstream in(p);
+    if (!in) Fail(p.string() + ": cannot open");
+    try {
+      return nlohmann::json::parse(in);
+    } catch (const std::exception& ex) {
+      Fail(p.string() + ": " + ex.what());
+    }
+  }
+
+  void ReadHeader(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) Fail(path + ": cannot open");
+    unsigned char len_bytes[8];
+    in.read(reinterpret_cast<char*>(len_bytes), 8);
+    std::uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = (n << 8) | len_bytes[i];
+    const std::uint64_t file_size = fs::file_size(path);
+    if (!in || n > file_size - 8) Fail(path + ": bad header length " + std::to_string(n));
+    std::string text(n, '\0');
+    in.read(text.data(), static_cast<std::streamsize>(n));
+    nlohmann::json h;
+    try {
+      h = nlohmann::json::parse(text);
+    } catch (const std::exception& ex) {
+      Fail(path + ": header: " + ex.what());
+    }
+    for (const auto& [name, v] : h.items()) {
+      if (name == "__metadata__") continue;
+      Entry e;
+      e.path = path;
+      e.dtype = v.at("dtype").get<std::string>();
+      e.shape = v.at("shape").get<std::vector<std::uint64_t>>();
+      const auto off = v.at("data_offsets").get<std::vector<std::uint64_t>>();
+      e.offset = 8 + n + off.at(0);
+      e.bytes = off.at(1) - off.at(0);
+      if (e.bytes != NumElems(e.shape) * ElemSize(e.dtype) || e.offset + e.bytes > file_size) {
+        Fail(path + ": tensor " + name + " has inconsistent offsets");
+      }
+      if (!entries_.emplace(name, e).second) Fail(path + ": duplicate tensor " + name);
+    }
+  }
+
+  nlohmann::json config_;
+  std::map<std::string, Entry> entries_;
+};
+
+// ---- Plain tensor operations. ----
+
+std::uint64_t RowBytes(const RefTensor& t) {
+  std::uint64_t b = ElemSize(t.dtype);
+  for (std::size_t i = 1; i < t.shape.size(); ++i) b *= t.shape[i];
+  return b;
+}
+
+// Rows [r0, r1) of dimension 0.
+RefTensor SliceRows(const RefTensor& t, std::uint64_t r0, std::uint64_t r1) {
+  if (t.shape.empty() || r0 > r1 || r1 > t.shape[0]) Fail("bad row slice");
+  RefTensor out{t.dtype, t.shape, {}};
+  out.shape[0] = r1 - r0;
+  const std::uint64_t rb = RowBytes(t);
+  for (std::uint64_t r = r0; r < r1; ++r) {
+    for (std::uint64_t b = 0; b < rb; ++b) out.data.push_back(t.data[r * rb + b]);
+  }
+  return out;
+}
+
+// Columns [c0, c1) of a 2-D tensor.
+RefTensor SliceCols(const RefTensor& t, std::uint64_t c0, std::uint64_t c1) {
+  if (t.shape.size() != 2 || c0 > c1 || c1 > t.shape[1]) Fail("bad column slice");
+  const std::uint64_t es = ElemSize(t.dtype), rows = t.shape[0], cols = t.shape[1];
+  RefTensor out{t.dtype, {rows, c1 - c0}, {}};
+  for (std::uint64_t r = 0; r < rows; ++r) {
+    for (std::uint64_t c = c0; c < c1; ++c) {
+      for (std::uint64_t b = 0; b < es; ++b) out.data.push_back(t.data[(r * cols + c) * es + b]);
+    }
+  }
+  return out;
+}
+
+// [a; b; ...] along dimension 0.
+RefTensor ConcatRows(const std::vector<const RefTensor*>& parts) {
+  RefTensor out{parts.at(0)->dtype, parts.at(0)->shape, {}};
+  out.shape[0] = 0;
+  for (const RefTensor* p : parts) {
+    if (p->dtype != out.dtype || p->shape.size() != out.shape.size() ||
+        !std::equal(p->shape.begin() + 1, p->shape.end(), out.shape.begin() + 1)) {
+      Fail("concat of mismatched tensors");
+    }
+    out.shape[0] += p->shape[0];
+    out.data.insert(out.data.end(), p->data.begin(), p->data.end());
+  }
+  return out;
+}
+
+// A new leading dimension.
+RefTensor Stack(const std::vector<RefTensor>& parts) {
+  RefTensor out{parts.at(0).dtype, parts.at(0).shape, {}};
+  out.shape.insert(out.shape.begin(), parts.size());
+  for (const RefTensor& p : parts) {
+    if (p.dtype != out.dtype || p.shape != parts[0].shape) Fail("stack of mismatched tensors");
+    out.data.insert(out.data.end(), p.data.begin(), p.data.end());
+  }
+  return out;
+}
+
+// Appends zero rows up to `rows`.
+RefTensor PadRows(const RefTensor& t, std::uint64_t rows) {
+  RefTensor out = t;
+  out.shape[0] = rows;
+  out.data.resize(rows * RowBytes(t), 0);
+  return out;
+}
+
+// ---- Roles. ----
+
+enum class Role { kColumn, kRow, kVocab, kReplicated };
+
+struct Name {
+  std::string module;  // the component before the parameter, e.g. "q_proj"
+  std::string param;   // "weight", "bias", "weight_scale_inv", "e_score_correction_bias"
+};
+
+Name SplitName(const std::string& name) {
+  const auto last = name.rfind('.');
+  if (last == std::string::npos) Fail("tensor name without a module: " + name);
+  const auto prev = name.rfind('.', last - 1);
+  const std::size_t begin = prev == std::string::npos ? 0 : prev + 1;
+  return {name.substr(begin, last - begin), name.substr(last + 1)};
+}
+
+// The role of a weight or bias (not a scale, not a routed expert).
+Role RoleOf(const std::string& name) {
+  if (name == "model.embed_tokens.weight" || name == "lm_head.weight") return Role::kVocab;
+  const Name n = SplitName(name);
+  if (n.param == "e_score_correction_bias") return Role::kReplicated;
+  static const std::set<std::string> kColumn = {"q_proj",  "k_proj",   "v_proj",   "gate_proj",
+                                                "up_proj", "q_b_proj", "kv_b_proj"};
+  static const std::set<std::string> kRow = {"o_proj", "down_proj"};
+  static const std::set<std::string> kRepl = {"gate", "q_a_proj", "kv_a_proj_with_mqa"};
+  if (kColumn.count(n.module)) return Role::kColumn;
+  if (kRow.count(n.module)) return n.param == "bias" ? Role::kReplicated : Role::kRow;
+  if (kRepl.count(n.module) || n.module.find("norm") != std::string::npos) {
+    return Role::kReplicated;
+  }
+  Fail("no sharding rule for tensor " + name);
+}
+
+const std::string kScaleSuffix = "_scale_inv";
+
+bool IsScale(const std::string& name) {
+  return name.size() > kScaleSuffix.size() &&
+         name.compare(name.size() - kScaleSuffix.size(), kScaleSuffix.size(), kScaleSuffix) == 0;
+}
+
+std::string WeightOf(const std::string& scale_name) {
+  return scale_name.substr(0, scale_name.size() - kScaleSuffix.size());
+}
+
+struct Expert {
+  std::string layer_prefix;  // "model.layers.L.mlp.experts."
+  std::uint64_t index = 0;
+  std::string proj;   // gate_proj / up_proj / down_proj
+  std::string param;  // weight / weight_scale_inv
+};
+
+bool ParseExpert(const std::string& name, Expert* out) {
+  static const std::regex kRe(
+      R"(^(model\.layers\.\d+\.mlp\.experts\.)(\d+)\.(gate_proj|up_proj|down_proj)\.(weight|weight_scale_inv)$)");
+  std::smatch m;
+  if (!std::regex_match(name, m, kRe)) return false;
+  out->layer_prefix = m[1];
+  out->index = std::stoull(m[2]);
+  out->proj = m[3];
+  out->param = m[4];
+  return true;
+}
+
+std::int64_t CfgInt(const nlohmann::json& c, const char* key, std::int64_t dflt) {
+  auto it = c.find(key);
+  if (it == c.end() || !it->is_number_integer()) return dflt;
+  return it->get<std::int64_t>();
+}
+
+class Builder {
+ public:
+  Builder(const Checkpoint& ck, const RefOptions& o) : ck_(ck), o_(o) {
+    const auto& c = ck.config();
+    if (o.tp < 1) Fail("tp must be >= 1");
+    if (o.ep < 0 || o.rank < 0) Fail("ep and rank must be >= 0");
+    if (o.ep > 0 && (o.ep % o.tp != 0 || o.rank >= o.ep)) {
+      Fail("with ep > 0 the world is ep: ep % tp must be 0 and rank < ep");
+    }
+    tp_ = static_cast<std::uint64_t>(o.tp);
+    t_ = static_cast<std::uint64_t>(o.rank % o.tp);
+    const std::string model_type = c.value("model_type", "");
+    const std::int64_t hidden = CfgInt(c, "hidden_size", 0);
+    heads_ = static_cast<std::uint64_t>(CfgInt(c, "num_attention_heads", 0));
+    kv_heads_ = static_cast<std::uint64_t>(CfgInt(c, "num_key_value_heads", heads_));
+    head_dim_ = static_cast<std::uint64_t>(CfgInt(c, "head_dim", 0));
+    if (model_type == "qwen2" || head_dim_ == 0) head_dim_ = heads_ ? hidden / heads_ : 0;
+    tied_ = c.value("tie_word_embeddings", false);
+    experts_ =
+        static_cast<std::uint64_t>(CfgInt(c, "num_experts", CfgInt(c, "n_routed_experts", 0)));
+    if (c.contains("quantization_config") && c["quantization_config"].is_object() &&
+        c["quantization_config"].contains("weight_block_size")) {
+      const auto bs = c["quantization_config"]["weight_block_size"];
+      bn_ = bs.at(0).get<std::uint64_t>();
+      bk_ = bs.at(1).get<std::uint64_t>();
+    }
+  }
+
+  std::map<std::string, RefTensor> Build() {
+    std::map<std::string, RefTensor> out;
+    for (const auto& [name, entry] : ck_.entries()) {
+      if (name == "lm_head.weight" && tied_) continue;  // vLLM skips it
+      Expert ex;
+      if (ParseExpert(name, &ex) && o_.ep > 0) {
+        if (Owns(ex.index)) out[name] = ck_.Load(name);
+        continue;
+      }
+      out[name] = Shard(name);
+    }
+    if (o_.fused) Fuse(&out);
+    return out;
+  }
+
+ private:
+  bool Owns(std::uint64_t e) const {
+    const std::uint64_t ep = static_cast<std::uint64_t>(o_.ep),
+                        r = static_cast<std::uint64_t>(o_.rank);
+    if (experts_ == 0 || experts_ % ep != 0) {
+      Fail("num experts " + std::to_string(experts_) + " is not a multiple of ep " +
+           std::to_string(ep));
+    }
+    if (o_.round_robin) return e % ep == r;
+    const std::uint64_t per = experts_ / ep;
+    return e >= r * per && e < (r + 1) * per;
+  }
+
+  // Role for a weight/bias name, routed experts (EP off) included.
+  Role RoleOfAny(const std::string& name) const {
+    Expert ex;
+    if (ParseExpert(name, &ex)) return ex.proj == "down_proj" ? Role::kRow : Role::kColumn;
+    return RoleOf(name);
+  }
+
+  // Rows [r0, r1) of a column-parallel weight/bias with n rows (kv-head rule included).
+  std::pair<std::uint64_t, std::uint64_t> ColumnRange(const std::string& name,
+                                                      std::uint64_t n) const {
+    const std::string module = SplitName(name).module;
+    const bool kv = module == "k_proj" || module == "v_proj";
+    if (kv && tp_ > kv_heads_) {
+      if (kv_heads_ == 0 || tp_ % kv_heads_ != 0) {
+        Fail(name + ": tp " + std::to_string(tp_) + " is not a multiple of the " +
+             std::to_string(kv_heads_) + " kv heads");
+      }
+      if (n != kv_heads_ * head_dim_) Fail(name + ": rows != kv heads * head_dim");
+      const std::uint64_t h = t_ / (tp_ / kv_heads_);
+      return {h * head_dim_, (h + 1) * head_dim_};
+    }
+    if (n % tp_ != 0) {
+      Fail(name + ": " + std::to_string(n) + " rows are not divisible by tp " +
+           std::to_string(tp_));
+    }
+    return {t_ * n / tp_, (t_ + 1) * n / tp_};
+  }
+
+  std::pair<std::uint64_t, std::uint64_t> RowRange(const std::string& name, std::uint64_t k) const {
+    if (k % tp_ != 0) {
+      Fail(name + ": " + std::to_string(k) + " columns are not divisible by tp " +
+           std::to_string(tp_));
+    }
+    return {t_ * k / tp_, (t_ + 1) * k / tp_};
+  }
+
+  // The range [a0, a1) of a dimension of size `n` in units of `block`: whole blocks only.
+  static std::pair<std::uint64_t, std::uint64_t> BlockRange(const std::string& weight,
+                                                            std::uint64_t a0, std::uint64_t a1,
+                                                            std::uint64_t n, std::uint64_t block,
+                                                            const char* what) {
+    if (a0 == 0 && a1 == n) return {0, (n + block - 1) / block};
+    if (a0 % block != 0 || (a1 - a0) % block != 0) {
+      Fail(weight + ": its " + std::to_string(n) + " " + what + " split into shards of " +
+           std::to_string(a1 - a0) + " do not fall on " + std::to_string(block) +
+           "-wide FP8 scale blocks; lower tp or use ep");
+    }
+    return {a0 / block, a1 / block};
+  }
+
+  RefTensor Shard(const std::string& name) const {
+    if (IsScale(name)) {
+      const std::string w = WeightOf(name);
+      const Entry& we = ck_.At(w);
+      if (bn_ == 0 || bk_ == 0) Fail(name + ": a scale without quantization weight_block_size");
+      if (we.shape.size() != 2) Fail(name + ": its weight is not 2-D");
+      const RefTensor s = ck_.Load(name);
+      const std::uint64_t n = we.shape[0], k = we.shape[1];
+      if (s.shape != std::vector<std::uint64_t>{(n + bn_ - 1) / bn_, (k + bk_ - 1) / bk_}) {
+        Fail(name + ": shape " + ShapeStr(s.shape) + " does not match weight " +
+             ShapeStr(we.shape));
+      }
+      switch (RoleOfAny(w)) {
+        case Role::kReplicated:
+          return s;
+        case Role::kColumn: {
+          const auto [r0, r1] = ColumnRange(w, n);
+          const auto [b0, b1] = BlockRange(w, r0, r1, n, bn_, "rows");
+          return SliceRows(s, b0, b1);
+        }
+        case Role::kRow: {
+          const auto [c0, c1] = RowRange(w, k);
+          const auto [b0, b1] = BlockRange(w, c0, c1, k, bk_, "columns");
+          return SliceCols(s, b0, b1);
+        }
+        case Role::kVocab:
+          Fail(name + ": FP8 vocab tensors are not supported");
+      }
+    }
+    const RefTensor t = ck_.Load(name);
+    switch (RoleOfAny(name)) {
+      case Role::kReplicated:
+        return t;
+      case Role::kColumn: {
+        const auto [r0, r1] = ColumnRange(name, t.shape.at(0));
+        return SliceRows(t, r0, r1);
+      }
+      case Role::kRow: {
+        if (t.shape.size() != 2) Fail(name + ": row-parallel tensor is not 2-D");
+        const auto [c0, c1] = RowRange(name, t.shape[1]);
+        return SliceCols(t, c0, c1);
+      }
+      case Role::kVocab: {
+        const std::uint64_t v = t.shape.at(0), vp = (v + 63) / 64 * 64;
+        if (vp % tp_ != 0) {
+          Fail(name + ": padded vocab " + std::to_string(vp) + " is not divisible by tp " +
+               std::to_string(tp_));
+        }
+        const RefTensor padded = PadRows(t, vp);
+        return SliceRows(padded, t_ * vp / tp_, (t_ + 1) * vp / tp_);
+      }
+    }
+    Fail("unreachable");
+  }
+
+  // Replaces parts (all present) by their row concatenation under `fused_name`.
+  static void FuseRows(std::map<std::string, RefTensor>* m, const std::vector<std::string>& parts,
+                       const std::string& fused_name) {
+    std::vector<const RefTensor*> ptrs;
+    for (const auto& p : parts) {
+      auto it = m->find(p);
+      if (it == m->end()) return;
+      ptrs.push_back(&it->second);
+    }
+    RefTensor fused = ConcatRows(ptrs);
+    for (const auto& p : parts) m->erase(p);
+    (*m)[fused_name] = std::move(fused);
+  }
+
+  void Fuse(std::map<std::string, RefTensor>* m) const {
+    // Collect module prefixes first (the map changes while fusing).
+    std::set<std::string> attn, mlp, mla, expert_layers;
+    for (const auto& [name, t] : *m) {
+      const auto ends = [&](const std::string& suffix) {
+        return name.size() > suffix.size() &&
+               name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+      };
+      Expert ex;
+      if (ParseExpert(name, &ex)) {
+        expert_layers.insert(ex.layer_prefix);
+      } else if (ends(".q_proj.weight")) {
+        attn.insert(name.substr(0, name.size() - std::string("q_proj.weight").size()));
+      } else if (ends(".gate_proj.weight")) {
+        mlp.insert(name.substr(0, name.size() - std::string("gate_proj.weight").size()));
+      } else if (ends(".q_a_proj.weight")) {
+        mla.insert(name.substr(0, name.size() - std::string("q_a_proj.weight").size()));
+      }
+    }
+    for (const std::string& p : attn) {  // "model.layers.L.self_attn."
+      for (const char* param : {"weight", "bias", "weight_scale_inv"}) {
+        const std::string s = std::string(".") + param;
+        FuseRows(m, {p + "q_proj" + s, p + "k_proj" + s, p + "v_proj" + s}, p + "qkv_proj" + s);
+      }
+    }
+    for (const std::string& p : mlp) {  // "model.layers.L.mlp." or "...mlp.shared_experts."
+      for (const char* param : {"weight", "weight_scale_inv"}) {
+        const std::string s = std::string(".") + param;
+        FuseRows(m, {p + "gate_proj" + s, p + "up_proj" + s}, p + "gate_up_proj" + s);
+      }
+    }
+    for (const std::string& p : mla) {
+      for (const char* param : {"weight", "weight_scale_inv"}) {
+        const std::string s = std::string(".") + param;
+        FuseRows(m, {p + "q_a_proj" + s, p + "kv_a_proj_with_mqa" + s}, p + "fused_qkv_a_proj" + s);
+      }
+    }
+    for (const std::string& p : expert_layers) {  // "model.layers.L.mlp.experts."
+      std::set<std::uint64_t> local;
+      bool scaled = false;
+      for (const auto& [name, t] : *m) {
+        Expert ex;
+        if (ParseExpert(name, &ex) && ex.layer_prefix == p) {
+          local.insert(ex.index);
+          scaled = scaled || ex.param == "weight_scale_inv";
+        }
+      }
+      std::vector<std::string> params = {"weight"};
+      if (scaled) params.push_back("weight_scale_inv");
+      for (const std::string& param : params) {
+        std::vector<RefTensor> w13, w2;
+        for (std::uint64_t e : local) {  // ascending
+          const std::string base = p + std::to_string(e) + ".";
+          const RefTensor& g = m->at(base + "gate_proj." + param);
+          const RefTensor& u = m->at(base + "up_proj." + param);
+          w13.push_back(ConcatRows({&g, &u}));
+          w2.push_back(m->at(base + "down_proj." + param));
+        }
+        const std::string suffix = param == "weight" ? "" : "_scale_inv";
+        (*m)[p + "w13_weight" + suffix] = Stack(w13);
+        (*m)[p + "w2_weight" + suffix] = Stack(w2);
+      }
+      for (std::uint64_t e : local) {
+        for (const char* proj : {"gate_proj", "up_proj", "down_proj"}) {
+          for (const std::string& param : params) {
+            m->erase(p + std::to_string(e) + "." + proj + "." + param);
+          }
+        }
+      }
+    }
+  }
+
+  const Checkpoint& ck_;
+  const RefOptions o_;
+  std::uint64_t tp_ = 1, t_ = 0;
+  std::uint64_t heads_ = 0, kv_heads_ = 0, head_dim_ = 0, experts_ = 0;
+  std::uint64_t bn_ = 0, bk_ = 0;
+  bool tied_ = false;
+};
+
+}  // namespace
+
+std::map<std::string, RefTensor> ReferenceRankTensors(const std::string& model_dir,
+                                                      const RefOptions& o) {
+  const Checkpoint ck(model_dir);
+  return Builder(ck, o).Build();
+}
+
+}  // namespace hoist::testref
