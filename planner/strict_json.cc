@@ -66,6 +66,26 @@ std::string PathOf(const std::vector<Frame>& stack) {
   return path.empty() ? "the top level" : path;
 }
 
+// nlohmann's messages quote the input ("last read: ..."): escape what is not printable ASCII
+// and keep them short, since the input is hostile.
+std::string SanitizeParserMessage(std::string_view what) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  constexpr std::size_t kMaxLen = 300;
+  std::string out;
+  for (std::size_t i = 0; i < what.size() && i < kMaxLen; ++i) {
+    const auto c = static_cast<unsigned char>(what[i]);
+    if (c < 0x20 || c >= 0x7f) {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 0xf];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (what.size() > kMaxLen) out += "...";
+  return out;
+}
+
 }  // namespace
 
 std::string QuoteForMessage(std::string_view s, std::size_t max_len) {
@@ -169,12 +189,13 @@ Result<json> ParseStrictJson(std::string_view label, std::string_view text, int 
     const char* what =
         text.empty() || e.byte >= text.size() ? "invalid or truncated JSON" : "invalid JSON";
     return Status::Corrupt(std::string(label) + ": " + what + " at byte " + std::to_string(at) +
-                           ": " + e.what());
+                           ": " + SanitizeParserMessage(e.what()));
   } catch (const std::bad_alloc&) {
     return Status::ResourceExhausted(std::string(label) + ": out of memory parsing " +
                                      std::to_string(text.size()) + " bytes of JSON");
   } catch (const std::exception& e) {
-    return Status::Corrupt(std::string(label) + ": invalid JSON: " + e.what());
+    return Status::Corrupt(std::string(label) +
+                           ": invalid JSON: " + SanitizeParserMessage(e.what()));
   }
 }
 
