@@ -87,14 +87,15 @@ Result<Slice> SliceFor(const Source& s, const ModelConfig& cfg, const Topo& topo
   Slice sl{0, R, 0, C, 0};
   const Role role = EffectiveRole(s, topo);
   if (role == Role::kReplicated || (tp == 1 && role != Role::kVocab)) return sl;
-  const std::string who = "tensor '" + e.name + "' " + Sizes(e);
+  // Built only on the error paths: this function runs once per tensor per rank.
+  auto Who = [&e] { return "tensor '" + e.name + "' " + Sizes(e); };
 
   if (s.rule.param == Param::kScale) {
     const BlockSize block = BlockSizeOf(cfg);
     const TensorEntry& w = *s.weight;
     const bool column = role == Role::kColumn;
     if (role != Role::kColumn && role != Role::kRow) {
-      return Status::Unsupported(who + ": FP8 block scales of a " + std::string(RoleName(role)) +
+      return Status::Unsupported(Who() + ": FP8 block scales of a " + std::string(RoleName(role)) +
                                  " tensor are not supported");
     }
     const std::uint64_t n = column ? Rows(w) : Cols(w);
@@ -113,7 +114,7 @@ Result<Slice> SliceFor(const Source& s, const ModelConfig& cfg, const Topo& topo
           n % bsz == 0 ? std::to_string(n / bsz)
                        : std::to_string(n) + "/" + std::to_string(bsz) + ", not whole";
       return Status::InvalidArgument(
-          who + ": the " + (column ? "column" : "row") + "-parallel shard of '" + w.name + "' " +
+          Who() + ": the " + (column ? "column" : "row") + "-parallel shard of '" + w.name + "' " +
           Sizes(w) + " at tp " + std::to_string(tp) + " is " + dim + " [" + std::to_string(lo) +
           ", " + std::to_string(hi) + ") (" + std::to_string(shard) + " of N=" + std::to_string(n) +
           " per rank), which cuts FP8 scale block " + std::to_string(blk) + " (" + dim + " [" +
@@ -128,13 +129,13 @@ Result<Slice> SliceFor(const Source& s, const ModelConfig& cfg, const Topo& topo
       sl.nrows = blocks;
     } else {
       if (e.shape.size() != 2)
-        return Status::Unsupported(who + ": a row-parallel scale must be 2-D");
+        return Status::Unsupported(Who() + ": a row-parallel scale must be 2-D");
       sl.col0 = t * blocks;
       sl.ncols = blocks;
     }
     if (sl.row0 + sl.nrows > R || sl.col0 + sl.ncols > C) {
-      return Status::InvalidArgument(who + ": scale shape disagrees with weight '" + w.name + "' " +
-                                     Sizes(w));
+      return Status::InvalidArgument(Who() + ": scale shape disagrees with weight '" + w.name +
+                                     "' " + Sizes(w));
     }
     return sl;
   }
@@ -142,7 +143,7 @@ Result<Slice> SliceFor(const Source& s, const ModelConfig& cfg, const Topo& topo
   switch (role) {
     case Role::kColumn: {
       if (R % tp != 0) {
-        return Status::InvalidArgument(who + ": column-parallel dimension " + std::to_string(R) +
+        return Status::InvalidArgument(Who() + ": column-parallel dimension " + std::to_string(R) +
                                        " is not divisible by tp " + std::to_string(tp) +
                                        "; use a tp that divides " + std::to_string(R));
       }
@@ -152,10 +153,10 @@ Result<Slice> SliceFor(const Source& s, const ModelConfig& cfg, const Topo& topo
     }
     case Role::kRow: {
       if (e.shape.size() != 2) {
-        return Status::Unsupported(who + ": row-parallel slicing needs a 2-D tensor");
+        return Status::Unsupported(Who() + ": row-parallel slicing needs a 2-D tensor");
       }
       if (C % tp != 0) {
-        return Status::InvalidArgument(who + ": row-parallel dimension " + std::to_string(C) +
+        return Status::InvalidArgument(Who() + ": row-parallel dimension " + std::to_string(C) +
                                        " is not divisible by tp " + std::to_string(tp) +
                                        "; use a tp that divides " + std::to_string(C));
       }
@@ -167,13 +168,13 @@ Result<Slice> SliceFor(const Source& s, const ModelConfig& cfg, const Topo& topo
       const std::uint64_t kvh = static_cast<std::uint64_t>(cfg.num_key_value_heads);
       const std::uint64_t hd = static_cast<std::uint64_t>(cfg.head_dim);
       if (kvh == 0 || kvh * hd != R) {
-        return Status::InvalidArgument(who + ": expected num_key_value_heads " +
+        return Status::InvalidArgument(Who() + ": expected num_key_value_heads " +
                                        std::to_string(kvh) + " x head_dim " + std::to_string(hd) +
                                        " rows");
       }
       if (tp <= kvh) {
         if (kvh % tp != 0) {
-          return Status::InvalidArgument(who + ": num_key_value_heads " + std::to_string(kvh) +
+          return Status::InvalidArgument(Who() + ": num_key_value_heads " + std::to_string(kvh) +
                                          " is not divisible by tp " + std::to_string(tp) +
                                          "; use a tp that divides it or a multiple of it");
         }
@@ -182,7 +183,7 @@ Result<Slice> SliceFor(const Source& s, const ModelConfig& cfg, const Topo& topo
         return sl;
       }
       if (tp % kvh != 0) {
-        return Status::InvalidArgument(who + ": tp " + std::to_string(tp) +
+        return Status::InvalidArgument(Who() + ": tp " + std::to_string(tp) +
                                        " is larger than num_key_value_heads " +
                                        std::to_string(kvh) +
                                        " but not a multiple of it; use a tp that divides or is "
@@ -197,7 +198,7 @@ Result<Slice> SliceFor(const Source& s, const ModelConfig& cfg, const Topo& topo
     case Role::kVocab: {
       const std::uint64_t vp = AlignUp(R, kVocabPad);
       if (vp % tp != 0) {
-        return Status::InvalidArgument(who + ": padded vocab " + std::to_string(vp) +
+        return Status::InvalidArgument(Who() + ": padded vocab " + std::to_string(vp) +
                                        " is not divisible by tp " + std::to_string(tp));
       }
       const std::uint64_t per = vp / tp;
@@ -208,7 +209,7 @@ Result<Slice> SliceFor(const Source& s, const ModelConfig& cfg, const Topo& topo
       return sl;
     }
     default:
-      return Status::Internal(who + ": no slicing for role " + std::string(RoleName(role)));
+      return Status::Internal(Who() + ": no slicing for role " + std::string(RoleName(role)));
   }
 }
 
