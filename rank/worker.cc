@@ -1,1 +1,239 @@
 #include "rank/worker.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "rank/numa.h"
+#include "rank/verify.h"
+#include "transport/pipeline.h"
+
+namespace hoist::rank {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+void AddPhase(proto::RankReport* r, const std::string& name, Clock::time_point origin,
+              Clock::time_point a, Clock::time_point b, std::uint64_t bytes = 0) {
+  proto::Phase* p = r->add_phases();
+  p->set_name(name);
+  p->set_start_s(Seconds(origin, a));
+  p->set_seconds(Seconds(a, b));
+  p->set_busy_s(Seconds(a, b));
+  p->set_bytes(bytes);
+}
+
+void AddPhase(proto::RankReport* r, const std::string& name, const transport::PhaseTiming& t) {
+  if (!t.ran) return;
+  proto::Phase* p = r->add_phases();
+  p->set_name(name);
+  p->set_start_s(t.start_s);
+  p->set_seconds(t.seconds);
+  p->set_busy_s(t.busy_s);
+  p->set_bytes(t.bytes);
+}
+
+Status CheckFiles(const proto::LoadPlan& plan, const std::vector<bool>& used) {
+  for (int f = 0; f < plan.files_size(); ++f) {
+    const proto::File& file = plan.files(f);
+    struct stat st;
+    if (::stat(file.path().c_str(), &st) != 0) {
+      const int err = errno;
+      if (!used[f]) continue;  // a file this rank never reads may be absent on its node
+      return Status::FailedPrecondition(file.path() +
+                                        ": changed since planning: stat: " + std::strerror(err));
+    }
+    const auto size = static_cast<std::uint64_t>(st.st_size);
+    const std::int64_t mtime =
+        static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+    if (size != file.size()) {
+      return Status::FailedPrecondition(file.path() + ": changed since planning: size expected " +
+                                        std::to_string(file.size()) + " bytes, actual " +
+                                        std::to_string(size));
+    }
+    if (mtime != file.mtime_ns()) {
+      return Status::FailedPrecondition(file.path() + ": changed since planning: mtime expected " +
+                                        std::to_string(file.mtime_ns()) + " ns, actual " +
+                                        std::to_string(mtime));
+    }
+  }
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<transport::Device>> OpenDevice(const LoadOptions& o,
+                                                      const proto::RankPlan& rp) {
+  DeviceKind kind = o.device;
+  const int count = (kind == DeviceKind::kHost) ? 0 : transport::CudaDeviceCount();
+  if (kind == DeviceKind::kAuto) kind = count > 0 ? DeviceKind::kCuda : DeviceKind::kHost;
+  if (kind == DeviceKind::kHost) return transport::OpenHostDevice();
+  if (count == 0) {
+    return transport::OpenCudaDevice(o.gpu >= 0 ? o.gpu : static_cast<int>(rp.gpu()));
+  }
+  int ordinal = o.gpu;
+  if (ordinal < 0) {
+    ordinal = static_cast<int>(rp.gpu() % static_cast<std::uint32_t>(count));
+    if (ordinal != static_cast<int>(rp.gpu())) {
+      spdlog::warn("plan gpu {} is not visible ({} GPUs); using cuda:{}", rp.gpu(), count, ordinal);
+    }
+  }
+  return transport::OpenCudaDevice(ordinal);
+}
+
+Result<LoadedRank> Load(const proto::LoadPlan& plan, std::uint32_t rank, const LoadOptions& o) {
+  const Clock::time_point t_start = Clock::now();
+  if (rank >= static_cast<std::uint32_t>(plan.ranks_size())) {
+    return Status::InvalidArgument("the plan has " + std::to_string(plan.ranks_size()) + " ranks");
+  }
+  const proto::RankPlan& rp = plan.ranks(static_cast<int>(rank));
+  if (rp.rank() != rank) {
+    return Status::Corrupt("plan.ranks(" + std::to_string(rank) + ") says it is rank " +
+                           std::to_string(rp.rank()));
+  }
+  LoadedRank out;
+  proto::RankReport& rep = out.report;
+  rep.set_rank(rank);
+  rep.set_node(rp.node());
+  rep.set_gpu(rp.gpu());
+  rep.set_read_mode(std::string(transport::ReadModeName(o.read_mode)));
+  {
+    char host[256] = {0};
+    if (::gethostname(host, sizeof host - 1) == 0) rep.set_host(host);
+  }
+
+  // Files: plan sizes bound every copy; the files on disk must still be what was planned.
+  std::vector<std::string> paths;
+  std::vector<std::uint64_t> sizes;
+  for (const proto::File& f : plan.files()) {
+    paths.push_back(f.path());
+    sizes.push_back(f.size());
+  }
+  std::vector<bool> used(paths.size(), false);
+  HOIST_RETURN_IF_ERROR(transport::ValidateRankPlan(rp, sizes, paths, rp.arena_bytes()));
+  for (const proto::Copy& c : rp.copies()) {
+    if (c.width() > 0 && c.rows() > 0) used[c.file()] = true;
+  }
+  for (const proto::TensorOut& t : rp.tensors()) {
+    if (t.arena_offset() > rp.arena_bytes() || t.bytes() > rp.arena_bytes() - t.arena_offset()) {
+      return Status::Corrupt("tensor " + t.name() + " at arena offset " +
+                             std::to_string(t.arena_offset()) + " (+" + std::to_string(t.bytes()) +
+                             ") lies outside the arena of " + std::to_string(rp.arena_bytes()) +
+                             " bytes");
+    }
+  }
+  HOIST_RETURN_IF_ERROR(CheckFiles(plan, used));
+
+  HOIST_ASSIGN_OR_RETURN(out.device, OpenDevice(o, rp));
+  transport::Device& dev = *out.device;
+  rep.set_device(dev.Name());
+
+  // bind
+  Clock::time_point a = Clock::now();
+  std::unique_ptr<NumaBinding> binding;
+  if (o.bind_numa) binding = NumaBinding::BindNear(dev.Caps().pci_bus_id);
+  AddPhase(&rep, "bind", o.origin, a, Clock::now());
+
+  // arena_alloc
+  a = Clock::now();
+  HOIST_ASSIGN_OR_RETURN(out.arena, dev.Allocate(rp.arena_bytes()));
+  AddPhase(&rep, "arena_alloc", o.origin, a, Clock::now(), rp.arena_bytes());
+
+  // Pipeline parameters.
+  int local = o.local_ranks;
+  if (local <= 0) {
+    local = 0;
+    for (const proto::RankPlan& r : plan.ranks()) local += r.node() == rp.node() ? 1 : 0;
+  }
+  transport::PipelineOptions po;
+  po.mode = o.read_mode;
+  po.slots = o.slots > 0 ? o.slots : transport::kDefaultSlots;
+  po.slot_bytes = o.slot_bytes > 0 ? o.slot_bytes : transport::kDefaultSlotBytes;
+  po.threads = o.threads > 0 ? o.threads : transport::DefaultFillThreads(local);
+  po.chunk_bytes = o.chunk_bytes;
+  po.staging = o.staging;
+  po.lazy_staging = o.lazy_staging;
+  po.origin = o.origin;
+
+  // residency: what share of this rank's bytes the page cache held when the load began.
+  a = Clock::now();
+  std::vector<transport::Residency> residency(paths.size());
+  for (std::size_t f = 0; f < paths.size(); ++f) {
+    if (!used[f]) continue;
+    HOIST_ASSIGN_OR_RETURN(residency[f], transport::Residency::Measure(paths[f], po.threads));
+  }
+  std::uint64_t resident = 0;
+  for (const proto::Copy& c : rp.copies()) {
+    if (c.width() == 0 || c.rows() == 0) continue;
+    resident +=
+        residency[c.file()].ResidentBytes(c.src_offset(), c.src_pitch(), c.width(), c.rows());
+  }
+  rep.set_bytes_resident_at_start(resident);
+  AddPhase(&rep, "residency", o.origin, a, Clock::now(), resident);
+
+  transport::PipelineReport pr;
+  {
+    HOIST_ASSIGN_OR_RETURN(
+        transport::SourceSet sources,
+        transport::OpenSources(paths, used, o.read_mode, o.direct, o.wrap_source));
+    if (!sources.note.empty()) spdlog::warn("{}", sources.note);
+    for (std::size_t f = 0; f < paths.size(); ++f) {
+      if (used[f]) sources.files[f].residency = &residency[f];
+    }
+    HOIST_RETURN_IF_ERROR(transport::RunPipeline(dev, out.arena, rp, sources.files, po, &pr));
+  }  // sources (mappings, descriptors) closed here
+  AddPhase(&rep, "staging_alloc", pr.staging_alloc);
+  AddPhase(&rep, "read", pr.read);
+  AddPhase(&rep, "h2d", pr.h2d);
+  AddPhase(&rep, "drain", pr.drain);
+  rep.set_bytes_read(pr.bytes_read);
+  rep.set_bytes_h2d(pr.bytes_h2d);
+  for (const transport::SpanRecord& s : pr.spans) {
+    proto::Span* p = rep.add_spans();
+    p->set_lane(s.lane);
+    p->set_what(s.what);
+    p->set_start_s(s.start_s);
+    p->set_seconds(s.seconds);
+    p->set_bytes(s.bytes);
+  }
+  spdlog::debug(
+      "rank {}: {} slots x {} bytes, {} threads, chunk {}, {} slot fills, {} tasks, "
+      "{} bytes cold",
+      rank, pr.slots, pr.slot_bytes, pr.threads, pr.chunk_bytes, pr.slot_seqs, pr.tasks,
+      pr.bytes_cold);
+
+  if (o.verify) {
+    a = Clock::now();
+    HOIST_RETURN_IF_ERROR(VerifyArena(dev, out.arena, plan, rp));
+    AddPhase(&rep, "verify", o.origin, a, Clock::now(), pr.bytes_h2d + pr.bytes_filled);
+    rep.set_verified(true);
+  }
+  if (!o.dump_dir.empty()) {
+    a = Clock::now();
+    HOIST_ASSIGN_OR_RETURN(std::string path, DumpArena(dev, out.arena, rp, o.dump_dir));
+    AddPhase(&rep, "dump", o.origin, a, Clock::now(), rp.payload_bytes());
+    spdlog::info("rank {}: dumped {}", rank, path);
+  }
+  AddPhase(&rep, "staging_free", pr.staging_free);
+  AddPhase(&rep, "total", o.origin, t_start, Clock::now(), pr.bytes_h2d);
+  return out;
+}
+
+}  // namespace
+
+Result<LoadedRank> LoadRank(const proto::LoadPlan& plan, std::uint32_t rank,
+                            const LoadOptions& options) {
+  Result<LoadedRank> r = Load(plan, rank, options);
+  if (!r.ok()) return Status(r.status()).Annotate("rank " + std::to_string(rank));
+  return r;
+}
+
+}  // namespace hoist::rank

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -25,13 +26,21 @@ enum class DeviceKind { kAuto, kCuda, kHost };
 
 struct LoadOptions {
   transport::ReadMode read_mode = transport::ReadMode::kAuto;
-  DeviceKind device = DeviceKind::kAuto;
-  int slots = 0;            // 0: the measured default
-  std::uint64_t slot_bytes = 0;  // 0: the measured default
-  int threads = 0;          // fill threads; 0: the measured default
-  bool verify = false;      // prove every arena byte equals the plan's bytes
-  std::string dump_dir;     // non-empty: write <dir>/rank-<R>.safetensors
+  DeviceKind device = DeviceKind::kAuto;  // auto: CUDA when a GPU is visible, else host
+  int slots = 0;                          // 0: the measured default (transport::kDefaultSlots)
+  std::uint64_t slot_bytes = 0;           // 0: the measured default (transport::kDefaultSlotBytes)
+  int threads = 0;                        // fill threads; 0: cores / ranks on this node, at most 16
+  bool verify = false;                    // prove every arena byte equals the plan's bytes
+  std::string dump_dir;                   // non-empty: write <dir>/rank-<R>.safetensors
   bool bind_numa = true;
+  std::uint64_t chunk_bytes = 0;  // bytes per fill task; 0: slot_bytes / threads (>= 64 KiB)
+  transport::StagingKind staging = transport::StagingKind::kAuto;  // auto = register
+  bool lazy_staging = true;         // allocate each slot on first use
+  int gpu = -1;                     // CUDA ordinal; -1: the plan's gpu (modulo the visible count)
+  int local_ranks = 0;              // ranks sharing this host's cores; 0: count the plan's node
+  transport::DirectOptions direct;  // O_DIRECT request size and depth
+  // Tests: wraps every Source the load opens (e.g. transport::WrapFaulty to inject faults).
+  std::function<std::unique_ptr<transport::Source>(std::unique_ptr<transport::Source>)> wrap_source;
   // Clock origin shared by all phases and spans of the report.
   std::chrono::steady_clock::time_point origin = std::chrono::steady_clock::now();
 };
@@ -42,8 +51,9 @@ struct LoadedRank {
   proto::RankReport report;
 };
 
-// Executes plan.ranks(rank). Phases recorded: bind, arena_alloc, staging_alloc, read, h2d,
-// drain, verify, staging_free, total (init and plan are added by the caller).
+// Executes plan.ranks(rank). Phases recorded: bind, arena_alloc, residency (page-cache
+// measurement), staging_alloc, read, h2d, drain, verify, dump, staging_free, total (init and plan
+// are added by the caller; verify and dump only when asked).
 Result<LoadedRank> LoadRank(const proto::LoadPlan& plan, std::uint32_t rank,
                             const LoadOptions& options);
 

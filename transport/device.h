@@ -1,22 +1,125 @@
-// The Device seam (skeleton; transport/ owner fills in).
+// The Device seam (Mooncake transport.h style: capabilities + status): allocate the arena and
+// pinned staging, enqueue async host->device copies (1-D and 2-D) and memsets on a stream, record
+// and wait events, copy back to the host, free.
+//
+// Backends: host memory (OpenHostDevice: one copy thread per stream stands in for the DMA engine,
+// so ops really are asynchronous and the real pipeline runs in CPU-only CI) and CUDA
+// (OpenCudaDevice; compiled only where the toolkit is found, CUDA types never leak out of
+// transport/cuda/).
+//
+// Ownership: a Device owns everything it allocates or creates (arenas, staging, streams,
+// events); destroying it synchronizes its streams and frees all of them. DeviceBuffer and
+// HostBuffer are plain handles. Failure: every call returns a Status; CUDA errors carry the call,
+// the CUDA error name and the sizes involved. Async ops report errors either at enqueue or at the
+// next Wait/Synchronize. Threading: all methods may be called from any thread; ops enqueued on
+// one stream execute in enqueue order (callers enqueueing one logical batch from several threads
+// serialize themselves).
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "hoist/status.h"
 
 namespace hoist::transport {
 
+// Device memory (the arena). ptr is a device address: dereference it only on the host backend.
 struct DeviceBuffer {
   void* ptr = nullptr;
   std::uint64_t bytes = 0;
 };
 
+// How staging memory is made DMA-able. kRegister: page-aligned anonymous memory, touched (huge
+// pages when available), then registered (cudaHostRegister; cheap on already-touched memory);
+// kMallocHost: cudaMallocHost (about 10x slower to set up on the H200 box).
+enum class StagingKind { kAuto, kRegister, kMallocHost };
+std::optional<StagingKind> ParseStagingKind(std::string_view name);
+std::string_view StagingKindName(StagingKind kind);
+
+// Host memory usable as a DMA source.
+struct HostBuffer {
+  std::byte* ptr = nullptr;
+  std::uint64_t bytes = 0;
+  StagingKind kind = StagingKind::kRegister;
+};
+
+// A 2-D copy: rows of `width` bytes from src (row i at src + i*src_pitch) to dst (row i at
+// dst + i*dst_pitch). rows == 1 is a 1-D copy (pitches ignored).
+struct Copy2D {
+  void* dst = nullptr;
+  std::uint64_t dst_pitch = 0;
+  const void* src = nullptr;
+  std::uint64_t src_pitch = 0;
+  std::uint64_t width = 0;
+  std::uint64_t rows = 1;
+};
+
+struct DeviceCaps {
+  bool gpu = false;                // a real accelerator behind a DMA engine
+  bool async_copy = true;          // copies return before the bytes move
+  bool copy_2d = true;             // Copy2D executes as one op
+  bool register_host = true;       // RegisterHost works (registered read mode)
+  bool register_read_only = true;  // read-only mappings (a mapped file) can be registered
+  int ordinal = -1;                // device index (CUDA), -1 on the host backend
+  std::string pci_bus_id;          // "0000:3b:00.0" for hwloc, empty when unknown
+  std::uint64_t total_memory = 0;
+};
+
+using StreamId = int;
+using EventId = int;
+
 class Device {
  public:
   virtual ~Device() = default;
+
+  // "cuda:0 NVIDIA H200" or "host".
   virtual std::string Name() const = 0;
+  virtual const DeviceCaps& Caps() const = 0;
+
+  // Arena: device memory, uninitialised.
+  virtual Result<DeviceBuffer> Allocate(std::uint64_t bytes) = 0;
+  virtual Status Free(DeviceBuffer& buffer) = 0;
+
+  // Staging: DMA-able host memory (the calling thread's NUMA policy decides placement).
+  virtual Result<HostBuffer> AllocateStaging(std::uint64_t bytes, StagingKind kind) = 0;
+  virtual Status FreeStaging(HostBuffer& buffer) = 0;
+
+  // Page-locks existing host memory (e.g. a mapped file; read_only for PROT_READ mappings).
+  virtual Status RegisterHost(const void* ptr, std::uint64_t bytes, bool read_only) = 0;
+  virtual Status UnregisterHost(const void* ptr) = 0;
+
+  virtual Result<StreamId> CreateStream() = 0;
+  // timing: the event can be used with Elapsed (slightly more expensive to record).
+  virtual Result<EventId> CreateEvent(bool timing) = 0;
+  virtual Status DestroyStream(StreamId stream) = 0;
+  virtual Status DestroyEvent(EventId event) = 0;
+
+  // Async ops on a stream: they run in enqueue order. src of CopyAsync must stay valid and
+  // unchanged until an event recorded after it completes.
+  virtual Status CopyAsync(const Copy2D& op, StreamId stream) = 0;
+  virtual Status MemsetAsync(void* dst, std::uint8_t value, std::uint64_t bytes,
+                             StreamId stream) = 0;
+  virtual Status Record(EventId event, StreamId stream) = 0;
+  // Blocks until the event's latest recording completed (OK at once when never recorded).
+  virtual Status Wait(EventId event) = 0;
+  // Seconds between two completed timing events.
+  virtual Result<double> Elapsed(EventId from, EventId to) = 0;
+  virtual Status Synchronize(StreamId stream) = 0;
+
+  // Synchronous copies: host (any memory, e.g. pageable mmap) -> device, and device -> host.
+  virtual Status CopySync(const Copy2D& op) = 0;
+  virtual Status CopyToHost(void* dst, const void* device_src, std::uint64_t bytes) = 0;
 };
+
+// The host-memory backend. Never fails to open.
+std::unique_ptr<Device> OpenHostDevice();
+
+// Number of CUDA devices visible (0 without a driver, a GPU, or a CUDA build).
+int CudaDeviceCount();
+// A CUDA device; Unsupported in builds without CUDA, InvalidArgument for a bad ordinal.
+Result<std::unique_ptr<Device>> OpenCudaDevice(int ordinal);
 
 }  // namespace hoist::transport

@@ -1,10 +1,24 @@
 #include "transport/source.h"
 
+#include <fcntl.h>
+#include <linux/aio_abi.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <array>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
 #include <utility>
 
 namespace hoist::transport {
 namespace {
+
 constexpr std::array<std::pair<ReadMode, std::string_view>, 6> kModes = {{
     {ReadMode::kAuto, "auto"},
     {ReadMode::kBuffered, "buffered"},
@@ -13,6 +27,471 @@ constexpr std::array<std::pair<ReadMode, std::string_view>, 6> kModes = {{
     {ReadMode::kPageable, "pageable"},
     {ReadMode::kRegistered, "registered"},
 }};
+
+std::string Errno(int err) { return std::strerror(err); }
+
+std::string ReadContext(const std::string& path, std::uint64_t offset, std::uint64_t n) {
+  return path + ": read of " + std::to_string(n) + " bytes at offset " + std::to_string(offset);
+}
+
+// Checks [offset, offset + n) against the file size without overflowing.
+Status CheckRange(const std::string& path, std::uint64_t size, std::uint64_t offset,
+                  std::uint64_t n) {
+  if (offset > size || n > size - offset) {
+    return Status::Corrupt(ReadContext(path, offset, n) + ": past the end of the file (" +
+                           std::to_string(size) + " bytes)");
+  }
+  return Status::Ok();
+}
+
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+
+ private:
+  int fd_ = -1;
+};
+
+Result<std::pair<Fd, std::uint64_t>> OpenAndStat(const std::string& path, int flags) {
+  int fd = ::open(path.c_str(), flags | O_CLOEXEC);
+  if (fd < 0) {
+    int err = errno;
+    if (err == ENOENT) return Status::NotFound(path + ": open: " + Errno(err));
+    if (err == EINVAL && (flags & O_DIRECT)) {
+      return Status::Unsupported(path + ": open with O_DIRECT: " + Errno(err) +
+                                 " (the filesystem does not support direct I/O)");
+    }
+    return Status::IoError(path + ": open: " + Errno(err));
+  }
+  Fd owned(fd);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return Status::IoError(path + ": fstat: " + Errno(errno));
+  if (!S_ISREG(st.st_mode)) return Status::InvalidArgument(path + ": not a regular file");
+  return std::make_pair(std::move(owned), static_cast<std::uint64_t>(st.st_size));
+}
+
+// pread until n bytes arrive; EINTR and partial reads are retried, 0 before n is an error.
+Status PreadFull(int fd, const std::string& path, std::uint64_t offset, std::byte* dst,
+                 std::uint64_t n) {
+  std::uint64_t done = 0;
+  while (done < n) {
+    std::uint64_t want = std::min<std::uint64_t>(n - done, 1ull << 30);
+    ssize_t got = ::pread(fd, dst + done, want, static_cast<off_t>(offset + done));
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return Status::IoError(ReadContext(path, offset, n) + ": at offset " +
+                             std::to_string(offset + done) + ": " + Errno(errno));
+    }
+    if (got == 0) {
+      return Status::IoError(ReadContext(path, offset, n) + ": unexpected end of file at offset " +
+                             std::to_string(offset + done));
+    }
+    done += static_cast<std::uint64_t>(got);
+  }
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------------------------------------
+class BufferedSource final : public Source {
+ public:
+  BufferedSource(std::string path, Fd fd, std::uint64_t size)
+      : path_(std::move(path)), fd_(std::move(fd)), size_(size) {}
+  const std::string& path() const override { return path_; }
+  std::uint64_t size() const override { return size_; }
+  std::string_view kind() const override { return "buffered"; }
+  Status ReadAt(std::uint64_t offset, void* dst, std::uint64_t n) override {
+    HOIST_RETURN_IF_ERROR(CheckRange(path_, size_, offset, n));
+    return PreadFull(fd_.get(), path_, offset, static_cast<std::byte*>(dst), n);
+  }
+
+ private:
+  std::string path_;
+  Fd fd_;
+  std::uint64_t size_;
+};
+
+// ---------------------------------------------------------------------------------------------
+class MmapSource final : public Source {
+ public:
+  MmapSource(std::string path, std::byte* map, std::uint64_t size)
+      : path_(std::move(path)), map_(map), size_(size) {}
+  ~MmapSource() override {
+    if (map_ != nullptr) ::munmap(map_, size_);
+  }
+  const std::string& path() const override { return path_; }
+  std::uint64_t size() const override { return size_; }
+  std::string_view kind() const override { return "mmap"; }
+  const std::byte* mapping() const override { return map_; }
+  Status ReadAt(std::uint64_t offset, void* dst, std::uint64_t n) override {
+    HOIST_RETURN_IF_ERROR(CheckRange(path_, size_, offset, n));
+    if (n > 0) std::memcpy(dst, map_ + offset, n);
+    return Status::Ok();
+  }
+  Status ReadRows(const RowsRead& r) override {
+    if (r.rows == 0 || r.width == 0) return Status::Ok();
+    std::uint64_t last = 0;
+    if (__builtin_mul_overflow(r.rows - 1, r.src_pitch, &last) ||
+        __builtin_add_overflow(last, r.offset, &last)) {
+      return Status::Corrupt(path_ + ": strided read overflows at offset " +
+                             std::to_string(r.offset));
+    }
+    HOIST_RETURN_IF_ERROR(CheckRange(path_, size_, last, r.width));
+    if (r.rows == 1 || (r.src_pitch == r.width && r.dst_pitch == r.width)) {
+      std::memcpy(r.dst, map_ + r.offset, r.width * r.rows);
+      return Status::Ok();
+    }
+    const std::byte* src = map_ + r.offset;
+    std::byte* dst = r.dst;
+    for (std::uint64_t i = 0; i < r.rows; ++i) {
+      std::memcpy(dst, src, r.width);
+      src += r.src_pitch;
+      dst += r.dst_pitch;
+    }
+    return Status::Ok();
+  }
+
+ private:
+  std::string path_;
+  std::byte* map_;
+  std::uint64_t size_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// O_DIRECT through Linux native AIO (raw syscalls: no libaio needed).
+
+long SysIoSetup(unsigned nr, aio_context_t* ctx) { return ::syscall(SYS_io_setup, nr, ctx); }
+long SysIoDestroy(aio_context_t ctx) { return ::syscall(SYS_io_destroy, ctx); }
+long SysIoSubmit(aio_context_t ctx, long n, struct iocb** iocbs) {
+  return ::syscall(SYS_io_submit, ctx, n, iocbs);
+}
+long SysIoGetevents(aio_context_t ctx, long min_nr, long nr, struct io_event* events) {
+  return ::syscall(SYS_io_getevents, ctx, min_nr, nr, events, nullptr);
+}
+
+constexpr int kMaxDepth = 64;
+
+// Per-thread AIO context and bounce buffers, reused across calls and sources.
+struct DirectThreadState {
+  aio_context_t ctx = 0;
+  bool aio_ok = false;
+  bool aio_tried = false;
+  std::uint64_t buf_bytes = 0;
+  std::uint64_t buf_align = 0;
+  std::vector<std::byte*> bufs;
+
+  ~DirectThreadState() {
+    if (aio_ok) SysIoDestroy(ctx);
+    for (std::byte* b : bufs) std::free(b);
+  }
+  bool EnsureAio() {
+    if (!aio_tried) {
+      aio_tried = true;
+      aio_ok = SysIoSetup(kMaxDepth, &ctx) == 0;
+    }
+    return aio_ok;
+  }
+  bool EnsureBuffers(int n, std::uint64_t bytes, std::uint64_t align) {
+    if (bytes > buf_bytes || align > buf_align) {
+      for (std::byte* b : bufs) std::free(b);
+      bufs.clear();
+      buf_bytes = bytes;
+      buf_align = align;
+    }
+    while (static_cast<int>(bufs.size()) < n) {
+      void* p = std::aligned_alloc(buf_align, buf_bytes);
+      if (p == nullptr) return false;
+      bufs.push_back(static_cast<std::byte*>(p));
+    }
+    return true;
+  }
+};
+
+DirectThreadState& ThreadState() {
+  thread_local DirectThreadState state;
+  return state;
+}
+
+struct Extent {
+  std::uint64_t offset;
+  std::uint64_t len;
+  std::byte* dst;
+};
+
+class DirectSource final : public Source {
+ public:
+  DirectSource(std::string path, Fd fd, std::uint64_t size, const DirectOptions& o)
+      : path_(std::move(path)), fd_(std::move(fd)), size_(size), o_(o) {}
+  const std::string& path() const override { return path_; }
+  std::uint64_t size() const override { return size_; }
+  std::string_view kind() const override { return "direct"; }
+
+  Status ReadAt(std::uint64_t offset, void* dst, std::uint64_t n) override {
+    HOIST_RETURN_IF_ERROR(CheckRange(path_, size_, offset, n));
+    if (n == 0) return Status::Ok();
+    Extent e{offset, n, static_cast<std::byte*>(dst)};
+    return ReadExtents(&e, 1);
+  }
+
+  Status ReadRows(const RowsRead& r) override {
+    if (r.rows == 0 || r.width == 0) return Status::Ok();
+    std::uint64_t last = 0;
+    if (__builtin_mul_overflow(r.rows - 1, r.src_pitch, &last) ||
+        __builtin_add_overflow(last, r.offset, &last)) {
+      return Status::Corrupt(path_ + ": strided read overflows at offset " +
+                             std::to_string(r.offset));
+    }
+    HOIST_RETURN_IF_ERROR(CheckRange(path_, size_, last, r.width));
+    if (r.rows == 1 || (r.src_pitch == r.width && r.dst_pitch == r.width)) {
+      Extent e{r.offset, r.width * r.rows, r.dst};
+      return ReadExtents(&e, 1);
+    }
+    return ReadMany(&r, 1);
+  }
+
+  Status ReadMany(const RowsRead* reads, std::size_t n) override {
+    std::vector<Extent> ex;
+    for (std::size_t k = 0; k < n; ++k) {
+      const RowsRead& r = reads[k];
+      if (r.rows == 0 || r.width == 0) continue;
+      std::uint64_t last = 0;
+      if (__builtin_mul_overflow(r.rows - 1, r.src_pitch, &last) ||
+          __builtin_add_overflow(last, r.offset, &last)) {
+        return Status::Corrupt(path_ + ": strided read overflows at offset " +
+                               std::to_string(r.offset));
+      }
+      HOIST_RETURN_IF_ERROR(CheckRange(path_, size_, last, r.width));
+      if (r.rows == 1 || (r.src_pitch == r.width && r.dst_pitch == r.width)) {
+        ex.push_back(Extent{r.offset, r.width * r.rows, r.dst});
+        continue;
+      }
+      for (std::uint64_t i = 0; i < r.rows; ++i) {
+        ex.push_back(Extent{r.offset + i * r.src_pitch, r.width, r.dst + i * r.dst_pitch});
+      }
+    }
+    if (ex.empty()) return Status::Ok();
+    bool sorted = true;
+    for (std::size_t k = 1; k < ex.size() && sorted; ++k) {
+      sorted = ex[k].offset >= ex[k - 1].offset + ex[k - 1].len;
+    }
+    if (!sorted) {
+      std::sort(ex.begin(), ex.end(),
+                [](const Extent& a, const Extent& b) { return a.offset < b.offset; });
+      for (std::size_t k = 1; k < ex.size(); ++k) {
+        if (ex[k].offset < ex[k - 1].offset + ex[k - 1].len) {
+          // Overlapping source bytes (e.g. a replicated range read twice): one extent at a time.
+          for (const Extent& e : ex) HOIST_RETURN_IF_ERROR(ReadExtents(&e, 1));
+          return Status::Ok();
+        }
+      }
+    }
+    return ReadExtents(ex.data(), ex.size());
+  }
+
+ private:
+  struct Request {
+    std::uint64_t a = 0, b = 0;     // aligned file range
+    std::uint64_t need = 0;         // bytes from a that must arrive (the rest may be past EOF)
+    std::size_t first = 0;          // first extent that may intersect [a, b)
+    std::byte* in_place = nullptr;  // non-null: read straight into the caller's memory
+  };
+
+  // Extents are sorted by offset and do not overlap.
+  Status ReadExtents(const Extent* ex, std::size_t n) {
+    const std::uint64_t al = o_.alignment;
+    const std::uint64_t req = std::max(al, o_.request_bytes / al * al);
+    std::vector<Request> reqs;
+    // Merge extents into spans (gaps up to max_gap are read and dropped), chop spans into
+    // aligned requests.
+    std::size_t i = 0;
+    while (i < n) {
+      std::size_t j = i;
+      std::uint64_t end = ex[i].offset + ex[i].len;
+      while (j + 1 < n && ex[j + 1].offset >= end && ex[j + 1].offset - end <= o_.max_gap) {
+        ++j;
+        end = ex[j].offset + ex[j].len;
+      }
+      std::uint64_t a = ex[i].offset / al * al;
+      std::uint64_t stop = (end + al - 1) / al * al;
+      std::size_t first = i;
+      while (a < stop) {
+        Request r;
+        r.a = a;
+        r.b = std::min(stop, a + req);
+        r.need = std::min(r.b, end) - a;
+        while (first <= j && ex[first].offset + ex[first].len <= r.a) ++first;
+        r.first = first;
+        // In place: the request lies inside one extent whose destination shares the alignment.
+        if (first <= j) {
+          const Extent& e = ex[first];
+          if (e.offset <= r.a && r.b <= e.offset + e.len &&
+              reinterpret_cast<std::uintptr_t>(e.dst + (r.a - e.offset)) % al == 0) {
+            r.in_place = e.dst + (r.a - e.offset);
+          }
+        }
+        reqs.push_back(r);
+        a = r.b;
+      }
+      i = j + 1;
+    }
+    return Run(reqs, ex, n, req);
+  }
+
+  void Scatter(const Request& r, const std::byte* buf, const Extent* ex, std::size_t n) const {
+    for (std::size_t k = r.first; k < n && ex[k].offset < r.b; ++k) {
+      std::uint64_t lo = std::max(r.a, ex[k].offset);
+      std::uint64_t hi = std::min(r.b, ex[k].offset + ex[k].len);
+      if (lo < hi) std::memcpy(ex[k].dst + (lo - ex[k].offset), buf + (lo - r.a), hi - lo);
+    }
+  }
+
+  Status ShortRead(const Request& r, std::int64_t res) const {
+    if (res < 0) {
+      return Status::IoError(ReadContext(path_, r.a, r.b - r.a) +
+                             " (O_DIRECT): " + Errno(static_cast<int>(-res)));
+    }
+    return Status::IoError(ReadContext(path_, r.a, r.b - r.a) + " (O_DIRECT): got " +
+                           std::to_string(res) + " bytes, needed " + std::to_string(r.need) +
+                           " (short read)");
+  }
+
+  Status Run(const std::vector<Request>& reqs, const Extent* ex, std::size_t n,
+             std::uint64_t req_bytes) {
+    DirectThreadState& st = ThreadState();
+    const int depth = std::clamp(o_.depth, 1, kMaxDepth);
+    if (!st.EnsureBuffers(depth, req_bytes, o_.alignment)) {
+      return Status::ResourceExhausted(path_ + ": O_DIRECT bounce buffers of " +
+                                       std::to_string(req_bytes) + " bytes");
+    }
+    if (!st.EnsureAio()) {
+      // No native AIO here: one synchronous request at a time.
+      for (const Request& r : reqs) {
+        std::byte* buf = r.in_place ? r.in_place : st.bufs[0];
+        ssize_t got;
+        do {
+          got = ::pread(fd_.get(), buf, r.b - r.a, static_cast<off_t>(r.a));
+        } while (got < 0 && errno == EINTR);
+        if (got < 0) return ShortRead(r, -errno);
+        if (static_cast<std::uint64_t>(got) < r.need) return ShortRead(r, got);
+        if (!r.in_place) Scatter(r, buf, ex, n);
+      }
+      return Status::Ok();
+    }
+    std::array<struct iocb, kMaxDepth> cbs{};
+    std::array<int, kMaxDepth> slot_req{};
+    std::vector<int> free_slots;
+    for (int s = depth - 1; s >= 0; --s) free_slots.push_back(s);
+    std::size_t next = 0;
+    int inflight = 0;
+    int busy_retries = 0;
+    Status status;
+    std::array<struct io_event, kMaxDepth> events{};
+    while ((status.ok() && next < reqs.size()) || inflight > 0) {
+      while (status.ok() && next < reqs.size() && !free_slots.empty()) {
+        int s = free_slots.back();
+        const Request& r = reqs[next];
+        struct iocb& cb = cbs[s];
+        std::memset(&cb, 0, sizeof(cb));
+        cb.aio_lio_opcode = IOCB_CMD_PREAD;
+        cb.aio_fildes = static_cast<std::uint32_t>(fd_.get());
+        cb.aio_buf = reinterpret_cast<std::uint64_t>(r.in_place ? r.in_place : st.bufs[s]);
+        cb.aio_nbytes = r.b - r.a;
+        cb.aio_offset = static_cast<std::int64_t>(r.a);
+        cb.aio_data = static_cast<std::uint64_t>(s);
+        struct iocb* p = &cb;
+        long rc = SysIoSubmit(st.ctx, 1, &p);
+        if (rc == 1) {
+          slot_req[s] = static_cast<int>(next);
+          free_slots.pop_back();
+          ++next;
+          ++inflight;
+          continue;
+        }
+        int err = rc < 0 ? errno : EAGAIN;
+        if ((err == EAGAIN || err == EINTR) && inflight > 0) break;  // reap, then retry
+        if ((err == EAGAIN || err == EINTR) && ++busy_retries < 10000) {
+          std::this_thread::sleep_for(std::chrono::microseconds(100));
+          continue;
+        }
+        status = ShortRead(r, -err);
+      }
+      if (inflight == 0) continue;
+      long got = SysIoGetevents(st.ctx, 1, inflight, events.data());
+      if (got < 0) {
+        if (errno == EINTR) continue;
+        // Cannot reap: the kernel still owns buffers. This should not happen; report it.
+        return Status::Internal(path_ + ": io_getevents: " + Errno(errno) + " with " +
+                                std::to_string(inflight) + " O_DIRECT reads in flight");
+      }
+      for (long e = 0; e < got; ++e) {
+        int s = static_cast<int>(events[e].data);
+        const Request& r = reqs[slot_req[s]];
+        std::int64_t res = events[e].res;
+        --inflight;
+        free_slots.push_back(s);
+        if (res < 0 || static_cast<std::uint64_t>(res) < r.need) {
+          if (status.ok()) status = ShortRead(r, res);
+          continue;
+        }
+        if (status.ok() && !r.in_place) Scatter(r, st.bufs[s], ex, n);
+      }
+    }
+    return status;
+  }
+
+  std::string path_;
+  Fd fd_;
+  std::uint64_t size_;
+  DirectOptions o_;
+};
+
+// ---------------------------------------------------------------------------------------------
+class FaultySource final : public Source {
+ public:
+  FaultySource(std::unique_ptr<Source> inner, const FaultSpec& spec)
+      : inner_(std::move(inner)), spec_(spec) {}
+  const std::string& path() const override { return inner_->path(); }
+  std::uint64_t size() const override { return inner_->size(); }
+  std::string_view kind() const override { return "faulty"; }
+  Status ReadAt(std::uint64_t offset, void* dst, std::uint64_t n) override {
+    std::int64_t call = calls_.fetch_add(1);
+    if (spec_.delay_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(spec_.delay_us));
+    if (spec_.eio_after >= 0 && call >= spec_.eio_after) {
+      return Status::IoError(ReadContext(path(), offset, n) + ": " + Errno(EIO) + " (injected)");
+    }
+    if (spec_.short_read_after >= 0 && call == spec_.short_read_after) {
+      std::uint64_t half = n / 2;
+      HOIST_RETURN_IF_ERROR(inner_->ReadAt(offset, dst, half));
+      return Status::IoError(ReadContext(path(), offset, n) + ": short read: got " +
+                             std::to_string(half) + " bytes, ended at offset " +
+                             std::to_string(offset + half) + " (injected)");
+    }
+    return inner_->ReadAt(offset, dst, n);
+  }
+
+ private:
+  std::unique_ptr<Source> inner_;
+  FaultSpec spec_;
+  std::atomic<std::int64_t> calls_{0};
+};
+
+// cachestat(2), Linux >= 6.5. Same syscall number on x86_64 and aarch64.
+struct CachestatRange {
+  std::uint64_t off;
+  std::uint64_t len;
+};
+struct CachestatResult {
+  std::uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
+};
+constexpr long kSysCachestat = 451;
+
 }  // namespace
 
 std::optional<ReadMode> ParseReadMode(std::string_view name) {
@@ -28,5 +507,190 @@ std::string_view ReadModeName(ReadMode mode) {
   }
   return "?";
 }
+
+Status Source::ReadRows(const RowsRead& r) {
+  if (r.rows == 0 || r.width == 0) return Status::Ok();
+  if (r.rows == 1 || (r.src_pitch == r.width && r.dst_pitch == r.width)) {
+    std::uint64_t n = 0;
+    if (__builtin_mul_overflow(r.width, r.rows, &n)) {
+      return Status::Corrupt(path() + ": strided read overflows at offset " +
+                             std::to_string(r.offset));
+    }
+    return ReadAt(r.offset, r.dst, n);
+  }
+  for (std::uint64_t i = 0; i < r.rows; ++i) {
+    HOIST_RETURN_IF_ERROR(ReadAt(r.offset + i * r.src_pitch, r.dst + i * r.dst_pitch, r.width));
+  }
+  return Status::Ok();
+}
+
+Status Source::ReadMany(const RowsRead* reads, std::size_t n) {
+  for (std::size_t k = 0; k < n; ++k) HOIST_RETURN_IF_ERROR(ReadRows(reads[k]));
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<Source>> OpenBufferedSource(const std::string& path) {
+  HOIST_ASSIGN_OR_RETURN(auto fs, OpenAndStat(path, O_RDONLY));
+  return std::unique_ptr<Source>(new BufferedSource(path, std::move(fs.first), fs.second));
+}
+
+Result<std::unique_ptr<Source>> OpenMmapSource(const std::string& path) {
+  HOIST_ASSIGN_OR_RETURN(auto fs, OpenAndStat(path, O_RDONLY));
+  std::byte* map = nullptr;
+  if (fs.second > 0) {
+    void* p = ::mmap(nullptr, fs.second, PROT_READ, MAP_SHARED, fs.first.get(), 0);
+    if (p == MAP_FAILED) {
+      return Status::IoError(path + ": mmap of " + std::to_string(fs.second) +
+                             " bytes: " + Errno(errno));
+    }
+    map = static_cast<std::byte*>(p);
+  }
+  // The mapping outlives the descriptor.
+  return std::unique_ptr<Source>(new MmapSource(path, map, fs.second));
+}
+
+Result<std::unique_ptr<Source>> OpenDirectSource(const std::string& path,
+                                                 const DirectOptions& options) {
+  const std::uint64_t al = options.alignment;
+  if (al == 0 || (al & (al - 1)) != 0) {
+    return Status::InvalidArgument("O_DIRECT alignment must be a power of two, got " +
+                                   std::to_string(al));
+  }
+  HOIST_ASSIGN_OR_RETURN(auto fs, OpenAndStat(path, O_RDONLY | O_DIRECT));
+  // Some filesystems accept O_DIRECT at open and refuse it at read time: probe one block.
+  if (fs.second > 0) {
+    void* probe = std::aligned_alloc(al, al);
+    if (probe == nullptr) return Status::ResourceExhausted("O_DIRECT probe buffer");
+    ssize_t got;
+    do {
+      got = ::pread(fs.first.get(), probe, al, 0);
+    } while (got < 0 && errno == EINTR);
+    int err = errno;
+    std::free(probe);
+    if (got < 0) {
+      if (err == EINVAL) {
+        return Status::Unsupported(path + ": O_DIRECT read: " + Errno(err) +
+                                   " (the filesystem does not support direct I/O at alignment " +
+                                   std::to_string(al) + ")");
+      }
+      return Status::IoError(path + ": O_DIRECT read of " + std::to_string(al) +
+                             " bytes at offset 0: " + Errno(err));
+    }
+  }
+  return std::unique_ptr<Source>(new DirectSource(path, std::move(fs.first), fs.second, options));
+}
+
+std::unique_ptr<Source> WrapFaulty(std::unique_ptr<Source> inner, const FaultSpec& spec) {
+  return std::make_unique<FaultySource>(std::move(inner), spec);
+}
+
+// ---------------------------------------------------------------------------------------------
+Residency Residency::Uniform(std::uint64_t size, bool resident) {
+  Residency r;
+  r.size_ = size;
+  r.page_ = 4096;
+  r.pages_.assign((size + r.page_ - 1) / r.page_, resident ? 1 : 0);
+  r.method_ = "uniform";
+  r.BuildPrefix();
+  return r;
+}
+
+void Residency::BuildPrefix() {
+  prefix_.assign(pages_.size() + 1, 0);
+  for (std::size_t i = 0; i < pages_.size(); ++i) prefix_[i + 1] = prefix_[i] + (pages_[i] & 1);
+}
+
+Result<Residency> Residency::Measure(const std::string& path, int threads) {
+  HOIST_ASSIGN_OR_RETURN(auto fs, OpenAndStat(path, O_RDONLY));
+  Residency r;
+  r.size_ = fs.second;
+  long ps = ::sysconf(_SC_PAGESIZE);
+  r.page_ = ps > 0 ? static_cast<std::uint64_t>(ps) : 4096;
+  const std::uint64_t npages = (r.size_ + r.page_ - 1) / r.page_;
+  r.pages_.assign(npages, 0);
+  if (npages == 0) {
+    r.method_ = "mincore";
+    r.BuildPrefix();
+    return r;
+  }
+  // mincore sees the page cache only for files the caller owns or may write (Linux >= 5.2);
+  // otherwise it reports only pages mapped in this process. Then prefer cachestat.
+  struct stat st;
+  bool visible =
+      ::fstat(fs.first.get(), &st) == 0 &&
+      (st.st_uid == ::geteuid() || ::faccessat(AT_FDCWD, path.c_str(), W_OK, AT_EACCESS) == 0);
+  if (!visible) {
+    const std::uint64_t granule = 1ull << 20;
+    bool ok = true;
+    for (std::uint64_t off = 0; off < r.size_ && ok; off += granule) {
+      CachestatRange range{off, std::min(granule, r.size_ - off)};
+      CachestatResult cs{};
+      if (::syscall(kSysCachestat, fs.first.get(), &range, &cs, 0) != 0) {
+        ok = false;
+        break;
+      }
+      const std::uint64_t p0 = off / r.page_;
+      const std::uint64_t pn = (range.len + r.page_ - 1) / r.page_;
+      // Counts only: mark the first nr_cache pages of the granule (exact in total).
+      for (std::uint64_t k = 0; k < pn && k < cs.nr_cache; ++k) r.pages_[p0 + k] = 1;
+    }
+    if (ok) {
+      r.method_ = "cachestat";
+      r.BuildPrefix();
+      return r;
+    }
+    std::fill(r.pages_.begin(), r.pages_.end(), 0);
+  }
+  void* map = ::mmap(nullptr, r.size_, PROT_READ, MAP_SHARED, fs.first.get(), 0);
+  if (map == MAP_FAILED) {
+    return Status::IoError(path + ": mmap for mincore: " + Errno(errno));
+  }
+  const int nt = std::max(1, std::min<int>(threads, static_cast<int>(npages / 16384) + 1));
+  std::vector<int> errs(nt, 0);
+  auto work = [&](int t) {
+    std::uint64_t p0 = npages * t / nt, p1 = npages * (t + 1) / nt;
+    if (p1 > p0 && ::mincore(static_cast<std::byte*>(map) + p0 * r.page_, (p1 - p0) * r.page_,
+                             r.pages_.data() + p0) != 0) {
+      errs[t] = errno;
+    }
+  };
+  if (nt == 1) {
+    work(0);
+  } else {
+    std::vector<std::thread> pool;
+    for (int t = 0; t < nt; ++t) pool.emplace_back(work, t);
+    for (auto& th : pool) th.join();
+  }
+  ::munmap(map, r.size_);
+  for (int e : errs) {
+    if (e != 0) return Status::IoError(path + ": mincore: " + Errno(e));
+  }
+  r.method_ = visible ? "mincore" : "mincore-limited";
+  r.BuildPrefix();
+  return r;
+}
+
+std::uint64_t Residency::ResidentBytes(std::uint64_t offset, std::uint64_t n) const {
+  if (offset >= size_ || n == 0) return 0;
+  n = std::min(n, size_ - offset);
+  const std::uint64_t end = offset + n;
+  const std::uint64_t p0 = offset / page_, p1 = (end - 1) / page_;
+  if (p0 == p1) return (pages_[p0] & 1) ? n : 0;
+  std::uint64_t total = 0;
+  if (pages_[p0] & 1) total += (p0 + 1) * page_ - offset;
+  if (pages_[p1] & 1) total += end - p1 * page_;
+  total += (prefix_[p1] - prefix_[p0 + 1]) * page_;
+  return total;
+}
+
+std::uint64_t Residency::ResidentBytes(std::uint64_t offset, std::uint64_t pitch,
+                                       std::uint64_t width, std::uint64_t rows) const {
+  if (rows <= 1 || pitch == width) return ResidentBytes(offset, width * rows);
+  std::uint64_t total = 0;
+  for (std::uint64_t i = 0; i < rows; ++i) total += ResidentBytes(offset + i * pitch, width);
+  return total;
+}
+
+std::uint64_t Residency::TotalResident() const { return ResidentBytes(0, size_); }
 
 }  // namespace hoist::transport

@@ -1,20 +1,133 @@
-// The Source seam: read a byte range of one file into caller memory.
-// (Skeleton: transport/ owner fills in the implementations; see docs.)
+// The Source seam: read byte ranges of one file into caller memory (leveldb env.h style).
+//
+// Implementations: buffered pread, mmap (the mapping is exposed for memcpy-based fills), O_DIRECT
+// (aligned bounce buffers, unaligned head/tail handled, several requests in flight through Linux
+// native AIO), and a fault-injecting wrapper for tests. Page-cache residency per range (mincore,
+// or cachestat where mincore may not report) backs the `auto` read mode and the report's
+// bytes_resident_at_start.
+//
+// Ownership: a Source owns its file descriptor and mapping and releases them when destroyed.
+// Failure: every read either fills all requested bytes or returns a Status (IoError, Corrupt for a
+// range past the end of the file) naming the file path and the byte offset; partial reads from
+// the kernel are retried. Nothing here throws or aborts. Threading: ReadAt/ReadRows may be called
+// concurrently from any number of threads on one Source (pread and memcpy are stateless; the
+// direct source keeps per-thread bounce buffers and AIO contexts).
 #pragma once
 
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "hoist/status.h"
 
 namespace hoist::transport {
 
+// How bytes move from storage to the device. kPageable and kRegistered bypass the staging ring
+// (for comparison with the literature's two naive paths).
 enum class ReadMode { kAuto, kBuffered, kDirect, kMmap, kPageable, kRegistered };
 
 std::optional<ReadMode> ParseReadMode(std::string_view name);
 std::string_view ReadModeName(ReadMode mode);
+
+// One strided read: `rows` rows of `width` bytes; row i is file bytes
+// [offset + i*src_pitch, +width) and lands at dst + i*dst_pitch.
+struct RowsRead {
+  std::uint64_t offset = 0;
+  std::uint64_t src_pitch = 0;
+  std::uint64_t width = 0;
+  std::uint64_t rows = 1;
+  std::byte* dst = nullptr;
+  std::uint64_t dst_pitch = 0;
+};
+
+class Source {
+ public:
+  virtual ~Source() = default;
+
+  virtual const std::string& path() const = 0;
+  virtual std::uint64_t size() const = 0;
+  virtual std::string_view kind() const = 0;  // "buffered", "mmap", "direct", "faulty"
+
+  // Reads exactly n bytes at `offset` into dst. A range past the end of the file is Corrupt.
+  virtual Status ReadAt(std::uint64_t offset, void* dst, std::uint64_t n) = 0;
+
+  // Reads a strided block. The default loops ReadAt per row (one call when the rows are
+  // contiguous in both the file and dst); the direct source merges rows into aligned requests.
+  virtual Status ReadRows(const RowsRead& r);
+
+  // Several strided reads (in any order; their destinations must not overlap). The default
+  // loops ReadRows; the direct source merges nearby rows of all reads into aligned requests.
+  virtual Status ReadMany(const RowsRead* reads, std::size_t n);
+
+  // The read-only mapping of the whole file, or nullptr for sources that do not map.
+  virtual const std::byte* mapping() const { return nullptr; }
+};
+
+// Buffered reads through the page cache (pread).
+Result<std::unique_ptr<Source>> OpenBufferedSource(const std::string& path);
+
+// A read-only shared mapping of the whole file; ReadAt is memcpy from the mapping. An empty file
+// maps to nothing (every non-empty read is out of range).
+Result<std::unique_ptr<Source>> OpenMmapSource(const std::string& path);
+
+struct DirectOptions {
+  std::uint64_t alignment = 4096;          // file offset, length and buffer alignment
+  std::uint64_t request_bytes = 1u << 20;  // one AIO request (multiple of alignment)
+  int depth = 8;                           // requests in flight per calling thread
+  // Rows whose gap is at most this many bytes are read as one span (the gap is read and dropped).
+  std::uint64_t max_gap = 256u << 10;
+};
+
+// O_DIRECT reads. Unsupported (naming the path and the filesystem's answer) when the filesystem
+// refuses O_DIRECT, e.g. tmpfs. Destination chunks that share the file's alignment are read in
+// place; everything else goes through aligned per-thread bounce buffers.
+Result<std::unique_ptr<Source>> OpenDirectSource(const std::string& path,
+                                                 const DirectOptions& options = {});
+
+// Faults injected by WrapFaulty. Counts are over ReadAt calls (ReadRows counts each row as a
+// call); negative means never.
+struct FaultSpec {
+  std::int64_t eio_after = -1;         // calls after this many succeed fail with EIO
+  std::int64_t short_read_after = -1;  // the next call delivers only half its bytes, then fails
+  std::int64_t delay_us = 0;           // sleep per call (to provoke races in tests)
+};
+
+// Wraps `inner` with injected faults. Threading: the call counter is atomic.
+std::unique_ptr<Source> WrapFaulty(std::unique_ptr<Source> inner, const FaultSpec& spec);
+
+// Page-cache residency of one file: one bit per page, taken when the call is made.
+class Residency {
+ public:
+  // Measures the residency of [0, size) of `path`. Uses mincore on a temporary mapping and falls
+  // back to cachestat (Linux >= 6.5, per 1 MiB granule) when mincore cannot see the page cache
+  // (a file the caller neither owns nor may write). Threads > 1 split the file between threads.
+  static Result<Residency> Measure(const std::string& path, int threads = 1);
+
+  // A residency where every page is resident (or none): for tests and for unknown cases.
+  static Residency Uniform(std::uint64_t size, bool resident);
+
+  std::uint64_t size() const { return size_; }
+  std::uint64_t page_bytes() const { return page_; }
+  // Bytes of [offset, offset + n) that lie in resident pages.
+  std::uint64_t ResidentBytes(std::uint64_t offset, std::uint64_t n) const;
+  // Resident bytes of a strided block.
+  std::uint64_t ResidentBytes(std::uint64_t offset, std::uint64_t pitch, std::uint64_t width,
+                              std::uint64_t rows) const;
+  std::uint64_t TotalResident() const;
+  std::string_view method() const { return method_; }  // "mincore", "cachestat", "uniform"
+
+ private:
+  std::uint64_t size_ = 0;
+  std::uint64_t page_ = 4096;
+  std::vector<unsigned char> pages_;   // 1: resident
+  std::vector<std::uint64_t> prefix_;  // prefix_[i]: resident pages in [0, i)
+  std::string method_;
+  void BuildPrefix();
+};
 
 }  // namespace hoist::transport

@@ -1,0 +1,386 @@
+// The CUDA Device: cudaMalloc arena, pinned staging (touched + cudaHostRegister, or
+// cudaMallocHost), cudaMemcpyAsync / cudaMemcpy2DAsync on non-blocking streams, cudaEvent
+// record/synchronize. Every CUDA return code becomes a Status naming the device, the call, the
+// CUDA error and the sizes involved. Compiled only where the CUDA toolkit is found.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <set>
+#include <unordered_map>
+
+#include "transport/device.h"
+#include "transport/host_memory.h"
+
+namespace hoist::transport {
+namespace {
+
+std::string P(const void* p) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%p", p);
+  return buf;
+}
+
+class CudaDevice final : public Device {
+ public:
+  explicit CudaDevice(int ordinal) : ordinal_(ordinal) {}
+
+  Status Init() {
+    HOIST_RETURN_IF_ERROR(Check(cudaSetDevice(ordinal_), "cudaSetDevice"));
+    HOIST_RETURN_IF_ERROR(Check(cudaFree(nullptr), "cudaFree(0) (context creation)"));
+    cudaDeviceProp prop{};
+    HOIST_RETURN_IF_ERROR(
+        Check(cudaGetDeviceProperties(&prop, ordinal_), "cudaGetDeviceProperties"));
+    char bus[32] = {0};
+    HOIST_RETURN_IF_ERROR(
+        Check(cudaDeviceGetPCIBusId(bus, sizeof bus, ordinal_), "cudaDeviceGetPCIBusId"));
+    int ro = 0;
+    if (cudaDeviceGetAttribute(&ro, cudaDevAttrHostRegisterReadOnlySupported, ordinal_) !=
+        cudaSuccess) {
+      (void)cudaGetLastError();
+      ro = 0;
+    }
+    int max_pitch = 0;
+    if (cudaDeviceGetAttribute(&max_pitch, cudaDevAttrMaxPitch, ordinal_) != cudaSuccess) {
+      (void)cudaGetLastError();
+      max_pitch = INT_MAX;
+    }
+    max_pitch_ = static_cast<std::uint64_t>(max_pitch);
+    name_ = "cuda:" + std::to_string(ordinal_) + " " + prop.name;
+    caps_.gpu = true;
+    caps_.async_copy = true;
+    caps_.copy_2d = true;
+    caps_.register_host = true;
+    caps_.register_read_only = ro != 0;
+    caps_.ordinal = ordinal_;
+    caps_.pci_bus_id = bus;
+    caps_.total_memory = prop.totalGlobalMem;
+    return Status::Ok();
+  }
+
+  ~CudaDevice() override {
+    cudaSetDevice(ordinal_);
+    for (auto& [id, s] : streams_) cudaStreamSynchronize(s);
+    for (auto& [id, e] : events_) cudaEventDestroy(e);
+    for (auto& [id, s] : streams_) cudaStreamDestroy(s);
+    for (void* p : arenas_) cudaFree(p);
+    for (const void* p : registered_) cudaHostUnregister(const_cast<void*>(p));
+    for (auto& [p, b] : staging_) (void)ReleaseStaging(b);
+  }
+
+  std::string Name() const override { return name_; }
+  const DeviceCaps& Caps() const override { return caps_; }
+
+  Result<DeviceBuffer> Allocate(std::uint64_t bytes) override {
+    HOIST_RETURN_IF_ERROR(Current());
+    void* p = nullptr;
+    HOIST_RETURN_IF_ERROR(Check(cudaMalloc(&p, std::max<std::uint64_t>(bytes, 1)),
+                                "cudaMalloc(" + std::to_string(bytes) + " bytes)"));
+    std::lock_guard lock(mu_);
+    arenas_.insert(p);
+    return DeviceBuffer{p, bytes};
+  }
+
+  Status Free(DeviceBuffer& buffer) override {
+    if (buffer.ptr == nullptr) return Status::Ok();
+    {
+      std::lock_guard lock(mu_);
+      if (arenas_.erase(buffer.ptr) == 0) {
+        return Status::InvalidArgument(name_ + ": Free of an unknown arena");
+      }
+    }
+    HOIST_RETURN_IF_ERROR(Current());
+    HOIST_RETURN_IF_ERROR(Check(cudaFree(buffer.ptr), "cudaFree"));
+    buffer = DeviceBuffer{};
+    return Status::Ok();
+  }
+
+  Result<HostBuffer> AllocateStaging(std::uint64_t bytes, StagingKind kind) override {
+    HOIST_RETURN_IF_ERROR(Current());
+    if (kind == StagingKind::kAuto) kind = StagingKind::kRegister;
+    HostBuffer b{nullptr, bytes, kind};
+    if (kind == StagingKind::kMallocHost) {
+      void* p = nullptr;
+      HOIST_RETURN_IF_ERROR(
+          Check(cudaMallocHost(&p, bytes), "cudaMallocHost(" + std::to_string(bytes) + " bytes)"));
+      b.ptr = static_cast<std::byte*>(p);
+    } else {
+      HOIST_ASSIGN_OR_RETURN(b.ptr, AllocTouched(bytes));
+      Status s = Check(cudaHostRegister(b.ptr, bytes, cudaHostRegisterDefault),
+                       "cudaHostRegister(staging, " + std::to_string(bytes) + " bytes)");
+      if (!s.ok()) {
+        FreeTouched(b.ptr, bytes);
+        return s;
+      }
+    }
+    std::lock_guard lock(mu_);
+    staging_[b.ptr] = b;
+    return b;
+  }
+
+  Status FreeStaging(HostBuffer& buffer) override {
+    if (buffer.ptr == nullptr) return Status::Ok();
+    HostBuffer b;
+    {
+      std::lock_guard lock(mu_);
+      auto it = staging_.find(buffer.ptr);
+      if (it == staging_.end())
+        return Status::InvalidArgument(name_ + ": FreeStaging of unknown memory");
+      b = it->second;
+      staging_.erase(it);
+    }
+    HOIST_RETURN_IF_ERROR(Current());
+    HOIST_RETURN_IF_ERROR(ReleaseStaging(b));
+    buffer = HostBuffer{};
+    return Status::Ok();
+  }
+
+  Status RegisterHost(const void* ptr, std::uint64_t bytes, bool read_only) override {
+    HOIST_RETURN_IF_ERROR(Current());
+    unsigned flags = cudaHostRegisterDefault;
+    if (read_only) {
+      if (!caps_.register_read_only) {
+        return Status::Unsupported(name_ + ": read-only host registration not supported");
+      }
+      flags |= cudaHostRegisterReadOnly;
+    }
+    HOIST_RETURN_IF_ERROR(Check(cudaHostRegister(const_cast<void*>(ptr), bytes, flags),
+                                "cudaHostRegister(" + P(ptr) + ", " + std::to_string(bytes) +
+                                    " bytes" + (read_only ? ", read-only)" : ")")));
+    std::lock_guard lock(mu_);
+    registered_.insert(ptr);
+    return Status::Ok();
+  }
+
+  Status UnregisterHost(const void* ptr) override {
+    {
+      std::lock_guard lock(mu_);
+      if (registered_.erase(ptr) == 0) {
+        return Status::InvalidArgument(name_ + ": UnregisterHost of unregistered memory");
+      }
+    }
+    HOIST_RETURN_IF_ERROR(Current());
+    return Check(cudaHostUnregister(const_cast<void*>(ptr)), "cudaHostUnregister(" + P(ptr) + ")");
+  }
+
+  Result<StreamId> CreateStream() override {
+    HOIST_RETURN_IF_ERROR(Current());
+    cudaStream_t s = nullptr;
+    HOIST_RETURN_IF_ERROR(
+        Check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags"));
+    std::lock_guard lock(mu_);
+    StreamId id = next_id_++;
+    streams_[id] = s;
+    return id;
+  }
+
+  Result<EventId> CreateEvent(bool timing) override {
+    HOIST_RETURN_IF_ERROR(Current());
+    cudaEvent_t e = nullptr;
+    HOIST_RETURN_IF_ERROR(
+        Check(cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming),
+              "cudaEventCreateWithFlags"));
+    std::lock_guard lock(mu_);
+    EventId id = next_id_++;
+    events_[id] = e;
+    return id;
+  }
+
+  Status DestroyStream(StreamId id) override {
+    cudaStream_t s;
+    {
+      std::lock_guard lock(mu_);
+      auto it = streams_.find(id);
+      if (it == streams_.end()) return Status::InvalidArgument(name_ + ": unknown stream");
+      s = it->second;
+      streams_.erase(it);
+    }
+    HOIST_RETURN_IF_ERROR(Current());
+    HOIST_RETURN_IF_ERROR(Check(cudaStreamSynchronize(s), "cudaStreamSynchronize"));
+    return Check(cudaStreamDestroy(s), "cudaStreamDestroy");
+  }
+
+  Status DestroyEvent(EventId id) override {
+    cudaEvent_t e;
+    {
+      std::lock_guard lock(mu_);
+      auto it = events_.find(id);
+      if (it == events_.end()) return Status::InvalidArgument(name_ + ": unknown event");
+      e = it->second;
+      events_.erase(it);
+    }
+    HOIST_RETURN_IF_ERROR(Current());
+    return Check(cudaEventDestroy(e), "cudaEventDestroy");
+  }
+
+  Status CopyAsync(const Copy2D& op, StreamId stream) override {
+    if (op.width == 0 || op.rows == 0) return Status::Ok();
+    HOIST_ASSIGN_OR_RETURN(cudaStream_t s, GetStream(stream));
+    HOIST_RETURN_IF_ERROR(Current());
+    if (op.rows == 1) {
+      return Check(cudaMemcpyAsync(op.dst, op.src, op.width, cudaMemcpyHostToDevice, s),
+                   "cudaMemcpyAsync" + Describe(op));
+    }
+    if (op.dst_pitch > max_pitch_ || op.src_pitch > max_pitch_) {
+      for (std::uint64_t i = 0; i < op.rows; ++i) {
+        HOIST_RETURN_IF_ERROR(
+            Check(cudaMemcpyAsync(static_cast<std::byte*>(op.dst) + i * op.dst_pitch,
+                                  static_cast<const std::byte*>(op.src) + i * op.src_pitch,
+                                  op.width, cudaMemcpyHostToDevice, s),
+                  "cudaMemcpyAsync (row " + std::to_string(i) + ")" + Describe(op)));
+      }
+      return Status::Ok();
+    }
+    return Check(cudaMemcpy2DAsync(op.dst, op.dst_pitch, op.src, op.src_pitch, op.width, op.rows,
+                                   cudaMemcpyHostToDevice, s),
+                 "cudaMemcpy2DAsync" + Describe(op));
+  }
+
+  Status MemsetAsync(void* dst, std::uint8_t value, std::uint64_t bytes, StreamId stream) override {
+    if (bytes == 0) return Status::Ok();
+    HOIST_ASSIGN_OR_RETURN(cudaStream_t s, GetStream(stream));
+    HOIST_RETURN_IF_ERROR(Current());
+    return Check(cudaMemsetAsync(dst, value, bytes, s), "cudaMemsetAsync(" + P(dst) + ", " +
+                                                            std::to_string(value) + ", " +
+                                                            std::to_string(bytes) + " bytes)");
+  }
+
+  Status Record(EventId event, StreamId stream) override {
+    HOIST_ASSIGN_OR_RETURN(cudaStream_t s, GetStream(stream));
+    HOIST_ASSIGN_OR_RETURN(cudaEvent_t e, GetEvent(event));
+    HOIST_RETURN_IF_ERROR(Current());
+    return Check(cudaEventRecord(e, s), "cudaEventRecord");
+  }
+
+  Status Wait(EventId event) override {
+    HOIST_ASSIGN_OR_RETURN(cudaEvent_t e, GetEvent(event));
+    HOIST_RETURN_IF_ERROR(Current());
+    return Check(cudaEventSynchronize(e), "cudaEventSynchronize");
+  }
+
+  Result<double> Elapsed(EventId from, EventId to) override {
+    HOIST_ASSIGN_OR_RETURN(cudaEvent_t a, GetEvent(from));
+    HOIST_ASSIGN_OR_RETURN(cudaEvent_t b, GetEvent(to));
+    HOIST_RETURN_IF_ERROR(Current());
+    float ms = 0;
+    HOIST_RETURN_IF_ERROR(Check(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime"));
+    return static_cast<double>(ms) / 1000.0;
+  }
+
+  Status Synchronize(StreamId stream) override {
+    HOIST_ASSIGN_OR_RETURN(cudaStream_t s, GetStream(stream));
+    HOIST_RETURN_IF_ERROR(Current());
+    return Check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+  }
+
+  Status CopySync(const Copy2D& op) override {
+    if (op.width == 0 || op.rows == 0) return Status::Ok();
+    HOIST_RETURN_IF_ERROR(Current());
+    if (op.rows == 1) {
+      return Check(cudaMemcpy(op.dst, op.src, op.width, cudaMemcpyHostToDevice),
+                   "cudaMemcpy" + Describe(op));
+    }
+    if (op.dst_pitch > max_pitch_ || op.src_pitch > max_pitch_) {
+      for (std::uint64_t i = 0; i < op.rows; ++i) {
+        HOIST_RETURN_IF_ERROR(
+            Check(cudaMemcpy(static_cast<std::byte*>(op.dst) + i * op.dst_pitch,
+                             static_cast<const std::byte*>(op.src) + i * op.src_pitch, op.width,
+                             cudaMemcpyHostToDevice),
+                  "cudaMemcpy (row " + std::to_string(i) + ")" + Describe(op)));
+      }
+      return Status::Ok();
+    }
+    return Check(cudaMemcpy2D(op.dst, op.dst_pitch, op.src, op.src_pitch, op.width, op.rows,
+                              cudaMemcpyHostToDevice),
+                 "cudaMemcpy2D" + Describe(op));
+  }
+
+  Status CopyToHost(void* dst, const void* device_src, std::uint64_t bytes) override {
+    if (bytes == 0) return Status::Ok();
+    HOIST_RETURN_IF_ERROR(Current());
+    return Check(
+        cudaMemcpy(dst, device_src, bytes, cudaMemcpyDeviceToHost),
+        "cudaMemcpy(device->host, " + std::to_string(bytes) + " bytes from " + P(device_src) + ")");
+  }
+
+ private:
+  static std::string Describe(const Copy2D& op) {
+    return "(dst=" + P(op.dst) + " dst_pitch=" + std::to_string(op.dst_pitch) +
+           " src=" + P(op.src) + " src_pitch=" + std::to_string(op.src_pitch) +
+           " width=" + std::to_string(op.width) + " rows=" + std::to_string(op.rows) + ")";
+  }
+
+  Status Check(cudaError_t err, const std::string& what) const {
+    if (err == cudaSuccess) return Status::Ok();
+    (void)cudaGetLastError();  // clear a non-sticky error so later calls are not blamed
+    std::string msg = "cuda:" + std::to_string(ordinal_) + ": " + what + ": " +
+                      cudaGetErrorName(err) + ": " + cudaGetErrorString(err);
+    if (err == cudaErrorMemoryAllocation) return Status::ResourceExhausted(std::move(msg));
+    if (err == cudaErrorInvalidValue || err == cudaErrorInvalidDevice) {
+      return Status::InvalidArgument(std::move(msg));
+    }
+    return Status::IoError(std::move(msg));
+  }
+
+  // The current device is per host thread: set it on every entry (cheap when already current).
+  Status Current() const { return Check(cudaSetDevice(ordinal_), "cudaSetDevice"); }
+
+  Result<cudaStream_t> GetStream(StreamId id) const {
+    std::lock_guard lock(mu_);
+    auto it = streams_.find(id);
+    if (it == streams_.end()) return Status::InvalidArgument(name_ + ": unknown stream");
+    return it->second;
+  }
+  Result<cudaEvent_t> GetEvent(EventId id) const {
+    std::lock_guard lock(mu_);
+    auto it = events_.find(id);
+    if (it == events_.end()) return Status::InvalidArgument(name_ + ": unknown event");
+    return it->second;
+  }
+
+  Status ReleaseStaging(const HostBuffer& b) const {
+    if (b.kind == StagingKind::kMallocHost) return Check(cudaFreeHost(b.ptr), "cudaFreeHost");
+    Status s = Check(cudaHostUnregister(b.ptr), "cudaHostUnregister(staging)");
+    FreeTouched(b.ptr, b.bytes);
+    return s;
+  }
+
+  int ordinal_;
+  std::string name_;
+  DeviceCaps caps_;
+  std::uint64_t max_pitch_ = INT_MAX;
+  mutable std::mutex mu_;
+  std::set<void*> arenas_;
+  std::set<const void*> registered_;
+  std::map<std::byte*, HostBuffer> staging_;
+  std::unordered_map<StreamId, cudaStream_t> streams_;
+  std::unordered_map<EventId, cudaEvent_t> events_;
+  int next_id_ = 1;
+};
+
+}  // namespace
+
+int CudaDeviceCount() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+Result<std::unique_ptr<Device>> OpenCudaDevice(int ordinal) {
+  int n = CudaDeviceCount();
+  if (ordinal < 0 || ordinal >= n) {
+    return Status::InvalidArgument("cuda:" + std::to_string(ordinal) + ": no such device (" +
+                                   std::to_string(n) + " visible)");
+  }
+  auto dev = std::make_unique<CudaDevice>(ordinal);
+  HOIST_RETURN_IF_ERROR(dev->Init());
+  return std::unique_ptr<Device>(std::move(dev));
+}
+
+}  // namespace hoist::transport

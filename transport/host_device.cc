@@ -1,0 +1,363 @@
+// The host-memory Device: the arena is host memory and one copy thread per stream stands in for
+// the DMA engine, executing a FIFO of copies, memsets and event records. Ops are validated at
+// enqueue (the destination must lie inside an arena this device allocated), so a planning or
+// pipeline bug surfaces as a Status instead of a stray write.
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <unordered_map>
+#include <variant>
+#include <vector>
+
+#include "transport/device.h"
+#include "transport/host_memory.h"
+
+namespace hoist::transport {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Freshly allocated arena bytes hold this value, so a byte the plan never writes is visible.
+constexpr unsigned char kPoison = 0xCD;
+
+struct RecordOp {
+  EventId event;
+  std::uint64_t seq;
+};
+struct MemsetOp {
+  void* dst;
+  std::uint8_t value;
+  std::uint64_t bytes;
+};
+using Op = std::variant<Copy2D, MemsetOp, RecordOp>;
+
+void Execute2D(const Copy2D& c) {
+  if (c.rows <= 1) {
+    std::memcpy(c.dst, c.src, c.width);
+    return;
+  }
+  auto* d = static_cast<std::byte*>(c.dst);
+  auto* s = static_cast<const std::byte*>(c.src);
+  for (std::uint64_t i = 0; i < c.rows; ++i) {
+    std::memcpy(d + i * c.dst_pitch, s + i * c.src_pitch, c.width);
+  }
+}
+
+class HostDevice final : public Device {
+ public:
+  HostDevice() {
+    caps_.gpu = false;
+    caps_.async_copy = true;
+    caps_.copy_2d = true;
+    caps_.register_host = true;
+    caps_.register_read_only = true;
+  }
+
+  ~HostDevice() override {
+    std::vector<StreamId> ids;
+    {
+      std::lock_guard lock(mu_);
+      for (auto& [id, s] : streams_) ids.push_back(id);
+    }
+    for (StreamId id : ids) (void)DestroyStream(id);
+    for (auto& [p, n] : arenas_) ::munmap(p, n);
+    for (auto& [p, n] : staging_) FreeTouched(static_cast<std::byte*>(p), n);
+  }
+
+  std::string Name() const override { return "host"; }
+  const DeviceCaps& Caps() const override { return caps_; }
+
+  Result<DeviceBuffer> Allocate(std::uint64_t bytes) override {
+    const std::uint64_t n = std::max<std::uint64_t>(bytes, 1);
+    void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+      return Status::ResourceExhausted("host device: arena of " + std::to_string(bytes) +
+                                       " bytes: " + std::strerror(errno));
+    }
+    std::memset(p, kPoison, n);
+    std::lock_guard lock(mu_);
+    arenas_[static_cast<std::byte*>(p)] = n;
+    return DeviceBuffer{p, bytes};
+  }
+
+  Status Free(DeviceBuffer& buffer) override {
+    if (buffer.ptr == nullptr) return Status::Ok();
+    std::uint64_t n = 0;
+    {
+      std::lock_guard lock(mu_);
+      auto it = arenas_.find(static_cast<std::byte*>(buffer.ptr));
+      if (it == arenas_.end())
+        return Status::InvalidArgument("host device: Free of an unknown arena");
+      n = it->second;
+      arenas_.erase(it);
+    }
+    ::munmap(buffer.ptr, n);
+    buffer = DeviceBuffer{};
+    return Status::Ok();
+  }
+
+  Result<HostBuffer> AllocateStaging(std::uint64_t bytes, StagingKind kind) override {
+    HOIST_ASSIGN_OR_RETURN(std::byte * p, AllocTouched(bytes));
+    std::lock_guard lock(mu_);
+    staging_[p] = bytes;
+    return HostBuffer{p, bytes, kind == StagingKind::kAuto ? StagingKind::kRegister : kind};
+  }
+
+  Status FreeStaging(HostBuffer& buffer) override {
+    if (buffer.ptr == nullptr) return Status::Ok();
+    {
+      std::lock_guard lock(mu_);
+      if (staging_.erase(buffer.ptr) == 0) {
+        return Status::InvalidArgument("host device: FreeStaging of unknown memory");
+      }
+    }
+    FreeTouched(buffer.ptr, buffer.bytes);
+    buffer = HostBuffer{};
+    return Status::Ok();
+  }
+
+  Status RegisterHost(const void* ptr, std::uint64_t bytes, bool) override {
+    if (ptr == nullptr || bytes == 0) {
+      return Status::InvalidArgument("host device: RegisterHost of an empty range");
+    }
+    std::lock_guard lock(mu_);
+    if (!registered_.insert(ptr).second) {
+      return Status::InvalidArgument("host device: memory registered twice");
+    }
+    return Status::Ok();
+  }
+
+  Status UnregisterHost(const void* ptr) override {
+    std::lock_guard lock(mu_);
+    if (registered_.erase(ptr) == 0) {
+      return Status::InvalidArgument("host device: UnregisterHost of unregistered memory");
+    }
+    return Status::Ok();
+  }
+
+  Result<StreamId> CreateStream() override {
+    std::lock_guard lock(mu_);
+    StreamId id = next_stream_++;
+    auto s = std::make_unique<Stream>();
+    Stream* raw = s.get();
+    streams_[id] = std::move(s);
+    raw->thread = std::thread([this, raw] { Loop(raw); });
+    return id;
+  }
+
+  Status DestroyStream(StreamId id) override {
+    std::unique_ptr<Stream> s;
+    {
+      std::unique_lock lock(mu_);
+      auto it = streams_.find(id);
+      if (it == streams_.end()) return Status::InvalidArgument("host device: unknown stream");
+      it->second->stop = true;
+      it->second->cv.notify_all();
+      s = std::move(it->second);
+      streams_.erase(it);
+    }
+    s->thread.join();  // drains the queue first
+    return Status::Ok();
+  }
+
+  Result<EventId> CreateEvent(bool) override {
+    std::lock_guard lock(mu_);
+    EventId id = next_event_++;
+    events_[id] = Event{};
+    return id;
+  }
+
+  Status DestroyEvent(EventId id) override {
+    std::lock_guard lock(mu_);
+    if (events_.erase(id) == 0) return Status::InvalidArgument("host device: unknown event");
+    return Status::Ok();
+  }
+
+  Status CopyAsync(const Copy2D& op, StreamId stream) override {
+    if (op.width == 0 || op.rows == 0) return Status::Ok();
+    if (op.src == nullptr) return Status::InvalidArgument("host device: copy from null");
+    std::lock_guard lock(mu_);
+    HOIST_RETURN_IF_ERROR(CheckDst(op.dst, Extent(op.dst_pitch, op.width, op.rows)));
+    return Enqueue(stream, op);
+  }
+
+  Status MemsetAsync(void* dst, std::uint8_t value, std::uint64_t bytes, StreamId stream) override {
+    if (bytes == 0) return Status::Ok();
+    std::lock_guard lock(mu_);
+    HOIST_RETURN_IF_ERROR(CheckDst(dst, bytes));
+    return Enqueue(stream, MemsetOp{dst, value, bytes});
+  }
+
+  Status Record(EventId event, StreamId stream) override {
+    std::lock_guard lock(mu_);
+    auto e = events_.find(event);
+    auto s = streams_.find(stream);
+    if (e == events_.end()) return Status::InvalidArgument("host device: Record of unknown event");
+    if (s == streams_.end()) return Status::InvalidArgument("host device: unknown stream");
+    Stream& st = *s->second;
+    e->second.stream = st.self;
+    e->second.seq = st.enqueued + 1;
+    e->second.recorded = true;
+    e->second.done = false;
+    st.ops.push_back(RecordOp{event, e->second.seq});
+    ++st.enqueued;
+    st.cv.notify_all();
+    return Status::Ok();
+  }
+
+  Status Wait(EventId event) override {
+    std::unique_lock lock(mu_);
+    auto e = events_.find(event);
+    if (e == events_.end()) return Status::InvalidArgument("host device: Wait on unknown event");
+    if (!e->second.recorded) return Status::Ok();
+    Stream* st = e->second.stream;
+    std::uint64_t seq = e->second.seq;
+    st->cv.wait(lock, [&] { return st->done >= seq; });
+    return Status::Ok();
+  }
+
+  Result<double> Elapsed(EventId from, EventId to) override {
+    std::lock_guard lock(mu_);
+    auto a = events_.find(from), b = events_.find(to);
+    if (a == events_.end() || b == events_.end()) {
+      return Status::InvalidArgument("host device: Elapsed of unknown event");
+    }
+    if (!a->second.done || !b->second.done) {
+      return Status::InvalidArgument("host device: Elapsed of an event not yet completed");
+    }
+    return std::chrono::duration<double>(b->second.when - a->second.when).count();
+  }
+
+  Status Synchronize(StreamId stream) override {
+    std::unique_lock lock(mu_);
+    auto s = streams_.find(stream);
+    if (s == streams_.end()) return Status::InvalidArgument("host device: unknown stream");
+    Stream* st = s->second.get();
+    std::uint64_t target = st->enqueued;
+    st->cv.wait(lock, [&] { return st->done >= target; });
+    return Status::Ok();
+  }
+
+  Status CopySync(const Copy2D& op) override {
+    if (op.width == 0 || op.rows == 0) return Status::Ok();
+    if (op.src == nullptr) return Status::InvalidArgument("host device: copy from null");
+    {
+      std::lock_guard lock(mu_);
+      HOIST_RETURN_IF_ERROR(CheckDst(op.dst, Extent(op.dst_pitch, op.width, op.rows)));
+    }
+    Execute2D(op);
+    return Status::Ok();
+  }
+
+  Status CopyToHost(void* dst, const void* device_src, std::uint64_t bytes) override {
+    if (bytes == 0) return Status::Ok();
+    {
+      std::lock_guard lock(mu_);
+      HOIST_RETURN_IF_ERROR(CheckDst(const_cast<void*>(device_src), bytes));
+    }
+    std::memcpy(dst, device_src, bytes);
+    return Status::Ok();
+  }
+
+ private:
+  struct Stream {
+    Stream* self = this;
+    std::deque<Op> ops;
+    std::uint64_t enqueued = 0;  // ops ever enqueued
+    std::uint64_t done = 0;      // ops ever completed
+    bool stop = false;
+    std::condition_variable cv;
+    std::thread thread;
+  };
+  struct Event {
+    Stream* stream = nullptr;
+    std::uint64_t seq = 0;
+    bool recorded = false;
+    bool done = false;
+    Clock::time_point when{};
+  };
+
+  static std::uint64_t Extent(std::uint64_t pitch, std::uint64_t width, std::uint64_t rows) {
+    if (rows <= 1) return width;
+    std::uint64_t e = 0;
+    if (__builtin_mul_overflow(rows - 1, pitch, &e) || __builtin_add_overflow(e, width, &e)) {
+      return ~0ull;
+    }
+    return e;
+  }
+
+  // mu_ held.
+  Status CheckDst(void* dst, std::uint64_t bytes) const {
+    auto* p = static_cast<std::byte*>(dst);
+    auto it = arenas_.upper_bound(p);
+    if (it != arenas_.begin()) {
+      --it;
+      std::uint64_t off = static_cast<std::uint64_t>(p - it->first);
+      if (p >= it->first && off <= it->second && bytes <= it->second - off) return Status::Ok();
+    }
+    return Status::InvalidArgument("host device: " + std::to_string(bytes) +
+                                   "-byte access outside every arena");
+  }
+
+  // mu_ held.
+  Status Enqueue(StreamId stream, Op op) {
+    auto s = streams_.find(stream);
+    if (s == streams_.end()) return Status::InvalidArgument("host device: unknown stream");
+    s->second->ops.push_back(std::move(op));
+    ++s->second->enqueued;
+    s->second->cv.notify_all();
+    return Status::Ok();
+  }
+
+  void Loop(Stream* st) {
+    std::unique_lock lock(mu_);
+    for (;;) {
+      st->cv.wait(lock, [&] { return st->stop || !st->ops.empty(); });
+      if (st->ops.empty()) return;  // stop requested and drained
+      Op op = std::move(st->ops.front());
+      st->ops.pop_front();
+      if (auto* r = std::get_if<RecordOp>(&op)) {
+        auto e = events_.find(r->event);
+        if (e != events_.end() && e->second.seq == r->seq) {
+          e->second.done = true;
+          e->second.when = Clock::now();
+        }
+      } else {
+        lock.unlock();
+        if (auto* c = std::get_if<Copy2D>(&op)) {
+          Execute2D(*c);
+        } else if (auto* m = std::get_if<MemsetOp>(&op)) {
+          std::memset(m->dst, m->value, m->bytes);
+        }
+        lock.lock();
+      }
+      ++st->done;
+      st->cv.notify_all();
+    }
+  }
+
+  DeviceCaps caps_;
+  mutable std::mutex mu_;
+  std::map<std::byte*, std::uint64_t> arenas_;
+  std::map<std::byte*, std::uint64_t> staging_;
+  std::set<const void*> registered_;
+  std::unordered_map<StreamId, std::unique_ptr<Stream>> streams_;
+  std::unordered_map<EventId, Event> events_;
+  StreamId next_stream_ = 1;
+  EventId next_event_ = 1;
+};
+
+}  // namespace
+
+std::unique_ptr<Device> OpenHostDevice() { return std::make_unique<HostDevice>(); }
+
+}  // namespace hoist::transport

@@ -1,0 +1,118 @@
+// The staging pipeline: executes one RankPlan's copies and fills into a device arena.
+//
+// Copies are packed, in plan order (sorted by file and offset), into a byte stream cut into a
+// ring of K pinned slots of M bytes; a copy larger than a slot, or a row that straddles a slot
+// boundary, is split. Each slot's bytes are cut into chunks ("tasks") that T fill threads take in
+// order, gathering strided rows into the slot (2-D reads). The thread that completes a slot's
+// last task enqueues its host->device copies (1-D or 2-D, one per plan copy piece) on one stream,
+// bracketed by two timing events; the only synchronisation between DMA and refill is the slot's
+// end event, waited by the first thread that needs the slot again. Fills run ahead while DMA
+// drains. Plan Fills become device memsets enqueued first.
+//
+// Read modes: buffered (pread), mmap (memcpy from the mapping), direct (O_DIRECT, several requests
+// in flight per thread), auto (per chunk: mmap when at least half its bytes were resident in the
+// page cache when measured, O_DIRECT otherwise); pageable (no staging: synchronous copies straight
+// from the mapping) and registered (the mapped file is registered, DMA reads it directly).
+//
+// Ownership: the pipeline allocates and frees its staging, streams and events; the arena and the
+// sources belong to the caller. Failure: the first error (read fault, device error, a copy outside
+// the file or the arena) stops every thread, in-flight DMA is drained, staging is freed, and the
+// Status names the file and offset (or the copy index). It never hangs on a failed read.
+// Threading: RunPipeline is called from one thread and starts/joins its own T threads, which
+// inherit the caller's CPU and memory binding.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hoist/status.h"
+#include "proto/plan.pb.h"
+#include "transport/device.h"
+#include "transport/source.h"
+
+namespace hoist::transport {
+
+// Defaults chosen for the H200 box of DESIGN.md: 8 x 8 MiB of registered staging (about 4 ms of
+// set-up, overlapped with the first fills), chunks of slot/threads, 16 fill threads at most.
+inline constexpr int kDefaultSlots = 8;
+inline constexpr std::uint64_t kDefaultSlotBytes = 8ull << 20;
+int DefaultFillThreads(int ranks_on_node = 1);
+
+struct PipelineOptions {
+  ReadMode mode = ReadMode::kAuto;
+  int slots = kDefaultSlots;
+  std::uint64_t slot_bytes = kDefaultSlotBytes;
+  int threads = 0;                // 0: DefaultFillThreads()
+  std::uint64_t chunk_bytes = 0;  // 0: max(64 KiB, slot_bytes / threads), at most slot_bytes
+  StagingKind staging = StagingKind::kAuto;
+  bool lazy_staging = true;      // allocate each slot on first use (overlaps set-up with reading)
+  std::size_t max_spans = 4096;  // spans beyond this are coalesced per lane
+  std::chrono::steady_clock::time_point origin = std::chrono::steady_clock::now();
+};
+
+// Per plan file (index = proto File index). Unused files may have null sources.
+struct FileSources {
+  Source* primary = nullptr;  // the mode's source (mmap for auto/pageable/registered)
+  Source* cold = nullptr;     // auto only: for non-resident chunks (direct, or buffered fallback)
+  const Residency* residency = nullptr;  // auto only: decides per chunk (null: all primary)
+};
+
+struct PhaseTiming {
+  double start_s = 0;  // since options.origin
+  double seconds = 0;
+  double busy_s = 0;
+  std::uint64_t bytes = 0;
+  bool ran = false;
+};
+
+struct SpanRecord {
+  std::string lane;  // "fill-3", "h2d-0"
+  std::string what;
+  double start_s = 0;
+  double seconds = 0;
+  std::uint64_t bytes = 0;
+};
+
+struct PipelineReport {
+  PhaseTiming staging_alloc, read, h2d, drain, staging_free;
+  std::uint64_t bytes_read = 0;
+  std::uint64_t bytes_h2d = 0;
+  std::uint64_t bytes_filled = 0;  // memset on the device
+  std::uint64_t bytes_cold = 0;    // auto: bytes read through the cold (direct) source
+  std::uint64_t slot_seqs = 0;     // slots filled (ring wraps = slot_seqs / slots)
+  std::uint64_t tasks = 0;
+  int slots = 0;
+  int threads = 0;
+  std::uint64_t slot_bytes = 0;
+  std::uint64_t chunk_bytes = 0;
+  std::vector<SpanRecord> spans;
+};
+
+// Checks every copy against its file's size and the arena, and every fill against the arena
+// (overflow-safe). Errors name the copy index, the file and the offending offset.
+Status ValidateRankPlan(const proto::RankPlan& plan, const std::vector<std::uint64_t>& file_sizes,
+                        const std::vector<std::string>& file_paths, std::uint64_t arena_bytes);
+
+Status RunPipeline(Device& device, const DeviceBuffer& arena, const proto::RankPlan& plan,
+                   const std::vector<FileSources>& sources, const PipelineOptions& options,
+                   PipelineReport* report);
+
+// The sources a mode needs for the files in `used` (others stay null). Auto opens mmap plus
+// O_DIRECT, falling back to buffered for the cold path where O_DIRECT is unsupported (noted in
+// *note). The SourceSet owns them.
+struct SourceSet {
+  std::vector<std::unique_ptr<Source>> owned;
+  std::vector<FileSources> files;
+  std::string note;
+};
+// `wrap`, when set, wraps every opened source (tests inject faults this way).
+using SourceWrapper = std::function<std::unique_ptr<Source>(std::unique_ptr<Source>)>;
+Result<SourceSet> OpenSources(const std::vector<std::string>& paths, const std::vector<bool>& used,
+                              ReadMode mode, const DirectOptions& direct = {},
+                              const SourceWrapper& wrap = nullptr);
+
+}  // namespace hoist::transport
