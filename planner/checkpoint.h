@@ -2,9 +2,14 @@
 // shards or a single model.safetensors. Everything here is read by rank 0 only, once.
 //
 // Validation (Status::Corrupt / NotFound naming the file and tensor): the index names a shard
-// that is missing, a tensor missing from the shard the index names, a path leaving the model
-// folder (`..`, absolute, or a symlink resolving outside); duplicate tensors across shards;
-// config.json shapes that disagree with tensor shapes (checked by the planner's family rules).
+// that is missing (NotFound), a tensor missing from the shard the index names (NotFound), a
+// tensor in a shard that the index does not map to that shard (Corrupt: covers duplicates
+// across shards), invalid index JSON or structure, a path leaving the model folder (`..`,
+// absolute, or a symlink resolving outside: every file read, config.json and the index
+// included, must resolve inside the canonical model folder; note that this refuses a
+// HuggingFace hub cache snapshot, whose files are symlinks into ../../blobs). Every shard
+// header is validated as in safetensors.h. config.json shapes that disagree with tensor shapes
+// are checked by the planner's family rules, not here.
 //
 // Threading: pure functions over their inputs; a Checkpoint is immutable once returned.
 #pragma once
@@ -21,9 +26,11 @@
 
 namespace hoist::planner {
 
-// The fields of config.json the planner uses. Missing optional fields keep their defaults;
-// a missing required field (hidden_size, num_hidden_layers, num_attention_heads, vocab_size)
-// is an error.
+// The fields of config.json the planner uses. Missing (or null) optional fields keep their
+// defaults; a missing or null required field (hidden_size, num_hidden_layers,
+// num_attention_heads, vocab_size: all must be positive) is an error, and so is a field of the
+// wrong type (integers must be non-negative JSON integers). Errors are Status::Corrupt naming
+// `label` (the config.json path) and the key.
 struct ModelConfig {
   std::string model_type;  // "llama", "qwen2", "qwen3", "qwen3_moe", "deepseek_v3"
   std::vector<std::string> architectures;
@@ -36,11 +43,11 @@ struct ModelConfig {
   std::int64_t vocab_size = 0;
   bool tie_word_embeddings = false;
   // Mixture of experts (Qwen3-MoE: num_experts; DeepSeek-V3: n_routed_experts).
-  std::int64_t num_experts = 0;
+  std::int64_t num_experts = 0;  // also read from n_routed_experts / num_local_experts
   std::int64_t moe_intermediate_size = 0;
   std::int64_t n_shared_experts = 0;
-  std::int64_t first_k_dense_replace = 0;  // DeepSeek: layers [0, k) are dense
-  std::int64_t decoder_sparse_step = 1;    // Qwen3-MoE
+  std::int64_t first_k_dense_replace = 0;     // DeepSeek: layers [0, k) are dense
+  std::int64_t decoder_sparse_step = 1;       // Qwen3-MoE
   std::vector<std::int64_t> mlp_only_layers;  // Qwen3-MoE
   // DeepSeek MLA.
   std::int64_t q_lora_rank = 0;  // 0: no q_a/q_b (plain q_proj)
@@ -56,8 +63,8 @@ struct ModelConfig {
 Result<ModelConfig> ParseModelConfig(std::string_view label, std::string_view json_text);
 
 struct ShardFile {
-  std::string rel_path;   // as named by the index, e.g. "model-00001-of-00002.safetensors"
-  std::string abs_path;   // canonical absolute path
+  std::string rel_path;  // as named by the index, e.g. "model-00001-of-00002.safetensors"
+  std::string abs_path;  // canonical absolute path
   FileStat stat;
   SafetensorsHeader header;
 };
@@ -70,7 +77,7 @@ struct TensorLocation {
 struct Checkpoint {
   std::string dir;  // canonical absolute model folder
   ModelConfig config;
-  std::vector<ShardFile> files;  // in index order of first appearance (sorted by name)
+  std::vector<ShardFile> files;  // sorted by rel_path; one entry per distinct canonical file
   std::unordered_map<std::string, TensorLocation> tensors;
   std::uint64_t tensor_bytes = 0;  // sum of all tensors' bytes
 

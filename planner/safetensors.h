@@ -5,10 +5,19 @@
 // section) plus an optional "__metadata__" map of string -> string.
 //
 // Validation (each failure is Status::Corrupt naming the file, the tensor and the offset):
-// N larger than the file or than kMaxHeaderBytes; invalid or truncated JSON; unknown dtype;
-// shape product overflowing 64 bits; dtype size x elements != end - begin; offsets outside the
-// data section, overlapping, or (after sorting) leaving holes; bytes after the last tensor;
-// duplicate names.
+// N larger than the file or than kMaxHeaderBytes; invalid or truncated JSON (the byte offset of
+// the error is reported as a file offset); a header that is not an object, an entry that is not
+// an object, missing or wrongly-typed dtype / shape / data_offsets; unknown dtype; shape product
+// or byte count overflowing 64 bits; dtype size x elements != end - begin; begin > end; offsets
+// outside the data section, overlapping, or (after sorting) leaving holes; bytes after the last
+// tensor; duplicate names (or duplicate keys anywhere: nlohmann would silently keep the last);
+// nesting deeper than the format needs; `__metadata__` that is not a string -> string map
+// (null is accepted as empty). Zero-size tensors (begin == end) are legal. Unknown extra keys in
+// an entry are ignored, as the reference implementation does.
+//
+// Other failures: ReadSafetensorsHeader returns NotFound (no such file), IoError (the OS failed
+// open/fstat/pread), InvalidArgument (not a regular file); ParseSafetensorsPrefix returns
+// InvalidArgument when the caller's `bytes` is inconsistent with `file_size`.
 //
 // Threading: pure functions, no shared state. Only rank 0 ever calls these.
 #pragma once
@@ -37,8 +46,8 @@ struct TensorEntry {
 
 struct SafetensorsHeader {
   std::uint64_t header_len = 0;
-  std::uint64_t data_start = 0;          // 8 + header_len
-  std::vector<TensorEntry> tensors;      // sorted by begin
+  std::uint64_t data_start = 0;      // 8 + header_len
+  std::vector<TensorEntry> tensors;  // sorted by begin
   std::map<std::string, std::string> metadata;
 };
 
