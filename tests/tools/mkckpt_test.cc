@@ -462,10 +462,16 @@ TEST(MkckptWrite, BadRequestsFailWithAMessage) {
 }
 
 TEST(MkckptCli, WritesAPresetAndRejectsBadFlags) {
-  const char* bin = std::getenv("HOIST_MKCKPT");
-  if (bin == nullptr || !std::filesystem::exists(bin)) {
-    GTEST_SKIP() << "HOIST_MKCKPT not set (run through ctest)";
+  // $HOIST_MKCKPT, else the build tree's tools/hoist-mkckpt next to this tests/ binary.
+  std::string bin;
+  if (const char* env = std::getenv("HOIST_MKCKPT"); env != nullptr && *env) {
+    bin = env;
+  } else {
+    std::error_code ec;
+    const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (!ec) bin = (self.parent_path().parent_path() / "tools" / "hoist-mkckpt").string();
   }
+  ASSERT_TRUE(std::filesystem::exists(bin)) << "hoist-mkckpt not found at '" << bin << "'";
   ScratchDir tmp;
   const std::string ok = std::string(bin) + " --family qwen2 --preset qwen2-tiny --seed 9 --out " +
                          tmp.Sub("q") + " --threads 2 > /dev/null";
