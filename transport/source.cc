@@ -595,6 +595,19 @@ Residency Residency::Uniform(std::uint64_t size, bool resident) {
   return r;
 }
 
+Residency Residency::FromPages(std::uint64_t size, std::uint64_t page_bytes,
+                               std::vector<unsigned char> pages) {
+  Residency r;
+  r.size_ = size;
+  r.page_ = page_bytes == 0 ? 4096 : page_bytes;
+  pages.resize((size + r.page_ - 1) / r.page_, 0);
+  for (unsigned char& p : pages) p = p ? 1 : 0;
+  r.pages_ = std::move(pages);
+  r.method_ = "explicit";
+  r.BuildPrefix();
+  return r;
+}
+
 void Residency::BuildPrefix() {
   prefix_.assign(pages_.size() + 1, 0);
   for (std::size_t i = 0; i < pages_.size(); ++i) prefix_[i + 1] = prefix_[i] + (pages_[i] & 1);

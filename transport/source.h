@@ -110,6 +110,9 @@ class Residency {
 
   // A residency where every page is resident (or none): for tests and for unknown cases.
   static Residency Uniform(std::uint64_t size, bool resident);
+  // An explicit page map (pages[i] != 0: page i resident); for tests.
+  static Residency FromPages(std::uint64_t size, std::uint64_t page_bytes,
+                             std::vector<unsigned char> pages);
 
   std::uint64_t size() const { return size_; }
   std::uint64_t page_bytes() const { return page_; }

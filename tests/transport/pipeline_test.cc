@@ -1,0 +1,423 @@
+// The staging pipeline on the host backend against a plain-pread reference: tiny slots so the
+// ring wraps many times, copies larger than a slot, rows wider than a slot, strided 2-D gathers,
+// fills, every read mode the machine supports, injected faults (clear error, no hang), and plan
+// validation.
+#include "transport/pipeline.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <set>
+
+#include "tests/transport/test_util.h"
+
+namespace hoist::transport {
+namespace {
+
+using testtransport::Pattern;
+using testtransport::ScratchDir;
+using testtransport::WithWatchdog;
+
+struct Synth {
+  std::unique_ptr<ScratchDir> dir = std::make_unique<ScratchDir>();
+  proto::LoadPlan plan;
+  std::vector<std::string> paths;
+  std::uint64_t copy_bytes = 0;
+  proto::RankPlan& rp() { return *plan.mutable_ranks(0); }
+};
+
+// Three files and one rank plan: hand-written edge cases plus `random_copies` random ones.
+Synth MakeSynth(std::uint64_t seed, int random_copies = 30) {
+  Synth s;
+  const std::uint64_t sizes[3] = {60013, 45001, 9000};
+  for (int f = 0; f < 3; ++f) {
+    std::string p = s.dir->Sub("shard-" + std::to_string(f) + ".bin");
+    testtransport::WriteFile(p, Pattern(sizes[f], seed * 10 + f));
+    *s.plan.add_files() = testtransport::StatFile(p);
+    s.paths.push_back(p);
+  }
+  proto::RankPlan& rp = *s.plan.add_ranks();
+  rp.set_rank(0);
+  std::uint64_t cursor = 0;
+  auto alloc = [&](std::uint64_t bytes) {
+    std::uint64_t at = cursor;
+    cursor = (cursor + bytes + 255) / 256 * 256;
+    return at;
+  };
+  std::vector<proto::Copy> copies;
+  auto add = [&](std::uint32_t file, std::uint64_t src, std::uint64_t sp, std::uint64_t width,
+                 std::uint64_t rows, std::uint64_t dp) {
+    proto::Copy c;
+    c.set_file(file);
+    c.set_src_offset(src);
+    c.set_src_pitch(sp);
+    c.set_width(width);
+    c.set_rows(rows);
+    c.set_dst_pitch(dp);
+    c.set_dst_offset(alloc((rows - 1) * dp + width));
+    copies.push_back(c);
+    s.copy_bytes += width * rows;
+  };
+  add(0, 17, 0, 20000, 1, 0);          // 1-D, five 4 KiB slots
+  add(0, 30000, 1000, 300, 25, 300);   // column shard: strided source, packed dst
+  add(1, 5, 100, 100, 30, 100);        // contiguous rows (pitch == width on both sides)
+  add(1, 4000, 700, 500, 12, 640);     // strided dst too
+  add(1, 20000, 6000, 5000, 3, 5000);  // rows wider than a 4 KiB slot
+  add(2, 0, 0, 9000, 1, 0);            // a whole file
+  for (int i = 0; i < 40; ++i) add(2, 100 + i * 13, 0, 7, 1, 0);  // tiny copies
+  std::mt19937_64 rng(seed);
+  for (int i = 0; i < random_copies; ++i) {
+    std::uint32_t f = static_cast<std::uint32_t>(rng() % 3);
+    std::uint64_t width = 1 + rng() % 3000;
+    std::uint64_t rows = 1 + rng() % 8;
+    std::uint64_t sp = rows > 1 ? width + rng() % 2000 : 0;
+    std::uint64_t dp = rows > 1 ? width + (rng() % 2) * (rng() % 300) : 0;
+    std::uint64_t extent = (rows - 1) * sp + width;
+    if (extent > sizes[f]) continue;
+    add(f, rng() % (sizes[f] - extent + 1), sp, width, rows, dp);
+  }
+  std::stable_sort(copies.begin(), copies.end(), [](const proto::Copy& a, const proto::Copy& b) {
+    return std::make_pair(a.file(), a.src_offset()) < std::make_pair(b.file(), b.src_offset());
+  });
+  for (const auto& c : copies) *rp.add_copies() = c;
+  const std::uint32_t values[3] = {0, 0x5A, 0xFF};
+  for (int i = 0; i < 3; ++i) {
+    proto::Fill* f = rp.add_fills();
+    f->set_bytes(1000 + 333 * i);
+    f->set_dst_offset(alloc(f->bytes()));
+    f->set_value(values[i]);
+  }
+  rp.set_arena_bytes(cursor);
+  return s;
+}
+
+struct RunResult {
+  Status status;
+  PipelineReport report;
+  std::vector<std::uint8_t> arena;
+};
+
+enum class Residence { kMeasured, kAllCold, kHalf };
+
+RunResult RunSynth(Synth& s, const PipelineOptions& o, Residence res = Residence::kMeasured,
+                   const SourceWrapper& wrap = nullptr) {
+  RunResult out;
+  auto dev = OpenHostDevice();
+  auto arena = dev->Allocate(s.rp().arena_bytes());
+  if (!arena.ok()) {
+    out.status = arena.status();
+    return out;
+  }
+  std::vector<bool> used(s.paths.size(), true);
+  auto sources = OpenSources(s.paths, used, o.mode, DirectOptions{}, wrap);
+  if (!sources.ok()) {
+    out.status = sources.status();
+    return out;
+  }
+  std::vector<Residency> residency;
+  for (std::size_t f = 0; f < s.paths.size(); ++f) {
+    const std::uint64_t size = s.plan.files(static_cast<int>(f)).size();
+    if (res == Residence::kMeasured) {
+      auto r = Residency::Measure(s.paths[f]);
+      residency.push_back(r.ok() ? std::move(*r) : Residency::Uniform(size, false));
+    } else if (res == Residence::kAllCold) {
+      residency.push_back(Residency::Uniform(size, false));
+    } else {
+      std::vector<unsigned char> pages((size + 4095) / 4096);
+      for (std::size_t p = 0; p < pages.size(); ++p) pages[p] = p % 2;
+      residency.push_back(Residency::FromPages(size, 4096, pages));
+    }
+  }
+  for (std::size_t f = 0; f < s.paths.size(); ++f) sources->files[f].residency = &residency[f];
+  out.status = WithWatchdog(
+      [&] { return RunPipeline(*dev, *arena, s.rp(), sources->files, o, &out.report); });
+  out.arena.resize(s.rp().arena_bytes());
+  if (!dev->CopyToHost(out.arena.data(), arena->ptr, out.arena.size()).ok()) {
+    ADD_FAILURE() << "copy back failed";
+  }
+  return out;
+}
+
+PipelineOptions Tiny(ReadMode mode, std::uint64_t chunk = 1000) {
+  PipelineOptions o;
+  o.mode = mode;
+  o.slots = 3;
+  o.slot_bytes = 4096;
+  o.threads = 3;
+  o.chunk_bytes = chunk;
+  return o;
+}
+
+bool DirectSupported(const std::string& path) {
+  auto d = OpenDirectSource(path);
+  return d.ok() || d.status().code() != Code::kUnsupported;
+}
+
+struct ModeCase {
+  const char* name;
+  ReadMode mode;
+  Residence residence;
+};
+
+void PrintTo(const ModeCase& m, std::ostream* os) { *os << m.name; }
+
+class PipelineModeTest : public ::testing::TestWithParam<ModeCase> {};
+
+TEST_P(PipelineModeTest, MatchesPreadReferenceAcrossSlotShapes) {
+  const ModeCase& mc = GetParam();
+  Synth s = MakeSynth(42);
+  if ((mc.mode == ReadMode::kDirect || mc.mode == ReadMode::kAuto) &&
+      !DirectSupported(s.paths[0]) && mc.residence != Residence::kMeasured) {
+    GTEST_SKIP() << "O_DIRECT unsupported on " << s.dir->path();
+  }
+  if (mc.mode == ReadMode::kDirect && !DirectSupported(s.paths[0])) {
+    GTEST_SKIP() << "O_DIRECT unsupported on " << s.dir->path() << " (EINVAL)";
+  }
+  const auto ref = testtransport::ReferenceArena(s.plan, s.rp());
+  struct Shape {
+    int slots;
+    std::uint64_t slot_bytes;
+    int threads;
+    std::uint64_t chunk;
+  };
+  const Shape shapes[] = {
+      {3, 4096, 3, 1000}, {3, 4096, 3, 0}, {2, 65536, 2, 0}, {1, 4096, 1, 0}, {4, 5000, 4, 777}};
+  for (const Shape& sh : shapes) {
+    SCOPED_TRACE("slots " + std::to_string(sh.slots) + " x " + std::to_string(sh.slot_bytes) +
+                 ", threads " + std::to_string(sh.threads) + ", chunk " + std::to_string(sh.chunk));
+    PipelineOptions o;
+    o.mode = mc.mode;
+    o.slots = sh.slots;
+    o.slot_bytes = sh.slot_bytes;
+    o.threads = sh.threads;
+    o.chunk_bytes = sh.chunk;
+    RunResult r = RunSynth(s, o, mc.residence);
+    ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+    const std::int64_t bad = testtransport::FirstMismatch(ref, r.arena.data());
+    ASSERT_EQ(bad, -1) << "first wrong arena byte " << bad;
+    EXPECT_EQ(r.report.bytes_read, s.copy_bytes);
+    EXPECT_EQ(r.report.bytes_h2d, s.copy_bytes);
+    EXPECT_EQ(r.report.bytes_filled, 1000u + 1333u + 1666u);
+    if (mc.mode != ReadMode::kPageable && mc.mode != ReadMode::kRegistered) {
+      EXPECT_EQ(r.report.slot_seqs, (s.copy_bytes + sh.slot_bytes - 1) / sh.slot_bytes)
+          << "slots are packed full";
+      EXPECT_TRUE(r.report.staging_alloc.ran);
+      EXPECT_EQ(r.report.staging_free.bytes,
+                static_cast<std::uint64_t>(r.report.slots) * sh.slot_bytes);
+    }
+    if (mc.mode == ReadMode::kAuto && mc.residence == Residence::kAllCold) {
+      EXPECT_EQ(r.report.bytes_cold, s.copy_bytes);
+    }
+    if (mc.mode == ReadMode::kAuto && mc.residence == Residence::kHalf) {
+      EXPECT_GT(r.report.bytes_cold, 0u);
+      EXPECT_LT(r.report.bytes_cold, s.copy_bytes);
+    }
+    EXPECT_TRUE(r.report.read.ran);
+    EXPECT_TRUE(r.report.h2d.ran);
+    EXPECT_EQ(r.report.h2d.bytes, s.copy_bytes);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Modes, PipelineModeTest,
+    ::testing::Values(ModeCase{"buffered", ReadMode::kBuffered, Residence::kMeasured},
+                      ModeCase{"mmap", ReadMode::kMmap, Residence::kMeasured},
+                      ModeCase{"direct", ReadMode::kDirect, Residence::kMeasured},
+                      ModeCase{"auto_measured", ReadMode::kAuto, Residence::kMeasured},
+                      ModeCase{"auto_all_cold", ReadMode::kAuto, Residence::kAllCold},
+                      ModeCase{"auto_half_cold", ReadMode::kAuto, Residence::kHalf},
+                      ModeCase{"pageable", ReadMode::kPageable, Residence::kMeasured},
+                      ModeCase{"registered", ReadMode::kRegistered, Residence::kMeasured}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST(PipelineTest, RandomPlansAcrossSeeds) {
+  for (std::uint64_t seed = 1; seed <= 6; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    Synth s = MakeSynth(seed, 60);
+    const auto ref = testtransport::ReferenceArena(s.plan, s.rp());
+    PipelineOptions o = Tiny(seed % 2 ? ReadMode::kMmap : ReadMode::kBuffered, 200 + seed * 300);
+    o.slots = 2 + static_cast<int>(seed % 3);
+    o.slot_bytes = 3000 + seed * 997;
+    o.threads = 1 + static_cast<int>(seed % 4);
+    RunResult r = RunSynth(s, o);
+    ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+    ASSERT_EQ(testtransport::FirstMismatch(ref, r.arena.data()), -1);
+  }
+}
+
+TEST(PipelineTest, EagerStagingAndMallocHostKindWork) {
+  Synth s = MakeSynth(5);
+  const auto ref = testtransport::ReferenceArena(s.plan, s.rp());
+  PipelineOptions o = Tiny(ReadMode::kMmap);
+  o.lazy_staging = false;
+  o.staging = StagingKind::kMallocHost;
+  RunResult r = RunSynth(s, o);
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(testtransport::FirstMismatch(ref, r.arena.data()), -1);
+  EXPECT_EQ(r.report.staging_alloc.bytes, 3u * 4096u);
+}
+
+TEST(PipelineTest, SpansHaveLanesAndAreCapped) {
+  Synth s = MakeSynth(6);
+  PipelineOptions o = Tiny(ReadMode::kMmap, 500);
+  RunResult r = RunSynth(s, o);
+  ASSERT_TRUE(r.status.ok());
+  std::set<std::string> lanes;
+  std::uint64_t fill_bytes = 0, h2d_bytes = 0;
+  for (const auto& sp : r.report.spans) {
+    lanes.insert(sp.lane);
+    EXPECT_GE(sp.seconds, 0.0);
+    if (sp.lane.rfind("fill-", 0) == 0) fill_bytes += sp.bytes;
+    if (sp.lane == "h2d-0") h2d_bytes += sp.bytes;
+  }
+  EXPECT_TRUE(lanes.count("h2d-0"));
+  EXPECT_TRUE(lanes.count("fill-0"));
+  for (const auto& l : lanes) EXPECT_TRUE(l == "h2d-0" || l.rfind("fill-", 0) == 0) << l;
+  EXPECT_EQ(fill_bytes, s.copy_bytes);
+  EXPECT_EQ(h2d_bytes, s.copy_bytes);
+  const std::size_t uncapped = r.report.spans.size();
+  EXPECT_GT(uncapped, 60u);
+
+  o.max_spans = 20;
+  RunResult capped = RunSynth(s, o);
+  ASSERT_TRUE(capped.status.ok());
+  EXPECT_LE(capped.report.spans.size(), 20u + 4u);  // one partial group per lane at most
+  std::uint64_t total = 0;
+  for (const auto& sp : capped.report.spans) total += sp.bytes;
+  EXPECT_EQ(total, 2 * s.copy_bytes) << "coalescing keeps every byte";
+}
+
+TEST(PipelineTest, EmptyPlanOnlyFills) {
+  Synth s = MakeSynth(7, 0);
+  s.rp().clear_copies();
+  const auto ref = testtransport::ReferenceArena(s.plan, s.rp());
+  RunResult r = RunSynth(s, Tiny(ReadMode::kBuffered));
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(testtransport::FirstMismatch(ref, r.arena.data()), -1);
+  EXPECT_EQ(r.report.bytes_read, 0u);
+}
+
+// ----- faults ----------------------------------------------------------------------------------
+
+void ExpectNamedIoError(const RunResult& r, const Synth& s, const std::string& what) {
+  ASSERT_FALSE(r.status.ok()) << what;
+  EXPECT_EQ(r.status.code(), Code::kIoError) << r.status.ToString();
+  bool names_file = false;
+  for (const auto& p : s.paths) names_file |= r.status.message().find(p) != std::string::npos;
+  EXPECT_TRUE(names_file) << r.status.ToString();
+  EXPECT_NE(r.status.message().find("offset"), std::string::npos) << r.status.ToString();
+  EXPECT_NE(r.status.message().find(what), std::string::npos) << r.status.ToString();
+}
+
+TEST(PipelineFaultTest, EioAfterNReadsStopsEveryThreadWithANamedError) {
+  Synth s = MakeSynth(8);
+  for (std::int64_t n : {0, 1, 7, 40, 90}) {
+    SCOPED_TRACE("eio after " + std::to_string(n));
+    for (ReadMode mode : {ReadMode::kBuffered, ReadMode::kMmap}) {
+      FaultSpec spec;
+      spec.eio_after = n;
+      RunResult r =
+          RunSynth(s, Tiny(mode), Residence::kMeasured,
+                   [spec](std::unique_ptr<Source> in) { return WrapFaulty(std::move(in), spec); });
+      ExpectNamedIoError(r, s, "Input/output error");
+    }
+  }
+}
+
+TEST(PipelineFaultTest, ShortReadIsAnErrorNotSilentGarbage) {
+  Synth s = MakeSynth(9);
+  for (std::int64_t n : {0, 5, 33}) {
+    FaultSpec spec;
+    spec.short_read_after = n;
+    spec.delay_us = 50;
+    RunResult r =
+        RunSynth(s, Tiny(ReadMode::kBuffered), Residence::kMeasured,
+                 [spec](std::unique_ptr<Source> in) { return WrapFaulty(std::move(in), spec); });
+    ExpectNamedIoError(r, s, "short read");
+  }
+}
+
+TEST(PipelineFaultTest, FaultOnTheColdPathOfAuto) {
+  Synth s = MakeSynth(10);
+  FaultSpec spec;
+  spec.eio_after = 3;
+  // Only the cold (second opened per file) source is faulty.
+  auto wrap = [spec, n = std::make_shared<int>(0)](std::unique_ptr<Source> in) {
+    return (*n)++ % 2 == 1 ? WrapFaulty(std::move(in), spec) : std::move(in);
+  };
+  RunResult r = RunSynth(s, Tiny(ReadMode::kAuto), Residence::kAllCold, wrap);
+  ExpectNamedIoError(r, s, "Input/output error");
+}
+
+TEST(PipelineFaultTest, ManyThreadsWaitingOnSlotsAreReleased) {
+  // One slot, eight threads: most threads wait on the slot when the fault hits.
+  Synth s = MakeSynth(11, 100);
+  FaultSpec spec;
+  spec.eio_after = 20;
+  spec.delay_us = 100;
+  PipelineOptions o = Tiny(ReadMode::kBuffered, 300);
+  o.slots = 1;
+  o.threads = 8;
+  RunResult r = RunSynth(s, o, Residence::kMeasured, [spec](std::unique_ptr<Source> in) {
+    return WrapFaulty(std::move(in), spec);
+  });
+  ExpectNamedIoError(r, s, "Input/output error");
+}
+
+// ----- validation ------------------------------------------------------------------------------
+
+TEST(ValidateRankPlanTest, RejectsCopiesAndFillsOutOfBounds) {
+  Synth s = MakeSynth(12, 0);
+  std::vector<std::uint64_t> sizes;
+  for (const auto& f : s.plan.files()) sizes.push_back(f.size());
+  const std::uint64_t arena = s.rp().arena_bytes();
+  ASSERT_TRUE(ValidateRankPlan(s.rp(), sizes, s.paths, arena).ok());
+
+  proto::RankPlan past_file = s.rp();
+  past_file.mutable_copies(0)->set_src_offset(sizes[0] - 10);
+  Status st = ValidateRankPlan(past_file, sizes, s.paths, arena);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), Code::kCorrupt);
+  EXPECT_NE(st.message().find(s.paths[0]), std::string::npos) << st.ToString();
+  EXPECT_NE(st.message().find(std::to_string(sizes[0] - 10)), std::string::npos);
+
+  proto::RankPlan past_arena = s.rp();
+  past_arena.mutable_copies(1)->set_dst_offset(arena - 5);
+  EXPECT_FALSE(ValidateRankPlan(past_arena, sizes, s.paths, arena).ok());
+
+  proto::RankPlan overflow = s.rp();
+  overflow.mutable_copies(1)->set_src_pitch(~0ull / 2);
+  EXPECT_FALSE(ValidateRankPlan(overflow, sizes, s.paths, arena).ok());
+
+  proto::RankPlan bad_file = s.rp();
+  bad_file.mutable_copies(0)->set_file(7);
+  EXPECT_FALSE(ValidateRankPlan(bad_file, sizes, s.paths, arena).ok());
+
+  proto::RankPlan overlap = s.rp();
+  overlap.mutable_copies(1)->set_dst_pitch(10);  // width 300
+  EXPECT_FALSE(ValidateRankPlan(overlap, sizes, s.paths, arena).ok());
+
+  proto::RankPlan fill = s.rp();
+  fill.mutable_fills(0)->set_dst_offset(arena);
+  EXPECT_FALSE(ValidateRankPlan(fill, sizes, s.paths, arena).ok());
+  proto::RankPlan value = s.rp();
+  value.mutable_fills(0)->set_value(256);
+  EXPECT_FALSE(ValidateRankPlan(value, sizes, s.paths, arena).ok());
+}
+
+TEST(PipelineTest, MappedModesRefuseUnmappedSources) {
+  Synth s = MakeSynth(13, 0);
+  auto dev = OpenHostDevice();
+  auto arena = dev->Allocate(s.rp().arena_bytes());
+  ASSERT_TRUE(arena.ok());
+  auto sources = OpenSources(s.paths, {}, ReadMode::kBuffered);
+  ASSERT_TRUE(sources.ok());
+  PipelineOptions o = Tiny(ReadMode::kPageable);
+  Status st = RunPipeline(*dev, *arena, s.rp(), sources->files, o, nullptr);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), Code::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace hoist::transport
