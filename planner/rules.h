@@ -89,8 +89,8 @@ struct BlockSize {
 BlockSize BlockSizeOf(const ModelConfig& config);
 
 // Classifies `name` (a tensor of `shape` stored in file `file_label`) and checks its shape
-// against config.json. Never returns kSkip for a tensor whose shape is wrong only when the tensor
-// is skipped anyway (tied lm_head, MTP layers are not shape-checked).
+// against config.json. Skipped tensors (lm_head with tied embeddings, DeepSeek MTP layers past
+// num_hidden_layers) come back as Role::kSkip without a shape check.
 Result<TensorRule> ClassifyTensor(const ModelConfig& config, Family family, std::string_view name,
                                   const std::vector<std::uint64_t>& shape,
                                   std::string_view file_label);
