@@ -4,7 +4,6 @@
 #include <exception>
 #include <iterator>
 #include <new>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -45,15 +44,10 @@ class TrackingIterator {
   const char** last_read_;
 };
 
-// Thrown by the parser callback, caught in ParseStrictJson: never leaves this file.
-struct StrictJsonError {
-  std::string message;
-};
-
+// Where the parser is: one frame per open container.
 struct Frame {
-  bool is_object = false;
-  std::unordered_set<std::string> keys;
-  std::string key;  // the key whose value is being parsed (objects only)
+  nlohmann::json* value = nullptr;  // the container being filled
+  std::string key;                  // the key whose value is being parsed (objects only)
 };
 
 std::string PathOf(const std::vector<Frame>& stack) {
@@ -61,7 +55,7 @@ std::string PathOf(const std::vector<Frame>& stack) {
   std::string path;
   for (std::size_t i = 0; i + 1 < stack.size(); ++i) {
     path += "/";
-    path += stack[i].is_object ? QuoteForMessage(stack[i].key, 120) : "[]";
+    path += stack[i].value->is_object() ? QuoteForMessage(stack[i].key, 120) : "[]";
   }
   return path.empty() ? "the top level" : path;
 }
@@ -136,60 +130,123 @@ std::string_view JsonTypeName(const json& value) {
   return "unknown";
 }
 
+namespace {
+
+// A SAX handler that builds the DOM like nlohmann's own, but refuses duplicate keys and deep
+// nesting. (nlohmann's parser-callback mode cannot be used: it rescans the parent object on
+// every object end, which is quadratic in the number of tensors.)
+class StrictDomBuilder {
+ public:
+  StrictDomBuilder(int max_depth, const char* const* last_read, const char* text_begin,
+                   std::uint64_t base_offset)
+      : max_depth_(max_depth),
+        last_read_(last_read),
+        text_begin_(text_begin),
+        base_offset_(base_offset) {}
+
+  bool null() { return Add(nullptr); }
+  bool boolean(bool v) { return Add(v); }
+  bool number_integer(json::number_integer_t v) { return Add(v); }
+  bool number_unsigned(json::number_unsigned_t v) { return Add(v); }
+  bool number_float(json::number_float_t v, const std::string& /*text*/) { return Add(v); }
+  bool string(json::string_t& v) { return Add(std::move(v)); }
+  bool binary(json::binary_t& v) { return Add(json::binary(std::move(v))); }
+  bool start_object(std::size_t /*elements*/) { return Open(json::value_t::object); }
+  bool start_array(std::size_t /*elements*/) { return Open(json::value_t::array); }
+  bool end_object() { return Close(); }
+  bool end_array() { return Close(); }
+
+  bool key(json::string_t& k) {
+    Frame& frame = stack_.back();
+    if (frame.value->contains(k)) {
+      error_ = "duplicate key " + QuoteForMessage(k) + " in the object at " + PathOf(stack_) +
+               " (ending at byte " + std::to_string(Offset()) +
+               "; JSON readers disagree on which value wins)";
+      return false;
+    }
+    frame.key = std::move(k);
+    return true;
+  }
+
+  bool parse_error(std::size_t position, const std::string& /*token*/,
+                   const nlohmann::detail::exception& e) {
+    parse_error_ = true;
+    error_position_ = position;
+    error_ = e.what();
+    return false;
+  }
+
+  json& root() { return root_; }
+  bool is_parse_error() const { return parse_error_; }
+  std::size_t error_position() const { return error_position_; }
+  const std::string& error() const { return error_; }
+
+ private:
+  std::uint64_t Offset() const {
+    return base_offset_ + static_cast<std::uint64_t>(*last_read_ - text_begin_);
+  }
+
+  // Places `v` in the current container (or as the root) and returns where it lives.
+  json* Place(json&& v) {
+    if (stack_.empty()) {
+      root_ = std::move(v);
+      return &root_;
+    }
+    Frame& frame = stack_.back();
+    if (frame.value->is_array()) {
+      frame.value->push_back(std::move(v));
+      return &frame.value->back();
+    }
+    json& slot = (*frame.value)[frame.key];
+    slot = std::move(v);
+    return &slot;
+  }
+
+  bool Add(json&& v) {
+    Place(std::move(v));
+    return true;
+  }
+
+  bool Open(json::value_t type) {
+    if (static_cast<int>(stack_.size()) >= max_depth_) {
+      error_ = "JSON nested deeper than " + std::to_string(max_depth_) + " levels at byte " +
+               std::to_string(Offset()) + " (under " + PathOf(stack_) + "/...)";
+      return false;
+    }
+    json* container = Place(json(type));
+    stack_.push_back(Frame{container, {}});
+    return true;
+  }
+
+  bool Close() {
+    stack_.pop_back();
+    return true;
+  }
+
+  const int max_depth_;
+  const char* const* last_read_;
+  const char* text_begin_;
+  const std::uint64_t base_offset_;
+  json root_;
+  std::vector<Frame> stack_;
+  bool parse_error_ = false;
+  std::size_t error_position_ = 0;
+  std::string error_;
+};
+
+}  // namespace
+
 Result<json> ParseStrictJson(std::string_view label, std::string_view text, int max_depth,
                              std::uint64_t base_offset) {
   const char* last_read = text.data();
-  auto offset_of = [&](const char* p) {
-    return base_offset + static_cast<std::uint64_t>(p - text.data());
-  };
-  std::vector<Frame> stack;
-  auto callback = [&](int /*depth*/, json::parse_event_t event, json& parsed) -> bool {
-    switch (event) {
-      case json::parse_event_t::object_start:
-      case json::parse_event_t::array_start:
-        if (static_cast<int>(stack.size()) >= max_depth) {
-          throw StrictJsonError{"JSON nested deeper than " + std::to_string(max_depth) +
-                                " levels at byte " + std::to_string(offset_of(last_read)) +
-                                " (under " + PathOf(stack) + "/...)"};
-        }
-        stack.push_back(Frame{event == json::parse_event_t::object_start, {}, {}});
-        break;
-      case json::parse_event_t::object_end:
-      case json::parse_event_t::array_end:
-        if (!stack.empty()) stack.pop_back();
-        break;
-      case json::parse_event_t::key: {
-        if (stack.empty() || !parsed.is_string()) break;  // cannot happen with nlohmann's parser
-        Frame& frame = stack.back();
-        std::string key = parsed.get<std::string>();
-        if (!frame.keys.insert(key).second) {
-          throw StrictJsonError{"duplicate key " + QuoteForMessage(key) + " in the object at " +
-                                PathOf(stack) + " (ending at byte " +
-                                std::to_string(offset_of(last_read)) +
-                                "; JSON readers disagree on which value wins)"};
-        }
-        frame.key = std::move(key);
-        break;
-      }
-      case json::parse_event_t::value:
-        break;
-    }
-    return true;
-  };
-
+  StrictDomBuilder builder(max_depth, &last_read, text.data(), base_offset);
   try {
     TrackingIterator first(text.data(), &last_read);
     TrackingIterator last(text.data() + text.size(), &last_read);
-    return json::parse(first, last, callback, /*allow_exceptions=*/true,
-                       /*ignore_comments=*/false);
-  } catch (const StrictJsonError& e) {
-    return Status::Corrupt(std::string(label) + ": " + e.message);
-  } catch (const json::parse_error& e) {
-    const std::uint64_t at = base_offset + (e.byte > 0 ? e.byte - 1 : 0);
-    const char* what =
-        text.empty() || e.byte >= text.size() ? "invalid or truncated JSON" : "invalid JSON";
-    return Status::Corrupt(std::string(label) + ": " + what + " at byte " + std::to_string(at) +
-                           ": " + SanitizeParserMessage(e.what()));
+    if (json::sax_parse(first, last, &builder, json::input_format_t::json, /*strict=*/true,
+                        /*ignore_comments=*/false)) {
+      return std::move(builder.root());
+    }
   } catch (const std::bad_alloc&) {
     return Status::ResourceExhausted(std::string(label) + ": out of memory parsing " +
                                      std::to_string(text.size()) + " bytes of JSON");
@@ -197,6 +254,14 @@ Result<json> ParseStrictJson(std::string_view label, std::string_view text, int 
     return Status::Corrupt(std::string(label) +
                            ": invalid JSON: " + SanitizeParserMessage(e.what()));
   }
+  if (!builder.is_parse_error())
+    return Status::Corrupt(std::string(label) + ": " + builder.error());
+  // nlohmann counts the characters read, the end of input included.
+  const std::size_t position = builder.error_position();
+  const std::uint64_t at = base_offset + (position > 0 ? position - 1 : 0);
+  const char* what = position > text.size() ? "invalid or truncated JSON" : "invalid JSON";
+  return Status::Corrupt(std::string(label) + ": " + what + " at byte " + std::to_string(at) +
+                         ": " + SanitizeParserMessage(builder.error()));
 }
 
 }  // namespace hoist::planner::internal
