@@ -13,7 +13,7 @@ namespace {
 using json = nlohmann::json;
 
 // An input iterator over the text that records the address of the last byte the lexer read, so
-// that the parser callback knows where in the input it is (nlohmann does not tell it).
+// that the SAX handler knows where in the input it is (nlohmann does not tell it).
 class TrackingIterator {
  public:
   using iterator_category = std::input_iterator_tag;
