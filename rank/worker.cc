@@ -33,11 +33,13 @@ void AddPhase(proto::RankReport* r, const std::string& name, Clock::time_point o
   p->set_bytes(bytes);
 }
 
-void AddPhase(proto::RankReport* r, const std::string& name, const transport::PhaseTiming& t) {
-  if (!t.ran) return;
+// Every phase is reported, so reports of all modes aggregate alike; a phase a mode does not
+// have (e.g. staging in pageable mode) is zero seconds at `fallback_start_s`.
+void AddPhase(proto::RankReport* r, const std::string& name, const transport::PhaseTiming& t,
+              double fallback_start_s) {
   proto::Phase* p = r->add_phases();
   p->set_name(name);
-  p->set_start_s(t.start_s);
+  p->set_start_s(t.ran ? t.start_s : fallback_start_s);
   p->set_seconds(t.seconds);
   p->set_busy_s(t.busy_s);
   p->set_bytes(t.bytes);
@@ -190,10 +192,12 @@ Result<LoadedRank> Load(const proto::LoadPlan& plan, std::uint32_t rank, const L
     }
     HOIST_RETURN_IF_ERROR(transport::RunPipeline(dev, out.arena, rp, sources.files, po, &pr));
   }  // sources (mappings, descriptors) closed here
-  AddPhase(&rep, "staging_alloc", pr.staging_alloc);
-  AddPhase(&rep, "read", pr.read);
-  AddPhase(&rep, "h2d", pr.h2d);
-  AddPhase(&rep, "drain", pr.drain);
+  const double after_pipeline = Seconds(o.origin, Clock::now());
+  const double read_start = pr.read.ran ? pr.read.start_s : after_pipeline;
+  AddPhase(&rep, "staging_alloc", pr.staging_alloc, read_start);
+  AddPhase(&rep, "read", pr.read, read_start);
+  AddPhase(&rep, "h2d", pr.h2d, read_start);
+  AddPhase(&rep, "drain", pr.drain, after_pipeline);
   rep.set_bytes_read(pr.bytes_read);
   rep.set_bytes_h2d(pr.bytes_h2d);
   for (const transport::SpanRecord& s : pr.spans) {
@@ -222,7 +226,7 @@ Result<LoadedRank> Load(const proto::LoadPlan& plan, std::uint32_t rank, const L
     AddPhase(&rep, "dump", o.origin, a, Clock::now(), rp.payload_bytes());
     spdlog::info("rank {}: dumped {}", rank, path);
   }
-  AddPhase(&rep, "staging_free", pr.staging_free);
+  AddPhase(&rep, "staging_free", pr.staging_free, after_pipeline);
   AddPhase(&rep, "total", o.origin, t_start, Clock::now(), pr.bytes_h2d);
   return out;
 }

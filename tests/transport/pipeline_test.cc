@@ -272,7 +272,7 @@ TEST(PipelineTest, SpansHaveLanesAndAreCapped) {
     if (sp.lane == "h2d-0") h2d_bytes += sp.bytes;
   }
   EXPECT_TRUE(lanes.count("h2d-0"));
-  EXPECT_TRUE(lanes.count("fill-0"));
+  EXPECT_GE(lanes.size(), 2u) << "at least one fill lane";  // a thread may get no task at all
   for (const auto& l : lanes) EXPECT_TRUE(l == "h2d-0" || l.rfind("fill-", 0) == 0) << l;
   EXPECT_EQ(fill_bytes, s.copy_bytes);
   EXPECT_EQ(h2d_bytes, s.copy_bytes);
