@@ -39,6 +39,20 @@ Result<JobResult> RunJob(Comm& comm, const JobOptions& options) {
   const Clock::time_point origin = options.load.origin;
   JobResult result;
 
+  // The world the plan will have must be the world mpirun started. Every rank computes this
+  // from the same options, so all of them return here and none waits in a collective.
+  const bool mpi_world = comm.size() > 1 || LaunchedByMpi();
+  const int planned_world =
+      options.plan.ep > 0 ? options.plan.ep : options.plan.tp * options.plan.dp;
+  if (mpi_world && comm.size() != planned_world) {
+    return Status::InvalidArgument(
+        "the plan needs " + std::to_string(planned_world) + " ranks (" +
+        (options.plan.ep > 0 ? "ep " + std::to_string(options.plan.ep)
+                             : "tp " + std::to_string(options.plan.tp) + " x dp " +
+                                   std::to_string(options.plan.dp)) +
+        ") but mpirun started " + std::to_string(comm.size()) + " processes");
+  }
+
   // Where each rank runs, unless the topology said: node from the shared-memory split, gpu =
   // index among the node's ranks.
   const Clock::time_point plan_start = Clock::now();
@@ -56,17 +70,19 @@ Result<JobResult> RunJob(Comm& comm, const JobOptions& options) {
 
   // Plan: rank 0 alone reads config, index and headers.
   std::string wire;
+  Status plan_status;
   if (comm.rank() == 0) {
     Result<proto::LoadPlan> plan = [&]() -> Result<proto::LoadPlan> {
       HOIST_ASSIGN_OR_RETURN(planner::Checkpoint ckpt, planner::OpenCheckpoint(options.model_dir));
       return planner::BuildLoadPlan(ckpt, plan_options);
     }();
     wire = EncodePlan(plan);
+    plan_status = plan.status();
   }
   HOIST_RETURN_IF_ERROR(comm.Broadcast(&wire));
   if (wire.empty() || wire[0] != 'P') {
     std::string cause = wire.empty() ? "empty plan message" : wire.substr(1);
-    if (comm.rank() == 0) return Status::InvalidArgument(cause);
+    if (comm.rank() == 0) return plan_status.ok() ? Status::Internal(cause) : plan_status;
     return Status::Aborted("rank 0 failed to plan: " + cause);
   }
   if (!result.plan.ParseFromArray(wire.data() + 1, static_cast<int>(wire.size() - 1))) {
@@ -74,7 +90,6 @@ Result<JobResult> RunJob(Comm& comm, const JobOptions& options) {
   }
   const Clock::time_point plan_end = Clock::now();
 
-  const bool mpi_world = comm.size() > 1 || LaunchedByMpi();
   const int world = static_cast<int>(result.plan.ranks_size());
   int my_rank = comm.rank();
   if (!mpi_world) {

@@ -15,6 +15,7 @@
 #include <system_error>
 #include <utility>
 
+#include "planner/io_stats.h"
 #include "planner/strict_json.h"
 
 namespace hoist::planner {
@@ -129,6 +130,7 @@ std::string Errno(int err) { return std::strerror(err); }
 // Reads a whole (small) file.
 Result<std::string> ReadSmallFile(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  CountHeaderOpen();
   if (fd < 0) {
     const int err = errno;
     std::string message = path + ": open: " + Errno(err);

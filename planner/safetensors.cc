@@ -12,6 +12,7 @@
 #include <string>
 #include <utility>
 
+#include "planner/io_stats.h"
 #include "planner/strict_json.h"
 
 namespace hoist::planner {
@@ -318,6 +319,7 @@ Result<SafetensorsHeader> ParseSafetensorsPrefix(std::string_view label, std::st
 
 Result<SafetensorsHeader> ReadSafetensorsHeader(const std::string& path, FileStat* stat) {
   const int raw_fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  CountHeaderOpen();
   if (raw_fd < 0) {
     const int err = errno;
     std::string message = path + ": open: " + ErrnoText(err);

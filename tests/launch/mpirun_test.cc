@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tests/reference/reference.h"
+#include "tests/test_paths.h"
 #include "tools/mkckpt.h"
 
 namespace fs = std::filesystem;
@@ -31,7 +32,7 @@ struct RunResult {
 
 // Runs `argv` in its own process group with Open MPI allowed to run as root and oversubscribe;
 // kills the group after `timeout_s`.
-RunResult Run(const std::vector<std::string>& argv, double timeout_s) {
+RunResult RunCommand(const std::vector<std::string>& argv, double timeout_s) {
   const fs::path log =
       fs::temp_directory_path() /
       ("hoist-run-" + std::to_string(getpid()) + "-" +
@@ -80,10 +81,7 @@ RunResult Run(const std::vector<std::string>& argv, double timeout_s) {
   return r;
 }
 
-std::string Hoist() {
-  const char* bin = std::getenv("HOIST_BIN");
-  return bin ? bin : "hoist";
-}
+std::string Hoist() { return hoist::testing::HoistBin(); }
 
 // Reads a safetensors file written by `hoist load --dump` (own minimal reader).
 std::map<std::string, hoist::testref::RefTensor> ReadDump(const fs::path& path) {
@@ -96,7 +94,8 @@ std::map<std::string, hoist::testref::RefTensor> ReadDump(const fs::path& path) 
   std::vector<std::uint8_t> data((std::istreambuf_iterator<char>(in)),
                                  std::istreambuf_iterator<char>());
   std::map<std::string, hoist::testref::RefTensor> out;
-  for (auto& [name, v] : nlohmann::json::parse(header).items()) {
+  const nlohmann::json parsed = nlohmann::json::parse(header);
+  for (const auto& [name, v] : parsed.items()) {
     if (name == "__metadata__") continue;
     hoist::testref::RefTensor t;
     t.dtype = v["dtype"];
@@ -171,7 +170,7 @@ class MpirunTest : public ::testing::Test {
                                      "--log-level",
                                      "warn"};
     argv.insert(argv.end(), extra.begin(), extra.end());
-    const RunResult r = Run(argv, 240);
+    const RunResult r = RunCommand(argv, 240);
     ASSERT_EQ(r.exit_code, 0) << r.output;
     for (int rank = 0; rank < np; ++rank) {
       ref.rank = rank;
@@ -251,19 +250,21 @@ TEST_F(MpirunTest, Tp2Ep4RoundRobinOnTwoNodes) {
 }
 
 TEST_F(MpirunTest, WorldMismatchIsAClearError) {
-  const RunResult r = Run({"mpirun", "-np", "3", Hoist(), "load", "--model",
-                           Model("qwen3-tiny").string(), "--tp", "2", "--device", "host"},
-                          120);
+  const RunResult r = RunCommand({"mpirun", "-np", "3", Hoist(), "load", "--model",
+                                  Model("qwen3-tiny").string(), "--tp", "2", "--device", "host"},
+                                 120);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.exit_code, -1) << "hung";
-  EXPECT_NE(r.output.find("mpirun started 3 processes"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("the plan needs 2 ranks (tp 2 x dp 1) but mpirun started 3 processes"),
+            std::string::npos)
+      << r.output;
 }
 
 TEST_F(MpirunTest, ARankThatFailsStopsTheJobWithItsName) {
   const RunResult r =
-      Run({"mpirun", "-np", "4", Hoist(), "load", "--model", Model("qwen3-tiny").string(), "--tp",
-           "4", "--device", "host", "--inject-fail-rank", "2"},
-          120);
+      RunCommand({"mpirun", "-np", "4", Hoist(), "load", "--model", Model("qwen3-tiny").string(),
+                  "--tp", "4", "--device", "host", "--inject-fail-rank", "2"},
+                 120);
   EXPECT_NE(r.exit_code, -1) << "hung: " << r.output;
   EXPECT_NE(r.exit_code, 0);
   EXPECT_LT(r.seconds, 60);
@@ -273,9 +274,9 @@ TEST_F(MpirunTest, ARankThatFailsStopsTheJobWithItsName) {
 
 TEST_F(MpirunTest, ARankThatIsKilledStopsTheJob) {
   const RunResult r =
-      Run({"mpirun", "-np", "4", Hoist(), "load", "--model", Model("qwen3-tiny").string(), "--tp",
-           "4", "--device", "host", "--inject-kill-rank", "1"},
-          120);
+      RunCommand({"mpirun", "-np", "4", Hoist(), "load", "--model", Model("qwen3-tiny").string(),
+                  "--tp", "4", "--device", "host", "--inject-kill-rank", "1"},
+                 120);
   EXPECT_NE(r.exit_code, -1) << "hung: " << r.output;
   EXPECT_NE(r.exit_code, 0);
   EXPECT_LT(r.seconds, 60);
@@ -283,9 +284,10 @@ TEST_F(MpirunTest, ARankThatIsKilledStopsTheJob) {
 }
 
 TEST_F(MpirunTest, BadModelFailsEveryRank) {
-  const RunResult r = Run({"mpirun", "-np", "2", Hoist(), "load", "--model",
-                           (*root_ / "no-such-model").string(), "--tp", "2", "--device", "host"},
-                          120);
+  const RunResult r =
+      RunCommand({"mpirun", "-np", "2", Hoist(), "load", "--model",
+                  (*root_ / "no-such-model").string(), "--tp", "2", "--device", "host"},
+                 120);
   EXPECT_NE(r.exit_code, -1) << "hung";
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("no-such-model"), std::string::npos) << r.output;

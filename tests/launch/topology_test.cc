@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/test_paths.h"
+
 namespace hoist::launch {
 namespace {
 
@@ -92,11 +94,10 @@ TEST(Topology, MissingFileIsNotFound) {
 }
 
 TEST(Topology, ShippedConfigsParse) {
-  const char* src = std::getenv("HOIST_SOURCE_DIR");
-  ASSERT_NE(src, nullptr);
+  const std::string src = hoist::testing::SourceDir();
   for (const char* name : {"example-tp2.yaml", "one-gpu.yaml", "tp8-one-node.yaml",
                            "ep8-two-nodes.yaml", "tp2-ep4.yaml"}) {
-    auto t = LoadTopology(std::string(src) + "/configs/" + name);
+    auto t = LoadTopology(src + "/configs/" + name);
     EXPECT_TRUE(t.ok()) << name << ": " << t.status().ToString();
   }
 }
