@@ -56,7 +56,6 @@ struct Row {
 };
 
 constexpr const char* kWeight = "weight";
-constexpr const char* kWeightBias = "weight,bias";
 constexpr const char* kWeightScale = "weight,weight_scale_inv";
 constexpr const char* kAllParams = "weight,bias,weight_scale_inv";
 
