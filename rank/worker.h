@@ -39,6 +39,9 @@ struct LoadOptions {
   int gpu = -1;                     // CUDA ordinal; -1: the plan's gpu (modulo the visible count)
   int local_ranks = 0;              // ranks sharing this host's cores; 0: count the plan's node
   transport::DirectOptions direct;  // O_DIRECT request size and depth
+  // Unmap and close the checkpoint files on a detached thread once the bytes are on the device
+  // (not counted in `total`); false: synchronously, inside `total`.
+  bool close_in_background = true;
   // Tests: wraps every Source the load opens (e.g. transport::WrapFaulty to inject faults).
   std::function<std::unique_ptr<transport::Source>(std::unique_ptr<transport::Source>)> wrap_source;
   // Clock origin shared by all phases and spans of the report.

@@ -223,7 +223,10 @@ class Runner {
     GroupTasks();
   }
 
+  // Pageable splits copies into chunks so that threads copy in parallel; registered enqueues
+  // whole copies (one async op each) from a single thread.
   void BuildDirect() {
+    const std::uint64_t chunk = o_.mode == ReadMode::kRegistered ? ~0ull : chunk_;
     for (const proto::Copy& c : plan_.copies()) {
       std::uint64_t width = c.width(), rows = c.rows();
       std::uint64_t sp = c.src_pitch(), dp = c.dst_pitch();
@@ -232,8 +235,8 @@ class Runner {
         width *= rows;
         rows = 1;
       }
-      if (rows > 1 && width <= chunk_) {
-        const std::uint64_t per = std::max<std::uint64_t>(1, chunk_ / width);
+      if (rows > 1 && width <= chunk) {
+        const std::uint64_t per = std::max<std::uint64_t>(1, chunk / width);
         for (std::uint64_t r = 0; r < rows; r += per) {
           pieces_.push_back(Piece{c.file(), false, 0, c.src_offset() + r * sp, sp, width,
                                   std::min(per, rows - r), c.dst_offset() + r * dp, dp});
@@ -241,9 +244,9 @@ class Runner {
         continue;
       }
       for (std::uint64_t r = 0; r < rows; ++r) {
-        for (std::uint64_t col = 0; col < width; col += chunk_) {
+        for (std::uint64_t col = 0; col < width; col += chunk) {
           pieces_.push_back(Piece{c.file(), false, 0, c.src_offset() + r * sp + col, 0,
-                                  std::min(chunk_, width - col), 1, c.dst_offset() + r * dp + col,
+                                  std::min(chunk, width - col), 1, c.dst_offset() + r * dp + col,
                                   0});
         }
       }
@@ -381,6 +384,10 @@ class Runner {
         c.src_pitch = op.width;
         c.width = op.width;
         c.rows = op.rows;
+        if (c.rows > 1 && c.dst_pitch == c.width) {  // packed on both sides: one 1-D copy
+          c.width *= c.rows;
+          c.rows = 1;
+        }
         HOIST_RETURN_IF_ERROR(dev_.CopyAsync(c, stream_));
       }
       HOIST_RETURN_IF_ERROR(dev_.Record(ev_end_[k], stream_));
@@ -393,7 +400,7 @@ class Runner {
   }
 
   Status Execute(const Task& t, std::byte* slot) {
-    std::vector<RowsRead> batch;
+    thread_local std::vector<RowsRead> batch;
     std::size_t i = t.begin;
     while (i < t.end) {
       const Piece& first = pieces_[i];

@@ -120,7 +120,7 @@ TEST(HostDeviceTest, CopySyncIsDoneOnReturn) {
   auto dev = OpenHostDevice();
   auto arena = dev->Allocate(10000);
   ASSERT_TRUE(arena.ok());
-  auto src = Pattern(20000, 8);
+  auto src = Pattern(100 * 1000, 8);
   Copy2D c{arena->ptr, 100, src.data(), 1000, 100, 100};
   ASSERT_TRUE(dev->CopySync(c).ok());
   for (int r = 0; r < 100; ++r) {
