@@ -329,9 +329,9 @@ class Runner {
     return s;
   }
 
-  Status Acquire(int k, std::int64_t q) {
-    Slot& slot = slots_[k];
-    std::unique_lock lock(mu_);
+  // mu_ held through `lock`. Allocates the slot's staging unless another thread is doing it
+  // (then waits for that thread).
+  Status EnsureAllocated(Slot& slot, std::unique_lock<std::mutex>& lock) {
     while (slot.buf.ptr == nullptr) {
       if (failed_.load()) return Status::Aborted("pipeline stopped");
       if (slot.allocating) {
@@ -346,6 +346,13 @@ class Runner {
       cv_.notify_all();
       if (!s.ok()) return s;
     }
+    return Status::Ok();
+  }
+
+  Status Acquire(int k, std::int64_t q) {
+    Slot& slot = slots_[k];
+    std::unique_lock lock(mu_);
+    HOIST_RETURN_IF_ERROR(EnsureAllocated(slot, lock));
     const std::int64_t need = q - static_cast<std::int64_t>(slots_.size());
     while (slot.waited < need) {
       if (failed_.load()) return Status::Aborted("pipeline stopped");
@@ -419,6 +426,16 @@ class Runner {
   }
 
   void FillLoop(int tid, std::vector<LocalSpan>* spans, double* busy, std::uint64_t* cold) {
+    // Lazy staging: thread t first sets up slot t, so the slots' set-up (touching pages,
+    // registering them) runs in parallel while the other threads already fill slot 0.
+    if (tid < static_cast<int>(slots_.size())) {
+      std::unique_lock lock(mu_);
+      Status s = EnsureAllocated(slots_[tid], lock);
+      if (!s.ok()) {
+        lock.unlock();
+        return Fail(std::move(s));
+      }
+    }
     for (;;) {
       const std::size_t i = next_.fetch_add(1);
       if (i >= tasks_.size() || failed_.load()) return;
