@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <future>
 
 #include "planner/checkpoint.h"
 #include "planner/io_stats.h"
@@ -52,6 +53,17 @@ Result<JobResult> RunJob(Comm& comm, const JobOptions& options) {
                                    std::to_string(options.plan.dp)) +
         ") but mpirun started " + std::to_string(comm.size()) + " processes");
   }
+
+  // Open the device (a CUDA context takes ~0.3 s) while MPI settles and rank 0 plans. The
+  // ordinal guessed here is what the planner will assign: the topology's gpu for this rank, else
+  // the rank's index on its node (the solo rank without MPI); LoadRank reopens if it differs.
+  const int guess_rank = mpi_world ? comm.rank() : options.solo_rank;
+  int gpu_guess = mpi_world ? comm.local_rank() : options.solo_rank;
+  if (guess_rank >= 0 && static_cast<std::size_t>(guess_rank) < options.plan.locations.size()) {
+    gpu_guess = static_cast<int>(options.plan.locations[guess_rank].gpu);
+  }
+  std::future<Result<rank::PreparedDevice>> prepared =
+      std::async(std::launch::async, rank::PrepareDevice, options.load.device, gpu_guess, origin);
 
   // Where each rank runs, unless the topology said: node from the shared-memory split, gpu =
   // index among the node's ranks.
@@ -112,8 +124,10 @@ Result<JobResult> RunJob(Comm& comm, const JobOptions& options) {
   if (options.fail_rank == my_rank) {
     load_status = Status::IoError("injected failure (--inject-fail-rank)");
   } else {
+    rank::LoadOptions load = options.load;
+    load.prepared = &prepared;
     Result<rank::LoadedRank> loaded =
-        rank::LoadRank(result.plan, static_cast<std::uint32_t>(my_rank), options.load);
+        rank::LoadRank(result.plan, static_cast<std::uint32_t>(my_rank), load);
     if (loaded.ok()) {
       report = loaded->report;
       result.local.emplace(std::move(loaded).value());

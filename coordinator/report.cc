@@ -59,8 +59,9 @@ std::string XmlEscape(const std::string& s) {
 
 const std::vector<std::string>& PhaseNames() {
   static const std::vector<std::string> kNames = {
-      "init", "plan", "bind",  "arena_alloc", "staging_alloc", "read",
-      "h2d",  "peer", "drain", "verify",      "staging_free",  "total"};
+      "init",        "device_init",   "plan", "bind",         "residency",
+      "arena_alloc", "staging_alloc", "read", "h2d",          "peer",
+      "drain",       "verify",        "dump", "staging_free", "total"};
   return kNames;
 }
 

@@ -3,6 +3,8 @@
 #include <hwloc.h>
 #include <spdlog/spdlog.h>
 
+#include <fstream>
+
 namespace hoist::rank {
 
 struct NumaBinding::State {
@@ -20,12 +22,31 @@ NumaBinding::NumaBinding() : state_(std::make_unique<State>()) {}
 bool NumaBinding::bound() const { return state_->cpus_bound || state_->mems_bound; }
 const std::string& NumaBinding::description() const { return state_->description; }
 
+namespace {
+
+// "0", "0-1", ...: /sys/devices/system/node/online without its newline; empty when unreadable.
+std::string OnlineNumaNodes() {
+  std::ifstream in("/sys/devices/system/node/online");
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+}  // namespace
+
 std::unique_ptr<NumaBinding> NumaBinding::BindNear(const std::string& pci_bus_id) {
   std::unique_ptr<NumaBinding> b(new NumaBinding());
   State& s = *b->state_;
   if (pci_bus_id.empty()) {
     s.description = "no PCI device (host backend): NUMA binding skipped";
     spdlog::debug("{}", s.description);
+    return b;
+  }
+  // Loading the hwloc topology costs tens of milliseconds hot and hundreds cold (it walks
+  // sysfs); one look at the kernel's list of online nodes settles the common one-node case.
+  if (OnlineNumaNodes() == "0") {
+    s.description = "one NUMA node: binding not needed";
+    spdlog::info("{} (GPU {})", s.description, pci_bus_id);
     return b;
   }
   if (hwloc_topology_init(&s.topo) != 0) {

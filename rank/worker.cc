@@ -72,27 +72,33 @@ Status CheckFiles(const proto::LoadPlan& plan, const std::vector<bool>& used) {
   return Status::Ok();
 }
 
-Result<std::unique_ptr<transport::Device>> OpenDevice(const LoadOptions& o,
-                                                      const proto::RankPlan& rp) {
-  DeviceKind kind = o.device;
+// The CUDA ordinal for `gpu` (the plan's or an explicit one), -1 for the host backend.
+int ResolveOrdinal(DeviceKind kind, int gpu, int* count_out) {
   const int count = (kind == DeviceKind::kHost) ? 0 : transport::CudaDeviceCount();
-  if (kind == DeviceKind::kAuto) kind = count > 0 ? DeviceKind::kCuda : DeviceKind::kHost;
-  if (kind == DeviceKind::kHost) return transport::OpenHostDevice();
-  if (count == 0) {
-    return transport::OpenCudaDevice(o.gpu >= 0 ? o.gpu : static_cast<int>(rp.gpu()));
-  }
-  int ordinal = o.gpu;
-  if (ordinal < 0) {
-    ordinal = static_cast<int>(rp.gpu() % static_cast<std::uint32_t>(count));
-    if (ordinal != static_cast<int>(rp.gpu())) {
-      spdlog::warn("plan gpu {} is not visible ({} GPUs); using cuda:{}", rp.gpu(), count, ordinal);
-    }
-  }
+  *count_out = count;
+  if (kind == DeviceKind::kHost || (kind == DeviceKind::kAuto && count == 0)) return -1;
+  if (count == 0) return gpu;  // kCuda without a visible GPU: let OpenCudaDevice say why
+  return gpu % count;
+}
+
+Result<std::unique_ptr<transport::Device>> OpenOrdinal(int ordinal) {
+  if (ordinal < 0) return transport::OpenHostDevice();
   return transport::OpenCudaDevice(ordinal);
 }
 
+Result<std::unique_ptr<transport::Device>> OpenDevice(const LoadOptions& o,
+                                                      const proto::RankPlan& rp) {
+  int count = 0;
+  const int want = o.gpu >= 0 ? o.gpu : static_cast<int>(rp.gpu());
+  const int ordinal = ResolveOrdinal(o.device, want, &count);
+  if (ordinal >= 0 && count > 0 && ordinal != want) {
+    spdlog::warn("plan gpu {} is not visible ({} GPUs); using cuda:{}", want, count, ordinal);
+  }
+  return OpenOrdinal(ordinal);
+}
+
 Result<LoadedRank> Load(const proto::LoadPlan& plan, std::uint32_t rank, const LoadOptions& o) {
-  const Clock::time_point t_start = Clock::now();
+  Clock::time_point t_start = Clock::now();
   if (rank >= static_cast<std::uint32_t>(plan.ranks_size())) {
     return Status::InvalidArgument("the plan has " + std::to_string(plan.ranks_size()) + " ranks");
   }
@@ -134,7 +140,54 @@ Result<LoadedRank> Load(const proto::LoadPlan& plan, std::uint32_t rank, const L
   }
   HOIST_RETURN_IF_ERROR(CheckFiles(plan, used));
 
-  HOIST_ASSIGN_OR_RETURN(out.device, OpenDevice(o, rp));
+  // residency: what share of this rank's bytes the page cache held when the load began. It only
+  // reads page-cache state, so it runs while the device is still being opened.
+  const int residency_threads =
+      o.threads > 0 ? o.threads
+                    : transport::DefaultFillThreads(o.local_ranks > 0 ? o.local_ranks : 1);
+  const Clock::time_point residency_start = Clock::now();
+  Clock::time_point residency_end = residency_start;
+  std::vector<transport::Residency> residency(paths.size());
+  std::future<Status> residency_done = std::async(std::launch::async, [&]() -> Status {
+    for (std::size_t f = 0; f < paths.size(); ++f) {
+      if (!used[f]) continue;
+      HOIST_ASSIGN_OR_RETURN(residency[f],
+                             transport::Residency::Measure(paths[f], residency_threads));
+    }
+    residency_end = Clock::now();
+    return Status::Ok();
+  });
+
+  // The device: taken from PrepareDevice when the caller started it early (then `total` starts
+  // once it is ready), else opened here.
+  if (o.prepared != nullptr && o.prepared->valid()) {
+    Result<PreparedDevice> prepared = o.prepared->get();
+    if (!prepared.ok()) {
+      residency_done.wait();
+      return std::move(prepared).status();
+    }
+    int count = 0;
+    const int want = o.gpu >= 0 ? o.gpu : static_cast<int>(rp.gpu());
+    if (ResolveOrdinal(o.device, want, &count) == prepared->ordinal) {
+      out.device = std::move(prepared->device);
+      proto::Phase* p = rep.add_phases();
+      p->set_name("device_init");
+      p->set_start_s(prepared->start_s);
+      p->set_seconds(prepared->seconds);
+      p->set_busy_s(prepared->seconds);
+      t_start = Clock::now();
+    } else {
+      spdlog::info("rank {}: plan asks for gpu {}, not the prepared device; reopening", rank, want);
+    }
+  }
+  if (out.device == nullptr) {
+    Result<std::unique_ptr<transport::Device>> opened = OpenDevice(o, rp);
+    if (!opened.ok()) {
+      residency_done.wait();
+      return std::move(opened).status();
+    }
+    out.device = std::move(opened).value();
+  }
   transport::Device& dev = *out.device;
   rep.set_device(dev.Name());
 
@@ -165,13 +218,7 @@ Result<LoadedRank> Load(const proto::LoadPlan& plan, std::uint32_t rank, const L
   po.lazy_staging = o.lazy_staging;
   po.origin = o.origin;
 
-  // residency: what share of this rank's bytes the page cache held when the load began.
-  a = Clock::now();
-  std::vector<transport::Residency> residency(paths.size());
-  for (std::size_t f = 0; f < paths.size(); ++f) {
-    if (!used[f]) continue;
-    HOIST_ASSIGN_OR_RETURN(residency[f], transport::Residency::Measure(paths[f], po.threads));
-  }
+  HOIST_RETURN_IF_ERROR(residency_done.get());
   std::uint64_t resident = 0;
   for (const proto::Copy& c : rp.copies()) {
     if (c.width() == 0 || c.rows() == 0) continue;
@@ -179,7 +226,7 @@ Result<LoadedRank> Load(const proto::LoadPlan& plan, std::uint32_t rank, const L
         residency[c.file()].ResidentBytes(c.src_offset(), c.src_pitch(), c.width(), c.rows());
   }
   rep.set_bytes_resident_at_start(resident);
-  AddPhase(&rep, "residency", o.origin, a, Clock::now(), resident);
+  AddPhase(&rep, "residency", o.origin, residency_start, residency_end, resident);
 
   transport::PipelineReport pr;
   {
@@ -237,6 +284,17 @@ Result<LoadedRank> Load(const proto::LoadPlan& plan, std::uint32_t rank, const L
 }
 
 }  // namespace
+
+Result<PreparedDevice> PrepareDevice(DeviceKind kind, int gpu, Clock::time_point origin) {
+  const Clock::time_point start = Clock::now();
+  int count = 0;
+  PreparedDevice p;
+  p.ordinal = ResolveOrdinal(kind, gpu < 0 ? 0 : gpu, &count);
+  HOIST_ASSIGN_OR_RETURN(p.device, OpenOrdinal(p.ordinal));
+  p.start_s = Seconds(origin, start);
+  p.seconds = Seconds(start, Clock::now());
+  return p;
+}
 
 Result<LoadedRank> LoadRank(const proto::LoadPlan& plan, std::uint32_t rank,
                             const LoadOptions& options) {

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <memory>
 #include <string>
 
@@ -23,6 +24,21 @@
 namespace hoist::rank {
 
 enum class DeviceKind { kAuto, kCuda, kHost };
+
+// The device a rank will load into, opened before the rank has its plan: creating a CUDA context
+// costs about 0.3 s, which the coordinator overlaps with MPI start-up and planning by calling
+// PrepareDevice on a helper thread. It belongs to the `init` phase, not to the load.
+struct PreparedDevice {
+  std::unique_ptr<transport::Device> device;
+  int ordinal = -1;    // CUDA ordinal; -1 on the host backend
+  double start_s = 0;  // since the origin passed to PrepareDevice
+  double seconds = 0;
+};
+
+// Opens the device for `kind`: CUDA ordinal `gpu` modulo the visible GPUs, or host memory.
+// Threading: may run on any thread; the device it returns may then be used from any thread.
+Result<PreparedDevice> PrepareDevice(DeviceKind kind, int gpu,
+                                     std::chrono::steady_clock::time_point origin);
 
 struct LoadOptions {
   transport::ReadMode read_mode = transport::ReadMode::kAuto;
@@ -44,6 +60,11 @@ struct LoadOptions {
   bool close_in_background = true;
   // Tests: wraps every Source the load opens (e.g. transport::WrapFaulty to inject faults).
   std::function<std::unique_ptr<transport::Source>(std::unique_ptr<transport::Source>)> wrap_source;
+  // A device opened early (see PrepareDevice); LoadRank waits for it and takes it. When its
+  // ordinal is not the one the plan asks for, it is dropped and the right device is opened.
+  // `total` starts once the device is ready. nullptr: LoadRank opens the device itself (and
+  // `total` includes that).
+  std::future<Result<PreparedDevice>>* prepared = nullptr;
   // Clock origin shared by all phases and spans of the report.
   std::chrono::steady_clock::time_point origin = std::chrono::steady_clock::now();
 };
