@@ -48,6 +48,8 @@ struct LoadFlags {
   bool verify = false;
   std::string dump;
   std::string report_json, trace, timeline, metrics;
+  std::string staging = "auto";
+  int chunk_kib = 0;
   int inject_fail_rank = -1;
   int inject_kill_rank = -1;
   bool no_numa = false;
@@ -221,6 +223,14 @@ int RunLoad(CommonFlags& f, LoadFlags& l, int* argc, char*** argv, Clock::time_p
     return Fail(Status::InvalidArgument("device '" + l.device + "' is not auto, cuda or host"),
                 kExitUsage);
   }
+  std::optional<transport::StagingKind> staging = transport::ParseStagingKind(l.staging);
+  if (!staging) {
+    return Fail(
+        Status::InvalidArgument("staging '" + l.staging + "' is not auto, register or mallochost"),
+        kExitUsage);
+  }
+  job.load.staging = *staging;
+  job.load.chunk_bytes = static_cast<std::uint64_t>(l.chunk_kib) << 10;
   job.load.slots = l.slots;
   job.load.slot_bytes = static_cast<std::uint64_t>(l.slot_mib) << 20;
   job.load.threads = l.threads;
@@ -272,6 +282,11 @@ int Main(int argc, char** argv) {
   l.slots_opt = load->add_option("--slots", l.slots, "pinned staging slots (0: default)");
   l.slot_mib_opt = load->add_option("--slot-mib", l.slot_mib, "MiB per staging slot (0: default)");
   l.threads_opt = load->add_option("--threads", l.threads, "fill threads (0: default)");
+  load->add_option(
+      "--staging", l.staging,
+      "how staging is pinned: auto | register (touch + cudaHostRegister) | mallochost");
+  load->add_option("--chunk-kib", l.chunk_kib, "KiB per fill task (0: slot size / threads)")
+      ->check(CLI::NonNegativeNumber);
   l.verify_opt = load->add_flag("--verify", l.verify, "prove every device byte equals the plan's");
   load->add_option("--dump", l.dump, "write <DIR>/rank-<R>.safetensors from device memory");
   load->add_option("--report-json", l.report_json, "write the aggregated report as JSON (rank 0)");
