@@ -68,6 +68,10 @@ for temp in hot cold; do
     [[ $temp == hot ]] && run_hoist "warmup" hot --read $mode > /dev/null
     for i in $(seq $runs); do run_hoist "tp1-$mode" $temp --read $mode; done
   done
+  if [[ $temp == hot ]]; then
+    log "hoist tp1 auto, staging via cudaMallocHost (hot)"
+    for i in $(seq $runs); do run_hoist "tp1-auto-mallochost" hot --staging mallochost; done
+  fi
   log "hoist tp2 rank1 auto ($temp)"
   for i in $(seq $runs); do run_hoist "tp2r1-auto" $temp --tp 2 --rank 1; done
 done
