@@ -199,7 +199,8 @@ Result<LoadedRank> Load(const proto::LoadPlan& plan, std::uint32_t rank, const L
 
   // arena_alloc
   a = Clock::now();
-  HOIST_ASSIGN_OR_RETURN(out.arena, dev.Allocate(rp.arena_bytes()));
+  HOIST_ASSIGN_OR_RETURN(out.arena, o.allocate_arena ? o.allocate_arena(dev, rp.arena_bytes())
+                                                     : dev.Allocate(rp.arena_bytes()));
   AddPhase(&rep, "arena_alloc", o.origin, a, Clock::now(), rp.arena_bytes());
 
   // Pipeline parameters.

@@ -65,6 +65,10 @@ struct LoadOptions {
   // `total` starts once the device is ready. nullptr: LoadRank opens the device itself (and
   // `total` includes that).
   std::future<Result<PreparedDevice>>* prepared = nullptr;
+  // An engine-supplied arena (include/hoist/hoist.h): called instead of Device::Allocate with the
+  // device and the arena size. It must return memory the device accepts as an arena (adopted
+  // with Device::AdoptArena) that outlives the LoadedRank. nullptr: the device allocates.
+  std::function<Result<transport::DeviceBuffer>(transport::Device&, std::uint64_t)> allocate_arena;
   // Clock origin shared by all phases and spans of the report.
   std::chrono::steady_clock::time_point origin = std::chrono::steady_clock::now();
 };

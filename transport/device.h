@@ -68,6 +68,15 @@ struct DeviceCaps {
   std::uint64_t total_memory = 0;
 };
 
+// An arena exported to another process (Device::ExportArena).
+struct ArenaHandle {
+  bool gpu = false;          // CUDA IPC handle (true) or host memfd (false)
+  std::string ipc;           // cudaIpcMemHandle_t bytes (CUDA)
+  int fd = -1;               // the memfd (host); its holder closes it
+  std::uint64_t bytes = 0;   // arena size
+  std::uint64_t offset = 0;  // arena start within the memfd (host; page-aligned, usually 0)
+};
+
 using StreamId = int;
 using EventId = int;
 
@@ -112,10 +121,29 @@ class Device {
   // Synchronous copies: host (any memory, e.g. pageable mmap) -> device, and device -> host.
   virtual Status CopySync(const Copy2D& op) = 0;
   virtual Status CopyToHost(void* dst, const void* device_src, std::uint64_t bytes) = 0;
+
+  // Sharing an arena with another process (the daemon, rank/serve.h) and engine-owned arenas.
+  // Defaults return Unsupported, so a backend without them still builds.
+  //
+  // ExportArena: a handle another process can map (CUDA: cudaIpcGetMemHandle; host: a dup of the
+  // memfd behind the arena, which the caller owns and closes). ImportArena maps such a handle in
+  // this process as an arena of this device (ops may target it); CloseImported unmaps it (also
+  // done by the destructor). AdoptArena lets ops target memory the caller allocated (an engine's
+  // allocator); the device never frees it: Free and the destructor only forget it.
+  virtual Result<ArenaHandle> ExportArena(const DeviceBuffer& arena);
+  virtual Result<DeviceBuffer> ImportArena(const ArenaHandle& handle);
+  virtual Status CloseImported(DeviceBuffer& buffer);
+  virtual Status AdoptArena(const DeviceBuffer& buffer);
 };
 
-// The host-memory backend. Never fails to open. Its arenas start filled with 0xCD so that a byte
-// no copy or fill wrote is visible; accesses outside every arena are refused at enqueue.
+// The CUDA ordinal of the device at PCI bus id `pci_bus_id` (as DeviceCaps::pci_bus_id), so an
+// importing process finds the exporter's GPU whatever its CUDA_VISIBLE_DEVICES; NotFound when not
+// visible, Unsupported without CUDA.
+Result<int> CudaOrdinalByPciBusId(const std::string& pci_bus_id);
+
+// The host-memory backend. Never fails to open. Its arenas (memfd-backed, so ExportArena works)
+// start filled with 0xCD so that a byte no copy or fill wrote is visible; accesses outside every
+// arena are refused at enqueue.
 std::unique_ptr<Device> OpenHostDevice();
 
 // Number of CUDA devices visible (0 without a driver, a GPU, or a CUDA build).

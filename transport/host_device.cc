@@ -2,7 +2,10 @@
 // the DMA engine, executing a FIFO of copies, memsets and event records. Ops are validated at
 // enqueue (the destination must lie inside an arena this device allocated), so a planning or
 // pipeline bug surfaces as a Status instead of a stray write.
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -69,7 +72,7 @@ class HostDevice final : public Device {
       for (auto& [id, s] : streams_) ids.push_back(id);
     }
     for (StreamId id : ids) (void)DestroyStream(id);
-    for (auto& [p, n] : arenas_) ::munmap(p, n);
+    for (auto& [p, a] : arenas_) Unmap(p, a);
     for (auto& [p, n] : staging_) FreeTouched(static_cast<std::byte*>(p), n);
   }
 
@@ -78,30 +81,116 @@ class HostDevice final : public Device {
 
   Result<DeviceBuffer> Allocate(std::uint64_t bytes) override {
     const std::uint64_t n = std::max<std::uint64_t>(bytes, 1);
-    void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    // A memfd, so that the arena can be exported to another process (ExportArena); anonymous
+    // private memory where memfds are unavailable.
+    Arena a{n, Arena::kOwned, ::memfd_create("hoist-arena", MFD_CLOEXEC)};
+    if (a.fd >= 0 && ::ftruncate(a.fd, static_cast<off_t>(n)) != 0) {
+      ::close(a.fd);
+      a.fd = -1;
+    }
+    void* p = a.fd >= 0
+                  ? ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, a.fd, 0)
+                  : ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) {
+      const int err = errno;
+      if (a.fd >= 0) ::close(a.fd);
       return Status::ResourceExhausted("host device: arena of " + std::to_string(bytes) +
-                                       " bytes: " + std::strerror(errno));
+                                       " bytes: " + std::strerror(err));
     }
     std::memset(p, kPoison, n);
     std::lock_guard lock(mu_);
-    arenas_[static_cast<std::byte*>(p)] = n;
+    arenas_[static_cast<std::byte*>(p)] = a;
     return DeviceBuffer{p, bytes};
   }
 
   Status Free(DeviceBuffer& buffer) override {
     if (buffer.ptr == nullptr) return Status::Ok();
-    std::uint64_t n = 0;
+    Arena a;
     {
       std::lock_guard lock(mu_);
       auto it = arenas_.find(static_cast<std::byte*>(buffer.ptr));
-      if (it == arenas_.end())
+      if (it == arenas_.end() || it->second.origin == Arena::kImported)
         return Status::InvalidArgument("host device: Free of an unknown arena");
-      n = it->second;
+      a = it->second;
       arenas_.erase(it);
     }
-    ::munmap(buffer.ptr, n);
+    Unmap(buffer.ptr, a);
     buffer = DeviceBuffer{};
+    return Status::Ok();
+  }
+
+  Result<ArenaHandle> ExportArena(const DeviceBuffer& arena) override {
+    std::lock_guard lock(mu_);
+    auto it = arenas_.find(static_cast<std::byte*>(arena.ptr));
+    if (it == arenas_.end() || it->second.origin != Arena::kOwned) {
+      return Status::InvalidArgument("host device: ExportArena of an unknown arena");
+    }
+    if (it->second.fd < 0) {
+      return Status::Unsupported("host device: this arena is not backed by a memfd");
+    }
+    ArenaHandle h;
+    h.gpu = false;
+    h.bytes = arena.bytes;
+    h.fd = ::fcntl(it->second.fd, F_DUPFD_CLOEXEC, 0);
+    if (h.fd < 0) {
+      return Status::ResourceExhausted(std::string("host device: dup of the arena memfd: ") +
+                                       std::strerror(errno));
+    }
+    return h;
+  }
+
+  Result<DeviceBuffer> ImportArena(const ArenaHandle& handle) override {
+    if (handle.gpu) return Status::InvalidArgument("host device: cannot import a CUDA IPC handle");
+    if (handle.fd < 0) return Status::InvalidArgument("host device: import without a memfd");
+    struct stat st;
+    if (::fstat(handle.fd, &st) != 0) {
+      return Status::IoError(std::string("host device: fstat of the imported memfd: ") +
+                             std::strerror(errno));
+    }
+    const std::uint64_t n = std::max<std::uint64_t>(handle.bytes, 1);
+    if (handle.offset % 4096 != 0 || handle.offset > static_cast<std::uint64_t>(st.st_size) ||
+        n > static_cast<std::uint64_t>(st.st_size) - handle.offset) {
+      return Status::InvalidArgument("host device: imported arena of " +
+                                     std::to_string(handle.bytes) + " bytes at offset " +
+                                     std::to_string(handle.offset) +
+                                     " exceeds its memfd of " + std::to_string(st.st_size));
+    }
+    void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, handle.fd,
+                     static_cast<off_t>(handle.offset));
+    if (p == MAP_FAILED) {
+      return Status::ResourceExhausted("host device: mapping an imported arena of " +
+                                       std::to_string(n) + " bytes: " + std::strerror(errno));
+    }
+    std::lock_guard lock(mu_);
+    arenas_[static_cast<std::byte*>(p)] = Arena{n, Arena::kImported, -1};
+    return DeviceBuffer{p, handle.bytes};
+  }
+
+  Status CloseImported(DeviceBuffer& buffer) override {
+    if (buffer.ptr == nullptr) return Status::Ok();
+    Arena a;
+    {
+      std::lock_guard lock(mu_);
+      auto it = arenas_.find(static_cast<std::byte*>(buffer.ptr));
+      if (it == arenas_.end() || it->second.origin != Arena::kImported) {
+        return Status::InvalidArgument("host device: CloseImported of an arena not imported");
+      }
+      a = it->second;
+      arenas_.erase(it);
+    }
+    Unmap(buffer.ptr, a);
+    buffer = DeviceBuffer{};
+    return Status::Ok();
+  }
+
+  Status AdoptArena(const DeviceBuffer& buffer) override {
+    if (buffer.ptr == nullptr) return Status::InvalidArgument("host device: adopting null");
+    std::lock_guard lock(mu_);
+    if (!arenas_.emplace(static_cast<std::byte*>(buffer.ptr),
+                         Arena{std::max<std::uint64_t>(buffer.bytes, 1), Arena::kAdopted, -1})
+             .second) {
+      return Status::InvalidArgument("host device: arena adopted twice");
+    }
     return Status::Ok();
   }
 
@@ -269,6 +358,20 @@ class HostDevice final : public Device {
   }
 
  private:
+  // An arena: memory this device mapped (owned, with its memfd when it has one), mapped from
+  // another process's memfd (imported), or the caller's (adopted: never unmapped here).
+  struct Arena {
+    std::uint64_t bytes = 0;
+    enum Origin { kOwned, kImported, kAdopted } origin = kOwned;
+    int fd = -1;
+  };
+
+  static void Unmap(void* p, const Arena& a) {
+    if (a.origin == Arena::kAdopted) return;
+    ::munmap(p, a.bytes);
+    if (a.fd >= 0) ::close(a.fd);
+  }
+
   struct Stream {
     Stream* self = this;
     std::deque<Op> ops;
@@ -302,7 +405,8 @@ class HostDevice final : public Device {
     if (it != arenas_.begin()) {
       --it;
       std::uint64_t off = static_cast<std::uint64_t>(p - it->first);
-      if (p >= it->first && off <= it->second && bytes <= it->second - off) return Status::Ok();
+      const std::uint64_t n = it->second.bytes;
+      if (p >= it->first && off <= n && bytes <= n - off) return Status::Ok();
     }
     return Status::InvalidArgument("host device: " + std::to_string(bytes) +
                                    "-byte access outside every arena");
@@ -347,7 +451,7 @@ class HostDevice final : public Device {
 
   DeviceCaps caps_;
   mutable std::mutex mu_;
-  std::map<std::byte*, std::uint64_t> arenas_;
+  std::map<std::byte*, Arena> arenas_;
   std::map<std::byte*, std::uint64_t> staging_;
   std::set<const void*> registered_;
   std::unordered_map<StreamId, std::unique_ptr<Stream>> streams_;

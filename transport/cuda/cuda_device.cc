@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
 #include <cstdio>
 #include <map>
 #include <mutex>
@@ -66,7 +67,10 @@ class CudaDevice final : public Device {
     for (auto& [id, s] : streams_) cudaStreamSynchronize(s);
     for (auto& [id, e] : events_) cudaEventDestroy(e);
     for (auto& [id, s] : streams_) cudaStreamDestroy(s);
-    for (void* p : arenas_) cudaFree(p);
+    for (void* p : arenas_) {
+      if (!adopted_.count(p)) cudaFree(p);
+    }
+    for (void* p : imported_) cudaIpcCloseMemHandle(p);
     for (const void* p : registered_) cudaHostUnregister(const_cast<void*>(p));
     for (auto& [p, b] : staging_) (void)ReleaseStaging(b);
   }
@@ -91,10 +95,76 @@ class CudaDevice final : public Device {
       if (arenas_.erase(buffer.ptr) == 0) {
         return Status::InvalidArgument(name_ + ": Free of an unknown arena");
       }
+      if (adopted_.erase(buffer.ptr) > 0) {  // the caller's memory: forget it, never free it
+        buffer = DeviceBuffer{};
+        return Status::Ok();
+      }
     }
     HOIST_RETURN_IF_ERROR(Current());
     HOIST_RETURN_IF_ERROR(Check(cudaFree(buffer.ptr), "cudaFree"));
     buffer = DeviceBuffer{};
+    return Status::Ok();
+  }
+
+  Result<ArenaHandle> ExportArena(const DeviceBuffer& arena) override {
+    {
+      std::lock_guard lock(mu_);
+      if (!arenas_.count(arena.ptr) || adopted_.count(arena.ptr)) {
+        return Status::InvalidArgument(name_ + ": ExportArena of an arena this device did not "
+                                               "allocate");
+      }
+    }
+    HOIST_RETURN_IF_ERROR(Current());
+    cudaIpcMemHandle_t h;
+    HOIST_RETURN_IF_ERROR(Check(cudaIpcGetMemHandle(&h, arena.ptr),
+                                "cudaIpcGetMemHandle(" + P(arena.ptr) + ")"));
+    ArenaHandle out;
+    out.gpu = true;
+    out.ipc.assign(reinterpret_cast<const char*>(&h), sizeof h);
+    out.bytes = arena.bytes;
+    return out;
+  }
+
+  Result<DeviceBuffer> ImportArena(const ArenaHandle& handle) override {
+    if (!handle.gpu || handle.ipc.size() != sizeof(cudaIpcMemHandle_t)) {
+      return Status::InvalidArgument(name_ + ": ImportArena needs a " +
+                                     std::to_string(sizeof(cudaIpcMemHandle_t)) +
+                                     "-byte CUDA IPC handle, got " +
+                                     std::to_string(handle.ipc.size()) + " bytes");
+    }
+    HOIST_RETURN_IF_ERROR(Current());
+    cudaIpcMemHandle_t h;
+    std::memcpy(&h, handle.ipc.data(), sizeof h);
+    void* p = nullptr;
+    HOIST_RETURN_IF_ERROR(Check(cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess),
+                                "cudaIpcOpenMemHandle(arena of " + std::to_string(handle.bytes) +
+                                    " bytes)"));
+    std::lock_guard lock(mu_);
+    imported_.insert(p);
+    return DeviceBuffer{p, handle.bytes};
+  }
+
+  Status CloseImported(DeviceBuffer& buffer) override {
+    if (buffer.ptr == nullptr) return Status::Ok();
+    {
+      std::lock_guard lock(mu_);
+      if (imported_.erase(buffer.ptr) == 0) {
+        return Status::InvalidArgument(name_ + ": CloseImported of an arena not imported");
+      }
+    }
+    HOIST_RETURN_IF_ERROR(Current());
+    HOIST_RETURN_IF_ERROR(Check(cudaIpcCloseMemHandle(buffer.ptr), "cudaIpcCloseMemHandle"));
+    buffer = DeviceBuffer{};
+    return Status::Ok();
+  }
+
+  Status AdoptArena(const DeviceBuffer& buffer) override {
+    if (buffer.ptr == nullptr) return Status::InvalidArgument(name_ + ": adopting null");
+    std::lock_guard lock(mu_);
+    if (!arenas_.insert(buffer.ptr).second) {
+      return Status::InvalidArgument(name_ + ": arena adopted twice");
+    }
+    adopted_.insert(buffer.ptr);
     return Status::Ok();
   }
 
@@ -354,6 +424,8 @@ class CudaDevice final : public Device {
   std::uint64_t max_pitch_ = INT_MAX;
   mutable std::mutex mu_;
   std::set<void*> arenas_;
+  std::set<void*> adopted_;   // in arenas_ too; the caller's memory, never freed here
+  std::set<void*> imported_;  // mapped from another process (cudaIpcOpenMemHandle)
   std::set<const void*> registered_;
   std::map<std::byte*, HostBuffer> staging_;
   std::unordered_map<StreamId, cudaStream_t> streams_;
@@ -370,6 +442,17 @@ int CudaDeviceCount() {
     return 0;
   }
   return n;
+}
+
+Result<int> CudaOrdinalByPciBusId(const std::string& pci_bus_id) {
+  int ordinal = -1;
+  const cudaError_t err = cudaDeviceGetByPCIBusId(&ordinal, pci_bus_id.c_str());
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return Status::NotFound("cuda device at PCI bus id " + pci_bus_id + " is not visible: " +
+                            cudaGetErrorName(err));
+  }
+  return ordinal;
 }
 
 Result<std::unique_ptr<Device>> OpenCudaDevice(int ordinal) {
