@@ -35,9 +35,10 @@ files=("$m4b"/*.safetensors)
 log "pinned H2D ceiling"
 for i in 1 2; do $build/bench/hoist-bench-h2d 8 7 | sed 's/^{/{"kind":"h2d_ceiling",/' >> "$res"; done
 
-log "O_DIRECT read ceiling (cold)"
-for t in 8 16 32; do
-  drop; $build/bench/hoist-bench-io --threads $t "${files[@]}" | sed "s/^{/{\"kind\":\"io_ceiling\",\"temp\":\"cold\",/" >> "$res"
+log "O_DIRECT read ceiling (cold): threads x request size sweep"
+for cfg in ${IO_SWEEP:-"16:8 32:8 64:4 64:1 128:1"}; do
+  t=${cfg%%:*}; c=${cfg##*:}
+  drop; $build/bench/hoist-bench-io --threads $t --chunk-mib $c "${files[@]}" | sed "s/^{/{\"kind\":\"io_ceiling\",\"temp\":\"cold\",\"chunk_mib\":$c,/" >> "$res"
 done
 warm "$m4b"; $build/bench/hoist-bench-io --buffered --threads 16 "${files[@]}" | sed 's/^{/{"kind":"io_ceiling","temp":"hot",/' >> "$res"
 
@@ -75,6 +76,17 @@ for temp in hot cold; do
   log "hoist tp2 rank1 auto ($temp)"
   for i in $(seq $runs); do run_hoist "tp2r1-auto" $temp --tp 2 --rank 1; done
 done
+
+if [[ -n "${SLOT_SWEEP:-}" ]]; then
+  log "slot sweep (hot): $SLOT_SWEEP"
+  for cfg in $SLOT_SWEEP; do  # slots:MiB:threads
+    IFS=: read -r k m t <<< "$cfg"
+    for i in 1 2 3; do run_hoist "sweep-${k}x${m}MiB-${t}thr" hot --slots $k --slot-mib $m --threads $t; done
+  done
+  for ck in ${CHUNK_SWEEP:-}; do
+    for i in 1 2 3; do run_hoist "tp2r1-chunk${ck}KiB" hot --tp 2 --rank 1 --chunk-kib $ck; done
+  done
+fi
 
 log "safetensors peer"
 python3 bench/peers.py "$m4b" hot 1 > /dev/null  # warm-up, also warms the page cache

@@ -49,8 +49,9 @@ def main():
                    f"cudaMallocHost 256 MiB: {med([r['mallochost_256mib_ms'] for r in h2d]):.1f} ms, "
                    f"touch+cudaHostRegister 256 MiB: {med([r['register_256mib_ms'] for r in h2d]):.1f} ms.")
     if best_io:
-        out.append(f"O_DIRECT cold read ceiling: {best_io['gib_s']:.2f} GiB/s ({best_io['threads']} threads; "
-                   + ", ".join(f"{r['threads']} thr {r['gib_s']:.2f}" for r in io_cold) + ").")
+        out.append(f"O_DIRECT cold read ceiling (hoist-bench-io, best of a threads x request-size sweep): "
+                   f"{best_io['gib_s']:.2f} GiB/s (" + ", ".join(
+                       f"{r['threads']} thr x {r.get('chunk_mib', 8)} MiB {r['gib_s']:.2f}" for r in io_cold) + ").")
     if io_hot:
         out.append(f"Buffered pread from page cache, 16 threads, to a plain buffer: {io_hot[0]['gib_s']:.2f} GiB/s.")
     out.append("")
