@@ -88,10 +88,12 @@ if [[ -n "${SLOT_SWEEP:-}" ]]; then
   done
 fi
 
-log "safetensors peer"
-python3 bench/peers.py "$m4b" hot 1 > /dev/null  # warm-up, also warms the page cache
-python3 bench/peers.py "$m4b" hot "$RUNS_HOT" | sed 's/^{/{"kind":"peer",/' >> "$res"
-python3 bench/peers.py "$m4b" cold "$RUNS_COLD" | sed 's/^{/{"kind":"peer",/' >> "$res"
+if [[ "${PEER:-1}" == 1 ]]; then
+  log "safetensors peer"
+  python3 bench/peers.py "$m4b" hot 1 > /dev/null  # warm-up, also warms the page cache
+  python3 bench/peers.py "$m4b" hot "$RUNS_HOT" | sed 's/^{/{"kind":"peer",/' >> "$res"
+  python3 bench/peers.py "$m4b" cold "$RUNS_COLD" | sed 's/^{/{"kind":"peer",/' >> "$res"
+fi
 
 if [[ $VERIFY == 1 ]]; then
   log "verify runs"
