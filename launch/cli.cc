@@ -15,6 +15,7 @@
 #include "coordinator/job.h"
 #include "coordinator/report.h"
 #include "launch/logging.h"
+#include "launch/serve_cli.h"
 #include "launch/topology.h"
 #include "planner/checkpoint.h"
 #include "planner/plan_builder.h"
@@ -299,12 +300,15 @@ int Main(int argc, char** argv) {
   load->add_option("--inject-kill-rank", l.inject_kill_rank, "testing: SIGKILL this rank")
       ->group("");
 
+  ServeCommands serve_commands(&app);  // `serve` and `ctl` (launch/serve_cli.h)
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : kExitUsage;
   }
   if (*plan) return RunPlan(plan_flags, json_path, out_path);
+  if (serve_commands.Selected()) return serve_commands.Run(&argc, &argv, origin);
   return RunLoad(load_flags, l, &argc, &argv, origin);
 }
 

@@ -11,7 +11,9 @@ namespace {
 
 const std::set<std::string> kTopKeys = {"model",   "tp",        "ep",   "dp",
                                         "layout",  "placement", "read", "device",
-                                        "staging", "verify",    "nodes"};
+                                        "staging", "verify",    "nodes",
+                                        // `hoist serve`
+                                        "socket_dir", "allow_uids", "host_cache"};
 const std::set<std::string> kStagingKeys = {"slots", "slot_mib", "threads"};
 const std::set<std::string> kNodeKeys = {"name", "gpus"};
 
@@ -65,6 +67,15 @@ Result<Topology> ParseTopology(const std::string& label, const std::string& yaml
   HOIST_RETURN_IF_ERROR(Get(label, root, "read", &t.read));
   HOIST_RETURN_IF_ERROR(Get(label, root, "device", &t.device));
   HOIST_RETURN_IF_ERROR(Get(label, root, "verify", &t.verify));
+  HOIST_RETURN_IF_ERROR(Get(label, root, "socket_dir", &t.socket_dir));
+  HOIST_RETURN_IF_ERROR(Get(label, root, "allow_uids", &t.allow_uids));
+  HOIST_RETURN_IF_ERROR(Get(label, root, "host_cache", &t.host_cache));
+  for (long long uid : t.allow_uids.value_or(std::vector<long long>{})) {
+    if (uid < 0 || uid > 0xfffffffell) {
+      return Status::InvalidArgument(label + ": allow_uids: " + std::to_string(uid) +
+                                     " is not a uid");
+    }
+  }
   if (const YAML::Node st = root["staging"]) {
     if (!st.IsMap()) return Status::InvalidArgument(label + ": 'staging' must be a mapping");
     HOIST_RETURN_IF_ERROR(CheckKeys(label, st, kStagingKeys, " in 'staging'"));

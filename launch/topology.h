@@ -12,6 +12,9 @@
 //   verify: false
 //   nodes:           # rank -> (node, gpu) in order; absent: one node, gpu = rank
 //     - {name: node-a, gpus: [0, 1]}
+//   socket_dir: /run/hoist  # `hoist serve`: rank-<R>.sock per rank (dir 0700, sockets 0600)
+//   allow_uids: [1000]      # `hoist serve`: peer uids served (absent: the daemon's own uid)
+//   host_cache: false       # `hoist serve`: keep a pinned host copy for ctl release/restore
 //
 // Failure: unknown keys, wrong types, impossible tp/ep/dp or a node list whose size disagrees
 // with the world are InvalidArgument naming the file and key. Threading: pure.
@@ -37,6 +40,10 @@ struct Topology {
   std::optional<int> slots, slot_mib, threads;
   std::optional<bool> verify;
   std::vector<NodeSpec> nodes;
+  // `hoist serve` (rank/serve.h).
+  std::optional<std::string> socket_dir;
+  std::optional<std::vector<long long>> allow_uids;
+  std::optional<bool> host_cache;
 };
 
 Result<Topology> LoadTopology(const std::string& path);

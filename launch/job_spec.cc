@@ -1,0 +1,92 @@
+#include "launch/job_spec.h"
+
+namespace hoist::launch {
+namespace {
+
+template <typename T>
+T Pick(const std::optional<T>& flag, const std::optional<T>& file, T fallback) {
+  if (flag) return *flag;
+  if (file) return *file;
+  return fallback;
+}
+
+}  // namespace
+
+Result<ResolvedJob> ResolveJobSpec(const JobSpec& s) {
+  ResolvedJob out;
+  Topology& t = out.topology;
+  if (!s.topology.empty()) {
+    HOIST_ASSIGN_OR_RETURN(t, LoadTopology(s.topology));
+  }
+  coordinator::JobOptions& job = out.job;
+  job.model_dir = s.model ? *s.model : t.model;
+  if (job.model_dir.empty()) {
+    return Status::InvalidArgument("no model: give a model folder or 'model:' in the topology");
+  }
+  planner::PlanOptions& p = job.plan;
+  p.tp = Pick(s.tp, t.tp, 1);
+  p.ep = Pick(s.ep, t.ep, 0);
+  p.dp = Pick(s.dp, t.dp, 1);
+  if (p.tp < 1 || p.dp < 1 || p.ep < 0) {
+    return Status::InvalidArgument("tp and dp must be >= 1 and ep >= 0 (tp " +
+                                   std::to_string(p.tp) + ", dp " + std::to_string(p.dp) + ", ep " +
+                                   std::to_string(p.ep) + ")");
+  }
+  const std::string layout = Pick<std::string>(s.layout, t.layout, "fused");
+  if (layout != "fused" && layout != "hf") {
+    return Status::InvalidArgument("layout '" + layout + "' is not fused or hf");
+  }
+  p.layout = layout == "hf" ? proto::LAYOUT_HF : proto::LAYOUT_FUSED;
+  const std::string placement = Pick<std::string>(s.placement, t.placement, "linear");
+  if (placement != "linear" && placement != "round_robin") {
+    return Status::InvalidArgument("placement '" + placement + "' is not linear or round_robin");
+  }
+  p.placement = placement == "round_robin" ? proto::PLACEMENT_ROUND_ROBIN : proto::PLACEMENT_LINEAR;
+  if (p.ep > 0 && p.ep % p.tp != 0) {
+    return Status::InvalidArgument("ep " + std::to_string(p.ep) + " is not a multiple of tp " +
+                                   std::to_string(p.tp) + " (with ep, world = ep = tp x dp)");
+  }
+  const int world = p.ep > 0 ? p.ep : p.tp * p.dp;
+  if (!t.nodes.empty()) {
+    if (NodesWorld(t) != world) {
+      return Status::InvalidArgument(s.topology + ": the nodes list has " +
+                                     std::to_string(NodesWorld(t)) + " GPUs but tp/ep/dp give " +
+                                     std::to_string(world) + " ranks");
+    }
+    for (std::size_t n = 0; n < t.nodes.size(); ++n) {
+      for (int g : t.nodes[n].gpus) {
+        p.locations.push_back({static_cast<std::uint32_t>(n), static_cast<std::uint32_t>(g)});
+      }
+    }
+  }
+
+  rank::LoadOptions& l = job.load;
+  const std::string read = Pick<std::string>(s.read, t.read, "auto");
+  std::optional<transport::ReadMode> mode = transport::ParseReadMode(read);
+  if (!mode) return Status::InvalidArgument("unknown read mode '" + read + "'");
+  l.read_mode = *mode;
+  const std::string device = Pick<std::string>(s.device, t.device, "auto");
+  if (device == "auto") {
+    l.device = rank::DeviceKind::kAuto;
+  } else if (device == "cuda") {
+    l.device = rank::DeviceKind::kCuda;
+  } else if (device == "host") {
+    l.device = rank::DeviceKind::kHost;
+  } else {
+    return Status::InvalidArgument("device '" + device + "' is not auto, cuda or host");
+  }
+  const std::string staging = s.staging.value_or("auto");
+  std::optional<transport::StagingKind> kind = transport::ParseStagingKind(staging);
+  if (!kind) {
+    return Status::InvalidArgument("staging '" + staging + "' is not auto, register or mallochost");
+  }
+  l.staging = *kind;
+  l.slots = Pick(s.slots, t.slots, 0);
+  l.slot_bytes = static_cast<std::uint64_t>(Pick(s.slot_mib, t.slot_mib, 0)) << 20;
+  l.threads = Pick(s.threads, t.threads, 0);
+  l.verify = Pick(s.verify, t.verify, false);
+  job.solo_rank = s.solo_rank;
+  return out;
+}
+
+}  // namespace hoist::launch

@@ -1,0 +1,256 @@
+#include "launch/serve_cli.h"
+
+#include <google/protobuf/util/json_util.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+
+#include "coordinator/comm.h"
+#include "coordinator/job.h"
+#include "coordinator/report.h"
+#include "launch/job_spec.h"
+#include "launch/logging.h"
+#include "rank/serve.h"
+#include "rank/serve_wire.h"
+
+namespace hoist::launch {
+namespace {
+
+constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 2;
+
+std::atomic<rank::Daemon*> g_daemon{nullptr};
+
+void OnStopSignal(int) {
+  if (rank::Daemon* d = g_daemon.load()) d->RequestStop();
+}
+
+int Fail(const Status& s, int code) {
+  std::fprintf(stderr, "hoist: error: %s\n", s.ToString().c_str());
+  return code;
+}
+
+// 395520 -> "386.3 KiB"
+std::string Gib(std::uint64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  return buf;
+}
+
+}  // namespace
+
+std::string DefaultSocketDir() {
+  const char* xdg = std::getenv("XDG_RUNTIME_DIR");
+  if (xdg != nullptr && *xdg != '\0') return std::string(xdg) + "/hoist";
+  return "/tmp/hoist-" + std::to_string(::geteuid());
+}
+
+std::string RankSocketPath(const std::string& dir, int rank) {
+  return dir + "/rank-" + std::to_string(rank) + ".sock";
+}
+
+ServeCommands::ServeCommands(CLI::App* app) {
+  serve_ = app->add_subcommand(
+      "serve", "load, then keep the weights resident and serve engines on a unix socket per rank");
+  serve_->add_option("--topology", topology, "YAML topology file (flags override it)");
+  serve_->add_option("--model", model, "checkpoint folder");
+  serve_->add_option("--tp", tp, "tensor-parallel size")->check(CLI::PositiveNumber);
+  serve_->add_option("--ep", ep, "expert-parallel size (= world; 0: off)")
+      ->check(CLI::NonNegativeNumber);
+  serve_->add_option("--dp", dp, "data-parallel groups (without --ep)")->check(CLI::PositiveNumber);
+  serve_->add_option("--layout", layout, "fused | hf");
+  serve_->add_option("--placement", placement, "expert placement under ep: linear | round_robin");
+  serve_->add_option("--read", read, "auto | buffered | direct | mmap | pageable | registered");
+  serve_->add_option("--device", device, "auto | cuda | host");
+  serve_->add_option("--staging", staging, "auto | register | mallochost");
+  serve_->add_option("--threads", threads, "fill threads (0: default)");
+  serve_->add_option("--slots", slots, "pinned staging slots (0: default)");
+  serve_->add_option("--slot-mib", slot_mib, "MiB per staging slot (0: default)");
+  serve_->add_option("--rank", rank, "without mpirun: which rank of the plan to serve")
+      ->check(CLI::NonNegativeNumber);
+  serve_->add_option("--socket-dir", socket_dir,
+                     "directory of the rank-<R>.sock sockets (default: topology socket_dir, else "
+                     "$XDG_RUNTIME_DIR/hoist or /tmp/hoist-<uid>)");
+  serve_->add_option("--allow-uid", allow_uids,
+                     "peer uid allowed to attach (repeatable; default: topology allow_uids, else "
+                     "the daemon's own uid)");
+  serve_->add_flag("--host-cache", host_cache,
+                   "keep a pinned host copy of the weights (hoist ctl release/restore)");
+  serve_->add_option("--max-request-kib", max_request_kib, "largest request accepted (KiB)")
+      ->check(CLI::PositiveNumber);
+  serve_->add_option("--log-level", log_level, "trace | debug | info | warn | error | off");
+
+  ctl_ = app->add_subcommand("ctl", "talk to a running `hoist serve` rank");
+  ctl_->add_option("action", action, "status | release | restore")
+      ->required()
+      ->check(CLI::IsMember({"status", "release", "restore"}));
+  ctl_->add_option("--socket", socket, "the rank's socket (<socket_dir>/rank-<R>.sock)")
+      ->required();
+  ctl_->add_flag("--json", json, "print the reply as JSON");
+  ctl_->add_option("--timeout-ms", timeout_ms, "how long to wait for the reply");
+}
+
+bool ServeCommands::Selected() const { return serve_->parsed() || ctl_->parsed(); }
+
+int ServeCommands::Run(int* argc, char*** argv, std::chrono::steady_clock::time_point origin) {
+  if (ctl_->parsed()) return RunCtl();
+  return RunServe(argc, argv, origin);
+}
+
+int ServeCommands::RunServe(int* argc, char*** argv, std::chrono::steady_clock::time_point origin) {
+  std::unique_ptr<coordinator::Comm> comm;
+  if (coordinator::LaunchedByMpi()) {
+    Result<std::unique_ptr<coordinator::Comm>> c = coordinator::CreateMpiComm(argc, argv);
+    if (!c.ok()) return Fail(c.status(), kExitFailure);
+    comm = std::move(c).value();
+  } else {
+    comm = coordinator::CreateSoloComm();
+  }
+  const auto init_end = std::chrono::steady_clock::now();
+  if (Status s = SetUpLogging(log_level, comm->rank(), comm->host()); !s.ok()) {
+    return Fail(s, kExitUsage);
+  }
+  JobSpec spec;
+  spec.topology = topology;
+  if (!model.empty()) spec.model = model;
+  if (tp > 0) spec.tp = tp;
+  if (ep >= 0) spec.ep = ep;
+  if (dp > 0) spec.dp = dp;
+  if (!layout.empty()) spec.layout = layout;
+  if (!placement.empty()) spec.placement = placement;
+  if (!read.empty()) spec.read = read;
+  if (!device.empty()) spec.device = device;
+  if (!staging.empty()) spec.staging = staging;
+  if (threads > 0) spec.threads = threads;
+  if (slots > 0) spec.slots = slots;
+  if (slot_mib > 0) spec.slot_mib = slot_mib;
+  spec.solo_rank = rank;
+  Result<ResolvedJob> resolved = ResolveJobSpec(spec);
+  if (!resolved.ok()) return Fail(resolved.status(), kExitUsage);
+  coordinator::JobOptions& job = resolved->job;
+  job.load.origin = origin;
+  job.init_s = std::chrono::duration<double>(init_end - origin).count();
+
+  const Topology& t = resolved->topology;
+  rank::ServeOptions so;
+  const std::string dir =
+      !socket_dir.empty() ? socket_dir : t.socket_dir.value_or(DefaultSocketDir());
+  std::vector<long long> uids =
+      !allow_uids.empty() ? allow_uids : t.allow_uids.value_or(std::vector<long long>{});
+  for (long long u : uids) {
+    if (u < 0 || u > 0xfffffffell) {
+      return Fail(Status::InvalidArgument("--allow-uid " + std::to_string(u) + " is not a uid"),
+                  kExitUsage);
+    }
+    so.allow_uids.push_back(static_cast<uid_t>(u));
+  }
+  so.host_cache = host_cache || t.host_cache.value_or(false);
+  so.max_request_bytes = static_cast<std::uint32_t>(max_request_kib) << 10;
+  if (Status s = rank::PrepareSocketDir(dir); !s.ok()) return Fail(s, kExitUsage);
+
+  Result<coordinator::JobResult> result = coordinator::RunJob(*comm, job);
+  if (!result.ok()) return Fail(result.status(), kExitFailure);
+  if (comm->rank() == 0 && !result->reports.empty()) {
+    const coordinator::Aggregate agg =
+        coordinator::AggregateReports(result->reports, result->wall_s);
+    std::cerr << coordinator::FormatTable(result->plan, result->reports, agg);
+  }
+  if (!result->failure.ok()) return Fail(result->failure, kExitFailure);
+  if (!result->local) return Fail(Status::Internal("serve: the load left no arena"), kExitFailure);
+
+  const auto my_rank = result->local->report.rank();
+  so.socket_path = RankSocketPath(dir, static_cast<int>(my_rank));
+  const std::uint64_t arena_bytes = result->local->arena.bytes;
+  const std::string device_name = result->local->device->Name();
+  Result<std::unique_ptr<rank::Daemon>> daemon =
+      rank::Daemon::Start(std::move(*result->local), result->plan, my_rank, so);
+  result->local.reset();
+  if (!daemon.ok()) return Fail(daemon.status(), kExitFailure);
+
+  g_daemon.store(daemon->get());
+  struct sigaction sa {};
+  sa.sa_handler = OnStopSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  std::printf("hoist serve: rank %u ready at %s (%d tensors, %s on %s%s)\n", my_rank,
+              so.socket_path.c_str(), result->plan.ranks(static_cast<int>(my_rank)).tensors_size(),
+              Gib(arena_bytes).c_str(), device_name.c_str(), so.host_cache ? ", host cache" : "");
+  std::fflush(stdout);
+  spdlog::info("serving rank {} at {}", my_rank, so.socket_path);
+  Status s = (*daemon)->Serve();
+  g_daemon.store(nullptr);
+  daemon->reset();
+  if (!s.ok()) return Fail(s, kExitFailure);
+  return 0;
+}
+
+int ServeCommands::RunCtl() {
+  Result<std::unique_ptr<rank::DaemonConnection>> conn =
+      rank::DaemonConnection::Connect(socket, timeout_ms);
+  if (!conn.ok()) return Fail(conn.status(), kExitFailure);
+  proto::DaemonRequest req;
+  if (action == "status") {
+    req.mutable_status();
+  } else if (action == "release") {
+    req.mutable_release();
+  } else {
+    req.mutable_restore();
+  }
+  Result<proto::DaemonResponse> r = (*conn)->Call(req);
+  if (!r.ok()) return Fail(r.status(), kExitFailure);
+  if (json) {
+    std::string out;
+    google::protobuf::util::JsonPrintOptions o;
+    o.add_whitespace = true;
+    o.always_print_primitive_fields = true;
+    o.preserve_proto_field_names = true;
+    (void)google::protobuf::util::MessageToJsonString(*r, &out, o);
+    std::cout << out;
+    return 0;
+  }
+  if (r->has_status()) {
+    const proto::StatusReply& s = r->status();
+    std::printf(
+        "rank %u (%s) at %s\n  model: %s\n  resident: %s, arena %s\n  host cache: %s\n"
+        "  clients attached: %u (%u connections), attaches served %llu, refused %llu, "
+        "bad requests %llu\n  generation %llu, %llu tensors",
+        s.rank(), s.device().c_str(), s.socket().c_str(), s.model_dir().c_str(),
+        s.resident() ? "yes" : "no (released)", Gib(s.arena_bytes()).c_str(),
+        s.host_cache() ? Gib(s.host_cache_bytes()).c_str() : "off", s.clients_attached(),
+        s.connections(), static_cast<unsigned long long>(s.attaches_served()),
+        static_cast<unsigned long long>(s.refused()),
+        static_cast<unsigned long long>(s.bad_requests()),
+        static_cast<unsigned long long>(s.generation()),
+        static_cast<unsigned long long>(s.tensors()));
+    if (s.last_restore_s() > 0) {
+      std::printf(", last restore %.3f s (%.1f GiB/s)", s.last_restore_s(), s.last_restore_gib_s());
+    }
+    std::printf("\n");
+  } else if (r->has_release()) {
+    std::printf("released: %s freed on the device (host cache kept)\n",
+                Gib(r->release().freed_bytes()).c_str());
+  } else if (r->has_restore()) {
+    if (r->restore().bytes() == 0) {
+      std::printf("restore: already resident\n");
+    } else {
+      std::printf("restored: %s in %.3f s (%.1f GiB/s)\n", Gib(r->restore().bytes()).c_str(),
+                  r->restore().seconds(), r->restore().gib_per_s());
+    }
+  }
+  return 0;
+}
+
+}  // namespace hoist::launch

@@ -1,0 +1,49 @@
+// `hoist serve` (load, then keep the rank's weights resident and serve its unix socket; one rank,
+// or every rank under mpirun) and `hoist ctl status|release|restore --socket PATH`.
+// launch/cli.cc registers them with one object and hands over when one of them was chosen.
+//
+// Exit codes as the rest of the CLI: 0 ok (serve: stopped by SIGTERM/SIGINT), 1 a load, serve or
+// daemon failure, 2 a usage or configuration error. Threading: main thread; serve installs
+// SIGTERM/SIGINT handlers that only wake its loop.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace hoist::launch {
+
+class ServeCommands {
+ public:
+  // Adds the `serve` and `ctl` subcommands to `app`.
+  explicit ServeCommands(CLI::App* app);
+  // True when the parsed command line chose `serve` or `ctl`.
+  bool Selected() const;
+  int Run(int* argc, char*** argv, std::chrono::steady_clock::time_point origin);
+
+ private:
+  int RunServe(int* argc, char*** argv, std::chrono::steady_clock::time_point origin);
+  int RunCtl();
+
+  CLI::App* serve_ = nullptr;
+  CLI::App* ctl_ = nullptr;
+  // serve
+  std::string topology, model, layout, placement, read, device, staging, log_level = "info";
+  int tp = 0, ep = -1, dp = 0, rank = 0, threads = 0, slots = 0, slot_mib = 0;
+  std::string socket_dir;
+  std::vector<long long> allow_uids;
+  bool host_cache = false;
+  int max_request_kib = 64;
+  // ctl
+  std::string action, socket;
+  bool json = false;
+  int timeout_ms = 600000;
+};
+
+// The default socket directory: $XDG_RUNTIME_DIR/hoist, else /tmp/hoist-<uid>.
+std::string DefaultSocketDir();
+// <dir>/rank-<R>.sock
+std::string RankSocketPath(const std::string& dir, int rank);
+
+}  // namespace hoist::launch

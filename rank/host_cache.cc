@@ -1,0 +1,65 @@
+#include "rank/host_cache.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace hoist::rank {
+namespace {
+using Clock = std::chrono::steady_clock;
+// Restore enqueues the copy in pieces this large (one stream: the DMA engine stays busy).
+constexpr std::uint64_t kPiece = 256ull << 20;
+}  // namespace
+
+Result<std::unique_ptr<HostCache>> HostCache::Capture(transport::Device& device,
+                                                      const transport::DeviceBuffer& arena) {
+  HOIST_ASSIGN_OR_RETURN(transport::HostBuffer buffer,
+                         device.AllocateStaging(std::max<std::uint64_t>(arena.bytes, 1),
+                                                transport::StagingKind::kRegister));
+  std::unique_ptr<HostCache> cache(new HostCache(device, buffer));
+  cache->buffer_.bytes = arena.bytes;
+  Status s = device.CopyToHost(buffer.ptr, arena.ptr, arena.bytes);
+  if (!s.ok())
+    return s.Annotate("host cache: copying the " + std::to_string(arena.bytes) +
+                      "-byte arena to pinned memory");
+  return cache;
+}
+
+HostCache::~HostCache() {
+  transport::HostBuffer b = buffer_;
+  b.bytes = std::max<std::uint64_t>(b.bytes, 1);
+  (void)device_.FreeStaging(b);
+}
+
+Result<transport::DeviceBuffer> HostCache::Restore(RestoreTiming* timing) {
+  const Clock::time_point a = Clock::now();
+  HOIST_ASSIGN_OR_RETURN(transport::DeviceBuffer arena, device_.Allocate(buffer_.bytes));
+  const Clock::time_point b = Clock::now();
+  Status s = [&]() -> Status {
+    HOIST_ASSIGN_OR_RETURN(transport::StreamId stream, device_.CreateStream());
+    Status copy;
+    for (std::uint64_t off = 0; off < buffer_.bytes && copy.ok(); off += kPiece) {
+      transport::Copy2D op;
+      op.dst = static_cast<std::byte*>(arena.ptr) + off;
+      op.src = buffer_.ptr + off;
+      op.width = std::min(kPiece, buffer_.bytes - off);
+      copy = device_.CopyAsync(op, stream);
+    }
+    Status sync = device_.Synchronize(stream);
+    Status destroy = device_.DestroyStream(stream);
+    HOIST_RETURN_IF_ERROR(copy);
+    HOIST_RETURN_IF_ERROR(sync);
+    return destroy;
+  }();
+  if (!s.ok()) {
+    (void)device_.Free(arena);
+    return s.Annotate("host cache: restoring " + std::to_string(buffer_.bytes) + " bytes");
+  }
+  if (timing != nullptr) {
+    timing->bytes = buffer_.bytes;
+    timing->alloc_seconds = std::chrono::duration<double>(b - a).count();
+    timing->seconds = std::chrono::duration<double>(Clock::now() - b).count();
+  }
+  return arena;
+}
+
+}  // namespace hoist::rank
