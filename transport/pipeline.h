@@ -36,9 +36,11 @@
 
 namespace hoist::transport {
 
-// Defaults chosen for the H200 box of DESIGN.md: 8 x 8 MiB of registered staging (about 4 ms of
-// set-up, overlapped with the first fills), chunks of slot/threads, 16 fill threads at most.
-inline constexpr int kDefaultSlots = 8;
+// Defaults measured on the H200 box (docs/BENCHMARKS.md, slot sweep, qwen3-4b hot, 16 threads):
+// 4 x 8 MiB 165 ms, 8 x 8 MiB 175 ms, 4 x 16 MiB 171 ms, 8 x 4 MiB 177 ms, 16 x 4 MiB 186 ms:
+// staging set-up (touch + cudaHostRegister) grows with the ring and is paid on every load, while
+// 4 slots already keep the DMA engine busy. Chunks of slot/threads, 16 fill threads at most.
+inline constexpr int kDefaultSlots = 4;
 inline constexpr std::uint64_t kDefaultSlotBytes = 8ull << 20;
 int DefaultFillThreads(int ranks_on_node = 1);
 
