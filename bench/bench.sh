@@ -36,7 +36,8 @@ log "pinned H2D ceiling"
 for i in 1 2; do $build/bench/hoist-bench-h2d 8 7 | sed 's/^{/{"kind":"h2d_ceiling",/' >> "$res"; done
 
 log "O_DIRECT read ceiling (cold): threads x request size sweep"
-for cfg in ${IO_SWEEP:-"16:8 32:8 64:4 64:1 128:1"}; do
+IO_SWEEP="${IO_SWEEP:-16:8 32:8 64:4 64:1 128:1}"
+for cfg in $IO_SWEEP; do
   t=${cfg%%:*}; c=${cfg##*:}
   drop; $build/bench/hoist-bench-io --threads $t --chunk-mib $c "${files[@]}" | sed "s/^{/{\"kind\":\"io_ceiling\",\"temp\":\"cold\",\"chunk_mib\":$c,/" >> "$res"
 done
