@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -294,63 +295,114 @@ std::string PrometheusText(const std::vector<proto::RankReport>& reports, const 
   return os.str();
 }
 
+namespace {
+
+// "fill-10" after "fill-9": lanes sort by prefix, then by their numeric suffix.
+bool LaneLess(const std::string& a, const std::string& b) {
+  auto split = [](const std::string& s) {
+    std::size_t i = s.size();
+    while (i > 0 && std::isdigit(static_cast<unsigned char>(s[i - 1]))) --i;
+    const long n = i < s.size() ? std::stol(s.substr(i)) : -1;
+    return std::make_pair(s.substr(0, i), n);
+  };
+  return split(a) < split(b);
+}
+
+}  // namespace
+
 std::string TimelineSvg(const std::vector<proto::RankReport>& reports) {
-  // Lanes: for each rank, a phase band, then one row per span lane (sorted: fill-*, h2d-*).
+  // Rows: for each rank, its phases (overlapping phases, e.g. residency during device_init, go
+  // to extra rows), then one row per span lane: fill threads, then DMA streams.
+  struct Box {
+    double start, dur;
+    std::string what;
+    std::uint64_t bytes;
+  };
   struct Row {
     std::string label;
-    std::vector<std::tuple<double, double, std::string, std::uint64_t>> boxes;
+    std::vector<Box> boxes;
+    bool phases = false;
   };
   std::vector<Row> rows;
   double t_end = 0;
   for (const auto& r : reports) {
     const double off = r.clock_offset_s();
-    Row phases{"rank " + std::to_string(r.rank()) + " phases", {}};
+    const std::string rank = "rank " + std::to_string(r.rank());
+    std::vector<Box> phases;
     for (const auto& p : r.phases()) {
-      if (p.name() == "total" || p.name() == "read" || p.name() == "h2d") continue;
-      phases.boxes.emplace_back(p.start_s() + off, p.seconds(), p.name(), p.bytes());
+      if (p.name() == "total" || p.name() == "read" || p.name() == "h2d" || p.seconds() <= 0) {
+        continue;
+      }
+      phases.push_back({p.start_s() + off, p.seconds(), p.name(), p.bytes()});
       t_end = std::max(t_end, p.start_s() + off + p.seconds());
     }
-    rows.push_back(std::move(phases));
-    std::map<std::string, Row> lanes;
+    std::sort(phases.begin(), phases.end(),
+              [](const Box& a, const Box& b) { return a.start < b.start; });
+    std::vector<Row> phase_rows;
+    for (const Box& b : phases) {
+      Row* fit = nullptr;
+      for (Row& row : phase_rows) {
+        const Box& last = row.boxes.back();
+        if (last.start + last.dur <= b.start + 1e-9) {
+          fit = &row;
+          break;
+        }
+      }
+      if (fit == nullptr) {
+        phase_rows.push_back(Row{phase_rows.empty() ? rank + " phases" : "", {}, true});
+        fit = &phase_rows.back();
+      }
+      fit->boxes.push_back(b);
+    }
+    for (Row& row : phase_rows) rows.push_back(std::move(row));
+    std::map<std::string, Row, decltype(&LaneLess)> lanes(&LaneLess);
     for (const auto& s : r.spans()) {
       Row& row = lanes[s.lane()];
-      row.label = "rank " + std::to_string(r.rank()) + " " + s.lane();
-      row.boxes.emplace_back(s.start_s() + off, s.seconds(), s.what(), s.bytes());
+      row.label = rank + " " + s.lane();
+      row.boxes.push_back({s.start_s() + off, s.seconds(), s.what(), s.bytes()});
       t_end = std::max(t_end, s.start_s() + off + s.seconds());
     }
     for (auto& [lane, row] : lanes) rows.push_back(std::move(row));
   }
   if (t_end <= 0) t_end = 1e-3;
   const int label_w = 170, plot_w = 1000, row_h = 18, top = 30;
-  const int height = top + static_cast<int>(rows.size()) * row_h + 40;
+  const int height = top + static_cast<int>(rows.size()) * row_h + 56;
   const double scale = plot_w / t_end;
   std::ostringstream os;
   os << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << label_w + plot_w + 20
      << "\" height=\"" << height << "\" font-family=\"monospace\" font-size=\"11\">\n"
      << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-     << "<text x=\"4\" y=\"16\" font-size=\"13\">hoist load timeline (" << Ms(t_end)
-     << " ms; fill = pinned slot fills, h2d = DMA per slot; gaps in h2d are DMA bubbles)</text>\n";
+     << "<text x=\"4\" y=\"16\" font-size=\"13\">hoist load timeline, " << Ms(t_end)
+     << " ms from process start (fill = a thread filling pinned slots, h2d = DMA of a slot; gaps "
+        "in "
+        "h2d are DMA bubbles)</text>\n";
   auto color = [](const std::string& what, const std::string& label) {
     if (label.find("h2d") != std::string::npos || what.rfind("h2d", 0) == 0) return "#3b7dd8";
     if (label.find("fill") != std::string::npos || what.rfind("fill", 0) == 0) return "#e8a33d";
     if (what == "arena_alloc" || what == "staging_alloc" || what == "staging_free")
       return "#9b59b6";
-    if (what == "verify") return "#27ae60";
+    if (what == "verify" || what == "dump") return "#27ae60";
     if (what == "plan" || what == "init") return "#7f8c8d";
-    return "#c0392b";
+    if (what == "device_init") return "#c0392b";
+    if (what == "peer") return "#16a085";
+    return "#d35400";
   };
   for (size_t i = 0; i < rows.size(); ++i) {
     const int y = top + static_cast<int>(i) * row_h;
     os << "<text x=\"4\" y=\"" << y + 13 << "\">" << XmlEscape(rows[i].label) << "</text>\n";
     os << "<line x1=\"" << label_w << "\" y1=\"" << y + row_h - 1 << "\" x2=\"" << label_w + plot_w
        << "\" y2=\"" << y + row_h - 1 << "\" stroke=\"#eee\"/>\n";
-    for (const auto& [start, dur, what, bytes] : rows[i].boxes) {
-      const double x = label_w + start * scale;
-      const double w = std::max(0.5, dur * scale);
+    for (const Box& b : rows[i].boxes) {
+      const double x = label_w + b.start * scale;
+      const double w = std::max(0.5, b.dur * scale);
       os << "<rect x=\"" << Fmt("%.2f", x) << "\" y=\"" << y + 2 << "\" width=\"" << Fmt("%.2f", w)
-         << "\" height=\"" << row_h - 5 << "\" fill=\"" << color(what, rows[i].label)
-         << "\"><title>" << XmlEscape(what) << " " << Ms(dur) << " ms " << bytes
+         << "\" height=\"" << row_h - 5 << "\" fill=\"" << color(b.what, rows[i].label)
+         << "\"><title>" << XmlEscape(b.what) << " " << Ms(b.dur) << " ms " << b.bytes
          << " B</title></rect>\n";
+      if (rows[i].phases && w > 7.0 * static_cast<double>(b.what.size())) {
+        os << "<text x=\"" << Fmt("%.1f", x + 3) << "\" y=\"" << y + 12
+           << "\" fill=\"white\" font-size=\"10\">" << XmlEscape(b.what) << "</text>\n";
+      }
     }
   }
   // Time axis.
@@ -362,6 +414,22 @@ std::string TimelineSvg(const std::vector<proto::RankReport>& reports) {
        << "\" y2=\"" << axis_y - 8 << "\" stroke=\"#ddd\"/>\n"
        << "<text x=\"" << Fmt("%.1f", x - 10) << "\" y=\"" << axis_y + 6 << "\">" << Ms(t)
        << "</text>\n";
+  }
+  // Legend.
+  const int ly = axis_y + 24;
+  int lx = label_w;
+  for (const auto& [name, col] :
+       std::vector<std::pair<std::string, std::string>>{{"device_init", "#c0392b"},
+                                                        {"plan/init", "#7f8c8d"},
+                                                        {"alloc/free", "#9b59b6"},
+                                                        {"residency/bind/drain", "#d35400"},
+                                                        {"fill", "#e8a33d"},
+                                                        {"h2d", "#3b7dd8"},
+                                                        {"verify/dump", "#27ae60"},
+                                                        {"peer", "#16a085"}}) {
+    os << "<rect x=\"" << lx << "\" y=\"" << ly - 9 << "\" width=\"10\" height=\"10\" fill=\""
+       << col << "\"/><text x=\"" << lx + 14 << "\" y=\"" << ly << "\">" << name << "</text>\n";
+    lx += 24 + 7 * static_cast<int>(name.size());
   }
   os << "</svg>\n";
   return os.str();

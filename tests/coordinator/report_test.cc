@@ -153,12 +153,52 @@ TEST(Report, TimelineSvgDrawsEveryLaneToScale) {
     EXPECT_NE(svg.find("rank " + std::to_string(r) + " fill-0"), std::string::npos);
     EXPECT_NE(svg.find("rank " + std::to_string(r) + " h2d-0"), std::string::npos);
   }
-  // One rect per span and per non-total phase except read/h2d (drawn as lanes), plus background.
-  std::size_t rects = 0;
-  for (std::size_t p = svg.find("<rect"); p != std::string::npos; p = svg.find("<rect", p + 1)) {
-    ++rects;
+  // One box (a rect with a title) per span; read/h2d phases are drawn as lanes, total not at all.
+  std::size_t boxes = 0;
+  for (std::size_t p = svg.find("\"><title>"); p != std::string::npos;
+       p = svg.find("\"><title>", p + 1)) {
+    ++boxes;
   }
-  EXPECT_EQ(rects, 1u + 4 * 2);
+  EXPECT_EQ(boxes, 4u * 2);
+}
+
+TEST(Report, TimelineStacksOverlappingPhasesAndSortsLanesNaturally) {
+  proto::RankReport r = MakeReport(0, 0, 0.2, 0.5, 100);
+  auto add = [&](const char* name, double start, double s) {
+    proto::Phase* p = r.add_phases();
+    p->set_name(name);
+    p->set_start_s(start);
+    p->set_seconds(s);
+  };
+  add("device_init", 0.0, 0.3);
+  add("residency", 0.05, 0.1);  // overlaps device_init: needs its own row
+  add("arena_alloc", 0.3, 0.01);
+  for (const char* lane : {"fill-10", "fill-9", "fill-2"}) {
+    proto::Span* s = r.add_spans();
+    s->set_lane(lane);
+    s->set_what("fill");
+    s->set_start_s(0.31);
+    s->set_seconds(0.01);
+  }
+  const std::string svg = TimelineSvg({r});
+  // Two phase rows: the first labelled, the second (residency) not.
+  const std::size_t device_init = svg.find("<title>device_init");
+  const std::size_t residency = svg.find("<title>residency");
+  ASSERT_NE(device_init, std::string::npos);
+  ASSERT_NE(residency, std::string::npos);
+  auto y_of = [&](std::size_t title_pos) {
+    const std::size_t rect = svg.rfind("<rect", title_pos);
+    const std::size_t y = svg.find(" y=\"", rect) + 4;
+    return std::stoi(svg.substr(y, svg.find('"', y) - y));
+  };
+  EXPECT_NE(y_of(device_init), y_of(residency));
+  EXPECT_EQ(y_of(device_init), y_of(svg.find("<title>arena_alloc")));
+  const std::size_t f2 = svg.find(">rank 0 fill-2<");
+  const std::size_t f9 = svg.find(">rank 0 fill-9<");
+  const std::size_t f10 = svg.find(">rank 0 fill-10<");
+  ASSERT_NE(f2, std::string::npos);
+  EXPECT_LT(f2, f9);
+  EXPECT_LT(f9, f10);
 }
 
 }  // namespace
