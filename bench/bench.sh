@@ -8,6 +8,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 OUT="${OUT:-/tmp/hoist-bench-out}"; mkdir -p "$OUT"
+AUX="${AUX:-/tmp/hoist-bench-aux}"; mkdir -p "$AUX"   # logs that do not come back (8 files max in $OUT)
 RUNS_HOT="${RUNS_HOT:-5}"; RUNS_COLD="${RUNS_COLD:-3}"
 MODES="${MODES:-auto buffered direct mmap pageable registered}"
 VERIFY="${VERIFY:-1}"
@@ -20,8 +21,8 @@ warm() { cat "$1"/*.safetensors > /dev/null; }
 
 log "build"
 build=build-bench
-cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DHOIST_BUILD_TESTS=OFF > "$OUT/cmake.log" 2>&1 || { cat "$OUT/cmake.log"; exit 1; }
-ninja -C $build hoist hoist-mkckpt hoist-bench-io hoist-bench-h2d > "$OUT/build.log" 2>&1 || { tail -50 "$OUT/build.log"; exit 1; }
+cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DHOIST_BUILD_TESTS=OFF > "$AUX/cmake.log" 2>&1 || { cat "$AUX/cmake.log"; exit 1; }
+ninja -C $build hoist hoist-mkckpt hoist-bench-io hoist-bench-h2d > "$AUX/build.log" 2>&1 || { tail -50 "$AUX/build.log"; exit 1; }
 hoist=$build/launch/hoist
 { nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.current,pcie.link.width.current,memory.total --format=csv; nproc; free -g | head -2; df -h /tmp | tail -1; uname -r; } > "$OUT/machine.txt" 2>&1 || true
 
@@ -46,9 +47,9 @@ warm "$m4b"; $build/bench/hoist-bench-io --buffered --threads 16 "${files[@]}" |
 run_hoist() {  # label temp extra-args...
   local label=$1 temp=$2; shift 2
   if [[ $temp == cold ]]; then drop; else warm "$m4b"; fi
-  local rj="$OUT/last-report.json"
-  if ! $hoist load --model "$m4b" --log-level warn --report-json "$rj" "$@" > "$OUT/last.log" 2>&1; then
-    log "FAILED: $label $temp $*"; tail -5 "$OUT/last.log" >&2
+  local rj="$AUX/last-report.json"
+  if ! $hoist load --model "$m4b" --log-level warn --report-json "$rj" "$@" > "$AUX/last.log" 2>&1; then
+    log "FAILED: $label $temp $*"; tail -5 "$AUX/last.log" >&2
     echo "{\"kind\":\"hoist\",\"label\":\"$label\",\"temp\":\"$temp\",\"failed\":true}" >> "$res"
     return 0
   fi
@@ -98,7 +99,7 @@ fi
 
 if [[ $VERIFY == 1 ]]; then
   log "verify runs"
-  vlog="$OUT/verify.log"; : > "$vlog"
+  vlog="$AUX/verify.log"; : > "$vlog"
   v() { if $hoist load --log-level warn --verify "$@" >> "$vlog" 2>&1; then echo "PASS $*" >> "$OUT/verify.txt"; else echo "FAIL $*" >> "$OUT/verify.txt"; fi; }
   : > "$OUT/verify.txt"
   v --model "$m4b"
@@ -115,8 +116,8 @@ warm "$m4b"
 $hoist load --model "$m4b" --log-level warn --timeline "$OUT/timeline-tp1-hot.svg" > /dev/null 2>&1 || true
 if [[ "${MPI2:-1}" == 1 ]]; then
   mpirun -np 2 $hoist load --topology configs/example-tp2.yaml --model "$m4b" --verify \
-    --log-level warn --report-json "$OUT/mpi2-report.json" --trace "$OUT/mpi2-trace.json" \
-    --timeline "$OUT/timeline-mpi2-tp2.svg" --metrics "$OUT/mpi2-metrics.prom" > "$OUT/mpi2-table.txt" 2>&1 \
+    --log-level warn --report-json "$OUT/mpi2-report.json" --trace "$AUX/mpi2-trace.json" \
+    --timeline "$OUT/timeline-mpi2-tp2.svg" --metrics "$AUX/mpi2-metrics.prom" > "$OUT/mpi2-table.txt" 2>&1 \
     && echo "mpirun -np 2 tp2 --verify: PASS" || { echo "mpirun -np 2 tp2: FAIL"; tail -20 "$OUT/mpi2-table.txt"; }
 fi
 
