@@ -173,8 +173,22 @@ bool IsInside(const fs::path& path, const fs::path& dir) {
   return first == rel.end() || *first != "..";
 }
 
+// The folder symlinks may not leave. Usually the model folder itself; for a HuggingFace hub
+// cache snapshot (<cache>/models--org--name/snapshots/<revision>/, whose files are symlinks into
+// <cache>/models--org--name/blobs/) it is the repository folder models--org--name, so that the
+// most common layout on disk loads while links anywhere else are still refused.
+fs::path ContainmentRoot(const fs::path& dir) {
+  const fs::path snapshots = dir.parent_path();
+  const fs::path repo = snapshots.parent_path();
+  if (snapshots.filename() == "snapshots" && repo.filename().string().rfind("models--", 0) == 0) {
+    return repo;
+  }
+  return dir;
+}
+
 // Resolves `rel` (as named by the index, or a fixed name) inside the canonical model folder:
-// relative, no "..", and every symlink on the way must stay inside. `what` says who named it.
+// relative, no "..", and every symlink on the way must stay inside ContainmentRoot(dir). `what`
+// says who named it.
 Result<fs::path> ResolveInside(const fs::path& dir, const std::string& rel,
                                const std::string& what) {
   const std::string where = dir.string() + ": " + what;
@@ -199,9 +213,11 @@ Result<fs::path> ResolveInside(const fs::path& dir, const std::string& rel,
     return Status::NotFound(where + " " + QuoteForMessage(rel) + " is missing (" +
                             (dir / p).string() + ": " + ec.message() + ")");
   }
-  if (!IsInside(canonical, dir)) {
+  const fs::path root = ContainmentRoot(dir);
+  if (!IsInside(canonical, root)) {
     return Status::Corrupt(where + " " + QuoteForMessage(rel) + " resolves to " +
-                           canonical.string() + " (through a symlink), outside the model folder");
+                           canonical.string() + " (through a symlink), outside the model folder" +
+                           (root == dir ? "" : " " + root.string()));
   }
   return canonical;
 }

@@ -349,6 +349,30 @@ TEST_F(CheckpointTest, SymlinkedSingleFileLeavingTheFolderIsRejected) {
   ExpectMessageHas(OpenError(), Code::kCorrupt, {"outside the model folder"});
 }
 
+// A HuggingFace hub cache snapshot: files are symlinks from snapshots/<rev>/ into ../../blobs/.
+TEST_F(CheckpointTest, HubCacheSnapshotSymlinksIntoBlobsAreAllowed) {
+  const fs::path repo = root_ / "models--org--tiny";
+  const fs::path snap = repo / "snapshots" / "0123abcd";
+  fs::create_directories(snap);
+  fs::create_directories(repo / "blobs");
+  WriteText(repo / "blobs" / "c0nf1g", kConfig);
+  WriteSafetensors(repo / "blobs" / "5afe", kShard1);
+  fs::create_symlink("../../blobs/c0nf1g", snap / "config.json");
+  fs::create_symlink("../../blobs/5afe", snap / "model.safetensors");
+  Result<Checkpoint> r = OpenCheckpoint(snap.string());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->files.size(), 1u);
+  EXPECT_EQ(r->files[0].abs_path, fs::canonical(repo / "blobs" / "5afe").string());
+  // A link that leaves the repository folder is still refused.
+  fs::remove(snap / "model.safetensors");
+  WriteSafetensors(outside_ / "model.safetensors", kShard1);
+  fs::create_symlink(outside_ / "model.safetensors", snap / "model.safetensors");
+  Result<Checkpoint> bad = OpenCheckpoint(snap.string());
+  ASSERT_FALSE(bad.ok());
+  ExpectMessageHas(bad.status(), Code::kCorrupt,
+                   {"outside the model folder", fs::canonical(repo).string()});
+}
+
 TEST_F(CheckpointTest, InvalidIndexJson) {
   WriteSharded();
   std::string text = Index({{kShard1[0].name, "model-00001-of-00002.safetensors"}});
