@@ -1,0 +1,287 @@
+// hoist::Load, hoist::Attach and the Model handle (include/hoist/hoist.h).
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <chrono>
+
+#include "coordinator/job.h"
+#include "embed/model_state.h"
+#include "embed/mpi_comm.h"
+#include "hoist/hoist.h"
+#include "launch/job_spec.h"
+#include "planner/dtype.h"
+
+namespace hoist {
+namespace internal {
+
+using Clock = std::chrono::steady_clock;
+
+ModelState::~ModelState() {
+  Status s = Free();
+  if (!s.ok()) spdlog::warn("hoist: releasing the weights: {}", s.ToString());
+}
+
+Status ModelState::Free() {
+  std::lock_guard lock(mu);
+  if (freed) return Status::Ok();
+  freed = true;
+  Status result;
+  if (loaded) {
+    if (loaded->device) result = loaded->device->Free(loaded->arena);
+    loaded.reset();  // destroys the device (synchronises its streams) before the engine frees
+  }
+  if (engine_block != nullptr && allocator.deallocate) {
+    allocator.deallocate(engine_block, engine_bytes, engine_device);
+    engine_block = nullptr;
+  }
+  if (device) {
+    if (imported.ptr != nullptr) {
+      Status s = device->CloseImported(imported);
+      if (result.ok()) result = s;
+    }
+    device.reset();
+  }
+  connection.reset();  // the daemon sees this process detach
+  arena = nullptr;
+  for (Tensor& t : tensors) t.data = nullptr;
+  return result;
+}
+
+Result<std::vector<Tensor>> BuildTensorTable(
+    const google::protobuf::RepeatedPtrField<proto::TensorOut>& outs, void* base,
+    std::uint64_t arena_bytes, const std::string& where) {
+  std::vector<Tensor> table;
+  table.reserve(outs.size());
+  for (const proto::TensorOut& o : outs) {
+    Tensor t;
+    t.name = o.name();
+    t.dtype = o.dtype();
+    t.element_size = DTypeSize(o.dtype());
+    if (t.element_size == 0) {
+      return Status::Corrupt(where + ": tensor " + o.name() + " has unknown dtype '" + o.dtype() +
+                             "'");
+    }
+    std::uint64_t elements = 1;
+    for (std::uint64_t d : o.shape()) {
+      if (d != 0 && elements > ~0ull / d) {
+        return Status::Corrupt(where + ": tensor " + o.name() + ": shape overflows");
+      }
+      elements *= d;
+      t.shape.push_back(static_cast<std::int64_t>(d));
+    }
+    if (elements * static_cast<std::uint64_t>(t.element_size) != o.bytes()) {
+      return Status::Corrupt(where + ": tensor " + o.name() + ": shape x " + o.dtype() + " is " +
+                             std::to_string(elements * t.element_size) + " bytes, table says " +
+                             std::to_string(o.bytes()));
+    }
+    if (o.arena_offset() > arena_bytes || o.bytes() > arena_bytes - o.arena_offset()) {
+      return Status::Corrupt(where + ": tensor " + o.name() + " at arena offset " +
+                             std::to_string(o.arena_offset()) + " (+" + std::to_string(o.bytes()) +
+                             ") lies outside the arena of " + std::to_string(arena_bytes) +
+                             " bytes");
+    }
+    t.strides.assign(t.shape.size(), 1);
+    for (int i = static_cast<int>(t.shape.size()) - 2; i >= 0; --i) {
+      t.strides[i] = t.strides[i + 1] * t.shape[i + 1];
+    }
+    t.bytes = o.bytes();
+    t.arena_offset = o.arena_offset();
+    t.data = static_cast<std::byte*>(base) + o.arena_offset();
+    table.push_back(std::move(t));
+  }
+  return table;
+}
+
+}  // namespace internal
+
+using internal::Clock;
+using internal::ModelState;
+
+int DTypeSize(std::string_view dtype) {
+  std::optional<planner::DType> d = planner::ParseDType(dtype);
+  return d ? static_cast<int>(planner::DTypeSize(*d)) : 0;
+}
+
+Model::Model() = default;
+Model::~Model() = default;
+Model::Model(Model&&) noexcept = default;
+Model& Model::operator=(Model&&) noexcept = default;
+Model::Model(std::shared_ptr<ModelState> state) : state_(std::move(state)) {}
+
+int Model::rank() const { return state_ ? state_->rank : -1; }
+int Model::world() const { return state_ ? state_->world : 0; }
+DeviceType Model::device_type() const { return state_ ? state_->type : DeviceType::kHost; }
+int Model::device_ordinal() const { return state_ ? state_->ordinal : -1; }
+std::string Model::device_name() const { return state_ ? state_->device_name : ""; }
+bool Model::attached() const { return state_ && state_->attached; }
+void* Model::arena() const { return state_ ? state_->arena : nullptr; }
+std::uint64_t Model::arena_bytes() const { return state_ ? state_->arena_bytes : 0; }
+
+const std::vector<Tensor>& Model::tensors() const {
+  static const std::vector<Tensor> kNone;
+  return state_ ? state_->tensors : kNone;
+}
+
+const Tensor* Model::Find(std::string_view name) const {
+  for (const Tensor& t : tensors()) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+const std::vector<Phase>& Model::phases() const {
+  static const std::vector<Phase> kNone;
+  return state_ ? state_->phases : kNone;
+}
+
+Status Model::Release() {
+  if (!state_) return Status::Ok();
+  std::shared_ptr<ModelState> s = std::move(state_);
+  if (s.use_count() == 1) return s->Free();
+  return Status::Ok();  // DLPack exports still hold the weights; the last one frees them
+}
+
+Result<Model> Load(const LoadOptions& options) {
+  const Clock::time_point origin = Clock::now();
+  launch::JobSpec spec;
+  spec.topology = options.topology_file;
+  if (!options.model.empty()) spec.model = options.model;
+  spec.tp = options.tp;
+  spec.ep = options.ep;
+  spec.dp = options.dp;
+  spec.layout = options.layout;
+  spec.placement = options.placement;
+  spec.device = options.device;
+  spec.read = options.read;
+  spec.threads = options.threads;
+  if (options.verify) spec.verify = true;
+  spec.solo_rank = options.rank;
+  HOIST_ASSIGN_OR_RETURN(launch::ResolvedJob resolved, launch::ResolveJobSpec(spec));
+  coordinator::JobOptions& job = resolved.job;
+
+  std::unique_ptr<coordinator::Comm> comm;
+  if (options.mpi_comm != nullptr || internal::MpiActive()) {
+    HOIST_ASSIGN_OR_RETURN(comm, internal::WrapMpiComm(options.mpi_comm));
+  } else {
+    comm = coordinator::CreateSoloComm();
+  }
+
+  auto state = std::make_shared<ModelState>();
+  if (options.allocator.allocate) {
+    if (!options.allocator.deallocate) {
+      return Status::InvalidArgument("the engine allocator has allocate but no deallocate");
+    }
+    state->allocator = options.allocator;
+    ModelState* raw = state.get();
+    job.load.allocate_arena = [raw](transport::Device& dev,
+                                    std::uint64_t bytes) -> Result<transport::DeviceBuffer> {
+      const int ordinal = dev.Caps().ordinal;
+      void* p = raw->allocator.allocate(bytes, ordinal);
+      if (p == nullptr) {
+        return Status::ResourceExhausted("the engine allocator returned null for the " +
+                                         std::to_string(bytes) + "-byte arena");
+      }
+      raw->engine_block = p;
+      raw->engine_bytes = bytes;
+      raw->engine_device = ordinal;
+      if (reinterpret_cast<std::uintptr_t>(p) % 256 != 0) {
+        return Status::InvalidArgument("the engine allocator returned memory not aligned to 256");
+      }
+      transport::DeviceBuffer b{p, bytes};
+      HOIST_RETURN_IF_ERROR(dev.AdoptArena(b));
+      return b;
+    };
+  }
+  job.load.origin = origin;
+  job.init_s = 0;
+
+  HOIST_ASSIGN_OR_RETURN(coordinator::JobResult result, coordinator::RunJob(*comm, job));
+  // Every rank learns whether the job as a whole succeeded (rank 0 has everyone's reports).
+  Status failure = result.failure;
+  if (comm->size() > 1) {
+    std::string verdict = comm->rank() == 0 && !failure.ok() ? failure.ToString() : "";
+    HOIST_RETURN_IF_ERROR(comm->Broadcast(&verdict));
+    if (failure.ok() && !verdict.empty()) failure = Status::Aborted("the job failed: " + verdict);
+  }
+  HOIST_RETURN_IF_ERROR(failure);
+  if (!result.local) return Status::Internal("the load left no arena");
+
+  rank::LoadedRank& lr = *result.local;
+  const int my_rank = static_cast<int>(lr.report.rank());
+  state->rank = my_rank;
+  state->world = result.plan.ranks_size();
+  state->type = lr.device->Caps().gpu ? DeviceType::kCuda : DeviceType::kHost;
+  state->ordinal = lr.device->Caps().ordinal;
+  state->device_name = lr.device->Name();
+  state->arena = lr.arena.ptr;
+  state->arena_bytes = lr.arena.bytes;
+  for (const proto::Phase& p : lr.report.phases()) {
+    state->phases.push_back({p.name(), p.seconds(), p.bytes()});
+  }
+  HOIST_ASSIGN_OR_RETURN(state->tensors, internal::BuildTensorTable(
+                                             result.plan.ranks(my_rank).tensors(), lr.arena.ptr,
+                                             lr.arena.bytes, "rank " + std::to_string(my_rank)));
+  state->loaded.emplace(std::move(lr));
+  return Model(std::move(state));
+}
+
+Result<Model> LoadTopology(const std::string& topology_file) {
+  LoadOptions o;
+  o.topology_file = topology_file;
+  return Load(o);
+}
+
+Result<Model> Attach(const std::string& socket_path, const AttachOptions& options) {
+  const Clock::time_point t0 = Clock::now();
+  auto state = std::make_shared<ModelState>();
+  state->attached = true;
+  HOIST_ASSIGN_OR_RETURN(state->connection,
+                         rank::DaemonConnection::Connect(socket_path, options.timeout_ms));
+  proto::DaemonRequest req;
+  req.mutable_attach()->set_client(options.client + " pid " + std::to_string(::getpid()));
+  std::vector<int> fds;
+  HOIST_ASSIGN_OR_RETURN(proto::DaemonResponse resp, state->connection->Call(req, &fds));
+  const Clock::time_point t1 = Clock::now();
+  struct FdCloser {
+    std::vector<int>* fds;
+    ~FdCloser() { rank::CloseAll(fds); }
+  } closer{&fds};
+  if (!resp.has_attach()) {
+    return Status::Corrupt(socket_path + ": the daemon's reply to attach has no tensor table");
+  }
+  const proto::AttachReply& a = resp.attach();
+  transport::ArenaHandle handle;
+  handle.gpu = a.gpu();
+  handle.bytes = a.arena_bytes();
+  if (a.gpu()) {
+    HOIST_ASSIGN_OR_RETURN(state->ordinal, transport::CudaOrdinalByPciBusId(a.pci_bus_id()));
+    HOIST_ASSIGN_OR_RETURN(state->device, transport::OpenCudaDevice(state->ordinal));
+    handle.ipc = a.cuda_ipc_handle();
+    state->type = DeviceType::kCuda;
+  } else {
+    if (fds.size() != 1) {
+      return Status::Corrupt(socket_path + ": a host arena needs exactly one descriptor, got " +
+                             std::to_string(fds.size()));
+    }
+    state->device = transport::OpenHostDevice();
+    handle.fd = fds[0];
+    state->type = DeviceType::kHost;
+  }
+  Result<transport::DeviceBuffer> imported = state->device->ImportArena(handle);
+  if (!imported.ok()) return Status(imported.status()).Annotate(socket_path);
+  state->imported = *imported;
+  state->arena = imported->ptr;
+  state->arena_bytes = imported->bytes;
+  state->rank = static_cast<int>(a.rank());
+  state->world = static_cast<int>(a.world());
+  state->device_name = state->device->Name();
+  HOIST_ASSIGN_OR_RETURN(state->tensors, internal::BuildTensorTable(a.tensors(), imported->ptr,
+                                                                    imported->bytes, socket_path));
+  const Clock::time_point t2 = Clock::now();
+  state->phases.push_back({"connect", std::chrono::duration<double>(t1 - t0).count(), 0});
+  state->phases.push_back({"map", std::chrono::duration<double>(t2 - t1).count(), a.arena_bytes()});
+  state->phases.push_back({"total", std::chrono::duration<double>(t2 - t0).count(), 0});
+  return Model(std::move(state));
+}
+
+}  // namespace hoist
