@@ -140,7 +140,7 @@ TEST(EmbedLoad, FailedLoadGivesTheEngineArenaBack) {
   o.allocator.allocate = [&c](std::uint64_t bytes, int) -> void* {
     ++c.allocs;
     // Misaligned on purpose: the load must refuse it and still hand it back.
-    c.last = static_cast<char*>(std::malloc(bytes + 64)) + 16;
+    c.last = static_cast<char*>(std::aligned_alloc(256, (bytes + 256) / 256 * 256 + 256)) + 16;
     return c.last;
   };
   o.allocator.deallocate = [&c](void* p, std::uint64_t, int) {

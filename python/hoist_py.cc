@@ -1,0 +1,225 @@
+// The `hoist` Python module (pybind11): hoist.load(...) and hoist.attach(path) return a dict of
+// tensors through DLPack, with no copy: torch tensors on the GPU (torch.from_dlpack), numpy arrays
+// on the host backend (BF16 and FP8 tensors, which numpy lacks, as uint16 / uint8 views of the
+// same bytes). load_model / attach_model return the Model itself (tensors with __dlpack__).
+//
+// Ownership: every array or tensor handed out holds the weights alive (a DLPack export);
+// Model.release() drops the model's own reference. Failure: a hoist Status becomes RuntimeError
+// with its message. Threading: the GIL is released while loading or attaching.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "hoist/hoist.h"
+#include "hoist/hoist_dlpack.h"
+
+namespace py = pybind11;
+
+namespace {
+
+using ModelPtr = std::shared_ptr<hoist::Model>;
+
+[[noreturn]] void Throw(const hoist::Status& s) { throw std::runtime_error(s.ToString()); }
+
+void CapsuleDestructor(PyObject* capsule) {
+  // A consumer renames the capsule "used_dltensor" once it owns the tensor.
+  if (PyCapsule_IsValid(capsule, "dltensor")) {
+    auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, "dltensor"));
+    if (m != nullptr && m->deleter != nullptr) m->deleter(m);
+  }
+}
+
+// One tensor of a model, exporting itself through DLPack (raw: unsigned-integer dtypes).
+struct PyTensor {
+  ModelPtr model;
+  std::size_t index = 0;
+  bool raw = false;
+
+  const hoist::Tensor& t() const {
+    if (!model->valid()) throw std::runtime_error("the model was released");
+    return model->tensors().at(index);
+  }
+  py::capsule Dlpack(py::object /*stream*/) const {
+    hoist::Result<DLManagedTensor*> m = hoist::ToDLPack(*model, index, raw);
+    if (!m.ok()) Throw(m.status());
+    return py::capsule(*m, "dltensor", &CapsuleDestructor);
+  }
+  py::tuple Device() const {
+    const bool cuda = model->device_type() == hoist::DeviceType::kCuda;
+    return py::make_tuple(static_cast<int>(cuda ? kDLCUDA : kDLCPU),
+                          cuda ? model->device_ordinal() : 0);
+  }
+};
+
+// numpy has no bfloat16 or 8-bit floats: those go to numpy as raw unsigned integers.
+bool NumpyHasDtype(const std::string& dtype) {
+  return dtype != "BF16" && dtype != "F8_E4M3" && dtype != "F8_E5M2";
+}
+
+py::dict Convert(const ModelPtr& model, const std::string& to) {
+  std::string mode = to;
+  if (mode == "auto") mode = model->device_type() == hoist::DeviceType::kCuda ? "torch" : "numpy";
+  py::object from_dlpack;
+  if (mode == "torch") {
+    from_dlpack = py::module_::import("torch").attr("from_dlpack");
+  } else if (mode == "numpy") {
+    from_dlpack = py::module_::import("numpy").attr("from_dlpack");
+  } else if (mode != "dlpack") {
+    throw std::invalid_argument("to must be auto, torch, numpy or dlpack, not '" + to + "'");
+  }
+  py::dict out;
+  for (std::size_t i = 0; i < model->tensors().size(); ++i) {
+    const hoist::Tensor& t = model->tensors()[i];
+    PyTensor pt{model, i, mode == "numpy" && !NumpyHasDtype(t.dtype)};
+    if (mode == "dlpack") {
+      out[py::str(t.name)] = py::cast(pt);
+    } else {
+      out[py::str(t.name)] = from_dlpack(py::cast(pt));
+    }
+  }
+  return out;
+}
+
+ModelPtr LoadModel(const std::string& model, const std::string& topology, std::optional<int> tp,
+                   std::optional<int> ep, std::optional<int> dp, int rank,
+                   std::optional<std::string> device, std::optional<std::string> layout,
+                   std::optional<std::string> placement, std::optional<std::string> read,
+                   std::optional<int> threads, bool verify) {
+  hoist::LoadOptions o;
+  o.model = model;
+  o.topology_file = topology;
+  o.tp = tp;
+  o.ep = ep;
+  o.dp = dp;
+  o.rank = rank;
+  o.device = device;
+  o.layout = layout;
+  o.placement = placement;
+  o.read = read;
+  o.threads = threads;
+  o.verify = verify;
+  hoist::Result<hoist::Model> m = [&] {
+    py::gil_scoped_release nogil;
+    return hoist::Load(o);
+  }();
+  if (!m.ok()) Throw(m.status());
+  return std::make_shared<hoist::Model>(std::move(m).value());
+}
+
+ModelPtr AttachModel(const std::string& path, int timeout_ms) {
+  hoist::AttachOptions o;
+  o.timeout_ms = timeout_ms;
+  o.client = "python";
+  hoist::Result<hoist::Model> m = [&] {
+    py::gil_scoped_release nogil;
+    return hoist::Attach(path, o);
+  }();
+  if (!m.ok()) Throw(m.status());
+  return std::make_shared<hoist::Model>(std::move(m).value());
+}
+
+}  // namespace
+
+PYBIND11_MODULE(hoist, mod) {
+  mod.doc() =
+      "hoist: safetensors weights into device memory, in-process or from a resident "
+      "`hoist serve` rank, as zero-copy tensors (DLPack)";
+
+  py::class_<PyTensor>(mod, "Tensor")
+      .def_property_readonly("name", [](const PyTensor& p) { return p.t().name; })
+      .def_property_readonly("dtype", [](const PyTensor& p) { return p.t().dtype; })
+      .def_property_readonly("shape", [](const PyTensor& p) { return p.t().shape; })
+      .def_property_readonly("nbytes", [](const PyTensor& p) { return p.t().bytes; })
+      .def_property_readonly(
+          "data_ptr",
+          [](const PyTensor& p) { return reinterpret_cast<std::uintptr_t>(p.t().data); })
+      .def(
+          "raw",
+          [](const PyTensor& p) {
+            return PyTensor{p.model, p.index, true};
+          },
+          "the same bytes as unsigned integers of the element width (for numpy)")
+      .def("__dlpack__", &PyTensor::Dlpack, py::arg("stream") = py::none())
+      .def("__dlpack_device__", &PyTensor::Device)
+      .def("__repr__", [](const PyTensor& p) {
+        std::string s = "hoist.Tensor(" + p.t().name + ", " + p.t().dtype + ", [";
+        for (std::size_t i = 0; i < p.t().shape.size(); ++i) {
+          s += (i ? ", " : "") + std::to_string(p.t().shape[i]);
+        }
+        return s + "])";
+      });
+
+  py::class_<hoist::Model, ModelPtr>(mod, "Model")
+      .def_property_readonly("rank", &hoist::Model::rank)
+      .def_property_readonly("world", &hoist::Model::world)
+      .def_property_readonly("device",
+                             [](const hoist::Model& m) {
+                               return m.device_type() == hoist::DeviceType::kCuda ? "cuda" : "host";
+                             })
+      .def_property_readonly("device_name", &hoist::Model::device_name)
+      .def_property_readonly("attached", &hoist::Model::attached)
+      .def_property_readonly("arena_bytes", &hoist::Model::arena_bytes)
+      .def_property_readonly("phases",
+                             [](const hoist::Model& m) {
+                               py::dict d;
+                               for (const hoist::Phase& p : m.phases())
+                                 d[py::str(p.name)] = p.seconds;
+                               return d;
+                             })
+      .def("keys",
+           [](const hoist::Model& m) {
+             py::list l;
+             for (const hoist::Tensor& t : m.tensors()) l.append(t.name);
+             return l;
+           })
+      .def("__len__", [](const hoist::Model& m) { return m.tensors().size(); })
+      .def("__getitem__",
+           [](const ModelPtr& m, const std::string& name) {
+             for (std::size_t i = 0; i < m->tensors().size(); ++i) {
+               if (m->tensors()[i].name == name) return PyTensor{m, i, false};
+             }
+             throw py::key_error(name);
+           })
+      .def("tensors", &Convert, py::arg("to") = "auto",
+           "dict name -> tensor: auto (torch on CUDA, numpy on host), torch, numpy or dlpack")
+      .def("release", [](hoist::Model& m) {
+        hoist::Status s = m.Release();
+        if (!s.ok()) Throw(s);
+      });
+
+  mod.def("load_model", &LoadModel, py::arg("model") = "", py::arg("topology") = "",
+          py::arg("tp") = py::none(), py::arg("ep") = py::none(), py::arg("dp") = py::none(),
+          py::arg("rank") = 0, py::arg("device") = py::none(), py::arg("layout") = py::none(),
+          py::arg("placement") = py::none(), py::arg("read") = py::none(),
+          py::arg("threads") = py::none(), py::arg("verify") = false,
+          "load this process's rank of a checkpoint; returns a Model");
+  mod.def("attach_model", &AttachModel, py::arg("path"), py::arg("timeout_ms") = 10000,
+          "attach to a `hoist serve` rank's socket; returns a Model");
+  mod.def(
+      "load",
+      [](const std::string& model, const std::string& topology, std::optional<int> tp,
+         std::optional<int> ep, std::optional<int> dp, int rank, std::optional<std::string> device,
+         std::optional<std::string> layout, std::optional<std::string> placement,
+         std::optional<std::string> read, std::optional<int> threads, bool verify,
+         const std::string& to) {
+        return Convert(LoadModel(model, topology, tp, ep, dp, rank, device, layout, placement, read,
+                                 threads, verify),
+                       to);
+      },
+      py::arg("model") = "", py::arg("topology") = "", py::arg("tp") = py::none(),
+      py::arg("ep") = py::none(), py::arg("dp") = py::none(), py::arg("rank") = 0,
+      py::arg("device") = py::none(), py::arg("layout") = py::none(),
+      py::arg("placement") = py::none(), py::arg("read") = py::none(),
+      py::arg("threads") = py::none(), py::arg("verify") = false, py::arg("to") = "auto",
+      "load and return a dict of tensors (torch on CUDA, numpy on the host backend)");
+  mod.def(
+      "attach",
+      [](const std::string& path, int timeout_ms, const std::string& to) {
+        return Convert(AttachModel(path, timeout_ms), to);
+      },
+      py::arg("path"), py::arg("timeout_ms") = 10000, py::arg("to") = "auto",
+      "attach to a `hoist serve` rank and return a dict of tensors, mapped without a copy");
+}

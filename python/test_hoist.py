@@ -1,0 +1,137 @@
+"""The `hoist` Python module on the host backend (numpy): hoist.load and hoist.attach return
+numpy arrays that equal an independent reference computed here from the safetensors files
+(vLLM's tensor-parallel slicing, hf layout), and attach maps the daemon's bytes without a copy.
+
+Needs HOIST_BIN and HOIST_MKCKPT (ctest sets them) and PYTHONPATH pointing at the module."""
+import json
+import os
+import signal
+import struct
+import subprocess
+import tempfile
+import time
+import unittest
+
+import numpy as np
+
+import hoist
+
+HOIST_BIN = os.environ["HOIST_BIN"]
+MKCKPT = os.environ["HOIST_MKCKPT"]
+
+
+def read_safetensors(folder):
+    """name -> numpy array of raw element bits (uint16 for BF16, float32 for F32)."""
+    out = {}
+    for f in sorted(os.listdir(folder)):
+        if not f.endswith(".safetensors"):
+            continue
+        with open(os.path.join(folder, f), "rb") as fh:
+            data = fh.read()
+        (n,) = struct.unpack("<Q", data[:8])
+        header = json.loads(data[8:8 + n])
+        base = 8 + n
+        for name, meta in header.items():
+            if name == "__metadata__":
+                continue
+            start, end = meta["data_offsets"]
+            dt = {"BF16": np.uint16, "F32": np.float32}[meta["dtype"]]
+            out[name] = np.frombuffer(data[base + start:base + end], dtype=dt).reshape(meta["shape"])
+    return out
+
+
+def reference_rank(full, tp, rank):
+    """What rank `rank` of tp holds for the tensors this test checks (hf layout)."""
+    ref = {}
+    for name, w in full.items():
+        if name.endswith(("q_proj.weight", "k_proj.weight", "v_proj.weight", "gate_proj.weight",
+                          "up_proj.weight")):
+            n = w.shape[0] // tp
+            ref[name] = w[rank * n:(rank + 1) * n]          # column parallel: rows
+        elif name.endswith(("o_proj.weight", "down_proj.weight")):
+            k = w.shape[1] // tp
+            ref[name] = w[:, rank * k:(rank + 1) * k]       # row parallel: columns
+        elif name.endswith("norm.weight"):
+            ref[name] = w                                   # replicated
+    return ref
+
+
+class HoistModuleTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory(prefix="hoist-py-")
+        cls.model = os.path.join(cls.tmp.name, "qwen3-tiny")
+        subprocess.run([MKCKPT, "--preset", "qwen3-tiny", "--out", cls.model, "--seed", "31",
+                        "--shard-size", "150000", "--threads", "2"], check=True,
+                       stdout=subprocess.DEVNULL)
+        cls.full = read_safetensors(cls.model)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def check(self, tensors, rank):
+        ref = reference_rank(self.full, 2, rank)
+        self.assertGreater(len(ref), 10)
+        for name, want in ref.items():
+            self.assertIn(name, tensors)
+            got = tensors[name]
+            self.assertIsInstance(got, np.ndarray)
+            self.assertEqual(got.shape, want.shape, name)
+            self.assertEqual(got.dtype, want.dtype, name)  # BF16 arrives as uint16 bits
+            self.assertTrue(np.array_equal(got, want), name)
+            self.assertTrue(np.any(got != 0), name)
+
+    def test_load_matches_reference(self):
+        for rank in (0, 1):
+            t = hoist.load(self.model, tp=2, rank=rank, device="host", layout="hf", threads=2)
+            self.check(t, rank)
+
+    def test_model_object_and_dlpack(self):
+        m = hoist.load_model(self.model, tp=2, rank=1, device="host", layout="hf")
+        self.assertEqual((m.rank, m.world, m.device, m.attached), (1, 2, "host", False))
+        w = m["model.norm.weight"]
+        self.assertEqual(w.dtype, "BF16")
+        self.assertEqual(w.__dlpack_device__(), (1, 0))  # kDLCPU
+        arr = np.from_dlpack(w.raw())
+        self.assertEqual(arr.ctypes.data, w.data_ptr)  # a view, not a copy
+        m.release()  # the array keeps the weights alive
+        self.assertTrue(np.array_equal(arr, self.full["model.norm.weight"]))
+        with self.assertRaises(RuntimeError):
+            hoist.load(os.path.join(self.tmp.name, "missing"), device="host")
+
+    def test_attach_to_a_daemon(self):
+        sock_dir = os.path.join(self.tmp.name, "sock")
+        log = open(os.path.join(self.tmp.name, "serve.log"), "w")
+        p = subprocess.Popen([HOIST_BIN, "serve", "--model", self.model, "--tp", "2", "--rank", "1",
+                              "--layout", "hf", "--device", "host", "--socket-dir", sock_dir],
+                             stdout=log, stderr=subprocess.STDOUT)
+        try:
+            path = os.path.join(sock_dir, "rank-1.sock")
+            deadline = time.time() + 60
+            model = None
+            while time.time() < deadline:
+                try:
+                    model = hoist.attach_model(path)
+                    break
+                except RuntimeError:
+                    time.sleep(0.05)
+            if model is None:
+                with open(log.name) as fh:
+                    self.fail("the daemon never answered:\n" + fh.read())
+            self.assertTrue(model.attached)
+            tensors = model.tensors()
+            self.check(tensors, 1)
+            # Zero copy: the numpy array's memory is the mapping of the daemon's arena.
+            w = model["model.layers.0.self_attn.o_proj.weight"]
+            self.assertEqual(tensors[w.name].ctypes.data, w.data_ptr)
+            self.check(hoist.attach(path), 1)
+        finally:
+            p.send_signal(signal.SIGTERM)
+            self.assertEqual(p.wait(timeout=30), 0)
+            log.close()
+        self.assertFalse(os.path.exists(path))
+
+
+if __name__ == "__main__":
+    unittest.main()

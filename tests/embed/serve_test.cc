@@ -1,0 +1,466 @@
+// `hoist serve` as a separate process (the real binary, host backend) and clients in this
+// process: attach maps the daemon's arena without a copy and matches the reference; a disallowed
+// uid is refused; malformed, oversized and truncated requests do not stop the daemon; 8 clients
+// x 100 attach/detach leave descriptors and memory where they started; the host cache's
+// release/restore through `hoist ctl`; SIGTERM removes the socket.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "hoist/hoist.h"
+#include "hoist/hoist_c.h"
+#include "rank/serve_wire.h"
+#include "tests/embed/embed_util.h"
+#include "tests/test_paths.h"
+
+extern char** environ;
+
+namespace hoist {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using testembed::ExpectMatchesReference;
+using testembed::Fixtures;
+using testembed::Reference;
+
+int CountFds(pid_t pid) {
+  int n = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    ++n;
+  }
+  return n;
+}
+
+// Mappings of hoist arenas (host backend: "/memfd:hoist-arena") in this process.
+int CountArenaMaps() {
+  std::ifstream in("/proc/self/maps");
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) n += line.find("hoist-arena") != std::string::npos ? 1 : 0;
+  return n;
+}
+
+// VmRSS of `pid` in KiB.
+long RssKib(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
+  }
+  return -1;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// A `hoist serve` child process; SIGTERM (then SIGKILL after 20 s) when destroyed.
+class Daemon {
+ public:
+  Daemon(const std::string& model, int tp, int rank, std::vector<std::string> extra) {
+    static std::atomic<int> seq{0};
+    dir_ = Fixtures::Get().root() + "/sock-" + std::to_string(::getpid()) + "-" +
+           std::to_string(seq++);
+    log_ = dir_ + ".log";
+    socket_ = dir_ + "/rank-" + std::to_string(rank) + ".sock";
+    std::vector<std::string> args = {testing::HoistBin(),
+                                     "serve",
+                                     "--model",
+                                     model,
+                                     "--tp",
+                                     std::to_string(tp),
+                                     "--rank",
+                                     std::to_string(rank),
+                                     "--device",
+                                     "host",
+                                     "--socket-dir",
+                                     dir_,
+                                     "--threads",
+                                     "2"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    if (posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), environ) != 0) pid_ = -1;
+    posix_spawn_file_actions_destroy(&fa);
+  }
+  ~Daemon() { Stop(); }
+
+  // Waits until the socket answers (the load is done).
+  bool WaitReady() {
+    const Clock::time_point deadline = Clock::now() + std::chrono::seconds(60);
+    while (Clock::now() < deadline && pid_ > 0) {
+      if (std::filesystem::exists(socket_) && rank::DaemonConnection::Connect(socket_).ok()) {
+        return true;
+      }
+      int st = 0;
+      if (::waitpid(pid_, &st, WNOHANG) == pid_) {
+        pid_ = -1;
+        return false;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
+
+  // SIGTERM and wait; the exit status (-1 when it had to be killed).
+  int Stop() {
+    if (pid_ <= 0) return exit_;
+    ::kill(pid_, SIGTERM);
+    const Clock::time_point deadline = Clock::now() + std::chrono::seconds(20);
+    int st = 0;
+    while (::waitpid(pid_, &st, WNOHANG) == 0) {
+      if (Clock::now() > deadline) {
+        ::kill(pid_, SIGKILL);
+        ::waitpid(pid_, &st, 0);
+        pid_ = -1;
+        return exit_ = -1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    pid_ = -1;
+    exit_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return exit_;
+  }
+
+  Result<proto::StatusReply> Status() const {
+    HOIST_ASSIGN_OR_RETURN(auto c, rank::DaemonConnection::Connect(socket_));
+    proto::DaemonRequest req;
+    req.mutable_status();
+    HOIST_ASSIGN_OR_RETURN(proto::DaemonResponse r, c->Call(req));
+    return r.status();
+  }
+
+  // Polls status until `pred` holds (the daemon sees closes asynchronously).
+  template <typename Pred>
+  bool WaitStatus(Pred pred) const {
+    const Clock::time_point deadline = Clock::now() + std::chrono::seconds(10);
+    while (Clock::now() < deadline) {
+      Result<proto::StatusReply> s = Status();
+      if (s.ok() && pred(*s)) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+
+  pid_t pid() const { return pid_; }
+  const std::string& socket() const { return socket_; }
+  const std::string& dir() const { return dir_; }
+  std::string log() const { return ReadFile(log_); }
+
+ private:
+  std::string dir_, log_, socket_;
+  pid_t pid_ = -1;
+  int exit_ = -1;
+};
+
+// A raw connection for malformed traffic.
+int RawConnect(const std::string& path) {
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::memcpy(a.sun_path, path.data(), path.size());
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  timeval tv{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  return fd;
+}
+
+// Reads one framed reply; "" on EOF or error.
+std::string ReadReply(int fd) {
+  unsigned char h[4];
+  std::size_t got = 0;
+  while (got < 4) {
+    ssize_t r = ::recv(fd, h + got, 4 - got, 0);
+    if (r <= 0) return "";
+    got += r;
+  }
+  const std::uint32_t n = h[0] | h[1] << 8 | h[2] << 16 | static_cast<std::uint32_t>(h[3]) << 24;
+  std::string body(n, '\0');
+  got = 0;
+  while (got < n) {
+    ssize_t r = ::recv(fd, body.data() + got, n - got, 0);
+    if (r <= 0) return "";
+    got += r;
+  }
+  proto::DaemonResponse resp;
+  if (!resp.ParseFromString(body)) return "unparseable";
+  return resp.ok() ? "ok" : resp.error();
+}
+
+bool AtEof(int fd) {
+  char c;
+  return ::recv(fd, &c, 1, 0) == 0;
+}
+
+TEST(Serve, AttachFromAnotherProcessMatchesTheReferenceWithoutACopy) {
+  const std::string dir = Fixtures::Get().Dir("qwen3-tiny");
+  Daemon d(dir, 2, 1, {});
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  EXPECT_EQ(std::filesystem::status(d.dir()).permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_all);
+  EXPECT_EQ(std::filesystem::status(d.socket()).permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+
+  Result<Model> a = Attach(d.socket());
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_TRUE(a->attached());
+  EXPECT_EQ(a->rank(), 1);
+  EXPECT_EQ(a->world(), 2);
+  EXPECT_EQ(a->device_type(), DeviceType::kHost);
+  const auto ref = Reference(dir, 2, 0, 1);
+  ExpectMatchesReference(*a, ref);
+
+  // The C API attaches too; both map the same pages as the daemon (no copy): a byte written
+  // through one mapping is seen through the other.
+  hoist_model* c = nullptr;
+  ASSERT_EQ(hoist_attach(d.socket().c_str(), 0, &c), HOIST_OK) << hoist_last_error();
+  ASSERT_TRUE(d.WaitStatus([](const proto::StatusReply& s) { return s.clients_attached() == 2; }));
+  hoist_tensor ct;
+  ASSERT_EQ(hoist_model_find(c, "model.norm.weight", &ct), HOIST_OK);
+  const Tensor* t = a->Find("model.norm.weight");
+  ASSERT_NE(t, nullptr);
+  ASSERT_NE(ct.data, t->data);  // two mappings...
+  auto* p = static_cast<unsigned char*>(t->data);
+  const unsigned char old = p[0];
+  p[0] = static_cast<unsigned char>(old ^ 0xFF);
+  EXPECT_EQ(static_cast<unsigned char*>(ct.data)[0], old ^ 0xFF);  // ...of one arena
+  p[0] = old;
+  EXPECT_EQ(hoist_model_release(c), HOIST_OK);
+
+  EXPECT_TRUE(a->Release().ok());
+  EXPECT_TRUE(d.WaitStatus([](const proto::StatusReply& s) {
+    return s.clients_attached() == 0 && s.attaches_served() == 2;
+  }));
+  // Attaching again after detaching sees the same, intact bytes.
+  Result<Model> again = Attach(d.socket());
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  ExpectMatchesReference(*again, ref);
+}
+
+TEST(Serve, DisallowedUidIsRefusedAndLogged) {
+  const uid_t other = ::geteuid() == 4242 ? 4243 : 4242;
+  Daemon d(Fixtures::Get().Dir("qwen3-tiny"), 1, 0, {"--allow-uid", std::to_string(other)});
+  // Ready means the socket exists; every connection from this uid is refused.
+  const Clock::time_point deadline = Clock::now() + std::chrono::seconds(60);
+  while (!std::filesystem::exists(d.socket()) && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  Result<Model> a = Attach(d.socket());
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.status().code(), Code::kFailedPrecondition) << a.status().ToString();
+  EXPECT_NE(a.status().message().find("uid " + std::to_string(::geteuid()) + " is not allowed"),
+            std::string::npos)
+      << a.status().ToString();
+  EXPECT_EQ(d.Stop(), 0);
+  EXPECT_NE(d.log().find("refused connection from pid " + std::to_string(::getpid())),
+            std::string::npos)
+      << d.log();
+}
+
+TEST(Serve, BadRequestsAreAnsweredOrDroppedAndTheDaemonKeepsServing) {
+  const std::string dir = Fixtures::Get().Dir("qwen3-tiny");
+  Daemon d(dir, 1, 0, {"--max-request-kib", "1"});
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  {  // malformed: a frame that is not a DaemonRequest gets an error, the connection stays usable
+    int fd = RawConnect(d.socket());
+    ASSERT_GE(fd, 0);
+    const std::string bad = rank::Frame(std::string("\xff\xff\xff\xff\x0f", 5));
+    ASSERT_EQ(::send(fd, bad.data(), bad.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bad.size()));
+    EXPECT_NE(ReadReply(fd).find("malformed"), std::string::npos);
+    proto::DaemonRequest req;
+    req.mutable_status();
+    const std::string good = rank::Frame(req.SerializeAsString());
+    ASSERT_EQ(::send(fd, good.data(), good.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(good.size()));
+    EXPECT_EQ(ReadReply(fd), "ok");
+    ::close(fd);
+  }
+  {  // oversized: an error, then the connection is closed
+    int fd = RawConnect(d.socket());
+    const unsigned char h[4] = {0, 0, 0xa0, 0};  // 10 MiB
+    ASSERT_EQ(::send(fd, h, 4, MSG_NOSIGNAL), 4);
+    EXPECT_NE(ReadReply(fd).find("exceeds the limit of 1024"), std::string::npos);
+    EXPECT_TRUE(AtEof(fd));
+    ::close(fd);
+  }
+  {  // truncated: the client vanishes mid-request
+    int fd = RawConnect(d.socket());
+    const unsigned char h[6] = {100, 0, 0, 0, 0x0a, 0x00};
+    ASSERT_EQ(::send(fd, h, 6, MSG_NOSIGNAL), 6);
+    ::close(fd);
+  }
+  {  // a client that connects and leaves at once, and one that half-sends a header
+    ::close(RawConnect(d.socket()));
+    int fd = RawConnect(d.socket());
+    ASSERT_EQ(::send(fd, "\x03", 1, MSG_NOSIGNAL), 1);
+    ::close(fd);
+  }
+  Result<Model> a = Attach(d.socket());
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ExpectMatchesReference(*a, Reference(dir, 1, 0, 0));
+  Result<proto::StatusReply> s = d.Status();
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_GE(s->bad_requests(), 4u);
+  a->Release().ok();
+  EXPECT_EQ(d.Stop(), 0);
+}
+
+TEST(Serve, ManyClientsAttachAndDetachWithoutLeaks) {
+  Daemon d(Fixtures::Get().Dir("qwen3-tiny"), 1, 0, {});
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  auto round = [&](int clients, int times) {
+    std::vector<std::thread> threads;
+    std::atomic<int> failures{0};
+    for (int c = 0; c < clients; ++c) {
+      threads.emplace_back([&] {
+        for (int i = 0; i < times; ++i) {
+          Result<Model> m = Attach(d.socket());
+          if (!m.ok() || m->Find("model.norm.weight") == nullptr || !m->Release().ok()) {
+            ++failures;
+          }
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    return failures.load();
+  };
+  ASSERT_EQ(round(8, 2), 0);  // warm-up: per-thread malloc arenas, cached thread stacks
+  ASSERT_TRUE(d.WaitStatus([](const proto::StatusReply& s) { return s.connections() == 1; }));
+  const int fds_self = CountFds(::getpid());
+  // The daemon closes a status connection when it reads its EOF: its settled count is the
+  // smallest seen over a short while.
+  auto settled_fds = [&d](int at_most) {
+    int n = CountFds(d.pid());
+    for (int i = 0; i < 300 && n > at_most; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      n = std::min(n, CountFds(d.pid()));
+    }
+    return n;
+  };
+  int fds_daemon = CountFds(d.pid());
+  for (int i = 0; i < 30; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    fds_daemon = std::min(fds_daemon, CountFds(d.pid()));
+  }
+  const int maps = CountArenaMaps();
+  const long rss = RssKib(d.pid());
+  const long self_rss = RssKib(::getpid());
+  ASSERT_GT(fds_daemon, 0);
+
+  EXPECT_EQ(round(8, 100), 0);
+  ASSERT_TRUE(d.WaitStatus([](const proto::StatusReply& s) {
+    return s.connections() == 1 && s.clients_attached() == 0;
+  }));
+  Result<proto::StatusReply> s = d.Status();
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->attaches_served(), 816u);
+  EXPECT_EQ(CountFds(::getpid()), fds_self);
+  EXPECT_EQ(settled_fds(fds_daemon), fds_daemon);
+  EXPECT_EQ(CountArenaMaps(), maps);
+  EXPECT_EQ(maps, 0);
+  EXPECT_LT(RssKib(d.pid()) - rss, 1024) << "daemon RSS grew from " << rss << " KiB";
+  EXPECT_LT(RssKib(::getpid()) - self_rss, 4096) << "client RSS grew from " << self_rss << " KiB";
+  EXPECT_EQ(d.Stop(), 0);
+}
+
+std::string Ctl(const std::string& action, const std::string& socket) {
+  const std::string cmd = testing::HoistBin() + " ctl " + action + " --socket " + socket + " 2>&1";
+  std::string out;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int st = ::pclose(p);
+  return out + "[exit " + std::to_string(WEXITSTATUS(st)) + "]";
+}
+
+TEST(Serve, HostCacheReleaseAndRestoreThroughCtl) {
+  const std::string dir = Fixtures::Get().Dir("qwen3-moe-tiny");
+  Daemon d(dir, 2, 0, {"--host-cache"});
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  std::string out = Ctl("status", d.socket());
+  EXPECT_NE(out.find("resident: yes"), std::string::npos) << out;
+  EXPECT_NE(out.find("[exit 0]"), std::string::npos) << out;
+
+  {
+    Result<Model> a = Attach(d.socket());
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    out = Ctl("release", d.socket());  // refused while a client is attached
+    EXPECT_NE(out.find("1 client(s) attached"), std::string::npos) << out;
+    EXPECT_NE(out.find("[exit 1]"), std::string::npos) << out;
+  }
+  ASSERT_TRUE(d.WaitStatus([](const proto::StatusReply& s) { return s.clients_attached() == 0; }));
+  out = Ctl("release", d.socket());
+  EXPECT_NE(out.find("released"), std::string::npos) << out;
+  Result<proto::StatusReply> s = d.Status();
+  ASSERT_TRUE(s.ok());
+  EXPECT_FALSE(s->resident());
+  EXPECT_EQ(s->arena_bytes(), 0u);
+  EXPECT_GT(s->host_cache_bytes(), 0u);
+  Result<Model> none = Attach(d.socket());
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("restore"), std::string::npos);
+
+  out = Ctl("restore", d.socket());
+  EXPECT_NE(out.find("restored"), std::string::npos) << out;
+  s = d.Status();
+  ASSERT_TRUE(s.ok());
+  EXPECT_TRUE(s->resident());
+  EXPECT_EQ(s->generation(), 2u);
+  EXPECT_GT(s->last_restore_s(), 0);
+  Result<Model> a = Attach(d.socket());
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ExpectMatchesReference(*a, Reference(dir, 2, 0, 0));
+  a->Release().ok();
+  // Without --host-cache, release is refused (it would lose the weights).
+  Daemon plain(dir, 1, 0, {});
+  ASSERT_TRUE(plain.WaitReady()) << plain.log();
+  out = Ctl("release", plain.socket());
+  EXPECT_NE(out.find("no host cache"), std::string::npos) << out;
+}
+
+TEST(Serve, SigtermStopsAcceptingFreesAndRemovesTheSocket) {
+  const std::string dir = Fixtures::Get().Dir("qwen3-tiny");
+  Daemon d(dir, 1, 0, {});
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  Result<Model> a = Attach(d.socket());  // still attached when the daemon stops
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  const pid_t pid = d.pid();
+  EXPECT_EQ(d.Stop(), 0) << d.log();
+  EXPECT_FALSE(std::filesystem::exists(d.socket()));
+  EXPECT_LT(::kill(pid, 0), 0);  // gone
+  EXPECT_FALSE(Attach(d.socket()).ok());
+  // The client's mapping outlives the daemon (host backend: the memfd stays while mapped).
+  ExpectMatchesReference(*a, Reference(dir, 1, 0, 0));
+  EXPECT_TRUE(a->Release().ok());
+}
+
+}  // namespace
+}  // namespace hoist
