@@ -150,10 +150,9 @@ class HostDevice final : public Device {
     const std::uint64_t n = std::max<std::uint64_t>(handle.bytes, 1);
     if (handle.offset % 4096 != 0 || handle.offset > static_cast<std::uint64_t>(st.st_size) ||
         n > static_cast<std::uint64_t>(st.st_size) - handle.offset) {
-      return Status::InvalidArgument("host device: imported arena of " +
-                                     std::to_string(handle.bytes) + " bytes at offset " +
-                                     std::to_string(handle.offset) +
-                                     " exceeds its memfd of " + std::to_string(st.st_size));
+      return Status::InvalidArgument(
+          "host device: imported arena of " + std::to_string(handle.bytes) + " bytes at offset " +
+          std::to_string(handle.offset) + " exceeds its memfd of " + std::to_string(st.st_size));
     }
     void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, handle.fd,
                      static_cast<off_t>(handle.offset));
@@ -186,8 +185,9 @@ class HostDevice final : public Device {
   Status AdoptArena(const DeviceBuffer& buffer) override {
     if (buffer.ptr == nullptr) return Status::InvalidArgument("host device: adopting null");
     std::lock_guard lock(mu_);
-    if (!arenas_.emplace(static_cast<std::byte*>(buffer.ptr),
-                         Arena{std::max<std::uint64_t>(buffer.bytes, 1), Arena::kAdopted, -1})
+    if (!arenas_
+             .emplace(static_cast<std::byte*>(buffer.ptr),
+                      Arena{std::max<std::uint64_t>(buffer.bytes, 1), Arena::kAdopted, -1})
              .second) {
       return Status::InvalidArgument("host device: arena adopted twice");
     }

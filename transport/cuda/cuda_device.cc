@@ -110,14 +110,15 @@ class CudaDevice final : public Device {
     {
       std::lock_guard lock(mu_);
       if (!arenas_.count(arena.ptr) || adopted_.count(arena.ptr)) {
-        return Status::InvalidArgument(name_ + ": ExportArena of an arena this device did not "
-                                               "allocate");
+        return Status::InvalidArgument(name_ +
+                                       ": ExportArena of an arena this device did not "
+                                       "allocate");
       }
     }
     HOIST_RETURN_IF_ERROR(Current());
     cudaIpcMemHandle_t h;
-    HOIST_RETURN_IF_ERROR(Check(cudaIpcGetMemHandle(&h, arena.ptr),
-                                "cudaIpcGetMemHandle(" + P(arena.ptr) + ")"));
+    HOIST_RETURN_IF_ERROR(
+        Check(cudaIpcGetMemHandle(&h, arena.ptr), "cudaIpcGetMemHandle(" + P(arena.ptr) + ")"));
     ArenaHandle out;
     out.gpu = true;
     out.ipc.assign(reinterpret_cast<const char*>(&h), sizeof h);
@@ -127,18 +128,17 @@ class CudaDevice final : public Device {
 
   Result<DeviceBuffer> ImportArena(const ArenaHandle& handle) override {
     if (!handle.gpu || handle.ipc.size() != sizeof(cudaIpcMemHandle_t)) {
-      return Status::InvalidArgument(name_ + ": ImportArena needs a " +
-                                     std::to_string(sizeof(cudaIpcMemHandle_t)) +
-                                     "-byte CUDA IPC handle, got " +
-                                     std::to_string(handle.ipc.size()) + " bytes");
+      return Status::InvalidArgument(
+          name_ + ": ImportArena needs a " + std::to_string(sizeof(cudaIpcMemHandle_t)) +
+          "-byte CUDA IPC handle, got " + std::to_string(handle.ipc.size()) + " bytes");
     }
     HOIST_RETURN_IF_ERROR(Current());
     cudaIpcMemHandle_t h;
     std::memcpy(&h, handle.ipc.data(), sizeof h);
     void* p = nullptr;
-    HOIST_RETURN_IF_ERROR(Check(cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess),
-                                "cudaIpcOpenMemHandle(arena of " + std::to_string(handle.bytes) +
-                                    " bytes)"));
+    HOIST_RETURN_IF_ERROR(
+        Check(cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess),
+              "cudaIpcOpenMemHandle(arena of " + std::to_string(handle.bytes) + " bytes)"));
     std::lock_guard lock(mu_);
     imported_.insert(p);
     return DeviceBuffer{p, handle.bytes};
