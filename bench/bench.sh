@@ -21,8 +21,16 @@ warm() { cat "$1"/*.safetensors > /dev/null; }
 
 log "build"
 build=build-bench
-cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DHOIST_BUILD_TESTS=OFF > "$AUX/cmake.log" 2>&1 || { cat "$AUX/cmake.log"; exit 1; }
-ninja -C $build hoist hoist-mkckpt hoist-bench-io hoist-bench-h2d > "$AUX/build.log" 2>&1 || { tail -50 "$AUX/build.log"; exit 1; }
+extra=()
+# The GPU box's image lacks Debian's dlpack header: bench/prepare-device.sh puts a copy in
+# .gpu-deps/; pybind11 comes with its python3.
+[[ -d .gpu-deps/include ]] && extra+=("-DCMAKE_INCLUDE_PATH=$root/.gpu-deps/include")
+if python3 -m pybind11 --cmakedir > /dev/null 2>&1; then
+  extra+=("-Dpybind11_DIR=$(python3 -m pybind11 --cmakedir)" "-DHOIST_PYTHON=$(command -v python3)")
+fi
+cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DHOIST_BUILD_TESTS=OFF "${extra[@]}" > "$AUX/cmake.log" 2>&1 || { cat "$AUX/cmake.log"; exit 1; }
+ninja -C $build > "$AUX/build.log" 2>&1 || { tail -50 "$AUX/build.log"; exit 1; }
+grep -E "hoist: " "$AUX/cmake.log" >&2 || true
 hoist=$build/launch/hoist
 { nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.current,pcie.link.width.current,memory.total --format=csv; nproc; free -g | head -2; df -h /tmp | tail -1; uname -r; } > "$OUT/machine.txt" 2>&1 || true
 
@@ -119,6 +127,43 @@ if [[ "${MPI2:-1}" == 1 ]]; then
     --log-level warn --report-json "$OUT/mpi2-report.json" --trace "$AUX/mpi2-trace.json" \
     --timeline "$OUT/timeline-mpi2-tp2.svg" --metrics "$AUX/mpi2-metrics.prom" > "$OUT/mpi2-table.txt" 2>&1 \
     && echo "mpirun -np 2 tp2 --verify: PASS" || { echo "mpirun -np 2 tp2: FAIL"; tail -20 "$OUT/mpi2-table.txt"; }
+fi
+
+if [[ "${SERVE:-1}" == 1 ]]; then
+  log "serve: attach (engine example and Python/torch) and host-cache restore"
+  sd=/tmp/hoist-serve-sock; rm -rf "$sd"
+  warm "$m4b"
+  setsid $hoist serve --model "$m4b" --host-cache --socket-dir "$sd" --log-level warn > "$AUX/serve.log" 2>&1 &
+  serve_pid=$!
+  for i in $(seq 600); do [[ -S "$sd/rank-0.sock" ]] && break; sleep 0.1; done
+  if [[ -S "$sd/rank-0.sock" ]]; then
+    for i in $(seq ${RUNS_HOT}); do
+      line=$($build/examples/hoist-engine-startup --attach "$sd" 2>&1 | grep -E "^rank 0/" || true)
+      echo "$line" >&2
+      python3 - "$line" >> "$res" <<'PY'
+import json, re, sys
+m = re.search(r"weights ([0-9.]+) ms .*max rel err ([0-9.e+-]+) (PASS|FAIL)", sys.argv[1])
+if m: print(json.dumps({"kind": "attach_engine", "ms": float(m.group(1)), "err": float(m.group(2)), "ok": m.group(3) == "PASS"}))
+PY
+    done
+    if [[ -d $build/python/pkg ]]; then
+      for i in 1 2 3; do PYTHONPATH=$build/python/pkg python3 bench/attach_check.py "$sd/rank-0.sock" "$m4b" >> "$res" || echo "attach_check FAILED" >&2; done
+    fi
+    for i in $(seq ${RUNS_HOT}); do
+      $hoist ctl release --socket "$sd/rank-0.sock" > /dev/null
+      line=$($hoist ctl restore --socket "$sd/rank-0.sock")
+      echo "$line" >&2
+      python3 - "$line" >> "$res" <<'PY'
+import json, re, sys
+m = re.search(r"restored: .* in ([0-9.]+) s \(([0-9.]+) GiB/s\)", sys.argv[1])
+if m: print(json.dumps({"kind": "restore", "seconds": float(m.group(1)), "gib_s": float(m.group(2))}))
+PY
+    done
+  else
+    echo "serve did not start:" >&2; tail -20 "$AUX/serve.log" >&2
+  fi
+  kill -TERM $serve_pid 2>/dev/null; wait $serve_pid 2>/dev/null || true
+  [[ -e "$sd/rank-0.sock" ]] && echo "socket left behind after SIGTERM" >&2 || echo "serve stopped, socket removed" >&2
 fi
 
 python3 bench/summarize.py "$res" "$OUT/machine.txt" > "$OUT/BENCHMARKS.md"

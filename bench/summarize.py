@@ -88,6 +88,28 @@ def main():
         cells = [f"{n} {med([r['phases'].get(n, 0) for r in rs]) * 1e3:.1f}" for n in names]
         out.append(f"Phases, tp1 auto {temp} (median ms): " + ", ".join(cells) +
                    f"; read busy (summed over threads) {med([r['read_busy_s'] for r in rs]) * 1e3:.0f} ms.")
+    attach = [r for r in rows if r["kind"] == "attach_engine"]
+    attach_py = [r for r in rows if r["kind"] == "attach_py"]
+    restore = [r for r in rows if r["kind"] == "restore"]
+    if attach or attach_py or restore:
+        out.append("")
+        out.append("| daemon (`hoist serve --host-cache`, qwen3-4b tp 1) | n | median [min-max] | note |")
+        out.append("| --- | --- | --- | --- |")
+    if attach:
+        ms = [r["ms"] for r in attach]
+        out.append(f"| engine attach: every tensor usable, after its CUDA context exists (examples/engine_startup) | {len(ms)} | "
+                   f"{med(ms):.1f} ms [{min(ms):.1f}-{max(ms):.1f}] | GEMM check {'PASS' if all(r['ok'] for r in attach) else 'FAIL'} |")
+    if attach_py:
+        ms = [r["attach_ms"] for r in attach_py]
+        out.append(f"| Python `hoist.attach` -> dict of torch CUDA tensors ({attach_py[0]['tensors']} tensors) | {len(ms)} | "
+                   f"{med(ms):.1f} ms [{min(ms):.1f}-{max(ms):.1f}] | {attach_py[0]['checked']} tensors equal to safetensors slices: "
+                   f"{'yes' if all(r['ok'] for r in attach_py) else 'NO'} |")
+    if restore:
+        g = [r["gib_s"] for r in restore]
+        s_ = [r["seconds"] for r in restore]
+        vs = f"{med(g) / ceil_gibs * 100:.0f}% of the pinned-H2D ceiling" if h2d else ""
+        out.append(f"| `hoist ctl restore` from the pinned host cache | {len(g)} | {med(s_) * 1e3:.1f} ms [{min(s_) * 1e3:.1f}-{max(s_) * 1e3:.1f}], "
+                   f"{med(g):.2f} GiB/s | {vs} |")
     if failed:
         out.append("")
         out.append("Failed runs: " + ", ".join(f"{r['label']} {r['temp']}" for r in failed))
