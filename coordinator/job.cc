@@ -8,6 +8,7 @@
 
 #include "planner/checkpoint.h"
 #include "planner/io_stats.h"
+#include "rank/exchange.h"
 
 namespace hoist::coordinator {
 namespace {
@@ -118,13 +119,35 @@ Result<JobResult> RunJob(Comm& comm, const JobOptions& options) {
                                    std::to_string(world) + " ranks");
   }
 
+  // Dedup: the data plane between ranks (rank/exchange.h), opened by every rank or by none.
+  std::unique_ptr<transport::Peer> peer;
+  Status peer_status;
+  if (mpi_world && result.plan.dedup() != proto::DEDUP_NONE) {
+    const rank::ControlPlane control{[&comm](const std::string& s) { return comm.Gather(s); },
+                                     [&comm](std::string* s) { return comm.Broadcast(s); }};
+    Result<std::unique_ptr<transport::Peer>> opened = rank::OpenPeer(
+        result.plan, my_rank,
+        {options.load.device, options.load.gpu, options.load.exchange.timeout_s}, control);
+    if (opened.ok()) {
+      peer = std::move(opened).value();
+    } else {
+      peer_status = opened.status();
+    }
+  }
+  rank::ExchangeOptions exchange = options.load.exchange;
+  exchange.peer = peer.get();
+
   // Load this rank's part. Errors stay local until the gather.
   proto::RankReport report;
   Status load_status;
-  if (options.fail_rank == my_rank) {
+  if (!peer_status.ok()) {
+    load_status = peer_status;
+  } else if (options.fail_rank == my_rank) {
     load_status = Status::IoError("injected failure (--inject-fail-rank)");
+    rank::AbandonExchange(result.plan, exchange);  // its peers must not wait for it
   } else {
     rank::LoadOptions load = options.load;
+    load.exchange = exchange;
     load.prepared = &prepared;
     Result<rank::LoadedRank> loaded =
         rank::LoadRank(result.plan, static_cast<std::uint32_t>(my_rank), load);
@@ -156,6 +179,7 @@ Result<JobResult> RunJob(Comm& comm, const JobOptions& options) {
   // Gather: every rank gets here, failed or not.
   HOIST_ASSIGN_OR_RETURN(std::vector<std::string> blobs, comm.Gather(report.SerializeAsString()));
   if (comm.rank() == 0) {
+    bool by_peer = !result.failure.ok() && rank::CausedByPeer(result.failure.message());
     for (size_t i = 0; i < blobs.size(); ++i) {
       proto::RankReport r;
       if (!r.ParseFromString(blobs[i])) {
@@ -163,7 +187,9 @@ Result<JobResult> RunJob(Comm& comm, const JobOptions& options) {
         r.set_ok(false);
         r.set_error("report does not parse");
       }
-      if (!r.ok() && result.failure.ok()) {
+      // Name the first rank that failed on its own, not one that stopped because of a peer.
+      if (!r.ok() && (result.failure.ok() || (by_peer && !rank::CausedByPeer(r.error())))) {
+        by_peer = rank::CausedByPeer(r.error());
         result.failure = Status(Code::kAborted, "rank " + std::to_string(r.rank()) + " on " +
                                                     r.host() + " failed: " + r.error());
       }

@@ -109,7 +109,11 @@ std::string FormatTable(const proto::LoadPlan& plan, const std::vector<proto::Ra
      << plan.topology().tp() << " x dp " << plan.topology().dp();
   if (plan.topology().ep() > 0) os << ", ep " << plan.topology().ep();
   os << ")  layout " << (plan.layout() == proto::LAYOUT_HF ? "hf" : "fused") << "  nodes "
-     << agg.nodes << "\n";
+     << agg.nodes;
+  if (plan.dedup() != proto::DEDUP_NONE) {
+    os << "  dedup " << (plan.dedup() == proto::DEDUP_NODE ? "node" : "job");
+  }
+  os << "\n";
   char line[256];
   std::snprintf(line, sizeof(line), "%-14s %6s %10s %10s %10s %8s %12s\n", "phase", "ranks",
                 "min ms", "median ms", "max ms", "slowest", "GiB/s(max)");
@@ -142,6 +146,16 @@ std::string FormatTable(const proto::LoadPlan& plan, const std::vector<proto::Ra
                                     : 0.0,
                     r->ok() ? "ok" : "FAILED: ", r->ok() ? "" : r->error().c_str());
       os << line;
+      if (plan.dedup() != proto::DEDUP_NONE) {
+        std::snprintf(
+            line, sizeof(line),
+            "            from storage %9.3f GiB, sent %9.3f GiB, received %9.3f GiB%s%s\n",
+            static_cast<double>(r->bytes_read_from_storage()) / kGiB,
+            static_cast<double>(r->bytes_sent()) / kGiB,
+            static_cast<double>(r->bytes_received()) / kGiB, r->peer().empty() ? "" : " via ",
+            r->peer().c_str());
+        os << line;
+      }
     }
   }
   std::snprintf(line, sizeof(line), "total: %.3f GiB over %d ranks in %s ms wall = %.2f GiB/s\n",
@@ -164,6 +178,18 @@ nlohmann::json ReportJson(const proto::LoadPlan& plan,
   j["payload_bytes"] = agg.payload_bytes;
   j["bytes_read"] = agg.bytes_read;
   j["bytes_resident_at_start"] = agg.bytes_resident_at_start;
+  j["dedup"] = plan.dedup() == proto::DEDUP_NODE  ? "node"
+               : plan.dedup() == proto::DEDUP_JOB ? "job"
+                                                  : "none";
+  std::uint64_t storage = 0, sent = 0, received = 0;
+  for (const auto& r : reports) {
+    storage += r.bytes_read_from_storage();
+    sent += r.bytes_sent();
+    received += r.bytes_received();
+  }
+  j["bytes_read_from_storage"] = storage;
+  j["bytes_sent"] = sent;
+  j["bytes_received"] = received;
   j["ranks_failed"] = agg.failed;
   j["nodes"] = agg.nodes;
   nlohmann::json phases = nlohmann::json::array();
@@ -192,6 +218,10 @@ nlohmann::json ReportJson(const proto::LoadPlan& plan,
     jr["bytes_h2d"] = r.bytes_h2d();
     jr["bytes_resident_at_start"] = r.bytes_resident_at_start();
     jr["header_opens"] = r.header_opens();
+    jr["bytes_read_from_storage"] = r.bytes_read_from_storage();
+    jr["bytes_sent"] = r.bytes_sent();
+    jr["bytes_received"] = r.bytes_received();
+    jr["peer"] = r.peer();
     jr["verified"] = r.verified();
     nlohmann::json ph = nlohmann::json::object();
     for (const auto& p : r.phases()) {

@@ -18,6 +18,7 @@
 #include "launch/serve_cli.h"
 #include "launch/topology.h"
 #include "planner/checkpoint.h"
+#include "planner/dedup.h"
 #include "planner/plan_builder.h"
 #include "planner/plan_summary.h"
 
@@ -39,6 +40,9 @@ struct CommonFlags {
   std::string log_level = "info";
   CLI::Option *tp_opt = nullptr, *ep_opt = nullptr, *dp_opt = nullptr, *layout_opt = nullptr,
               *placement_opt = nullptr, *model_opt = nullptr;
+  std::string dedup = "none";
+  int dedup_step_mib = 0;
+  CLI::Option* dedup_opt = nullptr;
 };
 
 struct LoadFlags {
@@ -53,6 +57,9 @@ struct LoadFlags {
   int chunk_kib = 0;
   int inject_fail_rank = -1;
   int inject_kill_rank = -1;
+  std::string inject_peer_fault;  // KIND:RANK (kill | error), dedup exchange
+  double peer_timeout_s = 120;
+  CLI::Option* peer_timeout_opt = nullptr;
   bool no_numa = false;
   CLI::Option *read_opt = nullptr, *device_opt = nullptr, *slots_opt = nullptr,
               *slot_mib_opt = nullptr, *threads_opt = nullptr, *verify_opt = nullptr;
@@ -70,6 +77,13 @@ void AddCommon(CLI::App* app, CommonFlags* f) {
       app->add_option("--layout", f->layout, "fused | hf")->check(CLI::IsMember({"fused", "hf"}));
   f->placement_opt = app->add_option("--placement", f->placement, "expert placement under ep")
                          ->check(CLI::IsMember({"linear", "round_robin"}));
+  f->dedup_opt = app->add_option("--dedup", f->dedup,
+                                 "none | node | job: read bytes several ranks need once per node "
+                                 "(or job) and forward them")
+                     ->check(CLI::IsMember({"none", "node", "job"}));
+  app->add_option("--dedup-step-mib", f->dedup_step_mib,
+                  "dedup: MiB of shared bytes per exchange step (0: default)")
+      ->check(CLI::NonNegativeNumber);
   app->add_option("--log-level", f->log_level, "trace | debug | info | warn | error | off");
 }
 
@@ -90,6 +104,7 @@ Result<planner::PlanOptions> ResolvePlan(CommonFlags& f, Topology* topo_out) {
   Override(topo.dp, f.dp_opt, &f.dp);
   Override(topo.layout, f.layout_opt, &f.layout);
   Override(topo.placement, f.placement_opt, &f.placement);
+  Override(topo.dedup, f.dedup_opt, &f.dedup);
   if (f.model.empty())
     return Status::InvalidArgument("no model: give --model or 'model:' in the topology");
   if (f.layout != "fused" && f.layout != "hf") {
@@ -105,6 +120,10 @@ Result<planner::PlanOptions> ResolvePlan(CommonFlags& f, Topology* topo_out) {
   p.layout = f.layout == "hf" ? proto::LAYOUT_HF : proto::LAYOUT_FUSED;
   p.placement =
       f.placement == "round_robin" ? proto::PLACEMENT_ROUND_ROBIN : proto::PLACEMENT_LINEAR;
+  if (!planner::ParseDedup(f.dedup, &p.dedup)) {
+    return Status::InvalidArgument("dedup '" + f.dedup + "' is not none, node or job");
+  }
+  if (f.dedup_step_mib > 0) p.dedup_step_bytes = static_cast<std::uint64_t>(f.dedup_step_mib) << 20;
   if (p.ep > 0 && p.ep % p.tp != 0) {
     return Status::InvalidArgument("ep " + std::to_string(p.ep) + " is not a multiple of tp " +
                                    std::to_string(p.tp) + " (with --ep, world = ep = tp x dp)");
@@ -205,6 +224,21 @@ int RunLoad(CommonFlags& f, LoadFlags& l, int* argc, char*** argv, Clock::time_p
       if (rank == victim) raise(SIGKILL);  // a rank that dies mid-job, for the failure tests
     };
   }
+  Override(topo.peer_timeout_s, l.peer_timeout_opt, &l.peer_timeout_s);
+  job.load.exchange.timeout_s = l.peer_timeout_s;
+  if (!l.inject_peer_fault.empty()) {  // KIND:RANK, for the dedup failure tests
+    const std::size_t colon = l.inject_peer_fault.find(':');
+    const std::string kind = l.inject_peer_fault.substr(0, colon);
+    const int victim =
+        colon == std::string::npos ? -1 : std::atoi(l.inject_peer_fault.c_str() + colon + 1);
+    if ((kind != "kill" && kind != "error") || victim < 0) {
+      return Fail(Status::InvalidArgument("--inject-peer-fault wants kill:RANK or error:RANK"),
+                  kExitUsage);
+    }
+    if (victim == comm->rank()) {
+      job.load.exchange.fault = kind == "kill" ? rank::PeerFault::kKill : rank::PeerFault::kError;
+    }
+  }
   Override(topo.read, l.read_opt, &l.read);
   Override(topo.device, l.device_opt, &l.device);
   Override(topo.slots, l.slots_opt, &l.slots);
@@ -298,6 +332,13 @@ int Main(int argc, char** argv) {
   load->add_option("--inject-fail-rank", l.inject_fail_rank, "testing: fail this rank's load")
       ->group("");
   load->add_option("--inject-kill-rank", l.inject_kill_rank, "testing: SIGKILL this rank")
+      ->group("");
+  l.peer_timeout_opt =
+      load->add_option("--peer-timeout-s", l.peer_timeout_s,
+                       "dedup: seconds any wait for a peer may take before the job fails")
+          ->check(CLI::PositiveNumber);
+  load->add_option("--inject-peer-fault", l.inject_peer_fault,
+                   "testing: kill:RANK or error:RANK mid-exchange (dedup)")
       ->group("");
 
   ServeCommands serve_commands(&app);  // `serve` and `ctl` (launch/serve_cli.h)

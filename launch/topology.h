@@ -10,6 +10,8 @@
 //   device: auto     # auto | cuda | host
 //   staging: {slots: 4, slot_mib: 32, threads: 12}
 //   verify: false
+//   dedup: none      # none | node | job: read shared bytes once per node / job, forward them
+//   peer_timeout_s: 120  # dedup: bound on any wait for a peer
 //   nodes:           # rank -> (node, gpu) in order; absent: one node, gpu = rank
 //     - {name: node-a, gpus: [0, 1]}
 //   socket_dir: /run/hoist  # `hoist serve`: rank-<R>.sock per rank (dir 0700, sockets 0600)
@@ -39,6 +41,8 @@ struct Topology {
   std::optional<std::string> layout, placement, read, device;
   std::optional<int> slots, slot_mib, threads;
   std::optional<bool> verify;
+  std::optional<std::string> dedup;      // planner/dedup.h
+  std::optional<double> peer_timeout_s;  // rank/exchange.h
   std::vector<NodeSpec> nodes;
   // `hoist serve` (rank/serve.h).
   std::optional<std::string> socket_dir;

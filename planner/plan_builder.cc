@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "planner/dedup.h"
 #include "planner/rules.h"
 
 namespace hoist::planner {
@@ -590,6 +591,7 @@ Result<proto::LoadPlan> BuildLoadPlan(const Checkpoint& ckpt, const PlanOptions&
     rp->set_arena_bytes(AlignUp(cursor, options.alignment));
     rp->set_payload_bytes(payload);
   }
+  HOIST_RETURN_IF_ERROR(ApplyDedup({options.dedup, options.dedup_step_bytes}, &plan));
   return plan;
 }
 

@@ -34,6 +34,9 @@ struct PlanOptions {
   std::uint64_t alignment = 256;
   // Optional: where each rank runs; empty means one node, gpu = rank.
   std::vector<RankLocation> locations;
+  // Read shared bytes once per node / job and forward them (planner/dedup.h).
+  proto::Dedup dedup = proto::DEDUP_NONE;
+  std::uint64_t dedup_step_bytes = 256ull << 20;  // shared bytes per exchange step (per group)
 };
 
 Result<proto::LoadPlan> BuildLoadPlan(const Checkpoint& ckpt, const PlanOptions& options);

@@ -97,7 +97,9 @@ Result<std::unique_ptr<transport::Device>> OpenDevice(const LoadOptions& o,
   return OpenOrdinal(ordinal);
 }
 
-Result<LoadedRank> Load(const proto::LoadPlan& plan, std::uint32_t rank, const LoadOptions& o) {
+// *exchanged: set once the rank entered its dedup exchange (which then tells its peers itself).
+Result<LoadedRank> Load(const proto::LoadPlan& plan, std::uint32_t rank, const LoadOptions& o,
+                        bool* exchanged) {
   Clock::time_point t_start = Clock::now();
   if (rank >= static_cast<std::uint32_t>(plan.ranks_size())) {
     return Status::InvalidArgument("the plan has " + std::to_string(plan.ranks_size()) + " ranks");
@@ -127,8 +129,9 @@ Result<LoadedRank> Load(const proto::LoadPlan& plan, std::uint32_t rank, const L
   }
   std::vector<bool> used(paths.size(), false);
   HOIST_RETURN_IF_ERROR(transport::ValidateRankPlan(rp, sizes, paths, rp.arena_bytes()));
-  for (const proto::Copy& c : rp.copies()) {
-    if (c.width() > 0 && c.rows() > 0) used[c.file()] = true;
+  const bool exchange = ExchangeActive(plan, o.exchange);  // dedup: read only this rank's share
+  for (const proto::Copy* c : StorageReads(rp, exchange)) {
+    if (c->width() > 0 && c->rows() > 0) used[c->file()] = true;
   }
   for (const proto::TensorOut& t : rp.tensors()) {
     if (t.arena_offset() > rp.arena_bytes() || t.bytes() > rp.arena_bytes() - t.arena_offset()) {
@@ -221,15 +224,16 @@ Result<LoadedRank> Load(const proto::LoadPlan& plan, std::uint32_t rank, const L
 
   HOIST_RETURN_IF_ERROR(residency_done.get());
   std::uint64_t resident = 0;
-  for (const proto::Copy& c : rp.copies()) {
-    if (c.width() == 0 || c.rows() == 0) continue;
+  for (const proto::Copy* c : StorageReads(rp, exchange)) {
+    if (c->width() == 0 || c->rows() == 0) continue;
     resident +=
-        residency[c.file()].ResidentBytes(c.src_offset(), c.src_pitch(), c.width(), c.rows());
+        residency[c->file()].ResidentBytes(c->src_offset(), c->src_pitch(), c->width(), c->rows());
   }
   rep.set_bytes_resident_at_start(resident);
   AddPhase(&rep, "residency", o.origin, residency_start, residency_end, resident);
 
   transport::PipelineReport pr;
+  ExchangeReport xr;
   {
     HOIST_ASSIGN_OR_RETURN(
         transport::SourceSet sources,
@@ -238,7 +242,13 @@ Result<LoadedRank> Load(const proto::LoadPlan& plan, std::uint32_t rank, const L
     for (std::size_t f = 0; f < paths.size(); ++f) {
       if (used[f]) sources.files[f].residency = &residency[f];
     }
-    HOIST_RETURN_IF_ERROR(transport::RunPipeline(dev, out.arena, rp, sources.files, po, &pr));
+    if (exchange) {
+      *exchanged = true;
+      HOIST_RETURN_IF_ERROR(
+          RunExchange(dev, out.arena, plan, rp, sources.files, po, o.exchange, &pr, &xr));
+    } else {
+      HOIST_RETURN_IF_ERROR(transport::RunPipeline(dev, out.arena, rp, sources.files, po, &pr));
+    }
     if (o.close_in_background) {
       // Unmapping a large, fully faulted-in mapping costs ~3 ms per GiB of page-table teardown;
       // the weights are on the device already, so release the read-only mappings off the path.
@@ -253,6 +263,7 @@ Result<LoadedRank> Load(const proto::LoadPlan& plan, std::uint32_t rank, const L
   AddPhase(&rep, "drain", pr.drain, after_pipeline);
   rep.set_bytes_read(pr.bytes_read);
   rep.set_bytes_h2d(pr.bytes_h2d);
+  AddExchangeReport(rp, exchange, xr, &rep);
   for (const transport::SpanRecord& s : pr.spans) {
     proto::Span* p = rep.add_spans();
     p->set_lane(s.lane);
@@ -299,7 +310,9 @@ Result<PreparedDevice> PrepareDevice(DeviceKind kind, int gpu, Clock::time_point
 
 Result<LoadedRank> LoadRank(const proto::LoadPlan& plan, std::uint32_t rank,
                             const LoadOptions& options) {
-  Result<LoadedRank> r = Load(plan, rank, options);
+  bool exchanged = false;
+  Result<LoadedRank> r = Load(plan, rank, options, &exchanged);
+  if (!r.ok() && !exchanged) AbandonExchange(plan, options.exchange);  // peers must not wait
   if (!r.ok()) return Status(r.status()).Annotate("rank " + std::to_string(rank));
   return r;
 }

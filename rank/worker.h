@@ -18,6 +18,7 @@
 
 #include "hoist/status.h"
 #include "proto/plan.pb.h"
+#include "rank/exchange.h"
 #include "transport/device.h"
 #include "transport/source.h"
 
@@ -71,6 +72,9 @@ struct LoadOptions {
   std::function<Result<transport::DeviceBuffer>(transport::Device&, std::uint64_t)> allocate_arena;
   // Clock origin shared by all phases and spans of the report.
   std::chrono::steady_clock::time_point origin = std::chrono::steady_clock::now();
+  // Dedup plans: the peer this rank exchanges with (rank/exchange.h); without one the rank
+  // reads all its copies itself.
+  ExchangeOptions exchange;
 };
 
 struct LoadedRank {

@@ -1,0 +1,393 @@
+// ApplyDedup: cut every group's copies into pieces needed by definite sets of ranks, pick one
+// reader per shared piece (balanced by bytes, in file order), and emit per-rank reads and
+// transfers in exchange steps. See dedup.h for the contract.
+#include "planner/dedup.h"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace hoist::planner {
+namespace {
+
+// Where a copy's source bytes lie, in units that cutting works on. pitch == 0: a contiguous
+// byte range (unit = byte). pitch > 0: rows of `width` bytes at phase + k * pitch (unit = row k).
+struct Lattice {
+  std::uint32_t file = 0;
+  std::uint64_t pitch = 0;
+  std::uint64_t width = 0;
+  std::uint64_t phase = 0;
+  auto Key() const { return std::make_tuple(file, pitch, width, phase); }
+  bool operator<(const Lattice& o) const { return Key() < o.Key(); }
+  std::uint64_t Bytes(std::uint64_t a, std::uint64_t b) const {
+    return pitch == 0 ? b - a : (b - a) * width;
+  }
+  std::uint64_t FileOffset(std::uint64_t a) const { return pitch == 0 ? a : a * pitch + phase; }
+};
+
+// One rank's copy on a lattice: units [lo, hi).
+struct Seg {
+  std::uint32_t rank = 0;
+  const proto::Copy* copy = nullptr;
+  std::uint64_t lo = 0, hi = 0;
+};
+
+// Arena offset of unit `a` of seg `s` on lattice `l`.
+std::uint64_t ArenaAt(const Lattice& l, const Seg& s, std::uint64_t a) {
+  if (l.pitch == 0) return s.copy->dst_offset() + (a - s.lo);
+  return s.copy->dst_offset() + (a - s.lo) * s.copy->dst_pitch();
+}
+
+// Units [a, b) of seg `s` as a copy.
+proto::Copy SubCopy(const Lattice& l, const Seg& s, std::uint64_t a, std::uint64_t b) {
+  proto::Copy c;
+  c.set_file(l.file);
+  c.set_dst_offset(ArenaAt(l, s, a));
+  c.set_rows(l.pitch == 0 ? 1 : b - a);
+  if (l.pitch == 0) {
+    c.set_src_offset(a);
+    c.set_width(b - a);
+  } else {
+    c.set_src_offset(l.FileOffset(a));
+    c.set_src_pitch(l.pitch);
+    c.set_dst_pitch(s.copy->dst_pitch());
+    c.set_width(l.width);
+  }
+  return c;
+}
+
+std::uint64_t CopyBytes(const proto::Copy& c) { return c.width() * c.rows(); }
+
+// Sorts by (file, src_offset, dst_offset) and merges neighbours contiguous in file and arena.
+void Coalesce(std::vector<proto::Copy>* copies) {
+  auto& cs = *copies;
+  std::sort(cs.begin(), cs.end(), [](const proto::Copy& a, const proto::Copy& b) {
+    return std::make_tuple(a.file(), a.src_offset(), a.dst_offset()) <
+           std::make_tuple(b.file(), b.src_offset(), b.dst_offset());
+  });
+  std::size_t w = 0;
+  for (std::size_t i = 0; i < cs.size(); ++i) {
+    if (w > 0) {
+      proto::Copy& p = cs[w - 1];
+      const proto::Copy& c = cs[i];
+      const bool p1 = p.rows() == 1 && p.src_pitch() == 0, c1 = c.rows() == 1 && c.src_pitch() == 0;
+      if (p.file() == c.file() && p1 && c1 && p.src_offset() + p.width() == c.src_offset() &&
+          p.dst_offset() + p.width() == c.dst_offset()) {
+        p.set_width(p.width() + c.width());
+        continue;
+      }
+      if (p.file() == c.file() && !p1 && !c1 && p.width() == c.width() &&
+          p.src_pitch() == c.src_pitch() && p.dst_pitch() == c.dst_pitch() &&
+          p.src_offset() + p.rows() * p.src_pitch() == c.src_offset() &&
+          p.dst_offset() + p.rows() * p.dst_pitch() == c.dst_offset()) {
+        p.set_rows(p.rows() + c.rows());
+        continue;
+      }
+    }
+    if (w != i) cs[w] = std::move(cs[i]);
+    ++w;
+  }
+  cs.resize(w);
+}
+
+struct Receiver {
+  std::uint32_t rank;
+  std::uint64_t offset;
+};
+
+// One shared piece after reader selection: sender's range and every receiver's.
+struct Forward {
+  std::uint32_t step = 0;
+  std::uint32_t sender = 0;
+  std::uint64_t offset = 0;
+  std::uint64_t bytes = 0;
+  std::uint32_t file = 0;
+  std::uint64_t file_offset = 0;
+  std::vector<Receiver> receivers;
+};
+
+bool Extends(const Forward& p, const Forward& c) {
+  if (p.step != c.step || p.sender != c.sender || p.file != c.file ||
+      p.offset + p.bytes != c.offset || p.file_offset + p.bytes != c.file_offset ||
+      p.receivers.size() != c.receivers.size()) {
+    return false;
+  }
+  for (std::size_t i = 0; i < p.receivers.size(); ++i) {
+    if (p.receivers[i].rank != c.receivers[i].rank ||
+        p.receivers[i].offset + p.bytes != c.receivers[i].offset) {
+      return false;
+    }
+  }
+  return true;
+}
+
+struct RankOut {
+  std::vector<std::vector<proto::Copy>> step_reads;
+  std::vector<proto::Copy> own;
+};
+
+struct SharedPiece {
+  int lattice = 0;
+  std::uint64_t lo = 0, hi = 0;
+  std::vector<const Seg*> needers;  // one seg per rank, ascending rank
+};
+
+// Dedups one group of ranks. `forwards` receives the group's forwards in order.
+Status DedupGroup(const proto::LoadPlan& plan, const std::vector<std::uint32_t>& ranks,
+                  std::uint64_t step_bytes, std::map<std::uint32_t, RankOut>* out,
+                  std::vector<Forward>* forwards) {
+  std::map<Lattice, int> lattice_index;
+  std::vector<Lattice> lattices;
+  std::vector<std::vector<Seg>> segs;
+  std::map<std::uint32_t, std::uint64_t> load;  // bytes each rank reads so far
+  for (std::uint32_t r : ranks) {
+    RankOut& ro = (*out)[r];
+    load[r] = 0;
+    for (const proto::Copy& c : plan.ranks(static_cast<int>(r)).copies()) {
+      if (c.width() == 0 || c.rows() == 0) continue;
+      Lattice l;
+      l.file = c.file();
+      Seg s{r, &c, 0, 0};
+      const bool contiguous_src = c.rows() == 1 || c.src_pitch() == c.width();
+      const bool contiguous_dst = c.rows() == 1 || c.dst_pitch() == c.width();
+      if (contiguous_src && contiguous_dst) {
+        s.lo = c.src_offset();
+        s.hi = c.src_offset() + c.width() * c.rows();
+      } else if (contiguous_dst && c.src_pitch() > c.width()) {
+        l.pitch = c.src_pitch();
+        l.width = c.width();
+        l.phase = c.src_offset() % c.src_pitch();
+        s.lo = c.src_offset() / c.src_pitch();
+        s.hi = s.lo + c.rows();
+      } else {
+        // Strided in the arena (or overlapping rows): never shared; the rank reads it itself.
+        ro.own.push_back(c);
+        load[r] += CopyBytes(c);
+        continue;
+      }
+      auto [it, inserted] = lattice_index.emplace(l, static_cast<int>(lattices.size()));
+      if (inserted) {
+        lattices.push_back(l);
+        segs.emplace_back();
+      }
+      segs[it->second].push_back(s);
+    }
+  }
+
+  // Cut each lattice at every boundary; classify each elementary piece.
+  std::vector<SharedPiece> shared;
+  for (std::size_t li = 0; li < lattices.size(); ++li) {
+    const Lattice& l = lattices[li];
+    std::vector<std::uint64_t> bounds;
+    bounds.reserve(segs[li].size() * 2);
+    for (const Seg& s : segs[li]) {
+      bounds.push_back(s.lo);
+      bounds.push_back(s.hi);
+    }
+    std::sort(bounds.begin(), bounds.end());
+    bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
+    std::vector<std::vector<const Seg*>> cover(bounds.size());
+    for (const Seg& s : segs[li]) {
+      const auto j0 = std::lower_bound(bounds.begin(), bounds.end(), s.lo) - bounds.begin();
+      const auto j1 = std::lower_bound(bounds.begin(), bounds.end(), s.hi) - bounds.begin();
+      for (auto j = j0; j < j1; ++j) cover[static_cast<std::size_t>(j)].push_back(&s);
+    }
+    for (std::size_t j = 0; j + 1 < bounds.size(); ++j) {
+      auto& cv = cover[j];
+      if (cv.empty()) continue;
+      const std::uint64_t a = bounds[j], b = bounds[j + 1];
+      std::stable_sort(cv.begin(), cv.end(),
+                       [](const Seg* x, const Seg* y) { return x->rank < y->rank; });
+      SharedPiece p{static_cast<int>(li), a, b, {}};
+      for (const Seg* s : cv) {
+        if (!p.needers.empty() && p.needers.back()->rank == s->rank) {
+          // The same bytes twice in one rank's arena: it reads the second copy itself.
+          (*out)[s->rank].own.push_back(SubCopy(l, *s, a, b));
+          load[s->rank] += l.Bytes(a, b);
+          continue;
+        }
+        p.needers.push_back(s);
+      }
+      if (p.needers.size() == 1) {
+        const Seg& s = *p.needers[0];
+        (*out)[s.rank].own.push_back(SubCopy(l, s, a, b));
+        load[s.rank] += l.Bytes(a, b);
+        continue;
+      }
+      // Cut large shared pieces so that forwarding starts before a whole tensor is read.
+      const std::uint64_t unit = l.pitch == 0 ? 1 : l.width;
+      const std::uint64_t max_units = std::max<std::uint64_t>(1, step_bytes / unit);
+      for (std::uint64_t x = a; x < b; x += max_units) {
+        SharedPiece q = p;
+        q.lo = x;
+        q.hi = std::min(b, x + max_units);
+        shared.push_back(std::move(q));
+      }
+    }
+  }
+
+  // Shared pieces in file order: choose readers and steps.
+  std::stable_sort(shared.begin(), shared.end(), [&](const SharedPiece& x, const SharedPiece& y) {
+    const Lattice& lx = lattices[x.lattice];
+    const Lattice& ly = lattices[y.lattice];
+    return std::make_tuple(lx.file, lx.FileOffset(x.lo), x.lattice) <
+           std::make_tuple(ly.file, ly.FileOffset(y.lo), y.lattice);
+  });
+  std::uint64_t cum = 0;
+  std::int64_t prev = -1;
+  for (const SharedPiece& p : shared) {
+    const Lattice& l = lattices[p.lattice];
+    const std::uint64_t bytes = l.Bytes(p.lo, p.hi);
+    const Seg* reader = nullptr;
+    for (const Seg* s : p.needers) {
+      if (reader == nullptr || load[s->rank] < load[reader->rank] ||
+          (load[s->rank] == load[reader->rank] && static_cast<std::int64_t>(s->rank) == prev)) {
+        reader = s;
+      }
+    }
+    prev = reader->rank;
+    load[reader->rank] += bytes;
+    const auto step = static_cast<std::uint32_t>(cum / step_bytes);
+    cum += bytes;
+    RankOut& ro = (*out)[reader->rank];
+    if (ro.step_reads.size() <= step) ro.step_reads.resize(step + 1);
+    ro.step_reads[step].push_back(SubCopy(l, *reader, p.lo, p.hi));
+    Forward f;
+    f.step = step;
+    f.sender = reader->rank;
+    f.offset = ArenaAt(l, *reader, p.lo);
+    f.bytes = bytes;
+    f.file = l.file;
+    f.file_offset = l.FileOffset(p.lo);
+    for (const Seg* s : p.needers) {
+      if (s != reader) f.receivers.push_back({s->rank, ArenaAt(l, *s, p.lo)});
+    }
+    if (!forwards->empty() && Extends(forwards->back(), f)) {
+      forwards->back().bytes += f.bytes;
+    } else {
+      forwards->push_back(std::move(f));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+const char* DedupName(proto::Dedup mode) {
+  switch (mode) {
+    case proto::DEDUP_NODE:
+      return "node";
+    case proto::DEDUP_JOB:
+      return "job";
+    default:
+      return "none";
+  }
+}
+
+bool ParseDedup(const std::string& name, proto::Dedup* out) {
+  if (name == "none") {
+    *out = proto::DEDUP_NONE;
+  } else if (name == "node") {
+    *out = proto::DEDUP_NODE;
+  } else if (name == "job") {
+    *out = proto::DEDUP_JOB;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+Status ApplyDedup(const DedupOptions& options, proto::LoadPlan* plan) {
+  if (options.mode != proto::DEDUP_NONE && options.mode != proto::DEDUP_NODE &&
+      options.mode != proto::DEDUP_JOB) {
+    return Status::InvalidArgument("unknown dedup mode " + std::to_string(options.mode));
+  }
+  if (options.step_bytes == 0) return Status::InvalidArgument("dedup step bytes must be >= 1");
+  plan->set_dedup(options.mode);
+  std::uint64_t total = 0;
+  for (proto::RankPlan& rp : *plan->mutable_ranks()) {
+    rp.clear_steps();
+    rp.clear_own_reads();
+    rp.set_peer_group(0);
+    if (options.mode == proto::DEDUP_NONE) {
+      std::uint64_t bytes = 0;
+      for (const proto::Copy& c : rp.copies()) bytes += CopyBytes(c);
+      rp.set_storage_bytes(bytes);
+      total += bytes;
+    }
+  }
+  if (options.mode == proto::DEDUP_NONE) {
+    plan->set_storage_bytes(total);
+    return Status::Ok();
+  }
+  for (int i = 0; i < plan->ranks_size(); ++i) {
+    if (plan->ranks(i).rank() != static_cast<std::uint32_t>(i)) {
+      return Status::Internal("plan.ranks(" + std::to_string(i) + ") is rank " +
+                              std::to_string(plan->ranks(i).rank()));
+    }
+  }
+
+  // Groups: the ranks of each node, or all ranks.
+  std::map<std::uint32_t, std::vector<std::uint32_t>> groups;
+  for (const proto::RankPlan& rp : plan->ranks()) {
+    groups[options.mode == proto::DEDUP_NODE ? rp.node() : 0].push_back(rp.rank());
+  }
+  std::map<std::uint32_t, RankOut> out;
+  std::vector<Forward> forwards;
+  for (const auto& [group, ranks] : groups) {
+    HOIST_RETURN_IF_ERROR(DedupGroup(*plan, ranks, options.step_bytes, &out, &forwards));
+  }
+  std::size_t steps = 0;
+  for (const auto& [r, ro] : out) steps = std::max(steps, ro.step_reads.size());
+  for (const Forward& f : forwards) steps = std::max<std::size_t>(steps, f.step + 1);
+
+  for (auto& [r, ro] : out) {
+    proto::RankPlan& rp = *plan->mutable_ranks(static_cast<int>(r));
+    rp.set_peer_group(options.mode == proto::DEDUP_NODE ? rp.node() : 0);
+    ro.step_reads.resize(steps);
+    std::uint64_t bytes = 0;
+    for (auto& reads : ro.step_reads) {
+      Coalesce(&reads);
+      proto::ExchangeStep* st = rp.add_steps();
+      for (proto::Copy& c : reads) {
+        bytes += CopyBytes(c);
+        *st->add_reads() = std::move(c);
+      }
+    }
+    Coalesce(&ro.own);
+    for (proto::Copy& c : ro.own) {
+      bytes += CopyBytes(c);
+      *rp.add_own_reads() = std::move(c);
+    }
+    rp.set_storage_bytes(bytes);
+    total += bytes;
+  }
+  for (const Forward& f : forwards) {
+    proto::ExchangeStep* sender =
+        plan->mutable_ranks(static_cast<int>(f.sender))->mutable_steps(static_cast<int>(f.step));
+    for (const Receiver& rv : f.receivers) {
+      proto::Transfer* s = sender->add_sends();
+      s->set_peer(rv.rank);
+      s->set_offset(f.offset);
+      s->set_peer_offset(rv.offset);
+      s->set_bytes(f.bytes);
+      s->set_file(f.file);
+      s->set_file_offset(f.file_offset);
+      proto::Transfer* t = plan->mutable_ranks(static_cast<int>(rv.rank))
+                               ->mutable_steps(static_cast<int>(f.step))
+                               ->add_recvs();
+      t->set_peer(f.sender);
+      t->set_offset(rv.offset);
+      t->set_peer_offset(f.offset);
+      t->set_bytes(f.bytes);
+      t->set_file(f.file);
+      t->set_file_offset(f.file_offset);
+    }
+  }
+  plan->set_storage_bytes(total);
+  return Status::Ok();
+}
+
+}  // namespace hoist::planner

@@ -1,0 +1,50 @@
+// Dedup planning: read the bytes that several ranks need once per node (or once per job) and
+// forward them to the other ranks that need them.
+//
+// Sharing arises when several ranks need the same source bytes: replicated tensors, kv heads
+// replicated when tp > kv heads, dense and attention weights replicated across dp groups or EP
+// ranks. ApplyDedup works on a built plan. Ranks are grouped (by node under DEDUP_NODE, all
+// ranks under DEDUP_JOB); within a group every rank's copies are cut at every boundary of every
+// other rank's copies over the same bytes (1-D ranges by byte, 2-D copies by row on the same
+// (pitch, width, column) lattice), so each elementary piece is needed by a definite set of ranks:
+//  - needed by one rank: that rank reads it (RankPlan.own_reads);
+//  - needed by several: one of them reads it (the one with the fewest bytes read so far, counting
+//    its own reads first; ties go to the previous piece's reader, then the lowest rank) and sends
+//    it to the others. Shared pieces are taken in file order, cut to at most step_bytes, and
+//    grouped into exchange steps of about step_bytes (RankPlan.steps), so reading, forwarding and
+//    the rest of the load overlap, and no rank waits for a whole tensor before forwarding it.
+// A transfer is one contiguous arena range on both sides (the planner's arena images are packed:
+// dst_pitch == width); a 2-D copy whose arena image is strided is never shared (its rank reads it).
+// So with dedup each byte is read from storage once per group: the sum of the group's
+// storage_bytes equals the union of the source bytes its ranks need.
+//
+// RankPlan.copies is left as it was (the arena's contract: verification uses it, and a rank run
+// without peers reads every copy). Every rank gets the same number of steps (empty ones padded).
+// Between any two ranks, sends and recvs pair up in list order, step by step.
+//
+// Failure: InvalidArgument for a bad option; Internal if the plan's copies are inconsistent.
+// Threading: pure function.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "hoist/status.h"
+#include "proto/plan.pb.h"
+
+namespace hoist::planner {
+
+struct DedupOptions {
+  proto::Dedup mode = proto::DEDUP_NONE;
+  std::uint64_t step_bytes = 256ull << 20;  // shared bytes per exchange step and group (>= 1)
+};
+
+// Sets plan->dedup, the ranks' storage_bytes (their copies' bytes under DEDUP_NONE) and, under
+// NODE or JOB, their steps, own_reads and peer_group.
+Status ApplyDedup(const DedupOptions& options, proto::LoadPlan* plan);
+
+// "none" | "node" | "job".
+const char* DedupName(proto::Dedup mode);
+bool ParseDedup(const std::string& name, proto::Dedup* out);
+
+}  // namespace hoist::planner
