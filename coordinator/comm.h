@@ -40,8 +40,17 @@ class Comm {
 // True when this process was started by mpirun / a PMIx launcher.
 bool LaunchedByMpi();
 
-// Initialises MPI (MPI_THREAD_FUNNELED) and returns the world communicator.
+// Initialises MPI (MPI_THREAD_FUNNELED) and returns the world communicator; the Comm finalises
+// MPI when destroyed.
 Result<std::unique_ptr<Comm>> CreateMpiComm(int* argc, char*** argv);
+
+// A Comm over an engine's existing communicator: `mpi_comm` points to an MPI_Comm (nullptr:
+// MPI_COMM_WORLD). It duplicates the communicator (freed by the destructor) and never initialises
+// or finalises MPI. FailedPrecondition when MPI is not initialised.
+Result<std::unique_ptr<Comm>> WrapMpiComm(const void* mpi_comm);
+
+// True when the process has initialised MPI (and not finalised it).
+bool MpiActive();
 
 // A world of one.
 std::unique_ptr<Comm> CreateSoloComm();

@@ -6,7 +6,6 @@
 
 #include "coordinator/job.h"
 #include "embed/model_state.h"
-#include "embed/mpi_comm.h"
 #include "hoist/hoist.h"
 #include "launch/job_spec.h"
 #include "planner/dtype.h"
@@ -160,8 +159,8 @@ Result<Model> Load(const LoadOptions& options) {
   coordinator::JobOptions& job = resolved.job;
 
   std::unique_ptr<coordinator::Comm> comm;
-  if (options.mpi_comm != nullptr || internal::MpiActive()) {
-    HOIST_ASSIGN_OR_RETURN(comm, internal::WrapMpiComm(options.mpi_comm));
+  if (options.mpi_comm != nullptr || coordinator::MpiActive()) {
+    HOIST_ASSIGN_OR_RETURN(comm, coordinator::WrapMpiComm(options.mpi_comm));
   } else {
     comm = coordinator::CreateSoloComm();
   }
