@@ -119,8 +119,10 @@ std::string FormatTable(const proto::LoadPlan& plan, const std::vector<proto::Ra
                 "min ms", "median ms", "max ms", "slowest", "GiB/s(max)");
   os << line;
   for (const auto& p : agg.phases) {
+    // A rate only where the phase moves bytes (allocation and free phases carry sizes, not flow).
+    static const std::set<std::string> kMoving = {"read", "h2d", "peer", "verify", "dump", "total"};
     std::string rate = "";
-    if (p.bytes > 0 && p.max_s > 0 && p.ranks > 0) {
+    if (kMoving.count(p.name) && p.bytes > 0 && p.max_s > 0 && p.ranks > 0) {
       rate = Fmt("%.2f", static_cast<double>(p.bytes) / p.ranks / kGiB / p.max_s);
     }
     std::snprintf(line, sizeof(line), "%-14s %6d %10s %10s %10s %8u %12s\n", p.name.c_str(),
@@ -147,6 +149,7 @@ std::string FormatTable(const proto::LoadPlan& plan, const std::vector<proto::Ra
                     r->ok() ? "ok" : "FAILED: ", r->ok() ? "" : r->error().c_str());
       os << line;
       if (plan.dedup() != proto::DEDUP_NONE) {
+        if (line[std::strlen(line) - 1] != '\n') os << "\n";  // a long error filled `line`
         std::snprintf(
             line, sizeof(line),
             "            from storage %9.3f GiB, sent %9.3f GiB, received %9.3f GiB%s%s\n",
