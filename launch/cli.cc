@@ -41,7 +41,7 @@ struct CommonFlags {
   CLI::Option *tp_opt = nullptr, *ep_opt = nullptr, *dp_opt = nullptr, *layout_opt = nullptr,
               *placement_opt = nullptr, *model_opt = nullptr;
   std::string dedup = "none";
-  int dedup_step_mib = 0;
+  int dedup_step_kib = 0;
   CLI::Option* dedup_opt = nullptr;
 };
 
@@ -81,8 +81,8 @@ void AddCommon(CLI::App* app, CommonFlags* f) {
                                  "none | node | job: read bytes several ranks need once per node "
                                  "(or job) and forward them")
                      ->check(CLI::IsMember({"none", "node", "job"}));
-  app->add_option("--dedup-step-mib", f->dedup_step_mib,
-                  "dedup: MiB of shared bytes per exchange step (0: default)")
+  app->add_option("--dedup-step-kib", f->dedup_step_kib,
+                  "dedup: KiB of shared bytes per exchange step (0: 256 MiB)")
       ->check(CLI::NonNegativeNumber);
   app->add_option("--log-level", f->log_level, "trace | debug | info | warn | error | off");
 }
@@ -123,7 +123,7 @@ Result<planner::PlanOptions> ResolvePlan(CommonFlags& f, Topology* topo_out) {
   if (!planner::ParseDedup(f.dedup, &p.dedup)) {
     return Status::InvalidArgument("dedup '" + f.dedup + "' is not none, node or job");
   }
-  if (f.dedup_step_mib > 0) p.dedup_step_bytes = static_cast<std::uint64_t>(f.dedup_step_mib) << 20;
+  if (f.dedup_step_kib > 0) p.dedup_step_bytes = static_cast<std::uint64_t>(f.dedup_step_kib) << 10;
   if (p.ep > 0 && p.ep % p.tp != 0) {
     return Status::InvalidArgument("ep " + std::to_string(p.ep) + " is not a multiple of tp " +
                                    std::to_string(p.tp) + " (with --ep, world = ep = tp x dp)");
