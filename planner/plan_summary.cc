@@ -83,6 +83,26 @@ std::string FormatPlanTable(const proto::LoadPlan& plan) {
                 static_cast<unsigned long long>(total.copies),
                 static_cast<unsigned long long>(total.fills), plan.files_size());
   out += line;
+  if (plan.dedup() != proto::DEDUP_NONE) {  // planner/dedup.h
+    std::uint64_t copy_bytes = 0, transfers = 0, forwarded = 0;
+    for (const auto& r : plan.ranks()) {
+      for (const auto& c : r.copies()) copy_bytes += c.width() * c.rows();
+      for (const auto& st : r.steps()) {
+        for (const auto& t : st.sends()) {
+          ++transfers;
+          forwarded += t.bytes();
+        }
+      }
+    }
+    std::snprintf(line, sizeof line,
+                  "dedup %s: %s read from storage instead of %s; %llu transfers forward %s in "
+                  "%d steps\n",
+                  plan.dedup() == proto::DEDUP_NODE ? "node" : "job",
+                  HumanBytes(plan.storage_bytes()).c_str(), HumanBytes(copy_bytes).c_str(),
+                  static_cast<unsigned long long>(transfers), HumanBytes(forwarded).c_str(),
+                  plan.ranks_size() > 0 ? plan.ranks(0).steps_size() : 0);
+    out += line;
+  }
   return out;
 }
 
@@ -95,6 +115,10 @@ nlohmann::json PlanToJson(const proto::LoadPlan& plan) {
   j["alignment"] = plan.alignment();
   j["source_tensors"] = plan.source_tensors();
   j["source_bytes"] = plan.source_bytes();
+  j["dedup"] = plan.dedup() == proto::DEDUP_NODE  ? "node"
+               : plan.dedup() == proto::DEDUP_JOB ? "job"
+                                                  : "none";
+  j["storage_bytes"] = plan.storage_bytes();
   const auto& t = plan.topology();
   j["topology"] = {
       {"world", t.world()},
@@ -127,7 +151,8 @@ nlohmann::json PlanToJson(const proto::LoadPlan& plan) {
                      {"fills", s.fills},
                      {"files", s.files},
                      {"copy_bytes", s.copy_bytes},
-                     {"fill_bytes", s.fill_bytes}});
+                     {"fill_bytes", s.fill_bytes},
+                     {"storage_bytes", r.storage_bytes()}});
     tensors += s.tensors;
     bytes += s.bytes;
     copies += s.copies;
