@@ -543,7 +543,7 @@ Result<std::unique_ptr<transport::Peer>> OpenPeer(const proto::LoadPlan& plan, i
   const transport::PeerGroup group = GroupOf(plan, rank);
   Result<std::unique_ptr<transport::Peer>> peer = Status::Internal("unset");
   if (kind == "mpi") {
-    peer = transport::CreateMpiPeer(group);
+    peer = transport::CreateMpiPeer(group, world);
   } else {
     std::string id_msg;
     if (group.ranks.front() == rank) {

@@ -84,8 +84,10 @@ class Peer {
 
 // MPI peer over a communicator split from MPI_COMM_WORLD by group (global rank = world rank).
 // Collective over MPI_COMM_WORLD: every world rank calls it once, each with its own group.
+// `world` is the job's size: when MPI_COMM_WORLD is larger (an engine running the job on a
+// sub-communicator) every rank gets FailedPrecondition before any collective, never a hang.
 // FailedPrecondition when MPI is not initialised.
-Result<std::unique_ptr<Peer>> CreateMpiPeer(const PeerGroup& group);
+Result<std::unique_ptr<Peer>> CreateMpiPeer(const PeerGroup& group, int world);
 
 // NCCL: an opaque unique id (NCCL_UNIQUE_ID_BYTES bytes) that the group's first rank creates and
 // every member receives over the control plane. Unsupported without NCCL.

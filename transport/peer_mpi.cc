@@ -305,7 +305,7 @@ class MpiPeer final : public Peer {
 
 }  // namespace
 
-Result<std::unique_ptr<Peer>> CreateMpiPeer(const PeerGroup& group) {
+Result<std::unique_ptr<Peer>> CreateMpiPeer(const PeerGroup& group, int world) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) return Status::FailedPrecondition("mpi peer: MPI is not initialised");
@@ -316,8 +316,14 @@ Result<std::unique_ptr<Peer>> CreateMpiPeer(const PeerGroup& group) {
                                    " must be ascending, distinct and contain rank " +
                                    std::to_string(group.self));
   }
-  int world_rank = -1;
+  int world_rank = -1, world_size = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  if (world_size != world) {
+    return Status::FailedPrecondition(
+        "mpi peer: the job has " + std::to_string(world) + " ranks but MPI_COMM_WORLD has " +
+        std::to_string(world_size) + "; dedup over MPI needs the job to span MPI_COMM_WORLD");
+  }
   if (world_rank != group.self) {
     return Status::InvalidArgument("mpi peer: this process is world rank " +
                                    std::to_string(world_rank) + ", not rank " +

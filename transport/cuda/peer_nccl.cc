@@ -134,7 +134,8 @@ class NcclPeer final : public Peer {
 
   Result<int> AllOk(bool ok, double timeout_s) override {
     HOIST_RETURN_IF_ERROR(Usable());
-    if (pending_) return Status::InvalidArgument("nccl peer: AllOk with transfers in flight");
+    // Enqueued behind any transfers still in flight on the peer's stream (every rank issues the
+    // same sequence on the communicator), so completing it completes them too.
     HOIST_RETURN_IF_ERROR(Cuda(cudaSetDevice(ordinal_), "cudaSetDevice"));
     const Clock::time_point deadline = Deadline(timeout_s);
     host_flag_[0] = ok ? INT_MAX : group_.self;
