@@ -82,7 +82,7 @@ void AddCommon(CLI::App* app, CommonFlags* f) {
                                  "(or job) and forward them")
                      ->check(CLI::IsMember({"none", "node", "job"}));
   app->add_option("--dedup-step-kib", f->dedup_step_kib,
-                  "dedup: KiB of shared bytes per exchange step (0: 256 MiB)")
+                  "dedup: KiB of shared bytes per exchange step (0: 1 GiB)")
       ->check(CLI::NonNegativeNumber);
   app->add_option("--log-level", f->log_level, "trace | debug | info | warn | error | off");
 }

@@ -36,7 +36,9 @@ namespace hoist::planner {
 
 struct DedupOptions {
   proto::Dedup mode = proto::DEDUP_NONE;
-  std::uint64_t step_bytes = 256ull << 20;  // shared bytes per exchange step and group (>= 1)
+  // Shared bytes per exchange step and group (>= 1). Each step is one staging-pipeline run per
+  // rank, so steps trade set-up cost against how soon forwarding starts.
+  std::uint64_t step_bytes = 1ull << 30;
 };
 
 // Sets plan->dedup, the ranks' storage_bytes (their copies' bytes under DEDUP_NONE) and, under

@@ -36,7 +36,7 @@ struct PlanOptions {
   std::vector<RankLocation> locations;
   // Read shared bytes once per node / job and forward them (planner/dedup.h).
   proto::Dedup dedup = proto::DEDUP_NONE;
-  std::uint64_t dedup_step_bytes = 256ull << 20;  // shared bytes per exchange step (per group)
+  std::uint64_t dedup_step_bytes = 1ull << 30;  // shared bytes per exchange step (per group)
 };
 
 Result<proto::LoadPlan> BuildLoadPlan(const Checkpoint& ckpt, const PlanOptions& options);
