@@ -57,7 +57,7 @@ struct LoadFlags {
   int chunk_kib = 0;
   int inject_fail_rank = -1;
   int inject_kill_rank = -1;
-  std::string inject_peer_fault;  // KIND:RANK (kill | error), dedup exchange
+  std::string inject_peer_fault;  // KIND:RANK (kill | error | stall), dedup exchange
   double peer_timeout_s = 120;
   CLI::Option* peer_timeout_opt = nullptr;
   bool no_numa = false;
@@ -231,12 +231,14 @@ int RunLoad(CommonFlags& f, LoadFlags& l, int* argc, char*** argv, Clock::time_p
     const std::string kind = l.inject_peer_fault.substr(0, colon);
     const int victim =
         colon == std::string::npos ? -1 : std::atoi(l.inject_peer_fault.c_str() + colon + 1);
-    if ((kind != "kill" && kind != "error") || victim < 0) {
-      return Fail(Status::InvalidArgument("--inject-peer-fault wants kill:RANK or error:RANK"),
+    if ((kind != "kill" && kind != "error" && kind != "stall") || victim < 0) {
+      return Fail(Status::InvalidArgument("--inject-peer-fault wants kill|error|stall:RANK"),
                   kExitUsage);
     }
     if (victim == comm->rank()) {
-      job.load.exchange.fault = kind == "kill" ? rank::PeerFault::kKill : rank::PeerFault::kError;
+      job.load.exchange.fault = kind == "kill"    ? rank::PeerFault::kKill
+                                : kind == "error" ? rank::PeerFault::kError
+                                                  : rank::PeerFault::kStall;
     }
   }
   Override(topo.read, l.read_opt, &l.read);
@@ -338,7 +340,7 @@ int Main(int argc, char** argv) {
                        "dedup: seconds any wait for a peer may take before the job fails")
           ->check(CLI::PositiveNumber);
   load->add_option("--inject-peer-fault", l.inject_peer_fault,
-                   "testing: kill:RANK or error:RANK mid-exchange (dedup)")
+                   "testing: kill:RANK, error:RANK or stall:RANK mid-exchange (dedup)")
       ->group("");
 
   ServeCommands serve_commands(&app);  // `serve` and `ctl` (launch/serve_cli.h)

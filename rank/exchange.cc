@@ -429,6 +429,10 @@ Status RunExchange(transport::Device& device, const transport::DeviceBuffer& are
       spdlog::error("rank {}: injected peer fault: killing this rank mid-exchange", rp.rank());
       std::raise(SIGKILL);
     }
+    if (b == 0 && o.fault == PeerFault::kStall) {
+      spdlog::error("rank {}: injected peer fault: stalling mid-exchange", rp.rank());
+      std::this_thread::sleep_for(std::chrono::duration<double>(2 * o.timeout_s + 1));
+    }
     if (b == 0 && o.fault == PeerFault::kError) {
       peer.Abort();
       result = Status::IoError(

@@ -37,8 +37,10 @@ namespace hoist::rank {
 
 enum class DeviceKind;  // rank/worker.h
 
-// Tests: a fault this rank injects right after issuing its first exchange step.
-enum class PeerFault { kNone, kKill, kError };
+// Tests: a fault this rank injects right after issuing its first exchange step: it dies
+// (SIGKILL), its transport fails (the peer is aborted and the rank returns an error), or it
+// stalls (sleeps 2 x timeout_s + 1 s without progressing its peer, then carries on).
+enum class PeerFault { kNone, kKill, kError, kStall };
 
 struct ExchangeOptions {
   // The data plane of this rank's group; nullptr: no exchange (a rank of a dedup plan then reads
