@@ -41,16 +41,19 @@ if [[ ! -f "$m4b/config.json" ]]; then
 fi
 files=("$m4b"/*.safetensors)
 
+if [[ "${ONLY_SERVE:-0}" == 1 ]]; then MODES=""; PEER=0; VERIFY=0; MPI2=0; TEMPS=""; fi
 log "pinned H2D ceiling"
 for i in 1 2; do $build/bench/hoist-bench-h2d 8 7 | sed 's/^{/{"kind":"h2d_ceiling",/' >> "$res"; done
 
 log "O_DIRECT read ceiling (cold): threads x request size sweep"
+[[ "${ONLY_SERVE:-0}" == 1 ]] && IO_SWEEP=none
 IO_SWEEP="${IO_SWEEP:-16:8 32:8 64:4 64:1 128:1}"
+[[ "$IO_SWEEP" == none ]] && IO_SWEEP=""
 for cfg in $IO_SWEEP; do
   t=${cfg%%:*}; c=${cfg##*:}
   drop; $build/bench/hoist-bench-io --threads $t --chunk-mib $c "${files[@]}" | sed "s/^{/{\"kind\":\"io_ceiling\",\"temp\":\"cold\",\"chunk_mib\":$c,/" >> "$res"
 done
-warm "$m4b"; $build/bench/hoist-bench-io --buffered --threads 16 "${files[@]}" | sed 's/^{/{"kind":"io_ceiling","temp":"hot",/' >> "$res"
+[[ "${ONLY_SERVE:-0}" == 1 ]] || warm "$m4b"; [[ "${ONLY_SERVE:-0}" == 1 ]] || $build/bench/hoist-bench-io --buffered --threads 16 "${files[@]}" | sed 's/^{/{"kind":"io_ceiling","temp":"hot",/' >> "$res"
 
 run_hoist() {  # label temp extra-args...
   local label=$1 temp=$2; shift 2
@@ -72,7 +75,7 @@ print(json.dumps(out))
 PY
 }
 
-for temp in hot cold; do
+for temp in ${TEMPS-hot cold}; do
   runs=$RUNS_HOT; [[ $temp == cold ]] && runs=$RUNS_COLD
   for mode in $MODES; do
     log "hoist tp1 --read $mode ($temp x $runs)"
@@ -121,7 +124,7 @@ fi
 
 log "timeline (tp1 hot) and mpirun -np 2 tp 2 on the one GPU with every report"
 warm "$m4b"
-$hoist load --model "$m4b" --log-level warn --timeline "$OUT/timeline-tp1-hot.svg" > /dev/null 2>&1 || true
+[[ "${ONLY_SERVE:-0}" == 1 ]] || $hoist load --model "$m4b" --log-level warn --timeline "$OUT/timeline-tp1-hot.svg" > /dev/null 2>&1 || true
 if [[ "${MPI2:-1}" == 1 ]]; then
   mpirun -np 2 $hoist load --topology configs/example-tp2.yaml --model "$m4b" --verify \
     --log-level warn --report-json "$OUT/mpi2-report.json" --trace "$AUX/mpi2-trace.json" \
