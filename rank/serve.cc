@@ -52,6 +52,9 @@ struct Daemon::Client {
   bool close_after_flush = false;
 };
 
+// Refused connections kept open at most (see Daemon::lingering_); beyond it they close at once.
+constexpr std::size_t kMaxLingering = 64;
+
 bool UidAllowed(uid_t uid, const std::vector<uid_t>& allow, uid_t self) {
   if (allow.empty()) return uid == self;
   return std::find(allow.begin(), allow.end(), uid) != allow.end();
@@ -173,6 +176,14 @@ Status Daemon::Serve() {
     pfds.push_back({listen_fd_, POLLIN, 0});
     int timeout_ms = -1;
     const Clock::time_point now = Clock::now();
+    for (const auto& [fd, deadline] : lingering_) {
+      pfds.push_back({fd, POLLIN, 0});
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
+      const int ms = static_cast<int>(std::max<long long>(left, 0) + 1);
+      timeout_ms = timeout_ms < 0 ? ms : std::min(timeout_ms, ms);
+    }
+    const std::size_t first_client = pfds.size();
     for (const auto& c : clients_) {
       short events = 0;
       if (c->out_sent < c->out.size()) {
@@ -198,11 +209,27 @@ Status Daemon::Serve() {
       return s;
     }
     if (pfds[0].revents & POLLIN) break;
-    // Clients first (their indices match pfds), then new connections.
+    // Refused connections: discard what they send; close on EOF, error or deadline.
+    const Clock::time_point polled = Clock::now();
+    for (std::size_t i = 0; i < lingering_.size(); ++i) {
+      auto& [fd, deadline] = lingering_[i];
+      bool done = polled >= deadline;
+      if (!done && pfds[2 + i].revents != 0) {
+        char sink[4096];
+        const ssize_t r = ::recv(fd, sink, sizeof sink, MSG_DONTWAIT);
+        done = r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR);
+      }
+      if (done) {
+        ::close(fd);
+        fd = -1;
+      }
+    }
+    std::erase_if(lingering_, [](const auto& l) { return l.first < 0; });
+    // Clients (their indices in pfds start at first_client), then new connections.
     const std::size_t existing = clients_.size();
     for (std::size_t i = 0; i < existing; ++i) {
       Client& c = *clients_[i];
-      const short re = pfds[i + 2].revents;
+      const short re = pfds[first_client + i].revents;
       if (c.fd < 0 || re == 0) continue;
       if (re & POLLOUT) Flush(c);
       if (c.fd >= 0 && (re & POLLIN)) ReadFrom(c);
@@ -262,7 +289,12 @@ void Daemon::Accept() {
       spdlog::warn("serve: refused connection from pid {} uid {}: {}", cred.pid, cred.uid,
                    refuse.message());
       Reply(*c, Error(refuse));  // best effort: one non-blocking send
-      ::close(c->fd);
+      ::shutdown(c->fd, SHUT_WR);
+      if (lingering_.size() < kMaxLingering) {
+        lingering_.emplace_back(c->fd, Clock::now() + std::chrono::seconds(1));
+      } else {
+        ::close(c->fd);
+      }
       continue;
     }
     spdlog::debug("serve: connection from pid {} uid {}", cred.pid, cred.uid);
@@ -520,6 +552,8 @@ void Daemon::Drop(Client& c, const std::string& why) {
 }
 
 void Daemon::Shutdown() {
+  for (const auto& [fd, deadline] : lingering_) ::close(fd);
+  lingering_.clear();
   if (shut_down_) return;
   shut_down_ = true;
   if (listen_fd_ >= 0) {

@@ -22,6 +22,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -98,6 +99,10 @@ class Daemon {
   transport::ArenaHandle handle_;  // exported once per residency (fd owned here on the host)
   std::unique_ptr<HostCache> cache_;
   std::vector<std::unique_ptr<Client>> clients_;
+  // Refused connections whose refusal was sent: kept open (input drained) until the peer closes
+  // or a second passes, so that the peer's request arriving after the refusal does not reset the
+  // connection and destroy the refusal before the peer reads it.
+  std::vector<std::pair<int, std::chrono::steady_clock::time_point>> lingering_;
   std::uint64_t generation_ = 1;
   std::uint64_t attaches_served_ = 0, refused_ = 0, bad_requests_ = 0;
   double last_restore_s_ = 0, last_restore_gib_s_ = 0;
