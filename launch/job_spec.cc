@@ -1,5 +1,7 @@
 #include "launch/job_spec.h"
 
+#include "planner/dedup.h"
+
 namespace hoist::launch {
 namespace {
 
@@ -10,7 +12,54 @@ T Pick(const std::optional<T>& flag, const std::optional<T>& file, T fallback) {
   return fallback;
 }
 
+// A flag that sets an optional only when given.
+template <typename T>
+CLI::Option* AddOptional(CLI::App* app, const std::string& name, std::optional<T>* out,
+                         const std::string& help) {
+  return app->add_option_function<T>(
+      name, [out](const T& v) { *out = v; }, help);
+}
+
 }  // namespace
+
+void AddJobFlags(CLI::App* app, JobSpec* s, bool load_flags) {
+  app->add_option("--topology", s->topology, "YAML topology file (flags override it)");
+  AddOptional(app, "--model", &s->model, "checkpoint folder");
+  AddOptional(app, "--tp", &s->tp, "tensor-parallel size")->check(CLI::PositiveNumber);
+  AddOptional(app, "--ep", &s->ep, "expert-parallel size (= world; 0: off)")
+      ->check(CLI::NonNegativeNumber);
+  AddOptional(app, "--dp", &s->dp, "data-parallel groups (without --ep)")
+      ->check(CLI::PositiveNumber);
+  AddOptional(app, "--layout", &s->layout, "fused | hf")->check(CLI::IsMember({"fused", "hf"}));
+  AddOptional(app, "--placement", &s->placement, "expert placement under ep")
+      ->check(CLI::IsMember({"linear", "round_robin"}));
+  AddOptional(app, "--dedup", &s->dedup,
+              "none | node | job: read bytes several ranks need once per node (or job) and "
+              "forward them")
+      ->check(CLI::IsMember({"none", "node", "job"}));
+  AddOptional(app, "--dedup-step-kib", &s->dedup_step_kib,
+              "dedup: KiB of shared bytes per exchange step (0: 1 GiB)")
+      ->check(CLI::NonNegativeNumber);
+  if (!load_flags) return;
+  app->add_option("--rank", s->solo_rank, "without mpirun: which rank of the plan to run")
+      ->check(CLI::NonNegativeNumber);
+  AddOptional(app, "--read", &s->read, "auto | buffered | direct | mmap | pageable | registered");
+  AddOptional(app, "--device", &s->device, "auto | cuda | host");
+  AddOptional(app, "--staging", &s->staging,
+              "how staging is pinned: auto | register (touch + cudaHostRegister) | mallochost");
+  AddOptional(app, "--slots", &s->slots, "pinned staging slots (0: default)");
+  AddOptional(app, "--slot-mib", &s->slot_mib, "MiB per staging slot (0: default)");
+  AddOptional(app, "--threads", &s->threads, "fill threads (0: default)");
+  AddOptional(app, "--chunk-kib", &s->chunk_kib, "KiB per fill task (0: slot size / threads)")
+      ->check(CLI::NonNegativeNumber);
+  app->add_flag_function(
+      "--verify", [s](std::int64_t) { s->verify = true; },
+      "prove every device byte equals the plan's");
+  AddOptional(app, "--peer-timeout-s", &s->peer_timeout_s,
+              "dedup: seconds any wait for a peer may take before the job fails")
+      ->check(CLI::PositiveNumber);
+  app->add_flag("--no-numa", s->no_numa, "do not bind to the GPU's NUMA node");
+}
 
 Result<ResolvedJob> ResolveJobSpec(const JobSpec& s) {
   ResolvedJob out;
@@ -42,6 +91,13 @@ Result<ResolvedJob> ResolveJobSpec(const JobSpec& s) {
     return Status::InvalidArgument("placement '" + placement + "' is not linear or round_robin");
   }
   p.placement = placement == "round_robin" ? proto::PLACEMENT_ROUND_ROBIN : proto::PLACEMENT_LINEAR;
+  const std::string dedup = Pick<std::string>(s.dedup, t.dedup, "none");
+  if (!planner::ParseDedup(dedup, &p.dedup)) {
+    return Status::InvalidArgument("dedup '" + dedup + "' is not none, node or job");
+  }
+  if (s.dedup_step_kib && *s.dedup_step_kib > 0) {
+    p.dedup_step_bytes = static_cast<std::uint64_t>(*s.dedup_step_kib) << 10;
+  }
   if (p.ep > 0 && p.ep % p.tp != 0) {
     return Status::InvalidArgument("ep " + std::to_string(p.ep) + " is not a multiple of tp " +
                                    std::to_string(p.tp) + " (with ep, world = ep = tp x dp)");
@@ -85,6 +141,9 @@ Result<ResolvedJob> ResolveJobSpec(const JobSpec& s) {
   l.slot_bytes = static_cast<std::uint64_t>(Pick(s.slot_mib, t.slot_mib, 0)) << 20;
   l.threads = Pick(s.threads, t.threads, 0);
   l.verify = Pick(s.verify, t.verify, false);
+  l.chunk_bytes = static_cast<std::uint64_t>(s.chunk_kib.value_or(0)) << 10;
+  l.bind_numa = !s.no_numa;
+  l.exchange.timeout_s = Pick(s.peer_timeout_s, t.peer_timeout_s, l.exchange.timeout_s);
   job.solo_rank = s.solo_rank;
   return out;
 }

@@ -6,6 +6,7 @@
 // InvalidArgument naming the file or the value. Threading: pure.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <optional>
 #include <string>
 
@@ -15,15 +16,24 @@
 
 namespace hoist::launch {
 
+// Every field left unset falls back to the topology file, then to the default.
 struct JobSpec {
   std::string topology;  // YAML file; empty: none
   std::optional<std::string> model;
   std::optional<int> tp, ep, dp;
-  std::optional<std::string> layout, placement, read, device, staging;
-  std::optional<int> slots, slot_mib, threads;
+  std::optional<std::string> layout, placement, dedup, read, device, staging;
+  std::optional<int> dedup_step_kib, slots, slot_mib, threads, chunk_kib;
+  std::optional<double> peer_timeout_s;
   std::optional<bool> verify;
+  bool no_numa = false;
   int solo_rank = 0;  // without MPI: which rank of the plan this process executes
 };
+
+// Registers the flags that fill `spec` on a subcommand: the plan selection (--topology, --model,
+// --tp, --ep, --dp, --layout, --placement, --dedup, --dedup-step-kib) and, with `load_flags`, how
+// a rank loads (--rank, --read, --device, --staging, --slots, --slot-mib, --threads, --chunk-kib,
+// --verify, --peer-timeout-s, --no-numa). `hoist plan`, `hoist load` and `hoist serve` share them.
+void AddJobFlags(CLI::App* app, JobSpec* spec, bool load_flags);
 
 struct ResolvedJob {
   coordinator::JobOptions job;

@@ -64,22 +64,7 @@ std::string RankSocketPath(const std::string& dir, int rank) {
 ServeCommands::ServeCommands(CLI::App* app) {
   serve_ = app->add_subcommand(
       "serve", "load, then keep the weights resident and serve engines on a unix socket per rank");
-  serve_->add_option("--topology", topology, "YAML topology file (flags override it)");
-  serve_->add_option("--model", model, "checkpoint folder");
-  serve_->add_option("--tp", tp, "tensor-parallel size")->check(CLI::PositiveNumber);
-  serve_->add_option("--ep", ep, "expert-parallel size (= world; 0: off)")
-      ->check(CLI::NonNegativeNumber);
-  serve_->add_option("--dp", dp, "data-parallel groups (without --ep)")->check(CLI::PositiveNumber);
-  serve_->add_option("--layout", layout, "fused | hf");
-  serve_->add_option("--placement", placement, "expert placement under ep: linear | round_robin");
-  serve_->add_option("--read", read, "auto | buffered | direct | mmap | pageable | registered");
-  serve_->add_option("--device", device, "auto | cuda | host");
-  serve_->add_option("--staging", staging, "auto | register | mallochost");
-  serve_->add_option("--threads", threads, "fill threads (0: default)");
-  serve_->add_option("--slots", slots, "pinned staging slots (0: default)");
-  serve_->add_option("--slot-mib", slot_mib, "MiB per staging slot (0: default)");
-  serve_->add_option("--rank", rank, "without mpirun: which rank of the plan to serve")
-      ->check(CLI::NonNegativeNumber);
+  AddJobFlags(serve_, &spec_, /*load_flags=*/true);
   serve_->add_option("--socket-dir", socket_dir,
                      "directory of the rank-<R>.sock sockets (default: topology socket_dir, else "
                      "$XDG_RUNTIME_DIR/hoist or /tmp/hoist-<uid>)");
@@ -122,22 +107,7 @@ int ServeCommands::RunServe(int* argc, char*** argv, std::chrono::steady_clock::
   if (Status s = SetUpLogging(log_level, comm->rank(), comm->host()); !s.ok()) {
     return Fail(s, kExitUsage);
   }
-  JobSpec spec;
-  spec.topology = topology;
-  if (!model.empty()) spec.model = model;
-  if (tp > 0) spec.tp = tp;
-  if (ep >= 0) spec.ep = ep;
-  if (dp > 0) spec.dp = dp;
-  if (!layout.empty()) spec.layout = layout;
-  if (!placement.empty()) spec.placement = placement;
-  if (!read.empty()) spec.read = read;
-  if (!device.empty()) spec.device = device;
-  if (!staging.empty()) spec.staging = staging;
-  if (threads > 0) spec.threads = threads;
-  if (slots > 0) spec.slots = slots;
-  if (slot_mib > 0) spec.slot_mib = slot_mib;
-  spec.solo_rank = rank;
-  Result<ResolvedJob> resolved = ResolveJobSpec(spec);
+  Result<ResolvedJob> resolved = ResolveJobSpec(spec_);
   if (!resolved.ok()) return Fail(resolved.status(), kExitUsage);
   coordinator::JobOptions& job = resolved->job;
   job.load.origin = origin;

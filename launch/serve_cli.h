@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "launch/job_spec.h"
+
 namespace hoist::launch {
 
 class ServeCommands {
@@ -28,9 +30,9 @@ class ServeCommands {
 
   CLI::App* serve_ = nullptr;
   CLI::App* ctl_ = nullptr;
-  // serve
-  std::string topology, model, layout, placement, read, device, staging, log_level = "info";
-  int tp = 0, ep = -1, dp = 0, rank = 0, threads = 0, slots = 0, slot_mib = 0;
+  // serve: the job selection shared with `hoist load` (launch/job_spec.h), then its own flags
+  JobSpec spec_;
+  std::string log_level = "info";
   std::string socket_dir;
   std::vector<long long> allow_uids;
   bool host_cache = false;
