@@ -53,18 +53,8 @@ struct Shape {
 class DedupMpirunTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    root_ = new fs::path(fs::temp_directory_path() / ("hoist-dedup-" + std::to_string(getpid())));
-    fs::create_directories(*root_);
-    for (const char* preset : {"qwen3-moe-tiny", "deepseek-v3-tiny"}) {
-      hoist::tools::MkckptOptions o;
-      o.preset = preset;
-      o.out_dir = (*root_ / preset).string();
-      o.seed = 23;
-      o.shard_size = 1 << 20;  // several shards
-      o.threads = 2;
-      hoist::Status s = hoist::tools::MakeCheckpoint(o);
-      ASSERT_TRUE(s.ok()) << s.ToString();
-    }
+    root_ = new fs::path(
+        hoist::testing::MakeFixtures("hoist-dedup", {"qwen3-moe-tiny", "deepseek-v3-tiny"}, 23));
   }
   static void TearDownTestSuite() {
     fs::remove_all(*root_);

@@ -33,18 +33,8 @@ std::string Hoist() { return hoist::testing::HoistBin(); }
 class MpirunTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    root_ = new fs::path(fs::temp_directory_path() / ("hoist-mpirun-" + std::to_string(getpid())));
-    fs::create_directories(*root_);
-    for (const char* preset : {"qwen3-tiny", "qwen3-moe-tiny"}) {
-      hoist::tools::MkckptOptions o;
-      o.preset = preset;
-      o.out_dir = (*root_ / preset).string();
-      o.seed = 11;
-      o.shard_size = 1 << 20;  // several shards
-      o.threads = 2;
-      hoist::Status s = hoist::tools::MakeCheckpoint(o);
-      ASSERT_TRUE(s.ok()) << s.ToString();
-    }
+    root_ = new fs::path(
+        hoist::testing::MakeFixtures("hoist-mpirun", {"qwen3-tiny", "qwen3-moe-tiny"}, 11));
   }
   static void TearDownTestSuite() {
     fs::remove_all(*root_);

@@ -23,8 +23,30 @@
 #include <vector>
 
 #include "tests/reference/reference.h"
+#include "tools/mkckpt.h"
 
 namespace hoist::testing {
+
+// A fresh temp folder <tmp>/<prefix>-<pid> holding one hoist-mkckpt checkpoint per preset, each
+// in several shards. The caller removes it.
+inline std::filesystem::path MakeFixtures(const std::string& prefix,
+                                          const std::vector<const char*>& presets,
+                                          std::uint64_t seed) {
+  const std::filesystem::path root =
+      std::filesystem::temp_directory_path() / (prefix + "-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(root);
+  for (const char* preset : presets) {
+    tools::MkckptOptions o;
+    o.preset = preset;
+    o.out_dir = (root / preset).string();
+    o.seed = seed;
+    o.shard_size = 1 << 20;  // several shards
+    o.threads = 2;
+    const Status s = tools::MakeCheckpoint(o);
+    if (!s.ok()) ADD_FAILURE() << preset << ": " << s.ToString();
+  }
+  return root;
+}
 
 struct RunResult {
   int exit_code = -1;  // -1: timed out (the process group was killed)
