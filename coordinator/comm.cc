@@ -107,6 +107,11 @@ class MpiComm final : public Comm {
     return out;
   }
 
+  Status AllreduceSum(double* values, int n) override {
+    return MpiStatus(MPI_Allreduce(MPI_IN_PLACE, values, n, MPI_DOUBLE, MPI_SUM, comm_),
+                     "MPI_Allreduce(sum)");
+  }
+
   void Barrier() override { MPI_Barrier(comm_); }
 
   [[noreturn]] void Abort(int exit_code) override {
@@ -138,6 +143,7 @@ class SoloComm final : public Comm {
     return std::vector<std::string>{mine};
   }
   Result<double> AllreduceMax(double value) override { return value; }
+  Status AllreduceSum(double*, int) override { return Status::Ok(); }
   void Barrier() override {}
   [[noreturn]] void Abort(int exit_code) override { std::_Exit(exit_code); }
 };

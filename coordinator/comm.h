@@ -33,6 +33,8 @@ class Comm {
   virtual Result<std::vector<std::string>> Gather(const std::string& mine) = 0;
   // Sum of `value` over ranks, on every rank.
   virtual Result<double> AllreduceMax(double value) = 0;
+  // Element-wise sum of `values[0, n)` over ranks, in place, on every rank.
+  virtual Status AllreduceSum(double* values, int n) = 0;
   virtual void Barrier() = 0;
   [[noreturn]] virtual void Abort(int exit_code) = 0;
 };

@@ -2,9 +2,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <future>
+#include <thread>
 
 #include "planner/checkpoint.h"
 #include "planner/io_stats.h"
@@ -140,15 +142,22 @@ Result<JobResult> RunJob(Comm& comm, const JobOptions& options) {
   // Load this rank's part. Errors stay local until the gather.
   proto::RankReport report;
   Status load_status;
-  if (!peer_status.ok()) {
-    load_status = peer_status;
-  } else if (options.fail_rank == my_rank) {
-    load_status = Status::IoError("injected failure (--inject-fail-rank)");
-    rank::AbandonExchange(result.plan, exchange);  // its peers must not wait for it
-  } else {
+  const bool show_progress = options.progress && result.plan.dedup() == proto::DEDUP_NONE;
+  std::atomic<std::uint64_t> progress{0};
+  auto work = [&] {
+    if (!peer_status.ok()) {
+      load_status = peer_status;
+      return;
+    }
+    if (options.fail_rank == my_rank) {
+      load_status = Status::IoError("injected failure (--inject-fail-rank)");
+      rank::AbandonExchange(result.plan, exchange);  // its peers must not wait for it
+      return;
+    }
     rank::LoadOptions load = options.load;
     load.exchange = exchange;
     load.prepared = &prepared;
+    if (show_progress) load.progress = &progress;
     Result<rank::LoadedRank> loaded =
         rank::LoadRank(result.plan, static_cast<std::uint32_t>(my_rank), load);
     if (loaded.ok()) {
@@ -157,6 +166,42 @@ Result<JobResult> RunJob(Comm& comm, const JobOptions& options) {
     } else {
       load_status = loaded.status();
     }
+  };
+  if (show_progress) {
+    // The work runs on a worker thread while this thread, the one that owns MPI, sums every
+    // rank's progress a few times a second. Every rank takes this branch (same plan, same
+    // options), whatever its work does, and leaves the loop on the same round: when every rank's
+    // work has finished.
+    std::atomic<bool> finished{false};
+    std::thread worker([&] {
+      work();
+      finished.store(true);
+    });
+    std::uint64_t total = 0;
+    for (const proto::RankPlan& rp : result.plan.ranks()) {
+      for (const proto::Copy& c : rp.copies()) total += c.width() * c.rows();
+    }
+    const Clock::time_point start = Clock::now();
+    Status progress_status;
+    for (bool all_done = false; !all_done && progress_status.ok();) {
+      const Clock::time_point wake =
+          Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                             std::chrono::duration<double>(options.progress_interval_s));
+      while (!finished.load() && Clock::now() < wake) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+      double v[2] = {static_cast<double>(progress.load()), finished.load() ? 1.0 : 0.0};
+      progress_status = comm.AllreduceSum(v, 2);
+      all_done = v[1] >= comm.size();
+      if (comm.rank() == 0 && progress_status.ok()) {
+        options.progress(static_cast<std::uint64_t>(v[0]), total, Seconds(start, Clock::now()),
+                         all_done);
+      }
+    }
+    worker.join();
+    if (!progress_status.ok()) return progress_status;
+  } else {
+    work();
   }
   report.set_rank(my_rank);
   report.set_host(comm.host());

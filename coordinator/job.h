@@ -30,6 +30,12 @@ struct JobOptions {
   rank::LoadOptions load;
   // Without MPI: which rank of the plan this single process executes.
   int solo_rank = 0;
+  // Progress while the ranks load, called on rank 0 about every `progress_interval_s` and once
+  // at the end with (bytes handed to devices over all ranks, bytes the plan's copies move, seconds
+  // since the loads began). Not called for dedup plans, whose exchange owns MPI from its own
+  // thread.
+  std::function<void(std::uint64_t done, std::uint64_t total, double seconds, bool final)> progress;
+  double progress_interval_s = 0.25;
   // Seconds from process start to MPI ready on this rank (reported as the `init` phase).
   double init_s = 0;
   // Test hook, called with this rank's index just before the gather (launch/ uses it to

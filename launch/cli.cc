@@ -7,8 +7,10 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "coordinator/comm.h"
@@ -38,7 +40,37 @@ struct LoadFlags {
   int inject_fail_rank = -1;
   int inject_kill_rank = -1;
   std::string inject_peer_fault;  // KIND:RANK (kill | error | stall), dedup exchange
+  bool no_progress = false;
 };
+
+// Rank 0's progress display: a bar redrawn in place on a terminal, else a log line at most once
+// a second and one at the end.
+std::function<void(std::uint64_t, std::uint64_t, double, bool)> ProgressPrinter() {
+  const bool tty = ::isatty(STDERR_FILENO) != 0;
+  auto last_line = std::make_shared<double>(-1.0);
+  return [tty, last_line](std::uint64_t done, std::uint64_t total, double s, bool final) {
+    const double unit = total >= (1ull << 30) ? 1024.0 * 1024.0 * 1024.0 : 1024.0 * 1024.0;
+    const char* unit_name = total >= (1ull << 30) ? "GiB" : "MiB";
+    constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+    const double frac = total > 0 ? static_cast<double>(done) / static_cast<double>(total) : 1.0;
+    const double rate = s > 0 ? static_cast<double>(done) / kGiB / s : 0.0;
+    if (tty) {
+      constexpr int kWidth = 30;
+      const int filled = static_cast<int>(frac * kWidth + 0.5);
+      std::fprintf(stderr, "\rhoist: [%s%s] %.2f / %.2f %s  %.1f GiB/s%s",
+                   std::string(filled, '#').c_str(), std::string(kWidth - filled, '.').c_str(),
+                   static_cast<double>(done) / unit, static_cast<double>(total) / unit, unit_name,
+                   rate, final ? "\n" : "");
+      return;
+    }
+    if (final || s - *last_line >= 1.0) {
+      *last_line = s;
+      spdlog::info("progress: {:.2f} / {:.2f} {} ({:.0f}%) over all ranks, {:.1f} GiB/s{}",
+                   static_cast<double>(done) / unit, static_cast<double>(total) / unit, unit_name,
+                   frac * 100, rate, final ? ", done" : "");
+    }
+  };
+}
 
 int Fail(const Status& s, int code) {
   std::fprintf(stderr, "hoist: error: %s\n", s.ToString().c_str());
@@ -134,6 +166,8 @@ int RunLoad(const JobSpec& spec, const LoadFlags& l, const std::string& log_leve
   }
   job.load.dump_dir = l.dump;
   job.load.origin = origin;
+  // Every rank sets the callback (so every rank runs the same progress rounds); rank 0 calls it.
+  if (!l.no_progress) job.progress = ProgressPrinter();
   job.init_s = std::chrono::duration<double>(init_end - origin).count();
 
   Result<coordinator::JobResult> result = coordinator::RunJob(*comm, job);
@@ -178,6 +212,8 @@ int Main(int argc, char** argv) {
   load->add_option("--trace", l.trace, "write Chrome trace events (rank 0)");
   load->add_option("--timeline", l.timeline, "write an SVG timeline (rank 0)");
   load->add_option("--metrics", l.metrics, "write Prometheus text (rank 0)");
+  load->add_flag("--no-progress", l.no_progress,
+                 "no progress display (rank 0: a bar on a terminal, else a log line a second)");
   load->add_option("--inject-fail-rank", l.inject_fail_rank, "testing: fail this rank's load")
       ->group("");
   load->add_option("--inject-kill-rank", l.inject_kill_rank, "testing: SIGKILL this rank")

@@ -221,6 +221,7 @@ Result<LoadedRank> Load(const proto::LoadPlan& plan, std::uint32_t rank, const L
   po.staging = o.staging;
   po.lazy_staging = o.lazy_staging;
   po.origin = o.origin;
+  po.progress = o.progress;
 
   HOIST_RETURN_IF_ERROR(residency_done.get());
   std::uint64_t resident = 0;

@@ -9,6 +9,7 @@
 // own fill threads.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -70,6 +71,8 @@ struct LoadOptions {
   // device and the arena size. It must return memory the device accepts as an arena (adopted
   // with Device::AdoptArena) that outlives the LoadedRank. nullptr: the device allocates.
   std::function<Result<transport::DeviceBuffer>(transport::Device&, std::uint64_t)> allocate_arena;
+  // When set, bytes handed to the device are added here while the load runs (for progress).
+  std::atomic<std::uint64_t>* progress = nullptr;
   // Clock origin shared by all phases and spans of the report.
   std::chrono::steady_clock::time_point origin = std::chrono::steady_clock::now();
   // Dedup plans: the peer this rank exchanges with (rank/exchange.h); without one the rank

@@ -402,6 +402,7 @@ class Runner {
     std::lock_guard lock(mu_);
     slots_[k].submitted = q;
     bytes_h2d_ += seq_bytes_[q];
+    if (o_.progress != nullptr) o_.progress->fetch_add(seq_bytes_[q], std::memory_order_relaxed);
     cv_.notify_all();
     return Status::Ok();
   }
@@ -668,6 +669,7 @@ class Runner {
       rep_.h2d = rep_.read;
     }
     rep_.bytes_read = rep_.bytes_h2d = bytes;
+    if (o_.progress != nullptr) o_.progress->fetch_add(bytes, std::memory_order_relaxed);
     EmitSpans(spans, "pageable");
     return status_;
   }
@@ -732,6 +734,7 @@ class Runner {
           h2d_spans_.push_back(s);
         }
         rep_.bytes_read = rep_.bytes_h2d = bytes;
+        if (o_.progress != nullptr) o_.progress->fetch_add(bytes, std::memory_order_relaxed);
         H2dPhase();
         rep_.read = rep_.h2d;
       }

@@ -22,6 +22,7 @@
 // inherit the caller's CPU and memory binding.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -53,6 +54,9 @@ struct PipelineOptions {
   StagingKind staging = StagingKind::kAuto;
   bool lazy_staging = true;      // allocate each slot on first use (overlaps set-up with reading)
   std::size_t max_spans = 4096;  // spans beyond this are coalesced per lane
+  // When set, bytes handed to the DMA engine are added here as they go (relaxed atomics), so
+  // another thread can show progress while the pipeline runs.
+  std::atomic<std::uint64_t>* progress = nullptr;
   std::chrono::steady_clock::time_point origin = std::chrono::steady_clock::now();
 };
 

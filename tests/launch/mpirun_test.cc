@@ -160,6 +160,29 @@ TEST_F(MpirunTest, Tp2Ep4RoundRobinOnTwoNodes) {
   EXPECT_EQ(report["ranks"][3]["gpu"], 1);
 }
 
+TEST_F(MpirunTest, RankZeroShowsProgressOverAllRanks) {
+  const std::vector<std::string> base = {
+      "mpirun", "-np", "2",        Hoist(), "load", "--model", Model("qwen3-tiny").string(),
+      "--tp",   "2",   "--device", "host"};
+  const RunResult r = RunCommand(base, 120);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // Not a terminal: log lines, the last one at 100% of both ranks' bytes, from rank 0 only.
+  EXPECT_NE(r.output.find("(100%) over all ranks"), std::string::npos) << r.output;
+  std::istringstream lines(r.output);
+  int progress_lines = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("over all ranks") == std::string::npos) continue;
+    ++progress_lines;
+    EXPECT_NE(line.find("[rank 0 "), std::string::npos) << "progress from another rank: " << line;
+  }
+  EXPECT_GE(progress_lines, 1);
+  std::vector<std::string> quiet = base;
+  quiet.push_back("--no-progress");
+  const RunResult q = RunCommand(quiet, 120);
+  ASSERT_EQ(q.exit_code, 0) << q.output;
+  EXPECT_EQ(q.output.find("over all ranks"), std::string::npos) << q.output;
+}
+
 TEST_F(MpirunTest, WorldMismatchIsAClearError) {
   const RunResult r = RunCommand({"mpirun", "-np", "3", Hoist(), "load", "--model",
                                   Model("qwen3-tiny").string(), "--tp", "2", "--device", "host"},
