@@ -21,29 +21,11 @@
 #include <vector>
 
 #include "proto/plan.pb.h"
+#include "tests/scratch_dir.h"
 
 namespace hoist::testtransport {
 
-class ScratchDir {
- public:
-  ScratchDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/hoist-transport-XXXXXX";
-    if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  const std::string& path() const { return path_; }
-  std::string Sub(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using ScratchDir = hoist::testing::ScratchDir;
 
 // Byte i of the stream for `seed`: a splitmix64 hash mapped to 1..255 (never zero, so a byte
 // that was never written, or a zero fill, cannot pass for content).
