@@ -44,6 +44,16 @@ Status CheckRange(const std::string& path, std::uint64_t size, std::uint64_t off
   return Status::Ok();
 }
 
+// Every row of a strided read (non-empty) lies inside the file, without overflow.
+Status CheckRows(const std::string& path, std::uint64_t size, const RowsRead& r) {
+  std::uint64_t last = 0;
+  if (__builtin_mul_overflow(r.rows - 1, r.src_pitch, &last) ||
+      __builtin_add_overflow(last, r.offset, &last)) {
+    return Status::Corrupt(path + ": strided read overflows at offset " + std::to_string(r.offset));
+  }
+  return CheckRange(path, size, last, r.width);
+}
+
 class Fd {
  public:
   Fd() = default;
@@ -137,13 +147,7 @@ class MmapSource final : public Source {
   }
   Status ReadRows(const RowsRead& r) override {
     if (r.rows == 0 || r.width == 0) return Status::Ok();
-    std::uint64_t last = 0;
-    if (__builtin_mul_overflow(r.rows - 1, r.src_pitch, &last) ||
-        __builtin_add_overflow(last, r.offset, &last)) {
-      return Status::Corrupt(path_ + ": strided read overflows at offset " +
-                             std::to_string(r.offset));
-    }
-    HOIST_RETURN_IF_ERROR(CheckRange(path_, size_, last, r.width));
+    HOIST_RETURN_IF_ERROR(CheckRows(path_, size_, r));
     if (r.rows == 1 || (r.src_pitch == r.width && r.dst_pitch == r.width)) {
       std::memcpy(r.dst, map_ + r.offset, r.width * r.rows);
       return Status::Ok();
@@ -242,13 +246,7 @@ class DirectSource final : public Source {
 
   Status ReadRows(const RowsRead& r) override {
     if (r.rows == 0 || r.width == 0) return Status::Ok();
-    std::uint64_t last = 0;
-    if (__builtin_mul_overflow(r.rows - 1, r.src_pitch, &last) ||
-        __builtin_add_overflow(last, r.offset, &last)) {
-      return Status::Corrupt(path_ + ": strided read overflows at offset " +
-                             std::to_string(r.offset));
-    }
-    HOIST_RETURN_IF_ERROR(CheckRange(path_, size_, last, r.width));
+    HOIST_RETURN_IF_ERROR(CheckRows(path_, size_, r));
     if (r.rows == 1 || (r.src_pitch == r.width && r.dst_pitch == r.width)) {
       Extent e{r.offset, r.width * r.rows, r.dst};
       return ReadExtents(&e, 1);
@@ -261,13 +259,7 @@ class DirectSource final : public Source {
     for (std::size_t k = 0; k < n; ++k) {
       const RowsRead& r = reads[k];
       if (r.rows == 0 || r.width == 0) continue;
-      std::uint64_t last = 0;
-      if (__builtin_mul_overflow(r.rows - 1, r.src_pitch, &last) ||
-          __builtin_add_overflow(last, r.offset, &last)) {
-        return Status::Corrupt(path_ + ": strided read overflows at offset " +
-                               std::to_string(r.offset));
-      }
-      HOIST_RETURN_IF_ERROR(CheckRange(path_, size_, last, r.width));
+      HOIST_RETURN_IF_ERROR(CheckRows(path_, size_, r));
       if (r.rows == 1 || (r.src_pitch == r.width && r.dst_pitch == r.width)) {
         ex.push_back(Extent{r.offset, r.width * r.rows, r.dst});
         continue;
