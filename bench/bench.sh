@@ -4,6 +4,8 @@
 # load` in each read mode (tp 1, and tp 2 rank 1), and safetensors.load_file(device="cuda").
 # Writes results.jsonl and BENCHMARKS.md (table) under $OUT, plus verify runs and a timeline.
 #   bench/bench.sh            (env: RUNS_HOT=5 RUNS_COLD=3 MODES="auto buffered direct mmap pageable registered")
+# On a machine with several GPUs it first runs bench/multi.sh (MULTI=0 skips it, ONLY_MULTI=1
+# runs only it).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -40,6 +42,14 @@ if [[ ! -f "$m4b/config.json" ]]; then
   /usr/bin/time -f '%e s' $build/tools/hoist-mkckpt --family qwen3 --preset qwen3-4b --out "$m4b" --seed 1 2>&1 | tail -2
 fi
 files=("$m4b"/*.safetensors)
+
+# Several GPUs: the multi-GPU mode (bench/multi.sh) runs first; ONLY_MULTI=1 stops after it.
+gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
+if [[ "${MULTI:-auto}" != 0 && $gpus -ge 2 ]]; then
+  log "several-GPU mode ($gpus GPUs)"
+  OUT="$OUT" AUX="$AUX" bash bench/multi.sh "$build" "$MODELS" || log "multi.sh FAILED"
+  [[ "${ONLY_MULTI:-0}" == 1 ]] && exit 0
+fi
 
 if [[ "${ONLY_SERVE:-0}" == 1 ]]; then MODES=""; PEER=0; VERIFY=0; MPI2=0; TEMPS=""; fi
 log "pinned H2D ceiling"
