@@ -57,6 +57,8 @@ def split_fused_experts(folder):
     [E, H, I]) rather than the Hub's per-expert tensors, rewrite them per expert. Returns the
     number of tensors rewritten (0: already per expert, as transformers 5 reverses its fusion)."""
     from safetensors.torch import load_file, save_file
+    with open(os.path.join(folder, "config.json")) as fh:
+        hidden = json.load(fh)["hidden_size"]
     changed = 0
     for f in sorted(os.listdir(folder)):
         if not f.endswith(".safetensors"):
@@ -69,6 +71,10 @@ def split_fused_experts(folder):
             continue
         out = {}
         for name, t in tensors.items():
+            if name in fused and (t.dim() != 3 or (t.shape[2] if "gate_up" in name
+                                                   else t.shape[1]) != hidden):
+                raise RuntimeError(f"{f}: {name} has shape {list(t.shape)}, not [E, 2I, "
+                                   f"{hidden}] / [E, {hidden}, I]: unknown fused layout")
             if name.endswith("mlp.experts.gate_up_proj"):
                 base, inter = name[:-len("gate_up_proj")], t.shape[1] // 2
                 for e in range(t.shape[0]):
@@ -154,6 +160,9 @@ def save_seed(name, make_cfg, transformers, torch, folder, seed):
                 p.mul_(8.0)
     shutil.rmtree(folder, ignore_errors=True)
     model.to(torch.bfloat16).save_pretrained(folder, safe_serialization=True)
+    # save_pretrained leaves out keys equal to the class defaults (num_key_value_heads=4 for
+    # Qwen3-MoE, ...); Hub configs carry them all, and so does this one.
+    model.config.to_json_file(os.path.join(folder, "config.json"), use_diff=False)
     n = split_fused_experts(folder)
     if n:
         log(f"{name}: save_pretrained wrote fused experts; rewrote {n} tensors per expert")

@@ -2,7 +2,8 @@
 
     # CPU, gloo, hoist's host backend; hoist plans once on rank 0 over MPI_COMM_WORLD:
     mpirun -np 2 python3 examples/tp_engine/run.py --model /models/qwen3-tiny --tp 2
-    # the same under torchrun (no MPI: each rank loads its own part of the plan):
+    # the same under torchrun (no MPI: each rank loads its own part of the plan; Debian's
+    # torch 1.13 on Python 3.11 also needs --redirects 1 --tee 1, its default "0" breaks):
     torchrun --nproc_per_node 2 examples/tp_engine/run.py --model Qwen/Qwen3-4B --tp 2
     # GPUs (NCCL), a Qwen3-MoE with experts owned under expert parallelism:
     mpirun -np 2 python3 examples/tp_engine/run.py --model M --ep 2 --device cuda --dtype bfloat16

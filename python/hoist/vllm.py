@@ -26,6 +26,8 @@ read, threads, placement (linear | round_robin, default linear as vLLM), verify,
 
 Failure: ValueError for unknown extra-config keys or pipeline parallelism; hoist's
 RuntimeError / hoist.torch.LoadIntoError otherwise. Threading: vLLM's worker thread."""
+import json
+
 import hoist
 import hoist.torch
 
@@ -36,7 +38,9 @@ HoistModelLoader = None  # the registered class, once register() ran
 
 
 def check_extra(extra):
-    """The extra config as a dict; ValueError naming unknown keys."""
+    """The extra config (a dict, or its JSON text) as a dict; ValueError naming unknown keys."""
+    if isinstance(extra, str):
+        extra = json.loads(extra) if extra.strip() else {}
     extra = dict(extra or {})
     unknown = sorted(set(extra) - set(EXTRA_KEYS))
     if unknown:

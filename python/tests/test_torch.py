@@ -252,6 +252,7 @@ class VllmAdapterTest(unittest.TestCase):
         opts = self.vllm.load_options({}, "M", tp_rank=1, tp_size=2, dp_rank=1, dp_size=2,
                                       expert_parallel=True)
         self.assertEqual((opts["rank"], opts["tp"], opts["ep"]), (3, 2, 4))
+        self.assertEqual(self.vllm.check_extra('{"threads": 4}'), {"threads": 4})
         opts = self.vllm.load_options({"socket_dir": "/run/h"}, "M", 1, 2, 1, 2)
         self.assertEqual(opts["attach"], "/run/h/rank-3.sock")
         with self.assertRaises(ValueError):
