@@ -192,10 +192,17 @@ def make_checkpoint(name, make_cfg, transformers, torch, folder, steps):
     return best
 
 
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def run_engine(folder, nproc, dtype, par, out, build_pkg, steps, logf):
     env = dict(os.environ, PYTHONPATH=build_pkg + os.pathsep + os.environ.get("PYTHONPATH", ""),
                OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               NCCL_NVLS_ENABLE="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(29600 + nproc))
+               NCCL_NVLS_ENABLE="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
     args = [RUN, "--model", folder, "--device", "cuda", "--dtype", dtype, "--prompt",
             ",".join(map(str, PROMPT)), "--tokens", str(steps), "--out", out, *par]
     cmd = [sys.executable, *args]
