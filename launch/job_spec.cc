@@ -1,6 +1,7 @@
 #include "launch/job_spec.h"
 
 #include "planner/dedup.h"
+#include "planner/hub.h"
 
 namespace hoist::launch {
 namespace {
@@ -24,7 +25,9 @@ CLI::Option* AddOptional(CLI::App* app, const std::string& name, std::optional<T
 
 void AddJobFlags(CLI::App* app, JobSpec* s, bool load_flags) {
   app->add_option("--topology", s->topology, "YAML topology file (flags override it)");
-  AddOptional(app, "--model", &s->model, "checkpoint folder");
+  AddOptional(app, "--model", &s->model,
+              "checkpoint folder, or a Hugging Face repo id owner/name[@revision] in the local "
+              "cache (never downloaded)");
   AddOptional(app, "--tp", &s->tp, "tensor-parallel size")->check(CLI::PositiveNumber);
   AddOptional(app, "--ep", &s->ep, "expert-parallel size (= world; 0: off)")
       ->check(CLI::NonNegativeNumber);
@@ -76,6 +79,9 @@ Result<ResolvedJob> ResolveJobSpec(const JobSpec& s) {
   if (job.model_dir.empty()) {
     return Status::InvalidArgument("no model: give a model folder or 'model:' in the topology");
   }
+  // A Hugging Face repo id (owner/name[@revision]) becomes its snapshot in the local cache.
+  HOIST_ASSIGN_OR_RETURN(job.model_dir,
+                         planner::ResolveModelPath(job.model_dir, planner::HubEnv::FromProcess()));
   planner::PlanOptions& p = job.plan;
   p.tp = Pick(s.tp, t.tp, 1);
   p.ep = Pick(s.ep, t.ep, 0);
