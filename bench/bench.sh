@@ -22,7 +22,7 @@ drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 warm() { cat "$1"/*.safetensors > /dev/null; }
 
 log "build"
-build=build-bench
+build="${BUILD_DIR:-build-bench}"
 extra=()
 # The GPU box's image lacks Debian's dlpack header: bench/prepare-device.sh puts a copy in
 # .gpu-deps/; pybind11 comes with its python3.
@@ -43,6 +43,9 @@ if [[ ! -f "$m4b/config.json" ]]; then
 fi
 files=("$m4b"/*.safetensors)
 
+[[ -f "$MODELS/deepseek-v3-small/config.json" ]] || $build/tools/hoist-mkckpt --family deepseek-v3 \
+  --preset deepseek-v3-small --out "$MODELS/deepseek-v3-small" --seed 3 > /dev/null
+[[ "${BUILD_ONLY:-0}" == 1 ]] && { log "built; models in $MODELS"; exit 0; }
 # Several GPUs: the multi-GPU mode (bench/multi.sh) runs first; ONLY_MULTI=1 stops after it.
 gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
 if [[ "${MULTI:-auto}" != 0 && $gpus -ge 2 ]]; then

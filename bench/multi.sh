@@ -19,6 +19,8 @@ build="${1:?build dir}"; models="${2:?models dir}"
 OUT="${OUT:-/tmp/hoist-bench-out}"; AUX="${AUX:-/tmp/hoist-bench-aux}"; mkdir -p "$OUT" "$AUX"
 RUNS_HOT="${RUNS_HOT:-5}"; RUNS_COLD="${RUNS_COLD:-2}"
 CONFIGS="${CONFIGS:-tp dp ep}"; DEDUPS="${DEDUPS:-none node auto}"
+STAGES="${STAGES:-ceilings hoist peers verify timeline}"  # a subset runs only those
+stage() { [[ " $STAGES " == *" $1 "* ]]; }
 hoist=$build/launch/hoist
 res="$OUT/multi.jsonl"; : > "$res"
 log() { echo "[multi $(date +%T)] $*" >&2; }
@@ -40,6 +42,7 @@ m4b="$models/qwen3-4b"; ds="$models/deepseek-v3-small"
 [[ -f "$m4b/config.json" ]] || $build/tools/hoist-mkckpt --family qwen3 --preset qwen3-4b --out "$m4b" --seed 1 > /dev/null
 [[ -f "$ds/config.json" ]] || $build/tools/hoist-mkckpt --family deepseek-v3 --preset deepseek-v3-small --out "$ds" --seed 3 > /dev/null
 
+if stage ceilings; then
 log "pinned H2D ceiling: each GPU alone, then all at once"
 for g in $(seq 0 $((n - 1))); do
   CUDA_VISIBLE_DEVICES=$g $build/bench/hoist-bench-h2d 4 5 | sed "s/^{/{\"kind\":\"h2d_alone\",\"gpu\":$g,/" >> "$res"
@@ -65,6 +68,7 @@ for g in $(seq 0 $((n - 1))); do sed "s/^{/{\"kind\":\"memcpy_concurrent\",\"ran
 
 mpirun -np 2 --report-bindings true > "$AUX/bindings.txt" 2>&1 || true
 grep -m2 "bound to\|not bound" "$AUX/bindings.txt" | sed 's/^/  launcher default: /' >&2 || true
+fi
 
 # One hoist run under plain mpirun: label, temp, model, hoist args...
 run_mpi() {
@@ -104,7 +108,7 @@ cfg_args() {  # config -> model and hoist args
   esac
 }
 
-for temp in hot cold; do
+stage hoist && for temp in hot cold; do
   runs=$RUNS_HOT; cfgs=$CONFIGS; dds=$DEDUPS
   if [[ $temp == cold ]]; then runs=$RUNS_COLD; cfgs=${COLD_CONFIGS:-dp tp}; dds=${COLD_DEDUPS:-none node}; fi
   for cfg in $cfgs; do
@@ -123,8 +127,8 @@ for temp in hot cold; do
   done
 done
 
-log "safetensors: one process per GPU at once"
-for temp in hot cold; do
+stage peers && log "safetensors: one process per GPU at once"
+stage peers && for temp in hot cold; do
   runs=$RUNS_HOT; [[ $temp == cold ]] && runs=$RUNS_COLD
   for i in $(seq $runs); do
     if [[ $temp == cold ]]; then drop; else warm "$m4b"; fi
@@ -136,9 +140,8 @@ for temp in hot cold; do
   done
 done
 
-log "verify"
-: > "$OUT/verify-multi.txt"
-for cfg in $CONFIGS; do
+stage verify && log "verify" && : > "$OUT/verify-multi.txt"
+stage verify && for cfg in $CONFIGS; do
   read -r model args <<< "$(cfg_args $cfg)"
   for dd in $DEDUPS; do
     if mpirun -np $n $hoist load --model "$model" $args --dedup $dd --verify --log-level warn \
@@ -149,12 +152,14 @@ for cfg in $CONFIGS; do
     fi
   done
 done
-cat "$OUT/verify-multi.txt" >&2
+stage verify && cat "$OUT/verify-multi.txt" >&2
 
-log "timeline: dp $n dedup node, hot"
-warm "$m4b"
-mpirun -np $n $hoist load --model "$m4b" --dp $n --dedup node --log-level warn --no-progress \
-  --timeline "$OUT/timeline-dp$n-node.svg" --report-json "$AUX/dp-node.json" > "$OUT/dp-node-table.txt" 2>&1 || true
+if stage timeline; then
+  log "timeline: dp $n dedup node, hot"
+  warm "$m4b"
+  mpirun -np $n $hoist load --model "$m4b" --dp $n --dedup node --log-level warn --no-progress \
+    --timeline "$OUT/timeline-dp$n-node.svg" --report-json "$AUX/dp-node.json" > "$OUT/dp-node-table.txt" 2>&1 || true
+fi
 
 python3 bench/summarize_multi.py "$res" > "$OUT/MULTI.md"
 cat "$OUT/MULTI.md"
