@@ -297,7 +297,7 @@ PYBIND11_MODULE(_hoist, mod) {
   mod.def("mpi_finalize", &MpiFinalize, "finalise MPI if hoist initialised it");
   mod.def(
       "mpi_world",
-      [] {
+      []() -> py::tuple {
         if (!MpiActive()) return py::make_tuple(0, 1);
         int rank = 0, size = 1;
         MPI_Comm_rank(MPI_COMM_WORLD, &rank);
