@@ -234,6 +234,7 @@ nlohmann::json ReportJson(const proto::LoadPlan& plan,
     jr["fill_threads"] = r.fill_threads();
     jr["cpu_bind"] = r.cpu_bind();
     jr["stopped_by"] = r.stopped_by();
+    jr["origin_epoch_s"] = r.origin_epoch_s();
     nlohmann::json ph = nlohmann::json::object();
     for (const auto& p : r.phases()) {
       ph[p.name()] = {{"start_s", p.start_s()},
