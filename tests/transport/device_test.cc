@@ -61,6 +61,31 @@ TEST(HostDeviceTest, CopiesAndMemsetsRunInStreamOrder) {
   ASSERT_TRUE(dev->Free(*arena).ok());
 }
 
+// An arena large enough to be set up on several threads, with a tail that is not a whole piece:
+// every byte starts as the poison (no piece skipped or cut short), and it is writable throughout.
+TEST(HostDeviceTest, LargeArenaIsPoisonedEverywhere) {
+  auto dev = OpenHostDevice();
+  const std::uint64_t n = (200ull << 20) + 12345;
+  auto arena = dev->Allocate(n);
+  ASSERT_TRUE(arena.ok()) << arena.status().ToString();
+  const auto* p = static_cast<const std::uint8_t*>(arena->ptr);
+  std::uint64_t bad = 0, first_bad = n;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    if (p[i] != 0xCD) {
+      if (bad++ == 0) first_bad = i;
+    }
+  }
+  EXPECT_EQ(bad, 0u) << "first byte without the poison at " << first_bad;
+  auto stream = dev->CreateStream();
+  ASSERT_TRUE(stream.ok());
+  ASSERT_TRUE(dev->MemsetAsync(arena->ptr, 0x11, n, *stream).ok());
+  ASSERT_TRUE(dev->Synchronize(*stream).ok());
+  EXPECT_EQ(p[0], 0x11);
+  EXPECT_EQ(p[n - 1], 0x11);
+  ASSERT_TRUE(dev->DestroyStream(*stream).ok());
+  ASSERT_TRUE(dev->Free(*arena).ok());
+}
+
 TEST(HostDeviceTest, EventsTimeAndOrderOps) {
   auto dev = OpenHostDevice();
   auto arena = dev->Allocate(8 << 20);
