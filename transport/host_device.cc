@@ -17,6 +17,7 @@
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -47,12 +48,33 @@ constexpr std::uint64_t kPoisonPieceBytes = 64ull << 20;
 #endif
 
 // Maps every page of [p, p + n) writable (one MADV_POPULATE_WRITE call instead of a page fault per
-// page; kernels before 5.14 fault the pages in during the memset instead), then writes the poison.
-// Returns 0 or the errno of a population that ran out of memory.
+// page; where it is refused, e.g. kernels before 5.14, the memset faults the pages in instead),
+// then writes the poison. Returns 0 or the errno of a population that ran out of memory.
 int PopulateAndPoison(std::byte* p, std::uint64_t n) {
-  if (::madvise(p, n, MADV_POPULATE_WRITE) != 0 && errno != EINVAL) return errno;
+  if (::madvise(p, n, MADV_POPULATE_WRITE) != 0 && (errno == ENOMEM || errno == EFAULT)) {
+    return errno;
+  }
   std::memset(p, kPoison, n);
   return 0;
+}
+
+// MemAvailable + SwapFree from /proc/meminfo in bytes, or 0 when unknown.
+std::uint64_t AvailableMemory() {
+  std::FILE* f = std::fopen("/proc/meminfo", "re");
+  if (f == nullptr) return 0;
+  char line[256];
+  std::uint64_t total = 0;
+  int found = 0;
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    unsigned long long kib = 0;
+    if (std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1 ||
+        std::sscanf(line, "SwapFree: %llu kB", &kib) == 1) {
+      total += kib * 1024;
+      ++found;
+    }
+  }
+  std::fclose(f);
+  return found == 2 ? total : 0;
 }
 
 // PopulateAndPoison over the whole arena, split between threads in 2 MiB-aligned pieces (the page
@@ -126,6 +148,12 @@ class HostDevice final : public Device {
 
   Result<DeviceBuffer> Allocate(std::uint64_t bytes) override {
     const std::uint64_t n = std::max<std::uint64_t>(bytes, 1);
+    // More than the machine can hold would end in the OOM killer while populating: refuse it.
+    if (const std::uint64_t avail = AvailableMemory(); avail > 0 && n > avail) {
+      return Status::ResourceExhausted("host device: arena of " + std::to_string(bytes) +
+                                       " bytes exceeds the memory available (" +
+                                       std::to_string(avail) + " bytes: MemAvailable + SwapFree)");
+    }
     // A memfd, so that the arena can be exported to another process (ExportArena); anonymous
     // private memory where memfds are unavailable.
     Arena a{n, Arena::kOwned, ::memfd_create("hoist-arena", MFD_CLOEXEC)};

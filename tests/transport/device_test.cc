@@ -7,6 +7,8 @@
 
 #include <chrono>
 #include <cstring>
+#include <fstream>
+#include <string>
 
 #include "tests/transport/test_util.h"
 
@@ -84,6 +86,25 @@ TEST(HostDeviceTest, LargeArenaIsPoisonedEverywhere) {
   EXPECT_EQ(p[n - 1], 0x11);
   ASSERT_TRUE(dev->DestroyStream(*stream).ok());
   ASSERT_TRUE(dev->Free(*arena).ok());
+}
+
+// An arena larger than the machine's available memory is refused before anything is allocated
+// (it would otherwise end in the OOM killer while its pages are populated).
+TEST(HostDeviceTest, ArenaBeyondAvailableMemoryIsResourceExhausted) {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string line;
+  bool known = false;
+  while (std::getline(meminfo, line)) known = known || line.rfind("MemAvailable:", 0) == 0;
+  if (!known) GTEST_SKIP() << "no MemAvailable in /proc/meminfo: the check cannot apply";
+  auto dev = OpenHostDevice();
+  const std::uint64_t huge = 1ull << 50;  // 1 PiB
+  auto arena = dev->Allocate(huge);
+  ASSERT_FALSE(arena.ok());
+  EXPECT_EQ(arena.status().code(), Code::kResourceExhausted);
+  EXPECT_NE(arena.status().message().find(std::to_string(huge)), std::string::npos)
+      << arena.status().ToString();
+  EXPECT_NE(arena.status().message().find("exceeds the memory available"), std::string::npos)
+      << arena.status().ToString();
 }
 
 TEST(HostDeviceTest, EventsTimeAndOrderOps) {
