@@ -24,6 +24,7 @@
 #include "planner/dedup.h"
 #include "planner/plan_builder.h"
 #include "planner/plan_summary.h"
+#include "util/printable.h"
 
 namespace hoist::launch {
 namespace {
@@ -73,7 +74,7 @@ std::function<void(std::uint64_t, std::uint64_t, double, bool)> ProgressPrinter(
 }
 
 int Fail(const Status& s, int code) {
-  std::fprintf(stderr, "hoist: error: %s\n", s.ToString().c_str());
+  std::fprintf(stderr, "hoist: error: %s\n", Printable(s.ToString(), true).c_str());
   return code;
 }
 
