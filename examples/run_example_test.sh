@@ -25,7 +25,7 @@ rc=0; "$engine" --model "$tmp/model" --bogus 2>"$tmp/bad.txt" || rc=$?
 "$mkckpt" --preset deepseek-v3-tiny --out "$tmp/ds" --seed 5 --threads 2 >/dev/null
 timeout 120 mpirun --oversubscribe -np 1 "$engine" --model "$tmp/ds" --device host \
   | tee "$tmp/ds.txt"
-grep -q "loaded .* mlp.gate.weight \[8 x 256\] .* PASS" "$tmp/ds.txt"
+grep -q "loaded .*\.mlp\.gate\.weight \[8 x 256\] .* PASS" "$tmp/ds.txt"
 rc=0
 timeout 120 mpirun --oversubscribe -np 1 "$engine" --model "$tmp/ds" --device host \
   --weight model.layers.0.self_attn.o_proj.weight 2>"$tmp/ds-bad.txt" || rc=$?

@@ -145,6 +145,12 @@ Result<std::unique_ptr<DaemonConnection>> DaemonConnection::Connect(const std::s
   if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
     const int err = errno;
     ::close(fd);
+    if (err == EACCES || err == EPERM) {
+      return Status::FailedPrecondition(
+          socket_path + ": connect: " + std::strerror(err) + ": uid " +
+          std::to_string(::geteuid()) +
+          " is not admitted to this socket (the daemon's --allow-uid list decides)");
+    }
     return Status::NotFound(socket_path + ": connect: " + std::strerror(err) +
                             " (is `hoist serve` running?)");
   }
