@@ -438,8 +438,8 @@ TEST(ServeWire, MessageJsonPrintsNumbersAndRoundTrips) {
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(back, r)) << text;
 
   // Bytes (base64, every padding case), enums by name and repeated messages.
-  for (const std::string& ipc : {std::string("\x01"), std::string("\xff\x00", 2), std::string("abc"),
-                                std::string(64, '\xa5')}) {
+  for (const std::string& ipc : {std::string("\x01"), std::string("\xff\x00", 2),
+                                 std::string("abc"), std::string(64, '\xa5')}) {
     proto::DaemonResponse a;
     a.set_ok(true);
     a.mutable_attach()->set_cuda_ipc_handle(ipc);
