@@ -27,6 +27,7 @@
 #include "planner/plan_summary.h"
 #include "rank/placement.h"
 #include "transport/peer.h"
+#include "util/printable.h"
 
 namespace hoist::launch {
 namespace {
@@ -85,7 +86,7 @@ std::function<void(const coordinator::Progress&)> ProgressPrinter() {
 }
 
 int Fail(const Status& s, int code) {
-  std::fprintf(stderr, "hoist: error: %s\n", s.ToString().c_str());
+  std::fprintf(stderr, "hoist: error: %s\n", Printable(s.ToString(), true).c_str());
   return code;
 }
 

@@ -1,6 +1,5 @@
 #include "launch/serve_cli.h"
 
-#include <google/protobuf/util/json_util.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -17,6 +16,7 @@
 #include "launch/logging.h"
 #include "rank/serve.h"
 #include "rank/serve_wire.h"
+#include "util/printable.h"
 
 namespace hoist::launch {
 namespace {
@@ -31,7 +31,7 @@ void OnStopSignal(int) {
 }
 
 int Fail(const Status& s, int code) {
-  std::fprintf(stderr, "hoist: error: %s\n", s.ToString().c_str());
+  std::fprintf(stderr, "hoist: error: %s\n", Printable(s.ToString(), true).c_str());
   return code;
 }
 
@@ -127,8 +127,12 @@ int ServeCommands::RunServe(int* argc, char*** argv, std::chrono::steady_clock::
     so.allow_uids.push_back(static_cast<uid_t>(u));
   }
   so.host_cache = host_cache || t.host_cache.value_or(false);
-  so.max_request_bytes = static_cast<std::uint32_t>(max_request_kib) << 10;
-  if (Status s = rank::PrepareSocketDir(dir); !s.ok()) return Fail(s, kExitUsage);
+  Result<std::uint32_t> limit = rank::MaxRequestBytesFromKib(max_request_kib);
+  if (!limit.ok()) return Fail(limit.status(), kExitUsage);
+  so.max_request_bytes = *limit;
+  if (Result<rank::Admission> a = rank::PrepareSocketDir(dir, so.allow_uids); !a.ok()) {
+    return Fail(a.status(), kExitUsage);
+  }
 
   Result<coordinator::JobResult> result = coordinator::RunJob(*comm, std::move(job));
   if (!result.ok()) return Fail(result.status(), kExitFailure);
@@ -181,14 +185,9 @@ int ServeCommands::RunCtl() {
   }
   Result<proto::DaemonResponse> r = (*conn)->Call(req);
   if (!r.ok()) return Fail(r.status(), kExitFailure);
-  if (json) {
-    std::string out;
-    google::protobuf::util::JsonPrintOptions o;
-    o.add_whitespace = true;
-    o.always_print_primitive_fields = true;
-    o.preserve_proto_field_names = true;
-    (void)google::protobuf::util::MessageToJsonString(*r, &out, o);
-    std::cout << out;
+  if (json) {  // 64-bit counts as JSON numbers (rank/serve_wire.h)
+    std::cout << rank::MessageJson(*r).dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
+              << "\n";
     return 0;
   }
   if (r->has_status()) {
