@@ -19,7 +19,7 @@ build="${1:?build dir}"; models="${2:?models dir}"
 OUT="${OUT:-/tmp/hoist-bench-out}"; AUX="${AUX:-/tmp/hoist-bench-aux}"; mkdir -p "$OUT" "$AUX"
 RUNS_HOT="${RUNS_HOT:-5}"; RUNS_COLD="${RUNS_COLD:-2}"
 CONFIGS="${CONFIGS:-tp dp ep}"; DEDUPS="${DEDUPS:-none node auto}"
-STAGES="${STAGES:-ceilings hoist teardown peers verify timeline}"  # a subset runs only those
+STAGES="${STAGES:-ceilings hoist peers verify timeline}"  # a subset runs only those
 stage() { [[ " $STAGES " == *" $1 "* ]]; }
 hoist=$build/launch/hoist
 res="$OUT/multi.jsonl"; : > "$res"
@@ -130,13 +130,6 @@ stage hoist && for temp in hot cold; do
       python3 -c "import json,sys; r=json.load(open('$AUX/one.json'))['ranks'][0]; print(json.dumps({'kind':'alone','temp':'$temp','load_s':r['phases']['total']['seconds'],'bytes':r['bytes_h2d']}))" >> "$res"
   done
 done
-
-if stage teardown; then
-  log "process exit: the orderly teardown (HOIST_FULL_TEARDOWN=1) against the quick exit, tp $n hot"
-  for i in $(seq $RUNS_HOT); do
-    HOIST_FULL_TEARDOWN=1 run_mpi "tp$n-none-fullteardown" hot $m4b --tp $n --dedup none
-  done
-fi
 
 stage peers && log "safetensors: one process per GPU at once"
 stage peers && for temp in hot cold; do
