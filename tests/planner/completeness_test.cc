@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "launch/job_spec.h"
+#include "launch/topology.h"
 #include "planner/plan_builder.h"
 #include "planner/rules.h"
 #include "tests/launch/mpirun_util.h"
@@ -229,6 +231,44 @@ TEST_F(CompletenessTest, UnexpectedTensorsErrorWarnOrIgnore) {
   CaptureLog quiet;
   EXPECT_TRUE(Plan(dir, 2, 0, UnexpectedTensors::kIgnore).ok());
   EXPECT_TRUE(quiet.Lines().empty());
+}
+
+// The option reaches the plan from the command line and the topology file.
+TEST_F(CompletenessTest, UnexpectedTensorsFlagAndTopologyKey) {
+  const std::string dir = Fixture("qwen3-tiny");
+  testedit::AddTensor(dir, testedit::FileOf(dir, "model.norm.weight"), "model.extra.weight", {4});
+  const testing::RunResult strict = testing::RunCommand(
+      {testing::HoistBin(), "plan", "--model", dir, "--unexpected-tensors", "error"}, 60);
+  EXPECT_EQ(strict.exit_code, 1) << strict.output;
+  EXPECT_NE(strict.output.find("1 tensor that no qwen3 rule knows: \"model.extra.weight\""),
+            std::string::npos)
+      << strict.output;
+  const testing::RunResult warned =
+      testing::RunCommand({testing::HoistBin(), "plan", "--model", dir}, 60);
+  EXPECT_EQ(warned.exit_code, 0) << warned.output;
+  EXPECT_NE(warned.output.find("not loading 1 tensor that no qwen3 rule knows"), std::string::npos)
+      << warned.output;
+  const testing::RunResult bad = testing::RunCommand(
+      {testing::HoistBin(), "plan", "--model", dir, "--unexpected-tensors", "maybe"}, 60);
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+
+  const std::string yaml = scratch_.Sub("t.yaml");
+  testedit::WriteText(yaml, "model: " + dir + "\nunexpected_tensors: ignore\n");
+  launch::JobSpec spec;
+  spec.topology = yaml;
+  Result<launch::ResolvedJob> job = launch::ResolveJobSpec(spec);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ(job->job.plan.unexpected, UnexpectedTensors::kIgnore);
+  spec.unexpected_tensors = "error";  // the flag wins over the file
+  job = launch::ResolveJobSpec(spec);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ(job->job.plan.unexpected, UnexpectedTensors::kError);
+  Result<launch::Topology> t = launch::ParseTopology("t.yaml", "unexpected_tensors: often\n");
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(t.status().message().find("unexpected_tensors 'often' is not error, warn or ignore"),
+            std::string::npos)
+      << t.status().message();
 }
 
 // ---- the index ------------------------------------------------------------------------------
