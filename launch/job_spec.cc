@@ -1,6 +1,7 @@
 #include "launch/job_spec.h"
 
 #include "planner/dedup.h"
+#include "planner/hub.h"
 #include "planner/plan_options.h"
 
 namespace hoist::launch {
@@ -25,7 +26,9 @@ CLI::Option* AddOptional(CLI::App* app, const std::string& name, std::optional<T
 
 void AddJobFlags(CLI::App* app, JobSpec* s, bool load_flags) {
   app->add_option("--topology", s->topology, "YAML topology file (flags override it)");
-  AddOptional(app, "--model", &s->model, "checkpoint folder");
+  AddOptional(app, "--model", &s->model,
+              "checkpoint folder, or a Hugging Face repo id owner/name[@revision] in the local "
+              "cache (never downloaded)");
   AddOptional(app, "--tp", &s->tp, "tensor-parallel size")->check(CLI::PositiveNumber);
   AddOptional(app, "--ep", &s->ep, "expert-parallel size (= world; 0: off)")
       ->check(CLI::NonNegativeNumber);
@@ -35,11 +38,11 @@ void AddJobFlags(CLI::App* app, JobSpec* s, bool load_flags) {
   AddOptional(app, "--placement", &s->placement, "expert placement under ep")
       ->check(CLI::IsMember({"linear", "round_robin"}));
   AddOptional(app, "--dedup", &s->dedup,
-              "none | node | job: read bytes several ranks need once per node (or job) and "
-              "forward them")
-      ->check(CLI::IsMember({"none", "node", "job"}));
+              "auto | none | node | job: read bytes several ranks need once per node (or job) "
+              "and forward them (auto: node where it pays)")
+      ->check(CLI::IsMember({"auto", "none", "node", "job"}));
   AddOptional(app, "--dedup-step-kib", &s->dedup_step_kib,
-              "dedup: KiB of shared bytes per exchange step (0: 1 GiB)")
+              "dedup: KiB of shared bytes per exchange step (0: 64 MiB)")
       ->check(CLI::NonNegativeNumber);
   AddOptional(app, "--unexpected-tensors", &s->unexpected_tensors,
               "error | warn | ignore: checkpoint tensors no family rule knows (default warn)")
@@ -59,8 +62,12 @@ void AddJobFlags(CLI::App* app, JobSpec* s, bool load_flags) {
   app->add_flag_function(
       "--verify", [s](std::int64_t) { s->verify = true; },
       "prove every device byte equals the plan's");
+  AddOptional(app, "--cpu-bind", &s->cpu_bind,
+              "where fill threads run: auto (the GPU's NUMA cores, shared among the node's "
+              "ranks) | launcher (as mpirun bound them) | none")
+      ->check(CLI::IsMember({"auto", "launcher", "none"}));
   AddOptional(app, "--peer-timeout-s", &s->peer_timeout_s,
-              "dedup: seconds any wait for a peer may take before the job fails")
+              "seconds any wait for another rank may take before the job fails naming it")
       ->check(CLI::PositiveNumber);
   app->add_flag("--no-numa", s->no_numa, "do not bind to the GPU's NUMA node");
 }
@@ -76,6 +83,9 @@ Result<ResolvedJob> ResolveJobSpec(const JobSpec& s) {
   if (job.model_dir.empty()) {
     return Status::InvalidArgument("no model: give a model folder or 'model:' in the topology");
   }
+  // A Hugging Face repo id (owner/name[@revision]) becomes its snapshot in the local cache.
+  HOIST_ASSIGN_OR_RETURN(job.model_dir,
+                         planner::ResolveModelPath(job.model_dir, planner::HubEnv::FromProcess()));
   planner::PlanOptions& p = job.plan;
   p.tp = Pick(s.tp, t.tp, 1);
   p.ep = Pick(s.ep, t.ep, 0);
@@ -95,9 +105,9 @@ Result<ResolvedJob> ResolveJobSpec(const JobSpec& s) {
     return Status::InvalidArgument("placement '" + placement + "' is not linear or round_robin");
   }
   p.placement = placement == "round_robin" ? proto::PLACEMENT_ROUND_ROBIN : proto::PLACEMENT_LINEAR;
-  const std::string dedup = Pick<std::string>(s.dedup, t.dedup, "none");
+  const std::string dedup = Pick<std::string>(s.dedup, t.dedup, "auto");
   if (!planner::ParseDedup(dedup, &p.dedup)) {
-    return Status::InvalidArgument("dedup '" + dedup + "' is not none, node or job");
+    return Status::InvalidArgument("dedup '" + dedup + "' is not auto, none, node or job");
   }
   if (s.dedup_step_kib && *s.dedup_step_kib > 0) {
     p.dedup_step_bytes = static_cast<std::uint64_t>(*s.dedup_step_kib) << 10;
@@ -154,7 +164,13 @@ Result<ResolvedJob> ResolveJobSpec(const JobSpec& s) {
   l.verify = Pick(s.verify, t.verify, false);
   l.chunk_bytes = static_cast<std::uint64_t>(s.chunk_kib.value_or(0)) << 10;
   l.bind_numa = !s.no_numa;
-  l.exchange.timeout_s = Pick(s.peer_timeout_s, t.peer_timeout_s, l.exchange.timeout_s);
+  const std::string cpu_bind = Pick<std::string>(s.cpu_bind, t.cpu_bind, "auto");
+  std::optional<rank::CpuBind> bind = rank::ParseCpuBind(cpu_bind);
+  if (!bind) {
+    return Status::InvalidArgument("cpu_bind '" + cpu_bind + "' is not auto, launcher or none");
+  }
+  l.cpu_bind = *bind;
+  job.exchange.timeout_s = Pick(s.peer_timeout_s, t.peer_timeout_s, job.exchange.timeout_s);
   job.solo_rank = s.solo_rank;
   return out;
 }

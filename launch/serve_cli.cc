@@ -130,7 +130,7 @@ int ServeCommands::RunServe(int* argc, char*** argv, std::chrono::steady_clock::
   so.max_request_bytes = static_cast<std::uint32_t>(max_request_kib) << 10;
   if (Status s = rank::PrepareSocketDir(dir); !s.ok()) return Fail(s, kExitUsage);
 
-  Result<coordinator::JobResult> result = coordinator::RunJob(*comm, job);
+  Result<coordinator::JobResult> result = coordinator::RunJob(*comm, std::move(job));
   if (!result.ok()) return Fail(result.status(), kExitFailure);
   if (comm->rank() == 0 && !result->reports.empty()) {
     const coordinator::Aggregate agg =

@@ -9,13 +9,12 @@
 namespace hoist::launch {
 namespace {
 
-const std::set<std::string> kTopKeys = {"model",   "tp",        "ep",   "dp",
-                                        "layout",  "placement", "read", "device",
-                                        "staging", "verify",    "nodes",
+const std::set<std::string> kTopKeys = {"model", "tp", "ep", "dp", "layout", "placement", "read",
+                                        "device", "staging", "verify", "nodes",
                                         // `hoist serve`
                                         "socket_dir", "allow_uids", "host_cache",
                                         // dedup (planner/dedup.h, rank/exchange.h)
-                                        "dedup", "peer_timeout_s",
+                                        "dedup", "peer_timeout_s", "cpu_bind",
                                         "unexpected_tensors"};  // planner/plan_options.h
 const std::set<std::string> kStagingKeys = {"slots", "slot_mib", "threads"};
 const std::set<std::string> kNodeKeys = {"name", "gpus"};
@@ -71,9 +70,12 @@ Result<Topology> ParseTopology(const std::string& label, const std::string& yaml
   HOIST_RETURN_IF_ERROR(Get(label, root, "device", &t.device));
   HOIST_RETURN_IF_ERROR(Get(label, root, "verify", &t.verify));
   HOIST_RETURN_IF_ERROR(Get(label, root, "dedup", &t.dedup));
-  if (t.dedup && *t.dedup != "none" && *t.dedup != "node" && *t.dedup != "job") {
-    return Status::InvalidArgument(label + ": dedup '" + *t.dedup + "' is not none, node or job");
+  if (t.dedup && *t.dedup != "none" && *t.dedup != "node" && *t.dedup != "job" &&
+      *t.dedup != "auto") {
+    return Status::InvalidArgument(label + ": dedup '" + *t.dedup +
+                                   "' is not auto, none, node or job");
   }
+  HOIST_RETURN_IF_ERROR(Get(label, root, "cpu_bind", &t.cpu_bind));
   HOIST_RETURN_IF_ERROR(Get(label, root, "peer_timeout_s", &t.peer_timeout_s));
   if (t.peer_timeout_s && !(*t.peer_timeout_s > 0)) {
     return Status::InvalidArgument(label + ": peer_timeout_s must be > 0");

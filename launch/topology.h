@@ -10,7 +10,9 @@
 //   device: auto     # auto | cuda | host
 //   staging: {slots: 4, slot_mib: 32, threads: 12}
 //   verify: false
-//   dedup: none      # none | node | job: read shared bytes once per node / job, forward them
+//   dedup: auto      # auto | none | node | job: read shared bytes once per node / job, forward
+//                    # them (auto: node where it pays, see planner/dedup.h)
+//   cpu_bind: auto   # auto | launcher | none: where fill threads run (rank/placement.h)
 //   peer_timeout_s: 120  # dedup: bound on any wait for a peer
 //   unexpected_tensors: warn  # error | warn | ignore: tensors no family rule knows
 //   nodes:           # rank -> (node, gpu) in order; absent: one node, gpu = rank
@@ -43,6 +45,7 @@ struct Topology {
   std::optional<int> slots, slot_mib, threads;
   std::optional<bool> verify;
   std::optional<std::string> dedup;      // planner/dedup.h
+  std::optional<std::string> cpu_bind;   // rank/placement.h: auto | launcher | none
   std::optional<double> peer_timeout_s;  // rank/exchange.h
   // error | warn | ignore (planner/plan_options.h)
   std::optional<std::string> unexpected_tensors;

@@ -95,7 +95,7 @@ Status ValidatePlanOptions(const PlanOptions& o) {
     return Status::InvalidArgument("placement " + N(o.placement) + " is not linear or round_robin");
   }
   if (!proto::Dedup_IsValid(o.dedup)) {
-    return Status::InvalidArgument("dedup " + N(o.dedup) + " is not none, node or job");
+    return Status::InvalidArgument("dedup " + N(o.dedup) + " is not auto, none, node or job");
   }
   if (UnexpectedTensorsName(o.unexpected) == "unknown") {
     return Status::InvalidArgument("unexpected-tensors mode " + N(static_cast<int>(o.unexpected)) +

@@ -36,7 +36,7 @@ std::string_view FileKindName(mode_t mode) {
   return "a special file";
 }
 
-Result<RegularFile> RegularFile::Open(const std::string& path) {
+Result<RegularFile> RegularFile::Open(const std::string& path, bool metadata) {
   // 1. stat (following symlinks: the caller has already checked where they lead) so that a
   //    FIFO or a device is never opened at all.
   struct stat st {};
@@ -44,7 +44,7 @@ Result<RegularFile> RegularFile::Open(const std::string& path) {
   if (!S_ISREG(st.st_mode)) return NotRegular(path, st.st_mode);
   // 2. Non-blocking open: if the file was swapped for a FIFO since the stat, this returns at
   //    once instead of waiting for a writer.
-  CountHeaderOpen();
+  if (metadata) CountHeaderOpen();
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) return OsError(path, "open", errno);
   RegularFile file(fd, 0, 0);

@@ -7,8 +7,8 @@
 // Ownership: RegularFile owns its descriptor and closes it on destruction (move-only).
 // Failure: NotFound (no such file), IoError (the OS failed stat/open/fstat/fcntl), Corrupt
 // (the path is not a regular file: "<path> is a FIFO, not a regular file").
-// Every Open counts one header open (planner/io_stats.h). Threading: a RegularFile is used by
-// one thread at a time; Open is thread-safe.
+// Every Open counts one header open (planner/io_stats.h) unless told otherwise. Threading: a
+// RegularFile is used by one thread at a time; Open is thread-safe.
 #pragma once
 
 #include <sys/types.h>
@@ -23,7 +23,8 @@ namespace hoist::planner {
 
 class RegularFile {
  public:
-  static Result<RegularFile> Open(const std::string& path);
+  // `metadata`: count the open as a checkpoint metadata open (planner/io_stats.h).
+  static Result<RegularFile> Open(const std::string& path, bool metadata = true);
 
   RegularFile(RegularFile&& other) noexcept;
   RegularFile& operator=(RegularFile&& other) noexcept;

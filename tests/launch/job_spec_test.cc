@@ -36,7 +36,7 @@ TEST_F(JobSpecTest, TheFileFillsWhatTheFlagsLeaveUnset) {
   EXPECT_EQ(j.plan.dp, 2);
   EXPECT_EQ(j.plan.layout, proto::LAYOUT_HF);
   EXPECT_EQ(j.plan.dedup, proto::DEDUP_NODE);
-  EXPECT_DOUBLE_EQ(j.load.exchange.timeout_s, 7);
+  EXPECT_DOUBLE_EQ(j.exchange.timeout_s, 7);
   EXPECT_EQ(j.load.read_mode, transport::ReadMode::kBuffered);
   EXPECT_EQ(j.load.slots, 3);
   EXPECT_EQ(j.load.slot_bytes, 2ull << 20);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "planner/checkpoint.h"
+#include "planner/hub.h"
 #include "planner/regular_file.h"
 #include "planner/safetensors.h"
 #include "tests/launch/mpirun_util.h"
@@ -161,6 +162,25 @@ TEST_F(ModelFolderTest, RegularFileOpensOnlyRegularFiles) {
   EXPECT_EQ(::fcntl(ok->fd(), F_GETFL) & O_NONBLOCK, 0) << "O_NONBLOCK must be cleared";
   char buf[5];
   EXPECT_EQ(::pread(ok->fd(), buf, 5, 0), 5);
+}
+
+// A hub cache ref that is a FIFO is not read (planner/hub.h), and never blocks.
+TEST_F(ModelFolderTest, HubRefThatIsAFifoNeverBlocks) {
+  const std::string cache = scratch_.Sub("hub");
+  const std::string repo = cache + "/models--acme--tiny";
+  fs::create_directories(repo + "/refs");
+  fs::create_directories(repo + "/snapshots");
+  MakeFifo(repo + "/refs/main");
+  HubEnv env;
+  env.hf_hub_cache = cache;
+  auto future =
+      std::async(std::launch::async, [env] { return ResolveModelPath("acme/tiny", env).status(); });
+  if (future.wait_for(std::chrono::seconds(1)) != std::future_status::ready) {
+    ADD_FAILURE() << "ResolveModelPath blocked on the FIFO";
+    const int fd = ::open((repo + "/refs/main").c_str(), O_WRONLY | O_NONBLOCK);
+    if (fd >= 0) ::close(fd);
+  }
+  ExpectStatus(future.get(), Code::kInvalidArgument, {repo + "/refs/main"});
 }
 
 // `hoist plan` on a folder whose shard is a FIFO ends at once (exit 1), naming it.
