@@ -583,7 +583,8 @@ Result<proto::LoadPlan> BuildLoadPlan(const Checkpoint& ckpt, const PlanOptions&
     rp->set_arena_bytes(AlignUp(cursor, options.alignment));
     rp->set_payload_bytes(payload);
   }
-  HOIST_RETURN_IF_ERROR(ApplyDedup({options.dedup, options.dedup_step_bytes, options.gpu_peers}, &plan));
+  HOIST_RETURN_IF_ERROR(
+      ApplyDedup({options.dedup, options.dedup_step_bytes, options.gpu_peers}, &plan));
   return plan;
 }
 
