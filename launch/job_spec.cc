@@ -2,6 +2,7 @@
 
 #include "planner/dedup.h"
 #include "planner/hub.h"
+#include "planner/plan_options.h"
 
 namespace hoist::launch {
 namespace {
@@ -43,6 +44,9 @@ void AddJobFlags(CLI::App* app, JobSpec* s, bool load_flags) {
   AddOptional(app, "--dedup-step-kib", &s->dedup_step_kib,
               "dedup: KiB of shared bytes per exchange step (0: 64 MiB)")
       ->check(CLI::NonNegativeNumber);
+  AddOptional(app, "--unexpected-tensors", &s->unexpected_tensors,
+              "error | warn | ignore: checkpoint tensors no family rule knows (default warn)")
+      ->check(CLI::IsMember({"error", "warn", "ignore"}));
   if (!load_flags) return;
   app->add_option("--rank", s->solo_rank, "without mpirun: which rank of the plan to run")
       ->check(CLI::NonNegativeNumber);
@@ -112,6 +116,13 @@ Result<ResolvedJob> ResolveJobSpec(const JobSpec& s) {
     return Status::InvalidArgument("ep " + std::to_string(p.ep) + " is not a multiple of tp " +
                                    std::to_string(p.tp) + " (with ep, world = ep = tp x dp)");
   }
+  const std::string unexpected =
+      Pick<std::string>(s.unexpected_tensors, t.unexpected_tensors, "warn");
+  if (!planner::ParseUnexpectedTensors(unexpected, &p.unexpected)) {
+    return Status::InvalidArgument("unexpected_tensors '" + unexpected +
+                                   "' is not error, warn or ignore");
+  }
+  HOIST_RETURN_IF_ERROR(planner::ValidatePlanOptions(p));  // ranges, before any world arithmetic
   const int world = p.ep > 0 ? p.ep : p.tp * p.dp;
   if (!t.nodes.empty()) {
     if (NodesWorld(t) != world) {

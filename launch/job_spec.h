@@ -22,6 +22,7 @@ struct JobSpec {
   std::optional<std::string> model;
   std::optional<int> tp, ep, dp;
   std::optional<std::string> layout, placement, dedup, read, device, staging, cpu_bind;
+  std::optional<std::string> unexpected_tensors;  // error | warn | ignore (planner/plan_options.h)
   std::optional<int> dedup_step_kib, slots, slot_mib, threads, chunk_kib;
   std::optional<double> peer_timeout_s;
   std::optional<bool> verify;
@@ -30,9 +31,10 @@ struct JobSpec {
 };
 
 // Registers the flags that fill `spec` on a subcommand: the plan selection (--topology, --model,
-// --tp, --ep, --dp, --layout, --placement, --dedup, --dedup-step-kib) and, with `load_flags`, how
-// a rank loads (--rank, --read, --device, --staging, --slots, --slot-mib, --threads, --chunk-kib,
-// --verify, --peer-timeout-s, --no-numa). `hoist plan`, `hoist load` and `hoist serve` share them.
+// --tp, --ep, --dp, --layout, --placement, --dedup, --dedup-step-kib, --unexpected-tensors) and,
+// with `load_flags`, how a rank loads (--rank, --read, --device, --staging, --slots, --slot-mib,
+// --threads, --chunk-kib, --verify, --peer-timeout-s, --no-numa). `hoist plan`, `hoist load` and
+// `hoist serve` share them.
 void AddJobFlags(CLI::App* app, JobSpec* spec, bool load_flags);
 
 struct ResolvedJob {

@@ -14,7 +14,8 @@ const std::set<std::string> kTopKeys = {"model", "tp", "ep", "dp", "layout", "pl
                                         // `hoist serve`
                                         "socket_dir", "allow_uids", "host_cache",
                                         // dedup (planner/dedup.h, rank/exchange.h)
-                                        "dedup", "peer_timeout_s", "cpu_bind"};
+                                        "dedup", "peer_timeout_s", "cpu_bind",
+                                        "unexpected_tensors"};  // planner/plan_options.h
 const std::set<std::string> kStagingKeys = {"slots", "slot_mib", "threads"};
 const std::set<std::string> kNodeKeys = {"name", "gpus"};
 
@@ -78,6 +79,12 @@ Result<Topology> ParseTopology(const std::string& label, const std::string& yaml
   HOIST_RETURN_IF_ERROR(Get(label, root, "peer_timeout_s", &t.peer_timeout_s));
   if (t.peer_timeout_s && !(*t.peer_timeout_s > 0)) {
     return Status::InvalidArgument(label + ": peer_timeout_s must be > 0");
+  }
+  HOIST_RETURN_IF_ERROR(Get(label, root, "unexpected_tensors", &t.unexpected_tensors));
+  if (t.unexpected_tensors && *t.unexpected_tensors != "error" && *t.unexpected_tensors != "warn" &&
+      *t.unexpected_tensors != "ignore") {
+    return Status::InvalidArgument(label + ": unexpected_tensors '" + *t.unexpected_tensors +
+                                   "' is not error, warn or ignore");
   }
   HOIST_RETURN_IF_ERROR(Get(label, root, "socket_dir", &t.socket_dir));
   HOIST_RETURN_IF_ERROR(Get(label, root, "allow_uids", &t.allow_uids));
