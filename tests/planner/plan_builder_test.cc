@@ -1022,7 +1022,7 @@ ModelConfig DeepseekV3() {
   return DeepseekConfig(61, 7168, 18432, 2048, 256, 128, 1536, 512, 128, 64, 128, 129280, 3);
 }
 
-TEST(PlanBuilderTest, DeepseekV3ShapedPlanIsCompactAndFast) {
+TEST(PlanBuilderTest, DeepseekV3ShapedPlanIsCompact) {
   const ModelConfig c = DeepseekV3();
   const Mem m = MakeMem(c, DeepseekSpecs(c), false, 5'000'000'000ull);
   EXPECT_GT(m.ckpt.tensors.size(), 90'000u);
@@ -1049,9 +1049,9 @@ TEST(PlanBuilderTest, DeepseekV3ShapedPlanIsCompactAndFast) {
     std::printf("  DeepSeek-V3 %-34s %8zu KiB serialized, %7zu copies, built in %.3f s\n", k.what,
                 bytes >> 10, copies, s);
     EXPECT_LE(bytes, k.max_bytes) << k.what;
-    // The EP deployments are the shape that matters: well under a second. The tp-only plan has
-    // 8x the copies (every rank touches every expert); allow it more on a loaded CI machine.
-    EXPECT_LT(s, k.o.ep > 0 && k.o.layout == proto::LAYOUT_FUSED ? 1.0 : 2.0) << k.what;
+    // CI never asserts a speed (the time above is printed for people); this only catches a plan
+    // builder that went quadratic and would stall a 94k-tensor checkpoint.
+    EXPECT_LT(s, 60.0) << k.what;
     EXPECT_EQ(p->ranks_size(), 8);
     // Every rank gets 32 of the 256 experts of each of the 58 MoE layers under EP.
     if (k.o.ep == 8 && k.o.layout == proto::LAYOUT_FUSED) {
