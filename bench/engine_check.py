@@ -3,14 +3,22 @@
 On the GPU box (torch + transformers 5.x + safetensors, no network; hoist built, its Python
 package importable): writes a small random Qwen3 (tied, 2 kv heads) and a small Qwen3-MoE
 (untied, 8 experts, top-2, a dense layer) checkpoint with transformers' own save_pretrained
-(bf16, seeded), takes transformers' from_pretrained model as the reference (greedy decoding by
-full recompute, eager attention), then runs the engine at tp 1, and at tp 2 (and ep 2 for the
+(bf16, seeded), plus a Qwen3-MoE with decoder_sparse_step 2 (experts on layers 1 and 3), takes
+transformers' from_pretrained model as the reference (greedy decoding by full recompute, eager
+attention), then runs the engine at tp 1, and at tp 2 (and ep 2 for the
 MoE) with NCCL under mpirun when 2 GPUs are visible, in bfloat16 and float32 arithmetic over the
 same bf16 weights. Pass: greedy tokens identical and logits within tolerance of the reference's
 (max |diff| / max |logit|: 5e-2 in bf16, 2e-3 in float32). Prints a table; writes
 engine_check.md and engine_check.jsonl under --out.
 
     python3 bench/engine_check.py --out $OUT [--work DIR] [--steps 8]
+
+Before any engine run, each checkpoint's MoE layout is checked three ways and printed: the layers
+where transformers built a sparse block, the layers whose tensors in the saved files are a
+router + experts, and the layers the engine's config rule (examples/tp_engine/qwen3_tp.py,
+the same rule as vLLM's and hoist's planner) makes sparse from the saved config.json, with the
+config keys that decide it (num_experts / num_local_experts, decoder_sparse_step,
+mlp_only_layers). A disagreement fails that model's preparation naming the layers.
 
 Every step prints what it does; a failure prints why and the run goes on to the next case.
 Exit status: 0 all pass, 1 a case failed, 2 the environment cannot run the check."""
@@ -24,7 +32,10 @@ import time
 import traceback
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RUN = os.path.join(ROOT, "examples", "tp_engine", "run.py")
+ENGINE_DIR = os.path.join(ROOT, "examples", "tp_engine")
+RUN = os.path.join(ENGINE_DIR, "run.py")
+MOE_KEYS = ("num_experts", "num_local_experts", "decoder_sparse_step", "mlp_only_layers",
+            "num_experts_per_tok", "moe_intermediate_size", "norm_topk_prob")
 PROMPT = [3, 17, 92, 250, 511, 7, 800, 42]
 TOL = {"bfloat16": 5e-2, "float32": 2e-3}
 SEEDS = range(10)
@@ -43,13 +54,64 @@ def dense_config(transformers):
         attention_bias=False)
 
 
-def moe_config(transformers):
+def moe_config(transformers, layers=3, step=1, mlp_only=(1,)):
     return transformers.Qwen3MoeConfig(
         vocab_size=1000, hidden_size=256, intermediate_size=512, moe_intermediate_size=128,
-        num_hidden_layers=3, num_attention_heads=8, num_key_value_heads=4, head_dim=32,
-        num_experts=8, num_experts_per_tok=2, norm_topk_prob=True, decoder_sparse_step=1,
-        mlp_only_layers=[1], max_position_embeddings=1024, rms_norm_eps=1e-6,
+        num_hidden_layers=layers, num_attention_heads=8, num_key_value_heads=4, head_dim=32,
+        num_experts=8, num_experts_per_tok=2, norm_topk_prob=True, decoder_sparse_step=step,
+        mlp_only_layers=list(mlp_only), max_position_embeddings=1024, rms_norm_eps=1e-6,
         rope_theta=1000000.0, tie_word_embeddings=False, attention_bias=False)
+
+
+def moe_step2_config(transformers):
+    """Experts on layers 1 and 3 only (vLLM's and transformers' rule)."""
+    return moe_config(transformers, layers=4, step=2, mlp_only=())
+
+
+def saved_tensor_names(folder):
+    """Every tensor name in the folder's safetensors files (headers only)."""
+    import struct
+    names = set()
+    for f in os.listdir(folder):
+        if f.endswith(".safetensors"):
+            with open(os.path.join(folder, f), "rb") as fh:
+                (n,) = struct.unpack("<Q", fh.read(8))
+                names |= {k for k in json.loads(fh.read(n)) if k != "__metadata__"}
+    return names
+
+
+def moe_layout(name, model, folder):
+    """Checks that transformers' model, the saved tensors and the engine's rule over the saved
+    config.json agree on which layers are MoE; prints all three and the deciding keys. Returns
+    the layout string ('E' moe, 'd' dense); raises RuntimeError naming the layers otherwise."""
+    sys.path.insert(0, ENGINE_DIR)
+    from qwen3_tp import Config  # the engine's own parsing of config.json
+    with open(os.path.join(folder, "config.json")) as fh:
+        saved = json.load(fh)
+    keys = {k: saved[k] for k in MOE_KEYS if k in saved}
+    log(f"{name}: config.json: model_type {saved.get('model_type')}, "
+        f"num_hidden_layers {saved.get('num_hidden_layers')}, {keys}")
+    layers = model.model.layers
+    hf = "".join("E" if hasattr(layer.mlp, "experts") else "d" for layer in layers)
+    names = saved_tensor_names(folder)
+    files = ""
+    for i in range(len(layers)):
+        moe = any(n.startswith(f"model.layers.{i}.mlp.experts.") for n in names)
+        dense = f"model.layers.{i}.mlp.gate_proj.weight" in names
+        files += "E" if moe and not dense else "d" if dense and not moe else "?"
+    try:
+        cfg = Config(saved)
+        engine = "".join("E" if cfg.sparse(i) else "d" for i in range(cfg.layers))
+    except ValueError as e:
+        engine = f"(config.json rejected: {e})"
+    log(f"{name}: MoE layers (E moe, d dense): transformers {hf}, saved tensors {files}, "
+        f"engine rule on config.json {engine}; the mlp tensors of layer 0: "
+        f"{sorted(n for n in names if n.startswith('model.layers.0.mlp.'))[:6]}")
+    if not (hf == files == engine):
+        raise RuntimeError(f"MoE layers disagree: transformers built {hf}, the saved tensors are "
+                           f"{files}, the engine's rule on the saved config.json gives {engine} "
+                           f"(config keys {keys})")
+    return hf
 
 
 def split_fused_experts(folder):
@@ -160,12 +222,15 @@ def save_seed(name, make_cfg, transformers, torch, folder, seed):
                 p.mul_(8.0)
     shutil.rmtree(folder, ignore_errors=True)
     model.to(torch.bfloat16).save_pretrained(folder, safe_serialization=True)
-    # save_pretrained leaves out keys equal to the class defaults (num_key_value_heads=4 for
-    # Qwen3-MoE, ...); Hub configs carry them all, and so does this one.
+    # Every attribute, as Hub configs carry them (save_pretrained's diff leaves out keys equal to
+    # the base defaults). Written as transformers spells them: transformers 5 stores Qwen3-MoE's
+    # num_experts as num_local_experts (attribute_map), which the engine and hoist must read.
     model.config.to_json_file(os.path.join(folder, "config.json"), use_diff=False)
     n = split_fused_experts(folder)
     if n:
         log(f"{name}: save_pretrained wrote fused experts; rewrote {n} tensors per expert")
+    if seed == SEEDS[0]:
+        moe_layout(name, model, folder)
     return cfg
 
 
@@ -216,7 +281,7 @@ def run_engine(folder, nproc, dtype, par, out, build_pkg, steps, logf):
     with open(logf) as fh:
         text = fh.read()
     for line in text.splitlines():
-        if "hoist:" in line or "tokens:" in line or "error" in line.lower():
+        if any(k in line for k in ("hoist:", "tokens:", "layers ")) or "error" in line.lower():
             print("    " + line, flush=True)
     if p.returncode != 0:
         raise RuntimeError(f"engine exited {p.returncode} after {time.time() - t0:.1f}s; last "
@@ -275,7 +340,8 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False
 
     results = []
-    for name, make_cfg in (("qwen3", dense_config), ("qwen3-moe", moe_config)):
+    for name, make_cfg in (("qwen3", dense_config), ("qwen3-moe", moe_config),
+                           ("qwen3-moe-step2", moe_step2_config)):
         folder = os.path.join(a.work, name)
         try:
             log(f"{name}: writing the checkpoint with save_pretrained (bf16) into {folder}")
@@ -297,7 +363,7 @@ def main():
         cases = [("tp 1", 1, ["--tp", "1"])]
         if gpus >= 2:
             cases.append(("tp 2", 2, ["--tp", "2"]))
-            if name == "qwen3-moe":
+            if name.startswith("qwen3-moe"):
                 cases.append(("ep 2", 2, ["--ep", "2", "--tp", "1"]))
         else:
             log(f"{name}: one GPU visible: tp 2 / ep 2 skipped")

@@ -145,7 +145,21 @@ struct Compiled {
   std::string param_name;
   std::vector<Slot> placeholders;  // numeric components in order
   bool scalable = false;           // the row lists weight_scale_inv
+  LayerMlp mlp = LayerMlp::kAny;   // the kind of MLP the row's tensor belongs to
 };
+
+// A per-layer MLP row's kind, from its pattern: the router and (shared) experts are sparse,
+// the other mlp.* rows dense.
+LayerMlp MlpPartOf(std::string_view pattern) {
+  constexpr std::string_view kMlp = "model.layers.{L}.mlp.";
+  if (pattern.substr(0, kMlp.size()) != kMlp) return LayerMlp::kAny;
+  const std::string_view rest = pattern.substr(kMlp.size());
+  if (rest == "gate" || rest.substr(0, 8) == "experts." ||
+      rest.substr(0, 15) == "shared_experts.") {
+    return LayerMlp::kSparse;
+  }
+  return LayerMlp::kDense;
+}
 
 using Table = std::unordered_map<std::string, Compiled>;
 
@@ -204,7 +218,8 @@ const Tables_& CompiledTables() {
       for (std::string_view p : Split(row.params, ',')) {
         const bool scalable =
             std::string_view(row.params).find("weight_scale_inv") != std::string_view::npos;
-        Compiled c{&row, ParamOf(p), std::string(p), placeholders, scalable};
+        Compiled c{&row,         ParamOf(p), std::string(p),
+                   placeholders, scalable,   MlpPartOf(row.pattern)};
         for (int f = 0; f < kFamilies; ++f) {
           if (!(row.families & (1u << f))) continue;
           auto [it, inserted] = t[f].emplace(key + "." + std::string(p), c);
@@ -331,6 +346,33 @@ std::string Where(std::string_view name, std::string_view file_label) {
   return s;
 }
 
+std::string IntList(const std::vector<std::int64_t>& v) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+// Why config.json gives Qwen3-MoE layers the MLP it does, for messages.
+std::string SparseRule(const ModelConfig& c) {
+  return "num_experts " + std::to_string(c.num_experts) + ", decoder_sparse_step " +
+         std::to_string(c.decoder_sparse_step) + ", mlp_only_layers " + IntList(c.mlp_only_layers) +
+         "; vLLM and transformers build experts where num_experts > 0, the layer is not in "
+         "mlp_only_layers and (layer + 1) % decoder_sparse_step == 0";
+}
+
+// The tensor of `part` at `layer` against the MLP config.json gives that layer.
+Status CheckLayerMlp(const ModelConfig& config, Family family, int layer, LayerMlp part,
+                     std::string_view name, std::string_view file_label) {
+  if (part == LayerMlp::kAny || layer < 0) return Status::Ok();
+  HOIST_ASSIGN_OR_RETURN(LayerMlp want, LayerMlpOf(config, family, layer));
+  if (want == LayerMlp::kAny || want == part) return Status::Ok();
+  const bool sparse = want == LayerMlp::kSparse;
+  return Status::Corrupt(
+      Where(name, file_label) + ": " + (sparse ? "a dense-MLP" : "a mixture-of-experts") +
+      " tensor, but config.json makes layer " + std::to_string(layer) + " a " +
+      (sparse ? "sparse MoE" : "dense-MLP") + " layer (" + SparseRule(config) + ")");
+}
+
 }  // namespace
 
 std::string_view FamilyName(Family family) {
@@ -385,6 +427,20 @@ Result<Family> FamilyOf(const ModelConfig& config) {
   return Status::Unsupported("config.json model_type '" + t +
                              "' has no family rules (supported: llama, mistral, qwen2, qwen3, "
                              "qwen3_moe, deepseek_v3)");
+}
+
+Result<LayerMlp> LayerMlpOf(const ModelConfig& config, Family family, int layer) {
+  if (family != Family::kQwen3Moe) return LayerMlp::kAny;
+  if (config.num_experts <= 0) return LayerMlp::kDense;
+  if (config.decoder_sparse_step < 1) {
+    return Status::Corrupt(
+        "config.json: decoder_sparse_step " + std::to_string(config.decoder_sparse_step) +
+        " must be at least 1 for a qwen3_moe with experts (vLLM and transformers take layer L as "
+        "sparse when (L + 1) % decoder_sparse_step == 0)");
+  }
+  const auto& only = config.mlp_only_layers;
+  if (std::find(only.begin(), only.end(), layer) != only.end()) return LayerMlp::kDense;
+  return (layer + 1) % config.decoder_sparse_step == 0 ? LayerMlp::kSparse : LayerMlp::kDense;
 }
 
 BlockSize BlockSizeOf(const ModelConfig& config) {
@@ -449,6 +505,7 @@ Result<TensorRule> ClassifyTensor(const ModelConfig& config, Family family, std:
     if (c.placeholders[i] == Slot::kLayer) rule.layer = static_cast<int>(numbers[i]);
     if (c.placeholders[i] == Slot::kExpert) rule.expert = static_cast<int>(numbers[i]);
   }
+  HOIST_RETURN_IF_ERROR(CheckLayerMlp(config, family, rule.layer, c.mlp, name, file_label));
   if (rule.expert >= 0 && rule.expert >= config.num_experts) {
     return Status::Corrupt(Where(name, file_label) + ": expert " + std::to_string(rule.expert) +
                            " is out of range: config.json num_experts is " +

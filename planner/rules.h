@@ -19,8 +19,10 @@
 // Failure: ClassifyTensor returns Status::NotFound naming the tensor when no rule of the family
 // matches its name (the plan builder reports such "unexpected" tensors per
 // PlanOptions::unexpected), and Status::Corrupt when a layer or expert index is out of the
-// config's range, or when the tensor's shape disagrees with config.json (expected and actual
-// shapes in the message); FamilyOf returns Unsupported for a model_type with no rows.
+// config's range, when the tensor belongs to the other kind of MLP than config.json gives its
+// layer (LayerMlpOf: a dense MLP where vLLM builds experts, or experts where it builds a dense
+// MLP), or when the tensor's shape disagrees with config.json (expected and actual shapes in
+// the message); FamilyOf returns Unsupported for a model_type with no rows.
 // Threading: all functions are pure; the compiled table is immutable after a thread-safe
 // one-time initialisation.
 #pragma once
@@ -71,6 +73,20 @@ enum class Fusion : std::uint8_t {
   kConcat,       // output `fused_name` = concatenation along dim 0 of slots 0..slots-1
   kExpertStack,  // output `fused_name` = stack over local experts of [slot 0; slot 1; ...]
 };
+
+// Which MLP a decoder layer has.
+enum class LayerMlp : std::uint8_t {
+  kAny,     // not constrained by config.json (families other than Qwen3-MoE)
+  kDense,   // mlp.{gate,up,down}_proj
+  kSparse,  // mlp.gate (router) + mlp.experts.<e>.*
+};
+
+// The MLP config.json gives `layer`, exactly as vLLM's (and transformers') Qwen3MoeDecoderLayer
+// decide: Qwen3-MoE layer L is sparse when num_experts > 0 (also spelled num_local_experts, as
+// transformers 5 writes it), L is not in mlp_only_layers and (L + 1) % decoder_sparse_step == 0,
+// dense otherwise. Other families: kAny. InvalidArgument when a Qwen3-MoE with experts has
+// decoder_sparse_step 0 (vLLM and transformers divide by it).
+Result<LayerMlp> LayerMlpOf(const ModelConfig& config, Family family, int layer);
 
 // The classification of one checkpoint tensor.
 struct TensorRule {

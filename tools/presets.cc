@@ -411,9 +411,16 @@ Result<std::vector<TensorSpec>> ListFromJson(const nlohmann::json& j) {
     std::int64_t experts = 0, moe_inter = 0, step = 1;
     std::set<std::int64_t> mlp_only;
     if (model_type == "qwen3_moe") {
-      experts = c.IntOr("num_experts", 0);
+      // transformers 5 saves num_experts as num_local_experts (Qwen3MoeConfig.attribute_map).
+      experts = c.IntOr("num_experts", c.IntOr("num_local_experts", 0));
+      if (c.IntOr("num_local_experts", experts) != experts) {
+        return Status::InvalidArgument("config.json: num_experts disagrees with num_local_experts");
+      }
       moe_inter = c.IntOr("moe_intermediate_size", 0);
-      step = std::max<std::int64_t>(1, c.IntOr("decoder_sparse_step", 1));
+      step = c.IntOr("decoder_sparse_step", 1);
+      if (experts > 0 && step < 1) {  // vLLM and transformers take (L + 1) % step
+        return Status::InvalidArgument("config.json: decoder_sparse_step must be at least 1");
+      }
       auto mo = j.find("mlp_only_layers");
       if (mo != j.end() && mo->is_array()) {
         for (const auto& v : *mo) {

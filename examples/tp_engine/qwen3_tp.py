@@ -29,7 +29,9 @@ VOCAB_PADDING = 64
 
 class Config:
     """What the forward needs from config.json (HF's key names; transformers 5 may move
-    rope_theta into rope_parameters)."""
+    rope_theta into rope_parameters and writes num_experts as num_local_experts). Which layers
+    are MoE follows vLLM and transformers exactly (sparse() below); hoist's planner checks the
+    checkpoint against the same rule (planner/rules.h)."""
 
     def __init__(self, cfg):
         def need(key):
@@ -60,16 +62,64 @@ class Config:
             raise ValueError(f"config.json: rope scaling '{kind}' is not supported by this example")
         self.tied = bool(cfg.get("tie_word_embeddings", False))
         self.attention_bias = bool(cfg.get("attention_bias", False))
-        self.experts = cfg.get("num_experts", 0) if self.model_type == "qwen3_moe" else 0
+        self.experts = self._experts(cfg) if self.model_type == "qwen3_moe" else 0
         self.top_k = cfg.get("num_experts_per_tok", 0)
         self.moe_intermediate = cfg.get("moe_intermediate_size", 0)
         self.norm_topk_prob = bool(cfg.get("norm_topk_prob", False))
-        self.sparse_step = cfg.get("decoder_sparse_step", 1) or 1
-        self.mlp_only = set(cfg.get("mlp_only_layers") or [])
+        self.sparse_step = cfg.get("decoder_sparse_step")
+        if self.sparse_step is None:
+            self.sparse_step = 1
+        if not _is_int(self.sparse_step) or self.sparse_step < 1:
+            raise ValueError(f"config.json: decoder_sparse_step {self.sparse_step!r} is not a "
+                             "positive integer")
+        only = cfg.get("mlp_only_layers")
+        if only is None:
+            only = []
+        if not isinstance(only, list) or not all(_is_int(x) for x in only):
+            raise ValueError(f"config.json: mlp_only_layers {only!r} is not a list of integers")
+        self.mlp_only = set(only)
+        if self.experts:
+            for key, value in (("num_experts_per_tok", self.top_k),
+                               ("moe_intermediate_size", self.moe_intermediate)):
+                if not _is_int(value) or value < 1:
+                    raise ValueError(f"config.json: {self.experts} experts need a positive "
+                                     f"'{key}', got {value!r}")
+            if self.top_k > self.experts:
+                raise ValueError(f"config.json: num_experts_per_tok {self.top_k} exceeds "
+                                 f"{self.experts} experts")
+
+    @staticmethod
+    def _experts(cfg):
+        """Qwen3-MoE's expert count. transformers 5 maps `num_experts` to `num_local_experts`
+        (Qwen3MoeConfig.attribute_map), so the config.json it saves spells it
+        num_local_experts; Hub configs spell it num_experts; vLLM reads either through the
+        config object. Both present and different is ambiguous; neither is an error (transformers
+        would silently assume 128)."""
+        found = {k: cfg[k] for k in ("num_experts", "num_local_experts") if cfg.get(k) is not None}
+        for key, value in found.items():
+            if not _is_int(value) or value < 0:
+                raise ValueError(f"config.json: {key} {value!r} is not a non-negative integer")
+        if len(set(found.values())) > 1:
+            raise ValueError(f"config.json: num_experts {found['num_experts']} disagrees with "
+                             f"num_local_experts {found['num_local_experts']}")
+        if not found:
+            raise ValueError("config.json: qwen3_moe without 'num_experts' (nor "
+                             "'num_local_experts', as transformers 5 writes it)")
+        return next(iter(found.values()))
 
     def sparse(self, layer):
+        """vLLM's and transformers' Qwen3MoeDecoderLayer rule: a sparse MoE block when the model
+        has experts, the layer is not in mlp_only_layers and (layer + 1) % decoder_sparse_step
+        == 0; a dense MLP (intermediate_size) otherwise."""
         return (self.experts > 0 and layer not in self.mlp_only
                 and (layer + 1) % self.sparse_step == 0)
+
+    def layer_map(self):
+        """One line for logs: which layers are MoE and why."""
+        kinds = "".join("E" if self.sparse(i) else "d" for i in range(self.layers))
+        return (f"layers {kinds} (E moe, d dense): num_experts {self.experts}, "
+                f"decoder_sparse_step {self.sparse_step}, mlp_only_layers "
+                f"{sorted(self.mlp_only)}")
 
     @property
     def padded_vocab(self):
@@ -133,6 +183,10 @@ class Parallel:
         if self.placement == "round_robin":
             return [self.rank + i * self.ep for i in range(n)]
         return list(range(self.rank * n, (self.rank + 1) * n))
+
+
+def _is_int(x):
+    return isinstance(x, int) and not isinstance(x, bool)
 
 
 def _param(shape, dtype, device):

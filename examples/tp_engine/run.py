@@ -101,6 +101,8 @@ def start(args, log, rank, world, local, launcher):
     except (ValueError, OSError) as e:
         fail(log, 2, str(e))
     log(f"{cfg.model_type} from {model_dir}: tp {tp}, ep {args.ep}, {args.dtype} on {device}")
+    if cfg.model_type == "qwen3_moe":
+        log(cfg.layer_map())
 
     share = {"auto": "auto", "yes": True, "no": False}[args.share]
     try:

@@ -2,9 +2,11 @@
 its logits equal the independent float64 reference's (reference.py, from the unfused HF
 tensors) to 1e-4 of their scale and its greedy tokens are identical, for hoist-mkckpt Qwen3 and
 Qwen3-MoE checkpoints at tp 1, 2 and 4 (kv heads replicated at tp 4 over 2 kv heads), under ep 2
-and ep 4 for the MoE, under mpirun (hoist plans once over MPI_COMM_WORLD) and torchrun (each
-rank loads its part alone), from a Hugging Face repo id in a fake hub cache, and attached to
-`hoist serve` without a copy.
+and ep 4 for the MoE, for Qwen3-MoE configs as transformers 5 writes them (num_local_experts)
+with decoder_sparse_step 2 and mlp_only_layers [1] (experts exactly where vLLM puts them),
+under mpirun (hoist plans once over MPI_COMM_WORLD) and torchrun (each rank loads its part
+alone), from a Hugging Face repo id in a fake hub cache, and attached to `hoist serve` without a
+copy.
 
 Needs HOIST_BIN, HOIST_MKCKPT (ctest sets them), PYTHONPATH at the hoist package, PyTorch with
 gloo, mpirun. Every child process runs under a timeout."""
@@ -42,6 +44,40 @@ KV2_CONFIG = {
     "num_attention_heads": 8, "num_hidden_layers": 2, "num_key_value_heads": 2,
     "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "tie_word_embeddings": False,
     "torch_dtype": "bfloat16", "vocab_size": 1000}
+
+
+# Qwen3-MoE configs as transformers 5 saves them: num_experts spelled num_local_experts
+# (Qwen3MoeConfig.attribute_map), rope_theta inside rope_parameters. Which layers are MoE, by
+# vLLM's and transformers' rule (experts when the layer is not in mlp_only_layers and
+# (layer + 1) % decoder_sparse_step == 0), worked out by hand: E moe, d dense.
+MOE_T5 = {
+    "architectures": ["Qwen3MoeForCausalLM"], "attention_bias": False, "head_dim": 16,
+    "hidden_act": "silu", "hidden_size": 64, "intermediate_size": 128, "model_type": "qwen3_moe",
+    "moe_intermediate_size": 32, "norm_topk_prob": True, "num_attention_heads": 8,
+    "num_experts_per_tok": 2, "num_key_value_heads": 4, "num_local_experts": 8,
+    "rms_norm_eps": 1e-06, "rope_parameters": {"rope_theta": 1000000.0, "rope_type": "default"},
+    "tie_word_embeddings": False, "dtype": "bfloat16", "vocab_size": 1000}
+MOE_STEP2 = dict(MOE_T5, num_hidden_layers=4, decoder_sparse_step=2, mlp_only_layers=[])
+MOE_MLP_ONLY = dict(MOE_T5, num_hidden_layers=3, decoder_sparse_step=1, mlp_only_layers=[1])
+MOE_LAYERS = {"moe": "EdE", "moe-step2": "dEdE", "moe-mlp-only": "EdE"}
+
+
+def checkpoint_layers(folder, layers):
+    """Per layer 'E' when the checkpoint holds a router and experts there, 'd' when it holds a
+    dense MLP (read from the safetensors headers alone)."""
+    import struct
+    names = set()
+    for f in os.listdir(folder):
+        if f.endswith(".safetensors"):
+            with open(os.path.join(folder, f), "rb") as fh:
+                (n,) = struct.unpack("<Q", fh.read(8))
+                names |= set(json.loads(fh.read(n)))
+    out = ""
+    for i in range(layers):
+        moe = f"model.layers.{i}.mlp.gate.weight" in names
+        dense = f"model.layers.{i}.mlp.gate_proj.weight" in names
+        out += "E" if moe and not dense else "d" if dense and not moe else "?"
+    return out
 
 
 def free_port():
@@ -84,12 +120,17 @@ class Fixture:
 def setUpModule():
     Fixture.tmp = tempfile.TemporaryDirectory(prefix="hoist-tp-engine-")
     root = Fixture.tmp.name
-    cfg = os.path.join(root, "kv2.json")
-    with open(cfg, "w") as fh:
-        json.dump(KV2_CONFIG, fh)
+    configs = {}
+    for name, config in (("kv2", KV2_CONFIG), ("moe-step2", MOE_STEP2),
+                         ("moe-mlp-only", MOE_MLP_ONLY)):
+        configs[name] = os.path.join(root, name + ".json")
+        with open(configs[name], "w") as fh:
+            json.dump(config, fh)
     for name, seed, preset, config in (("dense", 11, "qwen3-tiny", None),
-                                       ("dense-kv2", 12, None, cfg),
-                                       ("moe", 13, "qwen3-moe-tiny", None)):
+                                       ("dense-kv2", 12, None, configs["kv2"]),
+                                       ("moe", 13, "qwen3-moe-tiny", None),
+                                       ("moe-step2", 14, None, configs["moe-step2"]),
+                                       ("moe-mlp-only", 15, None, configs["moe-mlp-only"])):
         path = os.path.join(root, name)
         mkckpt(path, seed, preset, config)
         Fixture.models[name] = path
@@ -177,6 +218,60 @@ class TpEngineTest(unittest.TestCase):
                                        "--placement", placement)
             self.assert_matches_reference(got, "moe")
             self.assertIn(f"ep {ep}", out)
+
+    def test_moe_layer_rule_unit(self):
+        """qwen3_tp.Config against hand-worked layouts, and its config errors."""
+        from qwen3_tp import Config
+        for cfg, want in ((MOE_STEP2, "dEdE"), (MOE_MLP_ONLY, "EdE"),
+                          (dict(MOE_STEP2, mlp_only_layers=[3]), "dEdd"),
+                          (dict(MOE_STEP2, decoder_sparse_step=3, num_hidden_layers=6), "ddEddE"),
+                          (dict(MOE_STEP2, decoder_sparse_step=None), "EEEE"),
+                          (dict(MOE_STEP2, num_local_experts=0), "dddd")):
+            c = Config(cfg)
+            self.assertEqual("".join("E" if c.sparse(i) else "d" for i in range(c.layers)), want,
+                             cfg)
+            self.assertIn(f"layers {want} ", c.layer_map())
+        hub = dict(MOE_MLP_ONLY, num_experts=8)  # both spellings, agreeing: fine
+        self.assertEqual(Config(hub).experts, 8)
+        for bad, needle in (
+                (dict(MOE_MLP_ONLY, num_experts=4), "num_experts 4 disagrees with "
+                                                    "num_local_experts 8"),
+                ({k: v for k, v in MOE_MLP_ONLY.items() if k != "num_local_experts"},
+                 "without 'num_experts'"),
+                (dict(MOE_STEP2, decoder_sparse_step=0), "decoder_sparse_step 0"),
+                (dict(MOE_STEP2, mlp_only_layers=1), "mlp_only_layers 1"),
+                (dict(MOE_STEP2, num_experts_per_tok=None), "'num_experts_per_tok'"),
+                (dict(MOE_STEP2, num_experts_per_tok=9), "exceeds 8 experts")):
+            with self.assertRaises(ValueError) as e:
+                Config(bad)
+            self.assertIn(needle, str(e.exception))
+
+    def test_moe_sparse_step_and_mlp_only_layers(self):
+        """transformers-5 configs (num_local_experts) with decoder_sparse_step 2 and
+        mlp_only_layers [1]: the checkpoint, the engine and hoist's plan put experts exactly
+        where vLLM and transformers do, and the logits match the reference."""
+        for name in ("moe", "moe-step2", "moe-mlp-only"):
+            want = MOE_LAYERS[name]
+            self.assertEqual(checkpoint_layers(Fixture.models[name], len(want)), want, name)
+            cases = [(1, ["--tp", "1"], "single"), (2, ["--tp", "2"], "mpirun")]
+            if name != "moe":  # covered by test_moe_expert_parallel
+                cases.append((2, ["--ep", "2", "--tp", "1"], "mpirun"))
+            for nproc, par, launcher in cases:
+                got, out = self.run_engine(Fixture.models[name], nproc, *par, launcher=launcher)
+                self.assert_matches_reference(got, name)
+                self.assertIn(f"layers {want} (E moe, d dense): num_experts 8", out)
+
+    def test_moe_layer_mismatch_is_a_named_error(self):
+        """A config.json that puts experts where the checkpoint has none fails the plan with
+        the tensor and the rule named (a checkpoint error: exit 1), never a half-loaded model."""
+        folder = os.path.join(Fixture.tmp.name, "moe-step2-as-step1")
+        shutil.copytree(Fixture.models["moe-step2"], folder)
+        with open(os.path.join(folder, "config.json"), "w") as fh:
+            json.dump(dict(MOE_STEP2, decoder_sparse_step=1), fh)
+        _, out = self.run_engine(folder, 1, "--tp", "1", launcher="single", expect=1)
+        self.assertIn("model.layers.0.mlp.", out)
+        self.assertIn("a dense-MLP tensor, but config.json makes layer 0 a sparse MoE layer", out)
+        self.assertIn("decoder_sparse_step 1", out)
 
     def test_torchrun_each_rank_loads_alone(self):
         got, out = self.run_engine(Fixture.models["moe"], 2, "--tp", "2", launcher="torchrun")

@@ -822,6 +822,104 @@ TEST(PlanBuilderTest, ExpertsWithoutEpAreTpSharded) {
   }
 }
 
+// A Qwen3-MoE checkpoint whose layer l is sparse ('S': router + experts) or dense ('D') per
+// `kinds`, written out by hand rather than from the rule under test.
+std::vector<Spec> MoeSpecs(const ModelConfig& c, const std::string& kinds) {
+  const std::uint64_t H = c.hidden_size, V = c.vocab_size;
+  std::vector<Spec> s = {{"model.embed_tokens.weight", DType::kBF16, {V, H}}};
+  for (int l = 0; l < static_cast<int>(kinds.size()); ++l) {
+    s.push_back({L(l) + "input_layernorm.weight", DType::kBF16, {H}});
+    AddAttention(c, l, &s);
+    s.push_back({L(l) + "post_attention_layernorm.weight", DType::kBF16, {H}});
+    if (kinds[l] == 'D') {
+      AddMlp(L(l) + "mlp.", c.intermediate_size, H, DType::kBF16, &s);
+      continue;
+    }
+    s.push_back({L(l) + "mlp.gate.weight", DType::kBF16, {std::uint64_t(c.num_experts), H}});
+    for (int e = 0; e < c.num_experts; ++e) {
+      AddMlp(L(l) + "mlp.experts." + std::to_string(e) + ".", c.moe_intermediate_size, H,
+             DType::kBF16, &s);
+    }
+  }
+  s.push_back({"model.norm.weight", DType::kBF16, {H}});
+  s.push_back({"lm_head.weight", DType::kBF16, {V, H}});
+  return s;
+}
+
+// vLLM's (and transformers') Qwen3-MoE layers: decoder_sparse_step 2 makes layers 1 and 3 sparse;
+// mlp_only_layers [1] makes layer 1 dense. Dense layers come out as gate_up_proj / down_proj,
+// sparse ones as router + stacked experts (bytes checked), at tp 1 and 2 and under ep 2.
+TEST(PlanBuilderTest, Qwen3MoeSparseStepAndMlpOnlyLayers) {
+  struct Case {
+    std::int64_t step;
+    std::vector<std::int64_t> mlp_only;
+    std::string kinds;  // what vLLM builds, by hand
+  };
+  for (const Case& k : {Case{2, {}, "DSDS"}, Case{1, {1}, "SDS"}, Case{2, {3}, "DSDD"}}) {
+    ModelConfig c = SmallMoe();
+    c.num_hidden_layers = static_cast<std::int64_t>(k.kinds.size());
+    c.decoder_sparse_step = k.step;
+    c.mlp_only_layers = k.mlp_only;
+    const Mem m = MakeMem(c, MoeSpecs(c, k.kinds), true);
+    for (auto [tp, ep] : {std::pair{1, 0}, std::pair{2, 0}, std::pair{1, 2}}) {
+      SCOPED_TRACE(k.kinds + " tp " + std::to_string(tp) + " ep " + std::to_string(ep));
+      const proto::LoadPlan plan = MustPlan(m, Opts(tp, proto::LAYOUT_FUSED, ep));
+      ASSERT_EQ(plan.ranks_size(), ep ? ep : tp);
+      for (int r = 0; r < plan.ranks_size(); ++r) {
+        const proto::RankPlan& rp = plan.ranks(r);
+        const Bytes arena = Execute(m, plan, r);
+        for (int l = 0; l < static_cast<int>(k.kinds.size()); ++l) {
+          const bool sparse = k.kinds[l] == 'S';
+          const proto::TensorOut* gate_up = Out(rp, L(l) + "mlp.gate_up_proj.weight");
+          const proto::TensorOut* down = Out(rp, L(l) + "mlp.down_proj.weight");
+          const proto::TensorOut* router = Out(rp, L(l) + "mlp.gate.weight");
+          const proto::TensorOut* w13 = Out(rp, L(l) + "mlp.experts.w13_weight");
+          const proto::TensorOut* w2 = Out(rp, L(l) + "mlp.experts.w2_weight");
+          EXPECT_EQ(gate_up == nullptr, sparse) << "layer " << l;
+          EXPECT_EQ(down == nullptr, sparse) << "layer " << l;
+          EXPECT_EQ(router != nullptr, sparse) << "layer " << l;
+          EXPECT_EQ(w13 != nullptr, sparse) << "layer " << l;
+          EXPECT_EQ(w2 != nullptr, sparse) << "layer " << l;
+          const std::uint64_t tps = static_cast<std::uint64_t>(tp), t = r % tp;
+          if (!sparse && gate_up && down) {  // I 96 split over tp: [gate_t; up_t], down cols t
+            const std::uint64_t i = 96 / tps;
+            EXPECT_EQ(OutShape(*gate_up), (Shape{2 * i, 64}));
+            EXPECT_EQ(OutBytes(arena, *gate_up),
+                      Cat({RowsOf(m.Src(L(l) + "mlp.gate_proj.weight"), 128, i * t, i),
+                           RowsOf(m.Src(L(l) + "mlp.up_proj.weight"), 128, i * t, i)}));
+            EXPECT_EQ(OutBytes(arena, *down),
+                      ColsOf(m.Src(L(l) + "mlp.down_proj.weight"), 64, 96, 2, i * t, i));
+          }
+          if (sparse && router && w13) {  // ep 2 linear: rank r owns experts [4r, 4r + 4)
+            EXPECT_EQ(OutBytes(arena, *router), m.Src(L(l) + "mlp.gate.weight"));
+            const int first = ep ? 4 * r : 0, n = ep ? 4 : 8;
+            const std::uint64_t i = ep ? 32 : 32 / tps;
+            EXPECT_EQ(OutShape(*w13), (Shape{std::uint64_t(n), 2 * i, 64}));
+            Bytes want;
+            for (int e = first; e < first + n; ++e) {
+              want = Cat({want, RowsOf(m.Src(Ex(l, e, "gate")), 128, ep ? 0 : i * t, i),
+                          RowsOf(m.Src(Ex(l, e, "up")), 128, ep ? 0 : i * t, i)});
+            }
+            EXPECT_EQ(OutBytes(arena, *w13), want);
+          }
+        }
+      }
+    }
+    // The same checkpoint under a config that gives its layers the other MLP fails the plan,
+    // naming the first tensor on the wrong kind of layer.
+    ModelConfig wrong = c;
+    wrong.decoder_sparse_step = 1;
+    wrong.mlp_only_layers = {};
+    auto p = BuildLoadPlan(MakeMem(wrong, MoeSpecs(c, k.kinds), false).ckpt, Opts(1));
+    ASSERT_FALSE(p.ok()) << k.kinds;
+    EXPECT_EQ(p.status().code(), Code::kCorrupt);
+    const std::string needle = "a dense-MLP tensor, but config.json makes layer " +
+                               std::to_string(k.kinds.find('D')) + " a sparse MoE layer";
+    EXPECT_NE(p.status().message().find(needle), std::string::npos) << p.status().message();
+    EXPECT_NE(p.status().message().find("model-00001.safetensors"), std::string::npos);
+  }
+}
+
 TEST(PlanBuilderTest, TopologyErrors) {
   const ModelConfig c = SmallMoe();
   const Mem m = MakeMem(c, DenseSpecs(c), false);

@@ -25,11 +25,14 @@ ModelConfig Llama() {
   return c;
 }
 
+// Layers 0 and 2 sparse, layer 1 dense through mlp_only_layers.
 ModelConfig Qwen3Moe() {
   ModelConfig c = Llama();
   c.model_type = "qwen3_moe";
+  c.num_hidden_layers = 3;
   c.num_experts = 8;
   c.moe_intermediate_size = 32;
+  c.mlp_only_layers = {1};
   return c;
 }
 
@@ -168,19 +171,19 @@ TEST(RulesTest, Qwen3MoeNames) {
                    0,
                    0,
                    7},
-                  {"model.layers.1.mlp.experts.3.up_proj.weight",
+                  {"model.layers.2.mlp.experts.3.up_proj.weight",
                    {32, 128},
                    Role::kExpertUp,
-                   "model.layers.1.mlp.experts.w13_weight",
+                   "model.layers.2.mlp.experts.w13_weight",
                    1,
-                   1,
+                   2,
                    3},
-                  {"model.layers.1.mlp.experts.0.down_proj.weight",
+                  {"model.layers.2.mlp.experts.0.down_proj.weight",
                    {128, 32},
                    Role::kExpertDown,
-                   "model.layers.1.mlp.experts.w2_weight",
+                   "model.layers.2.mlp.experts.w2_weight",
                    0,
-                   1,
+                   2,
                    0},
                   // Dense layer through mlp_only_layers.
                   {"model.layers.1.mlp.gate_proj.weight",
@@ -191,6 +194,99 @@ TEST(RulesTest, Qwen3MoeNames) {
                    1},
                   {"model.layers.1.self_attn.q_norm.weight", {16}, Role::kReplicated, "", 0, 1},
               });
+}
+
+// LayerMlpOf against the layouts vLLM's and transformers' Qwen3MoeDecoderLayer build, worked out
+// by hand from their rule (experts when num_experts > 0, the layer is not in mlp_only_layers
+// and (layer + 1) % decoder_sparse_step == 0): 'S' sparse, 'D' dense.
+TEST(RulesTest, Qwen3MoeLayerMlpFollowsVllm) {
+  struct Case {
+    std::int64_t experts;
+    std::int64_t step;
+    std::vector<std::int64_t> mlp_only;
+    std::string layers;
+  };
+  const std::vector<Case> cases = {
+      {8, 1, {}, "SSSS"},         {8, 2, {}, "DSDS"},   {8, 2, {3}, "DSDD"},
+      {8, 1, {1}, "SDSS"},        {8, 3, {}, "DDSDDS"}, {8, 1, {0, 1, 2, 3}, "DDDD"},
+      {8, 2, {0, 7, 99}, "DSDS"}, {0, 1, {}, "DDDD"},
+  };
+  for (const Case& k : cases) {
+    ModelConfig c = Qwen3Moe();
+    c.num_experts = k.experts;
+    c.decoder_sparse_step = k.step;
+    c.mlp_only_layers = k.mlp_only;
+    c.num_hidden_layers = static_cast<std::int64_t>(k.layers.size());
+    std::string got;
+    for (int l = 0; l < c.num_hidden_layers; ++l) {
+      auto kind = LayerMlpOf(c, Family::kQwen3Moe, l);
+      ASSERT_TRUE(kind.ok()) << kind.status().ToString();
+      got += *kind == LayerMlp::kSparse ? 'S' : *kind == LayerMlp::kDense ? 'D' : '?';
+    }
+    EXPECT_EQ(got, k.layers) << "experts " << k.experts << " step " << k.step;
+  }
+  // Other families are not constrained (DeepSeek's dense layers come from its own keys).
+  auto any = LayerMlpOf(Deepseek(), Family::kDeepseekV3, 0);
+  ASSERT_TRUE(any.ok());
+  EXPECT_EQ(*any, LayerMlp::kAny);
+  ModelConfig zero = Qwen3Moe();
+  zero.decoder_sparse_step = 0;
+  auto bad = LayerMlpOf(zero, Family::kQwen3Moe, 0);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), Code::kCorrupt);
+  EXPECT_NE(bad.status().message().find("decoder_sparse_step 0"), std::string::npos)
+      << bad.status().message();
+}
+
+TEST(RulesTest, Qwen3MoeTensorOnTheWrongKindOfLayerIsAnError) {
+  ModelConfig c = Qwen3Moe();  // 4 layers, step 2, mlp_only [3]: D S D D
+  c.num_hidden_layers = 4;
+  c.decoder_sparse_step = 2;
+  c.mlp_only_layers = {3};
+  struct Case {
+    std::string name;
+    Shape shape;
+    bool ok;
+    std::string why;  // for errors
+  };
+  const std::vector<Case> cases = {
+      {"model.layers.0.mlp.gate_proj.weight", {320, 128}, true, ""},
+      {"model.layers.1.mlp.gate.weight", {8, 128}, true, ""},
+      {"model.layers.1.mlp.experts.7.down_proj.weight", {128, 32}, true, ""},
+      {"model.layers.2.mlp.down_proj.weight", {128, 320}, true, ""},
+      {"model.layers.3.mlp.up_proj.weight", {320, 128}, true, ""},
+      {"model.layers.0.mlp.gate.weight", {8, 128}, false, "a mixture-of-experts tensor"},
+      {"model.layers.2.mlp.experts.0.gate_proj.weight",
+       {32, 128},
+       false,
+       "config.json makes layer 2 a dense-MLP layer"},
+      {"model.layers.3.mlp.experts.1.up_proj.weight",
+       {32, 128},
+       false,
+       "mlp_only_layers [3]"},  // mlp_only_layers wins over the step
+      {"model.layers.1.mlp.gate_proj.weight",
+       {320, 128},
+       false,
+       "a dense-MLP tensor, but config.json makes layer 1 a sparse MoE layer"},
+      {"model.layers.1.mlp.down_proj.weight", {128, 320}, false, "decoder_sparse_step 2"},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.name);
+    auto r = ClassifyTensor(c, Family::kQwen3Moe, k.name, k.shape, "shard-3.safetensors");
+    ASSERT_EQ(r.ok(), k.ok) << (r.ok() ? std::string("ok") : r.status().ToString());
+    if (k.ok) continue;
+    const std::string& m = r.status().message();
+    EXPECT_EQ(r.status().code(), Code::kCorrupt);
+    EXPECT_NE(m.find("tensor '" + k.name + "' in shard-3.safetensors"), std::string::npos) << m;
+    EXPECT_NE(m.find(k.why), std::string::npos) << m;
+  }
+  // No experts at all: every expert tensor is on a dense layer, named as such.
+  ModelConfig none = c;
+  none.num_experts = 0;
+  auto r = ClassifyTensor(none, Family::kQwen3Moe, "model.layers.1.mlp.experts.0.up_proj.weight",
+                          {32, 128}, "m.safetensors");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("num_experts 0"), std::string::npos) << r.status().message();
 }
 
 TEST(RulesTest, DeepseekV3Names) {

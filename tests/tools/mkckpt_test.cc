@@ -157,6 +157,48 @@ TEST(MkckptPresets, Qwen3MoeHasSparseAndMlpOnlyLayers) {
   EXPECT_EQ(config["moe_intermediate_size"], 32);
 }
 
+// A Qwen3-MoE config.json as transformers 5 saves it (num_local_experts, rope_parameters) with
+// decoder_sparse_step 2: layers 1 and 3 sparse, 0 and 2 dense, as vLLM builds them; with
+// mlp_only_layers [3] layer 3 is dense too. Disagreeing spellings and step 0 are errors.
+TEST(MkckptPresets, Qwen3MoeSparseStepFromATransformers5Config) {
+  nlohmann::json c = nlohmann::json::parse(*PresetConfigJson("qwen3-moe-tiny"));
+  c.erase("num_experts");
+  c["num_local_experts"] = 4;
+  c["num_hidden_layers"] = 4;
+  c["decoder_sparse_step"] = 2;
+  c["mlp_only_layers"] = nlohmann::json::array();
+  for (auto [only, kinds] : std::vector<std::pair<nlohmann::json, std::string>>{
+           {nlohmann::json::array(), "DSDS"}, {nlohmann::json::array({3}), "DSDD"}}) {
+    c["mlp_only_layers"] = only;
+    auto specs = ListTensorSpecs(c.dump());
+    ASSERT_TRUE(specs.ok()) << specs.status().ToString();
+    std::set<std::string> names;
+    for (const auto& t : *specs) names.insert(t.name);
+    for (int L = 0; L < 4; ++L) {
+      SCOPED_TRACE(kinds + " layer " + std::to_string(L));
+      const std::string p = "model.layers." + std::to_string(L) + ".mlp.";
+      const bool sparse = kinds[L] == 'S';
+      EXPECT_EQ(names.count(p + "gate.weight"), sparse ? 1u : 0u);
+      EXPECT_EQ(names.count(p + "experts.3.down_proj.weight"), sparse ? 1u : 0u);
+      EXPECT_EQ(names.count(p + "experts.4.down_proj.weight"), 0u);
+      EXPECT_EQ(names.count(p + "gate_proj.weight"), sparse ? 0u : 1u);
+      EXPECT_EQ(names.count(p + "down_proj.weight"), sparse ? 0u : 1u);
+    }
+  }
+  nlohmann::json both = c;
+  both["num_experts"] = 8;
+  auto r = ListTensorSpecs(both.dump());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("num_experts disagrees with num_local_experts"),
+            std::string::npos);
+  nlohmann::json zero = c;
+  zero["decoder_sparse_step"] = 0;
+  r = ListTensorSpecs(zero.dump());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("decoder_sparse_step"), std::string::npos);
+}
+
 TEST(MkckptPresets, DeepseekV3TinyHasMlaMoeAndFp8BlockScales) {
   const auto s = SpecsOf("deepseek-v3-tiny");
   const std::string a = "model.layers.1.self_attn.";
