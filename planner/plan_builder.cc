@@ -403,7 +403,6 @@ Result<proto::LoadPlan> BuildLoadPlan(const Checkpoint& ckpt, const PlanOptions&
   HOIST_RETURN_IF_ERROR(ValidatePlanOptions(options));
   HOIST_ASSIGN_OR_RETURN(Family family, FamilyOf(cfg));
   HOIST_RETURN_IF_ERROR(CheckParallelism(ckpt, family, options));
-  HOIST_RETURN_IF_ERROR(CheckComplete(ckpt, family));
   const Topo topo = ResolveTopology(options);
   const bool fused = options.layout == proto::LAYOUT_FUSED;
 
@@ -455,6 +454,9 @@ Result<proto::LoadPlan> BuildLoadPlan(const Checkpoint& ckpt, const PlanOptions&
     }
   }
 
+  // A tensor on the wrong kind of layer (step 1) names the config disagreement more exactly than
+  // the implied tensors it leaves missing, so completeness is checked after classification.
+  HOIST_RETURN_IF_ERROR(CheckComplete(ckpt, family));
   HOIST_RETURN_IF_ERROR(ReportUnexpected(ckpt, family, unexpected, options.unexpected));
   if (fp8_scaled < fp8_weights) HOIST_RETURN_IF_ERROR(CheckScales(ckpt, family));
 

@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "util/printable.h"
+
 namespace hoist::planner::internal {
 namespace {
 
@@ -83,24 +85,17 @@ std::string SanitizeParserMessage(std::string_view what) {
 }  // namespace
 
 std::string QuoteForMessage(std::string_view s, std::size_t max_len) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out = "\"";
-  const std::size_t n = s.size() < max_len ? s.size() : max_len;
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20 || c == 0x7f) {
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 0xf];
-    } else {
-      out += static_cast<char>(c);
-    }
+  // Quotes and backslashes are escaped so the quoted name reads unambiguously; every byte that
+  // could drive a terminal is escaped as Printable does for all of hoist's output.
+  const std::string_view head = s.substr(0, max_len);
+  std::string quoted;
+  quoted.reserve(head.size() + 2);
+  for (char c : head) {
+    if (c == '"' || c == '\\') quoted += '\\';
+    quoted += c;
   }
-  out += '"';
-  if (n < s.size()) out += "...(" + std::to_string(s.size()) + " bytes)";
+  std::string out = "\"" + Printable(quoted) + "\"";
+  if (head.size() < s.size()) out += "...(" + std::to_string(s.size()) + " bytes)";
   return out;
 }
 

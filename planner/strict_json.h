@@ -25,7 +25,8 @@ namespace hoist::planner::internal {
 Result<nlohmann::json> ParseStrictJson(std::string_view label, std::string_view text, int max_depth,
                                        std::uint64_t base_offset);
 
-// `s` quoted for an error message: control bytes escaped, cut after `max_len` bytes.
+// `s` quoted for an error message: quotes and backslashes escaped, then made printable as
+// hoist::Printable does (\xNN, upper-case hex), cut after `max_len` bytes.
 std::string QuoteForMessage(std::string_view s, std::size_t max_len = 200);
 
 // "string", "number", "array", ... for "wrong type" messages.
