@@ -1,15 +1,39 @@
 #include "launch/job_spec.h"
 
+#include <cmath>
+#include <cstdio>
+
 #include "planner/dedup.h"
+#include "transport/pipeline.h"
 
 namespace hoist::launch {
 namespace {
 
+// A value and where it came from, for messages: "--tp" (a flag, or the embedding API's field of
+// the same name), "FILE: tp" (the topology file) or "tp (default)".
 template <typename T>
-T Pick(const std::optional<T>& flag, const std::optional<T>& file, T fallback) {
-  if (flag) return *flag;
-  if (file) return *file;
-  return fallback;
+struct Sourced {
+  T value;
+  std::string from;
+};
+
+template <typename T>
+Sourced<T> Pick(const std::optional<T>& flag, const std::optional<T>& file, T fallback,
+                const std::string& flag_name, const std::string& key, const std::string& path) {
+  if (flag) return {*flag, flag_name};
+  if (file) return {*file, path + ": " + key};
+  return {fallback, key + " (default)"};
+}
+
+// "--threads 1000000 is out of range: fill threads must be 1 to 1024 (or 0: the default)"
+template <typename T>
+Status CheckRange(const Sourced<T>& v, const std::string& what, long long lo, long long hi,
+                  bool zero_is_default = false) {
+  const long long x = static_cast<long long>(v.value);
+  if ((x >= lo && x <= hi) || (zero_is_default && x == 0)) return Status::Ok();
+  return Status::InvalidArgument(v.from + " " + std::to_string(x) + " is out of range: " + what +
+                                 " must be " + std::to_string(lo) + " to " + std::to_string(hi) +
+                                 (zero_is_default ? " (or 0: the default)" : ""));
 }
 
 // A flag that sets an optional only when given.
@@ -20,45 +44,189 @@ CLI::Option* AddOptional(CLI::App* app, const std::string& name, std::optional<T
       name, [out](const T& v) { *out = v; }, help);
 }
 
+std::string Range(long long lo, long long hi) {
+  return " (" + std::to_string(lo) + " to " + std::to_string(hi) + ")";
+}
+
+// tp, ep, dp, the world they give and the nodes list; fills p.tp/ep/dp and p.locations.
+Status ResolveParallelism(const JobSpec& s, const Topology& t, planner::PlanOptions* p) {
+  const std::string& f = s.topology;
+  const auto tp = Pick(s.tp, t.tp, 1, "--tp", "tp", f);
+  const auto ep = Pick(s.ep, t.ep, 0, "--ep", "ep", f);
+  const auto dp = Pick(s.dp, t.dp, 1, "--dp", "dp", f);
+  HOIST_RETURN_IF_ERROR(CheckRange(tp, "the tensor-parallel size", 1, kLimits.max_tp));
+  HOIST_RETURN_IF_ERROR(CheckRange(ep, "the expert-parallel size (0: off)", 0, kLimits.max_world));
+  HOIST_RETURN_IF_ERROR(CheckRange(dp, "the data-parallel size", 1, kLimits.max_dp));
+  p->tp = tp.value;
+  p->ep = ep.value;
+  p->dp = dp.value;
+  if (p->ep > 0 && p->ep % p->tp != 0) {
+    return Status::InvalidArgument("ep " + std::to_string(p->ep) + " is not a multiple of tp " +
+                                   std::to_string(p->tp) + " (with ep, world = ep = tp x dp)");
+  }
+  const long long world = p->ep > 0 ? p->ep : static_cast<long long>(p->tp) * p->dp;
+  if (world > kLimits.max_world) {
+    return Status::InvalidArgument("tp " + std::to_string(p->tp) + " x dp " +
+                                   std::to_string(p->dp) + " = " + std::to_string(world) +
+                                   " ranks is out of range: a job has 1 to " +
+                                   std::to_string(kLimits.max_world) + " ranks");
+  }
+  if (t.nodes.empty()) return Status::Ok();
+  if (NodesWorld(t) != world) {
+    return Status::InvalidArgument(f + ": the nodes list has " + std::to_string(NodesWorld(t)) +
+                                   " GPUs but tp/ep/dp give " + std::to_string(world) + " ranks");
+  }
+  for (std::size_t n = 0; n < t.nodes.size(); ++n) {
+    for (int g : t.nodes[n].gpus) {
+      const Sourced<int> gpu{g, f + ": nodes[" + std::to_string(n) + "].gpus:"};
+      HOIST_RETURN_IF_ERROR(CheckRange(gpu, "a GPU ordinal", 0, kLimits.max_gpu));
+      p->locations.push_back({static_cast<std::uint32_t>(n), static_cast<std::uint32_t>(g)});
+    }
+  }
+  return Status::Ok();
+}
+
+// Layout, placement and dedup (names), and the dedup step.
+Status ResolvePlanChoices(const JobSpec& s, const Topology& t, planner::PlanOptions* p) {
+  const std::string layout = s.layout.value_or(t.layout.value_or("fused"));
+  if (layout != "fused" && layout != "hf") {
+    return Status::InvalidArgument("layout '" + layout + "' is not fused or hf");
+  }
+  p->layout = layout == "hf" ? proto::LAYOUT_HF : proto::LAYOUT_FUSED;
+  const std::string placement = s.placement.value_or(t.placement.value_or("linear"));
+  if (placement != "linear" && placement != "round_robin") {
+    return Status::InvalidArgument("placement '" + placement + "' is not linear or round_robin");
+  }
+  p->placement =
+      placement == "round_robin" ? proto::PLACEMENT_ROUND_ROBIN : proto::PLACEMENT_LINEAR;
+  const std::string dedup = s.dedup.value_or(t.dedup.value_or("none"));
+  if (!planner::ParseDedup(dedup, &p->dedup)) {
+    return Status::InvalidArgument("dedup '" + dedup + "' is not none, node or job");
+  }
+  const Sourced<int> step{s.dedup_step_kib.value_or(0), "--dedup-step-kib"};
+  HOIST_RETURN_IF_ERROR(CheckRange(step, "the dedup step in KiB", 1, kLimits.max_dedup_step_kib,
+                                   /*zero_is_default=*/true));
+  if (step.value > 0) p->dedup_step_bytes = static_cast<std::uint64_t>(step.value) << 10;
+  return Status::Ok();
+}
+
+// Read mode, device and staging kind (names).
+Status ResolveLoadChoices(const JobSpec& s, const Topology& t, rank::LoadOptions* l) {
+  const std::string read = s.read.value_or(t.read.value_or("auto"));
+  std::optional<transport::ReadMode> mode = transport::ParseReadMode(read);
+  if (!mode) {
+    return Status::InvalidArgument("read mode '" + read +
+                                   "' is not auto, buffered, direct, mmap, pageable or registered");
+  }
+  l->read_mode = *mode;
+  const std::string device = s.device.value_or(t.device.value_or("auto"));
+  if (device == "auto") {
+    l->device = rank::DeviceKind::kAuto;
+  } else if (device == "cuda") {
+    l->device = rank::DeviceKind::kCuda;
+  } else if (device == "host") {
+    l->device = rank::DeviceKind::kHost;
+  } else {
+    return Status::InvalidArgument("device '" + device + "' is not auto, cuda or host");
+  }
+  const std::string staging = s.staging.value_or("auto");
+  std::optional<transport::StagingKind> kind = transport::ParseStagingKind(staging);
+  if (!kind) {
+    return Status::InvalidArgument("staging '" + staging + "' is not auto, register or mallochost");
+  }
+  l->staging = *kind;
+  return Status::Ok();
+}
+
+// Staging ring, fill threads, chunk size and the peer timeout.
+Status ResolveLoadNumbers(const JobSpec& s, const Topology& t, rank::LoadOptions* l) {
+  const std::string& f = s.topology;
+  const auto slots = Pick(s.slots, t.slots, 0, "--slots", "staging.slots", f);
+  const auto slot_mib = Pick(s.slot_mib, t.slot_mib, 0, "--slot-mib", "staging.slot_mib", f);
+  const auto threads = Pick(s.threads, t.threads, 0, "--threads", "staging.threads", f);
+  const Sourced<int> chunk_kib{s.chunk_kib.value_or(0), "--chunk-kib"};
+  HOIST_RETURN_IF_ERROR(CheckRange(slots, "the number of staging slots", 1, kLimits.max_slots,
+                                   /*zero_is_default=*/true));
+  HOIST_RETURN_IF_ERROR(CheckRange(slot_mib, "the staging slot size in MiB", 1,
+                                   kLimits.max_slot_mib, /*zero_is_default=*/true));
+  HOIST_RETURN_IF_ERROR(CheckRange(threads, "the number of fill threads", 1, kLimits.max_threads,
+                                   /*zero_is_default=*/true));
+  HOIST_RETURN_IF_ERROR(CheckRange(chunk_kib, "the fill chunk in KiB", 1, kLimits.max_chunk_kib,
+                                   /*zero_is_default=*/true));
+  const long long ring_mib =
+      static_cast<long long>(slots.value > 0 ? slots.value : transport::kDefaultSlots) *
+      (slot_mib.value > 0 ? slot_mib.value
+                          : static_cast<long long>(transport::kDefaultSlotBytes >> 20));
+  if (ring_mib > kLimits.max_staging_mib) {
+    return Status::InvalidArgument("staging of " + std::to_string(ring_mib) + " MiB (" +
+                                   slots.from + " x " + slot_mib.from +
+                                   ") is out of range: slots x slot_mib must be at most " +
+                                   std::to_string(kLimits.max_staging_mib) + " MiB per rank");
+  }
+  l->slots = slots.value;
+  l->slot_bytes = static_cast<std::uint64_t>(slot_mib.value) << 20;
+  l->threads = threads.value;
+  l->chunk_bytes = static_cast<std::uint64_t>(chunk_kib.value) << 10;
+
+  const auto timeout = Pick(s.peer_timeout_s, t.peer_timeout_s, l->exchange.timeout_s,
+                            "--peer-timeout-s", "peer_timeout_s", f);
+  if (!std::isfinite(timeout.value) || timeout.value <= 0 ||
+      timeout.value > kLimits.max_peer_timeout_s) {
+    char v[32];
+    std::snprintf(v, sizeof v, "%g", timeout.value);
+    return Status::InvalidArgument(timeout.from + " " + v +
+                                   " is out of range: the peer timeout must be a number of "
+                                   "seconds above 0 and at most " +
+                                   std::to_string(static_cast<int>(kLimits.max_peer_timeout_s)));
+  }
+  l->exchange.timeout_s = timeout.value;
+  return Status::Ok();
+}
+
 }  // namespace
 
 void AddJobFlags(CLI::App* app, JobSpec* s, bool load_flags) {
+  const JobLimits& k = kLimits;
   app->add_option("--topology", s->topology, "YAML topology file (flags override it)");
   AddOptional(app, "--model", &s->model, "checkpoint folder");
-  AddOptional(app, "--tp", &s->tp, "tensor-parallel size")->check(CLI::PositiveNumber);
-  AddOptional(app, "--ep", &s->ep, "expert-parallel size (= world; 0: off)")
-      ->check(CLI::NonNegativeNumber);
-  AddOptional(app, "--dp", &s->dp, "data-parallel groups (without --ep)")
-      ->check(CLI::PositiveNumber);
-  AddOptional(app, "--layout", &s->layout, "fused | hf")->check(CLI::IsMember({"fused", "hf"}));
-  AddOptional(app, "--placement", &s->placement, "expert placement under ep")
-      ->check(CLI::IsMember({"linear", "round_robin"}));
+  AddOptional(app, "--tp", &s->tp, "tensor-parallel size" + Range(1, k.max_tp));
+  AddOptional(app, "--ep", &s->ep,
+              "expert-parallel size (= world; 0: off)" + Range(0, k.max_world));
+  AddOptional(app, "--dp", &s->dp, "data-parallel groups (without --ep)" + Range(1, k.max_dp));
+  AddOptional(app, "--layout", &s->layout, "fused | hf");
+  AddOptional(app, "--placement", &s->placement, "expert placement under ep: linear | round_robin");
   AddOptional(app, "--dedup", &s->dedup,
               "none | node | job: read bytes several ranks need once per node (or job) and "
-              "forward them")
-      ->check(CLI::IsMember({"none", "node", "job"}));
-  AddOptional(app, "--dedup-step-kib", &s->dedup_step_kib,
-              "dedup: KiB of shared bytes per exchange step (0: 1 GiB)")
-      ->check(CLI::NonNegativeNumber);
+              "forward them");
+  AddOptional(
+      app, "--dedup-step-kib", &s->dedup_step_kib,
+      "dedup: KiB of shared bytes per exchange step (0: 1 GiB)" + Range(0, k.max_dedup_step_kib));
   if (!load_flags) return;
-  app->add_option("--rank", s->solo_rank, "without mpirun: which rank of the plan to run")
-      ->check(CLI::NonNegativeNumber);
+  app->add_option("--rank", s->solo_rank, "without mpirun: which rank of the plan to run");
   AddOptional(app, "--read", &s->read, "auto | buffered | direct | mmap | pageable | registered");
   AddOptional(app, "--device", &s->device, "auto | cuda | host");
   AddOptional(app, "--staging", &s->staging,
               "how staging is pinned: auto | register (touch + cudaHostRegister) | mallochost");
-  AddOptional(app, "--slots", &s->slots, "pinned staging slots (0: default)");
-  AddOptional(app, "--slot-mib", &s->slot_mib, "MiB per staging slot (0: default)");
-  AddOptional(app, "--threads", &s->threads, "fill threads (0: default)");
-  AddOptional(app, "--chunk-kib", &s->chunk_kib, "KiB per fill task (0: slot size / threads)")
-      ->check(CLI::NonNegativeNumber);
+  AddOptional(app, "--slots", &s->slots,
+              "pinned staging slots (0: default)" + Range(0, k.max_slots));
+  AddOptional(app, "--slot-mib", &s->slot_mib,
+              "MiB per staging slot (0: default)" + Range(0, k.max_slot_mib));
+  AddOptional(app, "--threads", &s->threads, "fill threads (0: default)" + Range(0, k.max_threads));
+  AddOptional(app, "--chunk-kib", &s->chunk_kib,
+              "KiB per fill task (0: slot size / threads)" + Range(0, k.max_chunk_kib));
   app->add_flag_function(
       "--verify", [s](std::int64_t) { s->verify = true; },
       "prove every device byte equals the plan's");
   AddOptional(app, "--peer-timeout-s", &s->peer_timeout_s,
-              "dedup: seconds any wait for a peer may take before the job fails")
-      ->check(CLI::PositiveNumber);
+              "dedup: seconds any wait for a peer may take before the job fails (above 0, at "
+              "most " +
+                  std::to_string(static_cast<int>(k.max_peer_timeout_s)) + ")");
   app->add_flag("--no-numa", s->no_numa, "do not bind to the GPU's NUMA node");
+}
+
+CLI::Validator LogLevels() {
+  return CLI::IsMember(
+      {"trace", "debug", "info", "warn", "warning", "error", "err", "critical", "off"});
 }
 
 Result<ResolvedJob> ResolveJobSpec(const JobSpec& s) {
@@ -70,80 +238,23 @@ Result<ResolvedJob> ResolveJobSpec(const JobSpec& s) {
   coordinator::JobOptions& job = out.job;
   job.model_dir = s.model ? *s.model : t.model;
   if (job.model_dir.empty()) {
-    return Status::InvalidArgument("no model: give a model folder or 'model:' in the topology");
+    return Status::InvalidArgument(
+        "no model: give --model DIR (LoadOptions::model) or 'model:' in the topology file");
   }
-  planner::PlanOptions& p = job.plan;
-  p.tp = Pick(s.tp, t.tp, 1);
-  p.ep = Pick(s.ep, t.ep, 0);
-  p.dp = Pick(s.dp, t.dp, 1);
-  if (p.tp < 1 || p.dp < 1 || p.ep < 0) {
-    return Status::InvalidArgument("tp and dp must be >= 1 and ep >= 0 (tp " +
-                                   std::to_string(p.tp) + ", dp " + std::to_string(p.dp) + ", ep " +
-                                   std::to_string(p.ep) + ")");
-  }
-  const std::string layout = Pick<std::string>(s.layout, t.layout, "fused");
-  if (layout != "fused" && layout != "hf") {
-    return Status::InvalidArgument("layout '" + layout + "' is not fused or hf");
-  }
-  p.layout = layout == "hf" ? proto::LAYOUT_HF : proto::LAYOUT_FUSED;
-  const std::string placement = Pick<std::string>(s.placement, t.placement, "linear");
-  if (placement != "linear" && placement != "round_robin") {
-    return Status::InvalidArgument("placement '" + placement + "' is not linear or round_robin");
-  }
-  p.placement = placement == "round_robin" ? proto::PLACEMENT_ROUND_ROBIN : proto::PLACEMENT_LINEAR;
-  const std::string dedup = Pick<std::string>(s.dedup, t.dedup, "none");
-  if (!planner::ParseDedup(dedup, &p.dedup)) {
-    return Status::InvalidArgument("dedup '" + dedup + "' is not none, node or job");
-  }
-  if (s.dedup_step_kib && *s.dedup_step_kib > 0) {
-    p.dedup_step_bytes = static_cast<std::uint64_t>(*s.dedup_step_kib) << 10;
-  }
-  if (p.ep > 0 && p.ep % p.tp != 0) {
-    return Status::InvalidArgument("ep " + std::to_string(p.ep) + " is not a multiple of tp " +
-                                   std::to_string(p.tp) + " (with ep, world = ep = tp x dp)");
-  }
+  HOIST_RETURN_IF_ERROR(ResolveParallelism(s, t, &job.plan));
+  HOIST_RETURN_IF_ERROR(ResolvePlanChoices(s, t, &job.plan));
+  const planner::PlanOptions& p = job.plan;
   const int world = p.ep > 0 ? p.ep : p.tp * p.dp;
-  if (!t.nodes.empty()) {
-    if (NodesWorld(t) != world) {
-      return Status::InvalidArgument(s.topology + ": the nodes list has " +
-                                     std::to_string(NodesWorld(t)) + " GPUs but tp/ep/dp give " +
-                                     std::to_string(world) + " ranks");
-    }
-    for (std::size_t n = 0; n < t.nodes.size(); ++n) {
-      for (int g : t.nodes[n].gpus) {
-        p.locations.push_back({static_cast<std::uint32_t>(n), static_cast<std::uint32_t>(g)});
-      }
-    }
+  if (s.solo_rank < 0 || s.solo_rank >= world) {
+    return Status::InvalidArgument("--rank " + std::to_string(s.solo_rank) +
+                                   " is out of range: the plan has " + std::to_string(world) +
+                                   " ranks, so the rank must be 0 to " + std::to_string(world - 1));
   }
-
   rank::LoadOptions& l = job.load;
-  const std::string read = Pick<std::string>(s.read, t.read, "auto");
-  std::optional<transport::ReadMode> mode = transport::ParseReadMode(read);
-  if (!mode) return Status::InvalidArgument("unknown read mode '" + read + "'");
-  l.read_mode = *mode;
-  const std::string device = Pick<std::string>(s.device, t.device, "auto");
-  if (device == "auto") {
-    l.device = rank::DeviceKind::kAuto;
-  } else if (device == "cuda") {
-    l.device = rank::DeviceKind::kCuda;
-  } else if (device == "host") {
-    l.device = rank::DeviceKind::kHost;
-  } else {
-    return Status::InvalidArgument("device '" + device + "' is not auto, cuda or host");
-  }
-  const std::string staging = s.staging.value_or("auto");
-  std::optional<transport::StagingKind> kind = transport::ParseStagingKind(staging);
-  if (!kind) {
-    return Status::InvalidArgument("staging '" + staging + "' is not auto, register or mallochost");
-  }
-  l.staging = *kind;
-  l.slots = Pick(s.slots, t.slots, 0);
-  l.slot_bytes = static_cast<std::uint64_t>(Pick(s.slot_mib, t.slot_mib, 0)) << 20;
-  l.threads = Pick(s.threads, t.threads, 0);
-  l.verify = Pick(s.verify, t.verify, false);
-  l.chunk_bytes = static_cast<std::uint64_t>(s.chunk_kib.value_or(0)) << 10;
+  HOIST_RETURN_IF_ERROR(ResolveLoadChoices(s, t, &l));
+  HOIST_RETURN_IF_ERROR(ResolveLoadNumbers(s, t, &l));
+  l.verify = s.verify.value_or(t.verify.value_or(false));
   l.bind_numa = !s.no_numa;
-  l.exchange.timeout_s = Pick(s.peer_timeout_s, t.peer_timeout_s, l.exchange.timeout_s);
   job.solo_rank = s.solo_rank;
   return out;
 }
