@@ -1,0 +1,21 @@
+#include "launch/exit_codes.h"
+
+#include <cstdio>
+
+#include "launch/launcher_env.h"
+
+namespace hoist::launch {
+
+int ExitCode(const Status& s) {
+  if (s.ok()) return kExitOk;
+  return s.code() == Code::kInvalidArgument ? kExitUsage : kExitFailure;
+}
+
+int Fail(const Status& s, bool quiet) {
+  if (!quiet && !s.ok()) std::fprintf(stderr, "hoist: error: %s\n", s.ToString().c_str());
+  return ExitCode(s);
+}
+
+bool PrintsSharedErrors() { return LauncherRank() <= 0; }
+
+}  // namespace hoist::launch
