@@ -37,7 +37,7 @@ std::string MpiError(int rc) {
 std::string GroupString(const PeerGroup& g) {
   std::string s = "[";
   for (std::size_t i = 0; i < g.ranks.size(); ++i) {
-    s += (i ? "," : "") + std::to_string(g.ranks[i]);
+    s.append(i ? "," : "").append(std::to_string(g.ranks[i]));
   }
   return s + "]";
 }
