@@ -223,19 +223,19 @@ CLI::App* Chosen(CLI::App& app) {
 int ParseFailure(CLI::App& app, const CLI::ParseError& e) {
   CLI::App* sub = Chosen(app);
   const std::string command = sub == &app ? "hoist" : "hoist " + sub->get_name();
-  if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
+  const std::vector<std::string> extras = sub->remaining();
+  if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr && !extras.empty()) {
+    const std::string& extra = extras.front();
+    if (extra.rfind("-", 0) != 0) {
+      return UsageError("unexpected argument '" + extra + "' for '" + command + "'", command);
+    }
     std::vector<std::string> flags;
     for (const CLI::Option* o : sub->get_options()) {
       for (const std::string& n : o->get_lnames()) flags.push_back("--" + n);
     }
-    for (const std::string& extra : sub->remaining()) {
-      if (extra.rfind("-", 0) != 0) {
-        return UsageError("unexpected argument '" + extra + "' for '" + command + "'", command);
-      }
-      const std::string flag = extra.substr(0, extra.find('='));
-      return UsageError(
-          "unknown flag '" + flag + "' for '" + command + "'" + DidYouMean(flag, flags), command);
-    }
+    const std::string flag = extra.substr(0, extra.find('='));
+    return UsageError("unknown flag '" + flag + "' for '" + command + "'" + DidYouMean(flag, flags),
+                      command);
   }
   static const std::regex kMissing("(\\S+): \\d+ required (\\S+) missing");
   static const std::regex kConvert("Could not convert: (\\S+) = (.*)");

@@ -17,6 +17,7 @@
 #include "launch/exit_codes.h"
 #include "launch/job_spec.h"
 #include "launch/logging.h"
+#include "launch/suggest.h"
 #include "rank/serve.h"
 #include "rank/serve_wire.h"
 
@@ -75,7 +76,17 @@ ServeCommands::ServeCommands(CLI::App* app) {
   ctl_ = app->add_subcommand("ctl", "talk to a running `hoist serve` rank");
   ctl_->add_option("action", action, "status | release | restore")
       ->required()
-      ->check(CLI::IsMember({"status", "release", "restore"}));
+      ->check(CLI::Validator(
+          [](std::string& a) -> std::string {
+            const std::vector<std::string> actions = {"status", "release", "restore"};
+            for (const std::string& ok : actions) {
+              if (a == ok) return "";
+            }
+            const std::string near = Nearest(a, actions);
+            return "'" + a + "' is not status, release or restore" +
+                   (near.empty() ? "" : " (did you mean '" + near + "'?)");
+          },
+          "status | release | restore"));
   ctl_->add_option("--socket", socket, "the rank's socket (<socket_dir>/rank-<R>.sock)")
       ->required();
   ctl_->add_flag("--json", json, "print the reply as JSON");

@@ -151,6 +151,8 @@ TEST_F(CliTest, UnknownCommandSuggestsTheNearest) {
   ExpectUsage(Hoist({"frobnicate"}), "unknown command 'frobnicate'; the commands are plan, load");
   ExpectUsage(Hoist({}), "hoist: error: no command given: the commands are plan, load, serve, ctl");
   ExpectUsage(Hoist({"--tp", "2", "load"}), "'--tp' comes before a command");
+  ExpectUsage(Hoist({"ctl", "statu", "--socket", "x.sock"}),
+              "'statu' is not status, release or restore (did you mean 'status'?)");
 }
 
 TEST_F(CliTest, UnknownFlagSuggestsTheNearest) {
