@@ -44,7 +44,7 @@ void Backoff(int spin) {
 std::string GroupString(const PeerGroup& g) {
   std::string s = "[";
   for (std::size_t i = 0; i < g.ranks.size(); ++i) {
-    s += (i ? "," : "") + std::to_string(g.ranks[i]);
+    s.append(i ? "," : "").append(std::to_string(g.ranks[i]));
   }
   return s + "]";
 }
