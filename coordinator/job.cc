@@ -2,15 +2,17 @@
 
 #include <spdlog/spdlog.h>
 
-#include <atomic>
+#include <algorithm>
 #include <chrono>
-#include <cstdio>
-#include <future>
+#include <set>
 #include <thread>
 
+#include "coordinator/control.h"
 #include "planner/checkpoint.h"
 #include "planner/io_stats.h"
-#include "rank/exchange.h"
+#include "proto/control.pb.h"
+#include "rank/placement.h"
+#include "rank/rank_job.h"
 
 namespace hoist::coordinator {
 namespace {
@@ -31,215 +33,392 @@ void AddPhase(proto::RankReport* report, const char* name, Clock::time_point ori
   p->set_bytes(bytes);
 }
 
-// Wire format of the plan broadcast: one byte status ('P' plan follows, 'E' error text follows).
-std::string EncodePlan(const Result<proto::LoadPlan>& plan) {
-  if (!plan.ok()) return "E" + plan.status().ToString();
-  return "P" + plan->SerializeAsString();
+// Waits for one message from `from` on `channel`, bounded by timeout_s.
+Result<Message> Await(Comm& comm, int from, Channel channel, double timeout_s,
+                      const std::string& what) {
+  const Clock::time_point deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double>(std::max(0.0, timeout_s)));
+  for (int spin = 0;; ++spin) {
+    HOIST_ASSIGN_OR_RETURN(std::optional<Message> m, comm.TryRecv(from, channel));
+    if (m) return std::move(*m);
+    if (Clock::now() > deadline) {
+      return Status::Aborted(what + ": nothing within " + std::to_string(timeout_s) + " s (" +
+                             transport::kPeerFailureNote + ")");
+    }
+    if (spin > 64) std::this_thread::sleep_for(std::chrono::microseconds(spin < 256 ? 20 : 500));
+  }
+}
+
+// What a rank tells rank 0 before the plan.
+proto::Hello MyHello(const Comm& comm, const JobOptions& o) {
+  proto::Hello h;
+  h.set_node(static_cast<std::uint32_t>(comm.node()));
+  h.set_local_rank(static_cast<std::uint32_t>(comm.local_rank()));
+  h.set_host(comm.host());
+  h.set_gpu(rank::ResolveOrdinal(o.load.device, 0) >= 0);
+  return h;
+}
+
+// Rank 0: every rank's hello, in rank order.
+Result<std::vector<proto::Hello>> CollectHellos(Comm& comm, const JobOptions& o) {
+  std::vector<proto::Hello> hellos(static_cast<std::size_t>(comm.size()));
+  hellos[0] = MyHello(comm, o);
+  for (int got = 1; got < comm.size(); ++got) {
+    HOIST_ASSIGN_OR_RETURN(Message m, Await(comm, -1, Channel::kHello, o.exchange.timeout_s,
+                                            "rank 0 waiting for every rank to start"));
+    if (!hellos[static_cast<std::size_t>(m.from)].ParseFromString(m.data)) {
+      return Status::Corrupt("rank " + std::to_string(m.from) + ": hello does not parse");
+    }
+  }
+  return hellos;
+}
+
+// Rank 0: the plan, with the NCCL ids its dedup groups need.
+proto::JobStart Plan(const JobOptions& o, const std::vector<proto::Hello>& hellos, bool mpi_world) {
+  proto::JobStart start;
+  planner::PlanOptions po = o.plan;
+  bool all_gpu = true;
+  std::set<bool> kinds;
+  for (const proto::Hello& h : hellos) {
+    start.add_hosts(h.host());
+    all_gpu = all_gpu && h.gpu();
+    kinds.insert(h.gpu());
+  }
+  if (o.plan.locations.empty() && hellos.size() > 1) {
+    for (const proto::Hello& h : hellos) po.locations.push_back({h.node(), h.local_rank()});
+  }
+  po.gpu_peers = mpi_world && all_gpu && transport::CudaPeerAccessAll();
+  Result<proto::LoadPlan> plan = [&]() -> Result<proto::LoadPlan> {
+    HOIST_ASSIGN_OR_RETURN(planner::Checkpoint ckpt, planner::OpenCheckpoint(o.model_dir));
+    return planner::BuildLoadPlan(ckpt, po);
+  }();
+  if (plan.ok() && mpi_world && plan->dedup() != proto::DEDUP_NONE && kinds.size() > 1) {
+    plan = Status::InvalidArgument(
+        "dedup: some ranks load into GPUs and others into host memory; all must load into the "
+        "same kind (or use --dedup none)");
+  }
+  std::set<std::uint32_t> groups;
+  if (plan.ok() && mpi_world && plan->dedup() != proto::DEDUP_NONE && all_gpu) {
+    for (const proto::RankPlan& rp : plan->ranks()) groups.insert(rp.peer_group());
+    for (std::uint32_t g = 0; g <= (groups.empty() ? 0 : *groups.rbegin()) && plan.ok(); ++g) {
+      Result<std::string> id = groups.count(g) ? transport::NcclUniqueId() : std::string();
+      if (!id.ok()) {
+        plan = id.status();
+        break;
+      }
+      start.add_peer_ids(*id);
+    }
+  }
+  start.set_ok(plan.ok());
+  if (plan.ok()) {
+    *start.mutable_plan() = std::move(plan).value();
+  } else {
+    start.set_error_code(static_cast<std::uint32_t>(plan.status().code()));
+    start.set_error(plan.status().message());
+  }
+  return start;
+}
+
+// Hello and plan: rank 0 plans once and sends every rank its start; every wait is bounded.
+Result<proto::JobStart> StartJob(Comm& comm, const JobOptions& o, bool mpi_world,
+                                 Clock::time_point* plan_start, std::size_t* wire_bytes) {
+  if (comm.rank() != 0) {
+    HOIST_RETURN_IF_ERROR(comm.Send(0, Channel::kHello, MyHello(comm, o).SerializeAsString()));
+    HOIST_ASSIGN_OR_RETURN(Message m, Await(comm, 0, Channel::kPlan, o.exchange.timeout_s,
+                                            "waiting for rank 0's plan"));
+    *plan_start = Clock::now();
+    *wire_bytes = m.data.size();
+    proto::JobStart start;
+    if (!start.ParseFromString(m.data)) {
+      return Status::Corrupt("rank " + std::to_string(comm.rank()) + ": plan does not parse");
+    }
+    return start;
+  }
+  HOIST_ASSIGN_OR_RETURN(std::vector<proto::Hello> hellos, CollectHellos(comm, o));
+  *plan_start = Clock::now();
+  proto::JobStart start = Plan(o, hellos, mpi_world);
+  const std::string wire = start.SerializeAsString();
+  *wire_bytes = wire.size();
+  for (int r = 1; r < comm.size(); ++r) HOIST_RETURN_IF_ERROR(comm.Send(r, Channel::kPlan, wire));
+  return start;
+}
+
+// This rank's peer for a dedup plan (nullptr without dedup or without MPI).
+Result<std::unique_ptr<transport::Peer>> OpenPeer(const Comm& comm, const JobOptions& o,
+                                                  const proto::JobStart& start, int my_rank,
+                                                  bool mpi_world) {
+  const proto::LoadPlan& plan = start.plan();
+  if (!mpi_world || plan.dedup() == proto::DEDUP_NONE) return std::unique_ptr<transport::Peer>();
+  const transport::PeerGroup group = rank::GroupOf(plan, my_rank);
+  const proto::RankPlan& rp = plan.ranks(my_rank);
+  Result<std::unique_ptr<transport::Peer>> peer = Status::Internal("unset");
+  if (start.peer_ids_size() == 0) {
+    peer = transport::CreateMpiPeer(group, plan.ranks_size(), comm.mpi_handle());
+  } else {
+    const int gpu = o.load.gpu >= 0 ? o.load.gpu : static_cast<int>(rp.gpu());
+    if (static_cast<int>(rp.peer_group()) >= start.peer_ids_size()) {
+      return Status::Corrupt("no NCCL id for peer group " + std::to_string(rp.peer_group()));
+    }
+    peer = transport::CreateNcclPeer(group, rank::ResolveOrdinal(o.load.device, gpu),
+                                     start.peer_ids(static_cast<int>(rp.peer_group())),
+                                     o.exchange.timeout_s);
+  }
+  if (peer.ok() && o.wrap_peer) *peer = o.wrap_peer(std::move(*peer));
+  return peer;
+}
+
+std::uint64_t CopyBytes(const proto::RankPlan& rp) {
+  std::uint64_t n = 0;
+  for (const proto::Copy& c : rp.copies()) n += c.width() * c.rows();
+  return n;
+}
+
+// Rank 0: the job's error, naming the rank that failed on its own (not one stopped by it).
+Status Blame(const std::vector<proto::RankReport>& reports) {
+  const proto::RankReport* first = nullptr;
+  for (const proto::RankReport& r : reports) {
+    if (r.ok()) continue;
+    if (first == nullptr) first = &r;
+    if (r.stopped_by() < 0 && !rank::CausedByPeer(r.error())) {
+      first = &r;
+      break;
+    }
+  }
+  if (first == nullptr) return Status::Ok();
+  return Status(Code::kAborted, "rank " + std::to_string(first->rank()) + " on " + first->host() +
+                                    " failed: " + first->error());
+}
+
+// What the driver needs besides the options: the progress total and who runs, and how a rank's
+// report is completed before it is sent (rank, host, init and plan phases).
+struct DriverSetup {
+  std::uint64_t total_bytes = 0;
+  int ranks_running = 1;
+  std::function<void(proto::RankReport&)> complete;
+};
+
+// The driver thread's loop: this rank's load (polled), the control loop, the progress display.
+class Driver {
+ public:
+  Driver(Comm& comm, const JobOptions& o, const proto::JobStart& start, int my_rank,
+         DriverSetup setup)
+      : comm_(comm),
+        o_(o),
+        my_rank_(my_rank),
+        setup_(std::move(setup)),
+        loop_(comm, o.exchange.timeout_s, o.progress_interval_s,
+              {start.hosts().begin(), start.hosts().end()}) {}
+
+  // Runs the control loop until every rank finished; this rank's load is `job` (nullptr when it
+  // failed before starting: `early`).
+  Status Run(rank::RankJob* job, const Status& early) {
+    start_ = Clock::now();
+    LocalState mine;
+    if (job == nullptr) Finish(Result<rank::LoadedRank>(early), &mine);
+    for (int spin = 0;; ++spin) {
+      if (job != nullptr && !mine.finished) {
+        job->Poll();
+        mine.bytes = job->bytes_done();
+        mine.stage = static_cast<std::uint32_t>(job->stage());
+        if (job->finished()) Finish(job->Finish(), &mine);
+      }
+      Result<const JobView*> view = loop_.Poll(mine);
+      if (!view.ok()) {
+        if (job != nullptr && !mine.finished) job->Cancel(view.status());
+        return view.status();
+      }
+      if (job != nullptr && !mine.finished && (*view)->stop_rank >= 0 && !cancelled_) {
+        Stop(job, **view);
+      }
+      ShowProgress(**view);
+      if ((*view)->done) {
+        reports_ = (*view)->reports;
+        return Status::Ok();
+      }
+      Pause(job != nullptr && !mine.finished, spin);
+    }
+  }
+
+  std::optional<rank::LoadedRank>& local() { return local_; }
+  const Status& failure() const { return failure_; }
+  std::vector<proto::RankReport>& reports() { return reports_; }
+
+ private:
+  void Finish(Result<rank::LoadedRank> r, LocalState* mine) {
+    if (r.ok()) {
+      report_ = r->report;
+      local_.emplace(std::move(r).value());
+    } else {
+      report_.set_ok(false);
+      report_.set_error(r.status().ToString());
+      failure_ = r.status();
+      spdlog::error("load failed: {}", r.status().ToString());
+    }
+    report_.set_ok(r.ok());
+    report_.set_stopped_by(cancelled_ && !r.ok() ? stopped_by_ : -1);
+    setup_.complete(report_);
+    if (o_.before_report) o_.before_report(my_rank_);
+    mine->finished = true;
+    mine->report = report_;
+  }
+
+  void Stop(rank::RankJob* job, const JobView& view) {
+    cancelled_ = true;
+    stopped_by_ = view.stop_rank;
+    job->Cancel(Status::Aborted("stopped because rank " + std::to_string(view.stop_rank) +
+                                " failed (" + transport::kPeerFailureNote +
+                                "): " + view.stop_reason));
+  }
+
+  void ShowProgress(const JobView& view) {
+    if (!o_.progress || comm_.rank() != 0) return;
+    const Clock::time_point now = Clock::now();
+    if (!view.done &&
+        now - last_progress_ < std::chrono::duration<double>(o_.progress_interval_s)) {
+      return;
+    }
+    last_progress_ = now;
+    Progress p;
+    p.done = view.bytes;
+    p.total = setup_.total_bytes;
+    p.seconds = Seconds(start_, now);
+    p.activity = rank::LoadStageName(static_cast<rank::LoadStage>(view.stage));
+    p.ranks = setup_.ranks_running;
+    p.final = view.done;
+    p.ok = view.done && std::all_of(view.reports.begin(), view.reports.end(),
+                                    [](const proto::RankReport& r) { return r.ok(); });
+    o_.progress(p);
+  }
+
+  // Short sleeps while an exchange may need polling, longer ones otherwise.
+  static void Pause(bool loading, int spin) {
+    if (spin < 16) return;
+    std::this_thread::sleep_for(std::chrono::microseconds(loading ? 50 : 200));
+  }
+
+  Comm& comm_;
+  const JobOptions& o_;
+  int my_rank_;
+  DriverSetup setup_;
+  ControlLoop loop_;
+  Clock::time_point start_, last_progress_{};
+  bool cancelled_ = false;
+  int stopped_by_ = -1;
+  proto::RankReport report_;
+  std::optional<rank::LoadedRank> local_;
+  Status failure_;
+  std::vector<proto::RankReport> reports_;
+};
+
+// The world check: every rank computes it from the same options, so all return together.
+Status CheckWorld(const Comm& comm, const JobOptions& o, bool mpi_world) {
+  const int planned = PlannedWorld(o.plan);
+  if (!mpi_world || comm.size() == planned) return Status::Ok();
+  const std::string shape =
+      o.plan.ep > 0 ? "ep " + std::to_string(o.plan.ep)
+                    : "tp " + std::to_string(o.plan.tp) + " x dp " + std::to_string(o.plan.dp);
+  return Status::InvalidArgument(
+      "the plan needs " + std::to_string(planned) + " ranks (" + shape + ") but mpirun started " +
+      std::to_string(comm.size()) + " processes: run mpirun -np " + std::to_string(planned) +
+      ", or change tp/dp/ep to multiply to " + std::to_string(comm.size()));
 }
 
 }  // namespace
 
-Result<JobResult> RunJob(Comm& comm, const JobOptions& options) {
+int PlannedWorld(const planner::PlanOptions& plan) {
+  const long long world =
+      plan.ep > 0 ? plan.ep : static_cast<long long>(plan.tp) * static_cast<long long>(plan.dp);
+  return static_cast<int>(std::min<long long>(world, 1 << 30));
+}
+
+Result<JobResult> RunJob(Comm& comm, JobOptions options) {
   const Clock::time_point origin = options.load.origin;
-  JobResult result;
-
-  // The world the plan will have must be the world mpirun started. Every rank computes this
-  // from the same options, so all of them return here and none waits in a collective.
   const bool mpi_world = comm.size() > 1 || LaunchedByMpi();
-  const int planned_world =
-      options.plan.ep > 0 ? options.plan.ep : options.plan.tp * options.plan.dp;
-  if (mpi_world && comm.size() != planned_world) {
-    return Status::InvalidArgument(
-        "the plan needs " + std::to_string(planned_world) + " ranks (" +
-        (options.plan.ep > 0 ? "ep " + std::to_string(options.plan.ep)
-                             : "tp " + std::to_string(options.plan.tp) + " x dp " +
-                                   std::to_string(options.plan.dp)) +
-        ") but mpirun started " + std::to_string(comm.size()) + " processes");
-  }
+  HOIST_RETURN_IF_ERROR(CheckWorld(comm, options, mpi_world));
+  rank::WarmHostTopology();
 
-  // Open the device (a CUDA context takes ~0.3 s) while MPI settles and rank 0 plans. The
-  // ordinal guessed here is what the planner will assign: the topology's gpu for this rank, else
-  // the rank's index on its node (the solo rank without MPI); LoadRank reopens if it differs.
+  // The device: opened before MPI by the caller, or here beside planning. The ordinal guessed
+  // is what the planner will assign: the topology's gpu for this rank, else the rank's index on
+  // its node; LoadRank reopens if it differs.
   const int guess_rank = mpi_world ? comm.rank() : options.solo_rank;
   int gpu_guess = mpi_world ? comm.local_rank() : options.solo_rank;
   if (guess_rank >= 0 && static_cast<std::size_t>(guess_rank) < options.plan.locations.size()) {
     gpu_guess = static_cast<int>(options.plan.locations[guess_rank].gpu);
   }
-  std::future<Result<rank::PreparedDevice>> prepared =
-      std::async(std::launch::async, rank::PrepareDevice, options.load.device, gpu_guess, origin);
-
-  // Where each rank runs, unless the topology said: node from the shared-memory split, gpu =
-  // index among the node's ranks.
-  const Clock::time_point plan_start = Clock::now();
-  planner::PlanOptions plan_options = options.plan;
-  if (plan_options.locations.empty() && comm.size() > 1) {
-    HOIST_ASSIGN_OR_RETURN(
-        std::vector<std::string> where,
-        comm.Gather(std::to_string(comm.node()) + " " + std::to_string(comm.local_rank())));
-    for (const std::string& w : where) {
-      planner::RankLocation loc;
-      std::sscanf(w.c_str(), "%u %u", &loc.node, &loc.gpu);
-      plan_options.locations.push_back(loc);
-    }
+  if (options.prepared == nullptr) {
+    options.prepared = std::make_shared<std::future<Result<rank::PreparedDevice>>>(std::async(
+        std::launch::async, rank::PrepareDevice, options.load.device, gpu_guess, origin));
   }
 
-  // Plan: rank 0 alone reads config, index and headers.
-  std::string wire;
-  Status plan_status;
-  if (comm.rank() == 0) {
-    Result<proto::LoadPlan> plan = [&]() -> Result<proto::LoadPlan> {
-      HOIST_ASSIGN_OR_RETURN(planner::Checkpoint ckpt, planner::OpenCheckpoint(options.model_dir));
-      return planner::BuildLoadPlan(ckpt, plan_options);
-    }();
-    wire = EncodePlan(plan);
-    plan_status = plan.status();
-  }
-  HOIST_RETURN_IF_ERROR(comm.Broadcast(&wire));
-  if (wire.empty() || wire[0] != 'P') {
-    std::string cause = wire.empty() ? "empty plan message" : wire.substr(1);
-    if (comm.rank() == 0) return plan_status.ok() ? Status::Internal(cause) : plan_status;
-    return Status::Aborted("rank 0 failed to plan: " + cause);
-  }
-  if (!result.plan.ParseFromArray(wire.data() + 1, static_cast<int>(wire.size() - 1))) {
-    return Status::Corrupt("rank " + std::to_string(comm.rank()) + ": plan message does not parse");
-  }
+  Clock::time_point plan_start = Clock::now();
+  std::size_t wire_bytes = 0;
+  HOIST_ASSIGN_OR_RETURN(proto::JobStart start,
+                         StartJob(comm, options, mpi_world, &plan_start, &wire_bytes));
   const Clock::time_point plan_end = Clock::now();
-
-  const int world = static_cast<int>(result.plan.ranks_size());
-  int my_rank = comm.rank();
-  if (!mpi_world) {
-    my_rank = options.solo_rank;
-  } else if (comm.size() != world) {
-    // Every rank sees the same plan, so every rank takes this branch: no collective is skipped
-    // by only some of them.
-    return Status::InvalidArgument("the plan has " + std::to_string(world) +
-                                   " ranks but mpirun started " + std::to_string(comm.size()) +
-                                   " processes (world = tp x dp, or ep when expert parallel)");
+  if (!start.ok()) {
+    const Code code = static_cast<Code>(start.error_code());
+    if (comm.rank() == 0) return Status(code, start.error());
+    return Status(code, "rank 0 failed to plan: " + start.error());
   }
+  JobResult result;
+  result.plan = start.plan();
+  const int world = result.plan.ranks_size();
+  const int my_rank = mpi_world ? comm.rank() : options.solo_rank;
   if (my_rank < 0 || my_rank >= world) {
     return Status::InvalidArgument("rank " + std::to_string(my_rank) + " is outside the plan's " +
-                                   std::to_string(world) + " ranks");
+                                   std::to_string(world) + " ranks (--rank 0 to " +
+                                   std::to_string(world - 1) + ")");
   }
-
-  // Dedup: the data plane between ranks (rank/exchange.h), opened by every rank or by none.
-  std::unique_ptr<transport::Peer> peer;
-  Status peer_status;
-  if (mpi_world && result.plan.dedup() != proto::DEDUP_NONE) {
-    const rank::ControlPlane control{[&comm](const std::string& s) { return comm.Gather(s); },
-                                     [&comm](std::string* s) { return comm.Broadcast(s); }};
-    Result<std::unique_ptr<transport::Peer>> opened = rank::OpenPeer(
-        result.plan, my_rank,
-        {options.load.device, options.load.gpu, options.load.exchange.timeout_s}, control);
-    if (opened.ok()) {
-      peer = std::move(opened).value();
-    } else {
-      peer_status = opened.status();
-    }
+  if (!mpi_world && world > 1) {
+    spdlog::warn(
+        "loading rank {} of the plan's {} alone: start {} processes with mpirun -np {} to load "
+        "every rank",
+        my_rank, world, world, world);
   }
-  rank::ExchangeOptions exchange = options.load.exchange;
-  exchange.peer = peer.get();
+  if (options.after_plan) options.after_plan(my_rank);
 
-  // Load this rank's part. Errors stay local until the gather.
-  proto::RankReport report;
-  Status load_status;
-  const bool show_progress = options.progress && result.plan.dedup() == proto::DEDUP_NONE;
-  std::atomic<std::uint64_t> progress{0};
-  auto work = [&] {
-    if (!peer_status.ok()) {
-      load_status = peer_status;
-      return;
-    }
-    if (options.fail_rank == my_rank) {
-      load_status = Status::IoError("injected failure (--inject-fail-rank)");
-      rank::AbandonExchange(result.plan, exchange);  // its peers must not wait for it
-      return;
-    }
-    rank::LoadOptions load = options.load;
-    load.exchange = exchange;
-    load.prepared = &prepared;
-    if (show_progress) load.progress = &progress;
-    Result<rank::LoadedRank> loaded =
-        rank::LoadRank(result.plan, static_cast<std::uint32_t>(my_rank), load);
-    if (loaded.ok()) {
-      report = loaded->report;
-      result.local.emplace(std::move(loaded).value());
-    } else {
-      load_status = loaded.status();
-    }
-  };
-  if (show_progress) {
-    // The work runs on a worker thread while this thread, the one that owns MPI, sums every
-    // rank's progress a few times a second. Every rank takes this branch (same plan, same
-    // options), whatever its work does, and leaves the loop on the same round: when every rank's
-    // work has finished.
-    std::atomic<bool> finished{false};
-    std::thread worker([&] {
-      work();
-      finished.store(true);
-    });
-    std::uint64_t total = 0;
-    for (const proto::RankPlan& rp : result.plan.ranks()) {
-      for (const proto::Copy& c : rp.copies()) total += c.width() * c.rows();
-    }
-    const Clock::time_point start = Clock::now();
-    Status progress_status;
-    for (bool all_done = false; !all_done && progress_status.ok();) {
-      const Clock::time_point wake =
-          Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                             std::chrono::duration<double>(options.progress_interval_s));
-      while (!finished.load() && Clock::now() < wake) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));
-      }
-      double v[2] = {static_cast<double>(progress.load()), finished.load() ? 1.0 : 0.0};
-      progress_status = comm.AllreduceSum(v, 2);
-      all_done = v[1] >= comm.size();
-      if (comm.rank() == 0 && progress_status.ok()) {
-        options.progress(static_cast<std::uint64_t>(v[0]), total, Seconds(start, Clock::now()),
-                         all_done);
-      }
-    }
-    worker.join();
-    if (!progress_status.ok()) return progress_status;
+  // This rank's load, with its peer (set up in the background) when the plan dedups.
+  const Clock::time_point peer_started = Clock::now();
+  Result<std::unique_ptr<transport::Peer>> peer =
+      OpenPeer(comm, options, start, my_rank, mpi_world);
+  Status early = peer.status();
+  if (early.ok() && options.fail_rank == my_rank) {
+    early = Status::IoError("injected failure (--inject-fail-rank)");
+  }
+  rank::LoadOptions load = options.load;
+  load.prepared = options.prepared.get();
+  std::unique_ptr<rank::RankJob> job;
+  if (early.ok()) {
+    job = rank::RankJob::Start(result.plan, static_cast<std::uint32_t>(my_rank), load,
+                               std::move(peer).value(), options.exchange, peer_started);
   } else {
-    work();
-  }
-  report.set_rank(my_rank);
-  report.set_host(comm.host());
-  report.set_node(result.plan.ranks(my_rank).node());
-  report.set_gpu(result.plan.ranks(my_rank).gpu());
-  report.set_ok(load_status.ok());
-  if (!load_status.ok()) report.set_error(load_status.ToString());
-  report.set_header_opens(planner::HeaderOpenCount());
-  AddPhase(&report, "init", origin, origin,
-           origin + std::chrono::duration_cast<Clock::duration>(
-                        std::chrono::duration<double>(options.init_s)));
-  AddPhase(&report, "plan", origin, plan_start, plan_end, wire.size());
-  if (!load_status.ok()) {
-    spdlog::error("load failed: {}", load_status.ToString());
-    result.failure = load_status;
+    early = Status(early).Annotate("rank " + std::to_string(my_rank));
   }
 
-  if (options.before_gather) options.before_gather(my_rank);
-
-  // Gather: every rank gets here, failed or not.
-  HOIST_ASSIGN_OR_RETURN(std::vector<std::string> blobs, comm.Gather(report.SerializeAsString()));
+  DriverSetup setup;
+  setup.ranks_running = mpi_world ? world : 1;
+  for (int r = 0; r < world; ++r) {
+    if (mpi_world || r == my_rank) setup.total_bytes += CopyBytes(result.plan.ranks(r));
+  }
+  setup.complete = [&](proto::RankReport& report) {
+    report.set_rank(static_cast<std::uint32_t>(my_rank));
+    report.set_host(comm.host());
+    report.set_node(result.plan.ranks(my_rank).node());
+    report.set_gpu(result.plan.ranks(my_rank).gpu());
+    report.set_header_opens(planner::HeaderOpenCount());
+    AddPhase(&report, "init", origin, origin,
+             origin + std::chrono::duration_cast<Clock::duration>(
+                          std::chrono::duration<double>(options.init_s)));
+    AddPhase(&report, "plan", origin, plan_start, plan_end, wire_bytes);
+  };
+  Driver driver(comm, options, start, my_rank, std::move(setup));
+  HOIST_RETURN_IF_ERROR(driver.Run(job.get(), early));
+  result.local = std::move(driver.local());
+  result.failure = driver.failure();
   if (comm.rank() == 0) {
-    bool by_peer = !result.failure.ok() && rank::CausedByPeer(result.failure.message());
-    for (size_t i = 0; i < blobs.size(); ++i) {
-      proto::RankReport r;
-      if (!r.ParseFromString(blobs[i])) {
-        r.set_rank(static_cast<std::uint32_t>(i));
-        r.set_ok(false);
-        r.set_error("report does not parse");
-      }
-      // Name the first rank that failed on its own, not one that stopped because of a peer.
-      if (!r.ok() && (result.failure.ok() || (by_peer && !rank::CausedByPeer(r.error())))) {
-        by_peer = rank::CausedByPeer(r.error());
-        result.failure = Status(Code::kAborted, "rank " + std::to_string(r.rank()) + " on " +
-                                                    r.host() + " failed: " + r.error());
-      }
-      result.reports.push_back(std::move(r));
-    }
+    result.reports = std::move(driver.reports());
+    result.failure = Blame(result.reports);
     result.wall_s = Seconds(origin, Clock::now());
   }
   return result;

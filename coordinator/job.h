@@ -1,47 +1,73 @@
-// Rank 0's role and every rank's part in one job: plan once on rank 0, broadcast the protobuf
-// plan, run this rank's part through rank/, gather the reports to rank 0.
+// One job, as each rank runs it: every rank says hello to rank 0; rank 0 reads the checkpoint's
+// headers once, plans, and sends every rank its JobStart (the protobuf plan and, for dedup on
+// GPUs, the NCCL ids of the peer groups); each rank opens its peer (NCCL set-up runs beside the
+// reads), runs its load (rank/rank_job.h) and takes part in the control loop
+// (coordinator/control.h) until every rank is done; rank 0 gets every report with the last
+// control message and names the rank that failed first.
 //
 // Ownership: RunJob returns this rank's LoadedRank (arena and device) so a caller can keep the
 // weights resident; the reports and the aggregate live in JobResult on rank 0.
-// Failure: a planning error on rank 0 is broadcast to every rank (each returns Aborted naming
-// rank 0's cause); a load error on any rank is carried in its report, so every rank reaches the
-// gather and rank 0 returns one error naming the rank, host and cause. No collective is entered
-// by only some ranks. A rank that dies is handled by mpirun, which ends the others.
-// Threading: call from the main thread.
+// Failure: a planning error on rank 0 reaches every rank (each returns it, with the same code);
+// a load error on any rank stops the others within one control message and is carried in the
+// reports, so rank 0 returns one error naming the rank, host and cause. A rank that goes silent
+// (stopped, hung, dead) for longer than the peer timeout ends RunJob with Aborted naming it; its
+// caller should then end the job (Comm::Abort), since MPI_Finalize would wait for that rank.
+// Every wait on another rank is bounded by that timeout. Threading: call from the thread that
+// owns the Comm (the one that initialised MPI).
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <future>
+#include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "coordinator/comm.h"
 #include "hoist/status.h"
 #include "planner/plan_builder.h"
 #include "proto/plan.pb.h"
+#include "rank/exchange.h"
 #include "rank/worker.h"
+#include "transport/peer.h"
 
 namespace hoist::coordinator {
+
+// Progress of the whole job, for rank 0's display.
+struct Progress {
+  std::uint64_t done = 0;     // bytes in the arenas of the ranks that run
+  std::uint64_t total = 0;    // bytes those ranks' copies move
+  double seconds = 0;         // since the loads began
+  std::string_view activity;  // what the slowest rank does ("allocating the arena", "reading")
+  int ranks = 1;              // how many ranks run
+  bool final = false;         // the last call: every rank finished
+  bool ok = true;             // with final: whether every rank succeeded
+};
 
 struct JobOptions {
   std::string model_dir;
   planner::PlanOptions plan;
   rank::LoadOptions load;
+  rank::ExchangeOptions exchange;  // timeout_s also bounds every control-plane wait
   // Without MPI: which rank of the plan this single process executes.
   int solo_rank = 0;
-  // Progress while the ranks load, called on rank 0 about every `progress_interval_s` and once
-  // at the end with (bytes handed to devices over all ranks, bytes the plan's copies move, seconds
-  // since the loads began). Not called for dedup plans, whose exchange owns MPI from its own
-  // thread.
-  std::function<void(std::uint64_t done, std::uint64_t total, double seconds, bool final)> progress;
+  // Rank 0's progress display: called about every `progress_interval_s` while the ranks load,
+  // and once at the end (final).
+  std::function<void(const Progress&)> progress;
   double progress_interval_s = 0.25;
   // Seconds from process start to MPI ready on this rank (reported as the `init` phase).
   double init_s = 0;
-  // Test hook, called with this rank's index just before the gather (launch/ uses it to
-  // simulate a rank that dies mid-job).
-  std::function<void(int)> before_gather;
-  // Test hook: fail this rank with an injected error after planning (-1: none).
+  // A device opened before MPI started (rank::PrepareDevice on a helper thread); nullptr:
+  // RunJob opens it itself, beside planning.
+  std::shared_ptr<std::future<Result<rank::PreparedDevice>>> prepared;
+  // Tests: wraps this rank's peer (transport fault injection); called after the plan arrives
+  // (the CLI stops or kills the process there); called with this rank's index just before its
+  // final report is sent; fail this rank with an injected error after planning (-1: none).
+  std::function<std::unique_ptr<transport::Peer>(std::unique_ptr<transport::Peer>)> wrap_peer;
+  std::function<void(int)> after_plan;
+  std::function<void(int)> before_report;
   int fail_rank = -1;
 };
 
@@ -49,14 +75,18 @@ struct JobResult {
   proto::LoadPlan plan;                    // every rank
   std::optional<rank::LoadedRank> local;   // this rank's weights, when its load succeeded
   std::vector<proto::RankReport> reports;  // rank 0 only, in rank order
-  double wall_s = 0;                       // rank 0: job wall time from start to gather
-  // Rank 0: the first failed rank's error ("rank 3 on host-b: IoError: ..."), OK when all
-  // succeeded. Other ranks: their own load error.
+  double wall_s = 0;                       // rank 0: job wall time from start to the last report
+  // Rank 0: the first failed rank's error ("rank 3 on host-b failed: IoError: ..."), OK when
+  // all succeeded. Other ranks: their own load error.
   Status failure;
 };
 
-// Runs the job on `comm`. The Status is not OK only when the job could not reach the gather
-// (e.g. planning failed); load failures are in JobResult::failure with the reports.
-Result<JobResult> RunJob(Comm& comm, const JobOptions& options);
+// The number of ranks a plan with these options has (tp x dp, or ep when expert parallel).
+int PlannedWorld(const planner::PlanOptions& plan);
+
+// Runs the job on `comm`. The Status is not OK when the job could not run to its end (planning
+// failed, the world does not match the plan, a rank went silent); load failures are in
+// JobResult::failure with the reports.
+Result<JobResult> RunJob(Comm& comm, JobOptions options);
 
 }  // namespace hoist::coordinator

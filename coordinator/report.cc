@@ -60,9 +60,8 @@ std::string XmlEscape(const std::string& s) {
 
 const std::vector<std::string>& PhaseNames() {
   static const std::vector<std::string> kNames = {
-      "init",        "device_init",   "plan", "bind",         "residency",
-      "arena_alloc", "staging_alloc", "read", "h2d",          "peer",
-      "drain",       "verify",        "dump", "staging_free", "total"};
+      "init", "device_init", "plan", "bind",  "residency", "arena_alloc", "staging_alloc", "read",
+      "h2d",  "peer_init",   "peer", "drain", "verify",    "dump",        "staging_free",  "total"};
   return kNames;
 }
 
@@ -148,8 +147,12 @@ std::string FormatTable(const proto::LoadPlan& plan, const std::vector<proto::Ra
                                     : 0.0,
                     r->ok() ? "ok" : "FAILED: ", r->ok() ? "" : r->error().c_str());
       os << line;
+      if (line[std::strlen(line) - 1] != '\n') os << "\n";  // a long error filled `line`
+      if (!r->cpus().empty()) {
+        os << "            cpus " << r->cpus() << " (" << r->cpu_bind() << "), "
+           << r->fill_threads() << " fill threads\n";
+      }
       if (plan.dedup() != proto::DEDUP_NONE) {
-        if (line[std::strlen(line) - 1] != '\n') os << "\n";  // a long error filled `line`
         std::snprintf(
             line, sizeof(line),
             "            from storage %9.3f GiB, sent %9.3f GiB, received %9.3f GiB%s%s\n",
@@ -184,6 +187,7 @@ nlohmann::json ReportJson(const proto::LoadPlan& plan,
   j["dedup"] = plan.dedup() == proto::DEDUP_NODE  ? "node"
                : plan.dedup() == proto::DEDUP_JOB ? "job"
                                                   : "none";
+  j["dedup_reason"] = plan.dedup_reason();
   std::uint64_t storage = 0, sent = 0, received = 0;
   for (const auto& r : reports) {
     storage += r.bytes_read_from_storage();
@@ -226,6 +230,10 @@ nlohmann::json ReportJson(const proto::LoadPlan& plan,
     jr["bytes_received"] = r.bytes_received();
     jr["peer"] = r.peer();
     jr["verified"] = r.verified();
+    jr["cpus"] = r.cpus();
+    jr["fill_threads"] = r.fill_threads();
+    jr["cpu_bind"] = r.cpu_bind();
+    jr["stopped_by"] = r.stopped_by();
     nlohmann::json ph = nlohmann::json::object();
     for (const auto& p : r.phases()) {
       ph[p.name()] = {{"start_s", p.start_s()},

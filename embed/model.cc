@@ -194,12 +194,13 @@ Result<Model> Load(const LoadOptions& options) {
   job.load.origin = origin;
   job.init_s = 0;
 
-  HOIST_ASSIGN_OR_RETURN(coordinator::JobResult result, coordinator::RunJob(*comm, job));
+  const double timeout_s = job.exchange.timeout_s;
+  HOIST_ASSIGN_OR_RETURN(coordinator::JobResult result, coordinator::RunJob(*comm, std::move(job)));
   // Every rank learns whether the job as a whole succeeded (rank 0 has everyone's reports).
   Status failure = result.failure;
   if (comm->size() > 1) {
     std::string verdict = comm->rank() == 0 && !failure.ok() ? failure.ToString() : "";
-    HOIST_RETURN_IF_ERROR(comm->Broadcast(&verdict));
+    HOIST_RETURN_IF_ERROR(comm->Broadcast(&verdict, timeout_s));
     if (failure.ok() && !verdict.empty()) failure = Status::Aborted("the job failed: " + verdict);
   }
   HOIST_RETURN_IF_ERROR(failure);

@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstdio>
 #include <functional>
+#include <future>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -20,7 +21,6 @@
 #include "coordinator/report.h"
 #include "launch/exit_codes.h"
 #include "launch/job_spec.h"
-#include "launch/launcher_env.h"
 #include "launch/logging.h"
 #include "launch/serve_cli.h"
 #include "launch/suggest.h"
@@ -29,6 +29,8 @@
 #include "planner/dedup.h"
 #include "planner/plan_builder.h"
 #include "planner/plan_summary.h"
+#include "rank/placement.h"
+#include "transport/peer.h"
 
 namespace hoist::launch {
 namespace {
@@ -41,35 +43,44 @@ struct LoadFlags {
   std::string report_json, trace, timeline, metrics;
   int inject_fail_rank = -1;
   int inject_kill_rank = -1;
+  int inject_stop_rank = -1;
   std::string inject_peer_fault;  // KIND:RANK (kill | error | stall), dedup exchange
   bool no_progress = false;
 };
 
 // Rank 0's progress display: a bar redrawn in place on a terminal, else a log line at most once
-// a second and one at the end.
-std::function<void(std::uint64_t, std::uint64_t, double, bool)> ProgressPrinter() {
+// a second and one at the end. It counts the bytes of the ranks that run, names what the slowest
+// of them is doing while it is not reading, and says "done" only when every rank succeeded.
+std::function<void(const coordinator::Progress&)> ProgressPrinter() {
   const bool tty = ::isatty(STDERR_FILENO) != 0;
   auto last_line = std::make_shared<double>(-1.0);
-  return [tty, last_line](std::uint64_t done, std::uint64_t total, double s, bool final) {
-    const double unit = total >= (1ull << 30) ? 1024.0 * 1024.0 * 1024.0 : 1024.0 * 1024.0;
-    const char* unit_name = total >= (1ull << 30) ? "GiB" : "MiB";
+  return [tty, last_line](const coordinator::Progress& p) {
+    const bool gib = p.total >= (1ull << 30);
+    const double unit = gib ? 1024.0 * 1024.0 * 1024.0 : 1024.0 * 1024.0;
+    const char* unit_name = gib ? "GiB" : "MiB";
     constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-    const double frac = total > 0 ? static_cast<double>(done) / static_cast<double>(total) : 1.0;
-    const double rate = s > 0 ? static_cast<double>(done) / kGiB / s : 0.0;
+    const double frac =
+        p.total > 0 ? static_cast<double>(p.done) / static_cast<double>(p.total) : 1.0;
+    const double rate = p.seconds > 0 ? static_cast<double>(p.done) / kGiB / p.seconds : 0.0;
+    const std::string who = p.ranks == 1 ? "" : " over " + std::to_string(p.ranks) + " ranks";
+    const std::string what = p.final ? (p.ok ? ", done" : ", FAILED")
+                             : p.activity == "reading" || p.activity.empty()
+                                 ? ""
+                                 : ", " + std::string(p.activity);
     if (tty) {
       constexpr int kWidth = 30;
       const int filled = static_cast<int>(frac * kWidth + 0.5);
-      std::fprintf(stderr, "\rhoist: [%s%s] %.2f / %.2f %s  %.1f GiB/s%s",
+      std::fprintf(stderr, "\rhoist: [%s%s] %.2f / %.2f %s%s  %.1f GiB/s%s\033[K%s",
                    std::string(filled, '#').c_str(), std::string(kWidth - filled, '.').c_str(),
-                   static_cast<double>(done) / unit, static_cast<double>(total) / unit, unit_name,
-                   rate, final ? "\n" : "");
+                   static_cast<double>(p.done) / unit, static_cast<double>(p.total) / unit,
+                   unit_name, who.c_str(), rate, what.c_str(), p.final ? "\n" : "");
       return;
     }
-    if (final || s - *last_line >= 1.0) {
-      *last_line = s;
-      spdlog::info("progress: {:.2f} / {:.2f} {} ({:.0f}%) over all ranks, {:.1f} GiB/s{}",
-                   static_cast<double>(done) / unit, static_cast<double>(total) / unit, unit_name,
-                   frac * 100, rate, final ? ", done" : "");
+    if (p.final || p.seconds - *last_line >= 1.0) {
+      *last_line = p.seconds;
+      spdlog::info("progress: {:.2f} / {:.2f} {} ({:.0f}%){}, {:.1f} GiB/s{}",
+                   static_cast<double>(p.done) / unit, static_cast<double>(p.total) / unit,
+                   unit_name, frac * 100, who, rate, what);
     }
   };
 }
@@ -122,30 +133,71 @@ Status WriteReports(const LoadFlags& l, const coordinator::JobResult& job) {
   return Status::Ok();
 }
 
-// --inject-peer-fault KIND:RANK (dedup failure tests): the fault this rank plays, if any.
-Result<rank::PeerFault> ParsePeerFault(const std::string& spec, int my_rank) {
-  if (spec.empty()) return rank::PeerFault::kNone;
-  const std::size_t colon = spec.find(':');
-  const std::string kind = spec.substr(0, colon);
-  const int victim = colon == std::string::npos ? -1 : std::atoi(spec.c_str() + colon + 1);
+// The test hooks of `hoist load` (hidden flags): a failed, killed, stopped or faulty rank.
+Status ApplyTestHooks(const LoadFlags& l, int rank, coordinator::JobOptions* job) {
+  job->fail_rank = l.inject_fail_rank;
+  if (l.inject_kill_rank == rank) {
+    job->before_report = [](int) { raise(SIGKILL); };  // a rank that dies before it reports
+  }
+  if (l.inject_stop_rank == rank) {
+    job->after_plan = [](int r) {  // a rank that stops (as a hung NFS read or frozen host would)
+      spdlog::error("rank {}: injected stop: SIGSTOP", r);
+      raise(SIGSTOP);
+    };
+  }
+  if (l.inject_peer_fault.empty()) return Status::Ok();
+  const std::size_t colon = l.inject_peer_fault.find(':');
+  const std::string kind = l.inject_peer_fault.substr(0, colon);
+  const int victim =
+      colon == std::string::npos ? -1 : std::atoi(l.inject_peer_fault.c_str() + colon + 1);
   if ((kind != "kill" && kind != "error" && kind != "stall") || victim < 0) {
     return Status::InvalidArgument("--inject-peer-fault wants kill|error|stall:RANK");
   }
-  if (victim != my_rank) return rank::PeerFault::kNone;
-  return kind == "kill"    ? rank::PeerFault::kKill
-         : kind == "error" ? rank::PeerFault::kError
-                           : rank::PeerFault::kStall;
+  if (victim != rank) return Status::Ok();
+  if (kind == "kill") {
+    job->exchange.after_first_group = [rank] {
+      spdlog::error("rank {}: injected peer fault: killing this rank mid-exchange", rank);
+      raise(SIGKILL);
+    };
+    return Status::Ok();
+  }
+  const transport::PeerFault fault =
+      kind == "error" ? transport::PeerFault::kError : transport::PeerFault::kStall;
+  job->wrap_peer = [rank, fault](std::unique_ptr<transport::Peer> p) {
+    if (fault == transport::PeerFault::kStall) {
+      spdlog::error("rank {}: injected peer fault: stalling mid-exchange", rank);
+    }
+    return transport::WrapFaultyPeer(std::move(p), fault);
+  };
+  return Status::Ok();
+}
+
+// Opens this rank's device on a helper thread before MPI starts, so that the CUDA context (about
+// 0.3 s) is created beside MPI_Init. The GPU is the one the planner will assign: the topology's
+// for this rank (the launcher's environment says which rank this is), else the rank's index on
+// its host.
+std::shared_ptr<std::future<Result<rank::PreparedDevice>>> StartDeviceEarly(
+    const coordinator::JobOptions& job, Clock::time_point origin) {
+  const int rank = coordinator::LaunchedByMpi() ? coordinator::LauncherRank() : job.solo_rank;
+  int gpu = coordinator::LaunchedByMpi() ? coordinator::LauncherLocalRank() : job.solo_rank;
+  if (rank >= 0 && static_cast<std::size_t>(rank) < job.plan.locations.size()) {
+    gpu = static_cast<int>(job.plan.locations[static_cast<std::size_t>(rank)].gpu);
+  }
+  if (gpu < 0) return nullptr;  // unknown before MPI: RunJob opens it beside planning
+  return std::make_shared<std::future<Result<rank::PreparedDevice>>>(
+      std::async(std::launch::async, rank::PrepareDevice, job.load.device, gpu, origin));
 }
 
 int RunLoad(const JobSpec& spec, const LoadFlags& l, const std::string& log_level, int* argc,
             char*** argv, Clock::time_point origin) {
-  // Configuration errors are the same on every rank (same flags, same file): each process finds
-  // them before MPI starts, rank 0 alone prints, and every rank exits with the same code.
+  // Before MPI: the job's options (pure; configuration errors are the same on every rank, so
+  // each process finds them here, rank 0 alone prints, and every rank exits with the same code),
+  // then the device and host topology, which load while MPI starts.
   Result<ResolvedJob> resolved = ResolveJobSpec(spec);
   if (!resolved.ok()) return Fail(resolved.status(), !PrintsSharedErrors());
-  if (Result<rank::PeerFault> f = ParsePeerFault(l.inject_peer_fault, 0); !f.ok()) {
-    return Fail(f.status(), !PrintsSharedErrors());
-  }
+  std::shared_ptr<std::future<Result<rank::PreparedDevice>>> prepared =
+      StartDeviceEarly(resolved->job, origin);
+  rank::WarmHostTopology();
   std::unique_ptr<coordinator::Comm> comm;
   if (coordinator::LaunchedByMpi()) {
     Result<std::unique_ptr<coordinator::Comm>> c = coordinator::CreateMpiComm(argc, argv);
@@ -159,26 +211,24 @@ int RunLoad(const JobSpec& spec, const LoadFlags& l, const std::string& log_leve
     return Fail(s, comm->rank() != 0);
   }
   coordinator::JobOptions job = std::move(resolved->job);
-  job.fail_rank = l.inject_fail_rank;
-  if (l.inject_kill_rank >= 0) {
-    const int victim = l.inject_kill_rank;
-    job.before_gather = [victim](int rank) {
-      if (rank == victim) raise(SIGKILL);  // a rank that dies mid-job, for the failure tests
-    };
+  if (Status s = ApplyTestHooks(l, comm->rank(), &job); !s.ok()) {
+    return Fail(s, comm->rank() != 0);
   }
-  job.load.exchange.fault = *ParsePeerFault(l.inject_peer_fault, comm->rank());
+  job.prepared = prepared;
   job.load.dump_dir = l.dump;
   job.load.origin = origin;
-  // Every rank sets the callback (so every rank runs the same progress rounds); rank 0 calls it.
-  if (!l.no_progress) job.progress = ProgressPrinter();
+  if (!l.no_progress) job.progress = ProgressPrinter();  // rank 0 calls it
   job.init_s = std::chrono::duration<double>(init_end - origin).count();
 
-  Result<coordinator::JobResult> result = coordinator::RunJob(*comm, job);
+  Result<coordinator::JobResult> result = coordinator::RunJob(*comm, std::move(job));
   if (!result.ok()) {
     // A configuration error (e.g. mpirun started a world the plan does not have) is seen by
     // every rank alike: rank 0 prints it.
     const bool shared = result.status().code() == Code::kInvalidArgument;
-    return Fail(result.status(), shared && comm->rank() != 0);
+    const int rc = Fail(result.status(), shared && comm->rank() != 0);
+    // The ranks are out of step (one went silent): MPI_Finalize would wait for it forever.
+    if (result.status().code() == Code::kAborted && comm->size() > 1) comm->Abort(rc);
+    return rc;
   }
   if (comm->rank() != 0) return ExitCode(result->failure);
   int rc = kExitOk;
@@ -312,6 +362,9 @@ int Main(int argc, char** argv) {
   load->add_option("--inject-fail-rank", l.inject_fail_rank, "testing: fail this rank's load")
       ->group("");
   load->add_option("--inject-kill-rank", l.inject_kill_rank, "testing: SIGKILL this rank")
+      ->group("");
+  load->add_option("--inject-stop-rank", l.inject_stop_rank,
+                   "testing: SIGSTOP this rank after the plan arrives")
       ->group("");
   load->add_option("--inject-peer-fault", l.inject_peer_fault,
                    "testing: kill:RANK, error:RANK or stall:RANK mid-exchange (dedup)")

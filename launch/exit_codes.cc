@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "launch/launcher_env.h"
+#include "coordinator/comm.h"
 
 namespace hoist::launch {
 
@@ -16,6 +16,6 @@ int Fail(const Status& s, bool quiet) {
   return ExitCode(s);
 }
 
-bool PrintsSharedErrors() { return LauncherRank() <= 0; }
+bool PrintsSharedErrors() { return coordinator::LauncherRank() <= 0; }
 
 }  // namespace hoist::launch

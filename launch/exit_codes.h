@@ -23,8 +23,9 @@ int ExitCode(const Status& s);
 int Fail(const Status& s, bool quiet = false);
 
 // True when this process prints errors that every rank of a launch sees identically (usage,
-// configuration, world size): rank 0 of the launch, or a process not started by a launcher.
-// Other ranks exit with the same code silently.
+// configuration, world size): rank 0 of the launch, or a process not started by a launcher
+// (coordinator::LauncherRank, read from the launcher's environment before MPI starts). Other
+// ranks exit with the same code silently.
 bool PrintsSharedErrors();
 
 }  // namespace hoist::launch

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "planner/dedup.h"
+#include "planner/hub.h"
 #include "transport/pipeline.h"
 
 namespace hoist::launch {
@@ -99,9 +100,9 @@ Status ResolvePlanChoices(const JobSpec& s, const Topology& t, planner::PlanOpti
   }
   p->placement =
       placement == "round_robin" ? proto::PLACEMENT_ROUND_ROBIN : proto::PLACEMENT_LINEAR;
-  const std::string dedup = s.dedup.value_or(t.dedup.value_or("none"));
+  const std::string dedup = s.dedup.value_or(t.dedup.value_or("auto"));
   if (!planner::ParseDedup(dedup, &p->dedup)) {
-    return Status::InvalidArgument("dedup '" + dedup + "' is not none, node or job");
+    return Status::InvalidArgument("dedup '" + dedup + "' is not auto, none, node or job");
   }
   const Sourced<int> step{s.dedup_step_kib.value_or(0), "--dedup-step-kib"};
   HOIST_RETURN_IF_ERROR(CheckRange(step, "the dedup step in KiB", 1, kLimits.max_dedup_step_kib,
@@ -139,7 +140,8 @@ Status ResolveLoadChoices(const JobSpec& s, const Topology& t, rank::LoadOptions
 }
 
 // Staging ring, fill threads, chunk size and the peer timeout.
-Status ResolveLoadNumbers(const JobSpec& s, const Topology& t, rank::LoadOptions* l) {
+Status ResolveLoadNumbers(const JobSpec& s, const Topology& t, coordinator::JobOptions* job) {
+  rank::LoadOptions* l = &job->load;
   const std::string& f = s.topology;
   const auto slots = Pick(s.slots, t.slots, 0, "--slots", "staging.slots", f);
   const auto slot_mib = Pick(s.slot_mib, t.slot_mib, 0, "--slot-mib", "staging.slot_mib", f);
@@ -168,7 +170,7 @@ Status ResolveLoadNumbers(const JobSpec& s, const Topology& t, rank::LoadOptions
   l->threads = threads.value;
   l->chunk_bytes = static_cast<std::uint64_t>(chunk_kib.value) << 10;
 
-  const auto timeout = Pick(s.peer_timeout_s, t.peer_timeout_s, l->exchange.timeout_s,
+  const auto timeout = Pick(s.peer_timeout_s, t.peer_timeout_s, job->exchange.timeout_s,
                             "--peer-timeout-s", "peer_timeout_s", f);
   if (!std::isfinite(timeout.value) || timeout.value <= 0 ||
       timeout.value > kLimits.max_peer_timeout_s) {
@@ -179,7 +181,7 @@ Status ResolveLoadNumbers(const JobSpec& s, const Topology& t, rank::LoadOptions
                                    "seconds above 0 and at most " +
                                    std::to_string(static_cast<int>(kLimits.max_peer_timeout_s)));
   }
-  l->exchange.timeout_s = timeout.value;
+  job->exchange.timeout_s = timeout.value;
   return Status::Ok();
 }
 
@@ -188,7 +190,9 @@ Status ResolveLoadNumbers(const JobSpec& s, const Topology& t, rank::LoadOptions
 void AddJobFlags(CLI::App* app, JobSpec* s, bool load_flags) {
   const JobLimits& k = kLimits;
   app->add_option("--topology", s->topology, "YAML topology file (flags override it)");
-  AddOptional(app, "--model", &s->model, "checkpoint folder");
+  AddOptional(app, "--model", &s->model,
+              "checkpoint folder, or a Hugging Face repo id owner/name[@revision] in the local "
+              "cache (never downloaded)");
   AddOptional(app, "--tp", &s->tp, "tensor-parallel size" + Range(1, k.max_tp));
   AddOptional(app, "--ep", &s->ep,
               "expert-parallel size (= world; 0: off)" + Range(0, k.max_world));
@@ -196,11 +200,11 @@ void AddJobFlags(CLI::App* app, JobSpec* s, bool load_flags) {
   AddOptional(app, "--layout", &s->layout, "fused | hf");
   AddOptional(app, "--placement", &s->placement, "expert placement under ep: linear | round_robin");
   AddOptional(app, "--dedup", &s->dedup,
-              "none | node | job: read bytes several ranks need once per node (or job) and "
-              "forward them");
+              "auto | none | node | job: read bytes several ranks need once per node (or job) "
+              "and forward them (auto: node where it pays)");
   AddOptional(
       app, "--dedup-step-kib", &s->dedup_step_kib,
-      "dedup: KiB of shared bytes per exchange step (0: 1 GiB)" + Range(0, k.max_dedup_step_kib));
+      "dedup: KiB of shared bytes per exchange step (0: 64 MiB)" + Range(0, k.max_dedup_step_kib));
   if (!load_flags) return;
   app->add_option("--rank", s->solo_rank, "without mpirun: which rank of the plan to run");
   AddOptional(app, "--read", &s->read, "auto | buffered | direct | mmap | pageable | registered");
@@ -217,9 +221,13 @@ void AddJobFlags(CLI::App* app, JobSpec* s, bool load_flags) {
   app->add_flag_function(
       "--verify", [s](std::int64_t) { s->verify = true; },
       "prove every device byte equals the plan's");
+  AddOptional(app, "--cpu-bind", &s->cpu_bind,
+              "where fill threads run: auto (the GPU's NUMA cores, shared among the node's "
+              "ranks) | launcher (as mpirun bound them) | none")
+      ->check(CLI::IsMember({"auto", "launcher", "none"}));
   AddOptional(app, "--peer-timeout-s", &s->peer_timeout_s,
-              "dedup: seconds any wait for a peer may take before the job fails (above 0, at "
-              "most " +
+              "seconds any wait for another rank may take before the job fails naming it (above 0, "
+              "at most " +
                   std::to_string(static_cast<int>(k.max_peer_timeout_s)) + ")");
   app->add_flag("--no-numa", s->no_numa, "do not bind to the GPU's NUMA node");
 }
@@ -241,6 +249,9 @@ Result<ResolvedJob> ResolveJobSpec(const JobSpec& s) {
     return Status::InvalidArgument(
         "no model: give --model DIR (LoadOptions::model) or 'model:' in the topology file");
   }
+  // A Hugging Face repo id (owner/name[@revision]) becomes its snapshot in the local cache.
+  HOIST_ASSIGN_OR_RETURN(job.model_dir,
+                         planner::ResolveModelPath(job.model_dir, planner::HubEnv::FromProcess()));
   HOIST_RETURN_IF_ERROR(ResolveParallelism(s, t, &job.plan));
   HOIST_RETURN_IF_ERROR(ResolvePlanChoices(s, t, &job.plan));
   const planner::PlanOptions& p = job.plan;
@@ -252,9 +263,15 @@ Result<ResolvedJob> ResolveJobSpec(const JobSpec& s) {
   }
   rank::LoadOptions& l = job.load;
   HOIST_RETURN_IF_ERROR(ResolveLoadChoices(s, t, &l));
-  HOIST_RETURN_IF_ERROR(ResolveLoadNumbers(s, t, &l));
+  HOIST_RETURN_IF_ERROR(ResolveLoadNumbers(s, t, &job));
   l.verify = s.verify.value_or(t.verify.value_or(false));
   l.bind_numa = !s.no_numa;
+  const std::string cpu_bind = s.cpu_bind.value_or(t.cpu_bind.value_or("auto"));
+  std::optional<rank::CpuBind> bind = rank::ParseCpuBind(cpu_bind);
+  if (!bind) {
+    return Status::InvalidArgument("cpu_bind '" + cpu_bind + "' is not auto, launcher or none");
+  }
+  l.cpu_bind = *bind;
   job.solo_rank = s.solo_rank;
   return out;
 }

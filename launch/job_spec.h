@@ -26,7 +26,7 @@ struct JobSpec {
   std::string topology;  // YAML file; empty: none
   std::optional<std::string> model;
   std::optional<int> tp, ep, dp;
-  std::optional<std::string> layout, placement, dedup, read, device, staging;
+  std::optional<std::string> layout, placement, dedup, read, device, staging, cpu_bind;
   std::optional<int> dedup_step_kib, slots, slot_mib, threads, chunk_kib;
   std::optional<double> peer_timeout_s;
   std::optional<bool> verify;

@@ -153,7 +153,7 @@ int ServeCommands::RunServe(int* argc, char*** argv, std::chrono::steady_clock::
     return Fail(Status::InvalidArgument("--socket-dir " + s.message()));
   }
 
-  Result<coordinator::JobResult> result = coordinator::RunJob(*comm, job);
+  Result<coordinator::JobResult> result = coordinator::RunJob(*comm, std::move(job));
   if (!result.ok()) {
     const bool shared = result.status().code() == Code::kInvalidArgument;
     return Fail(result.status(), shared && comm->rank() != 0);

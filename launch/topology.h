@@ -10,7 +10,9 @@
 //   device: auto     # auto | cuda | host
 //   staging: {slots: 4, slot_mib: 32, threads: 12}
 //   verify: false
-//   dedup: none      # none | node | job: read shared bytes once per node / job, forward them
+//   dedup: auto      # auto | none | node | job: read shared bytes once per node / job, forward
+//                    # them (auto: node where it pays, see planner/dedup.h)
+//   cpu_bind: auto   # auto | launcher | none: where fill threads run (rank/placement.h)
 //   peer_timeout_s: 120  # dedup: bound on any wait for a peer
 //   nodes:           # rank -> (node, gpu) in order; absent: one node, gpu = rank
 //     - {name: node-a, gpus: [0, 1]}
@@ -45,6 +47,7 @@ struct Topology {
   std::optional<int> slots, slot_mib, threads;
   std::optional<bool> verify;
   std::optional<std::string> dedup;      // planner/dedup.h
+  std::optional<std::string> cpu_bind;   // rank/placement.h: auto | launcher | none
   std::optional<double> peer_timeout_s;  // rank/exchange.h
   std::vector<NodeSpec> nodes;
   // `hoist serve` (rank/serve.h).

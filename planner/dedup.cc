@@ -4,6 +4,7 @@
 #include "planner/dedup.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <tuple>
 #include <utility>
@@ -281,6 +282,8 @@ const char* DedupName(proto::Dedup mode) {
       return "node";
     case proto::DEDUP_JOB:
       return "job";
+    case proto::DEDUP_AUTO:
+      return "auto";
     default:
       return "none";
   }
@@ -293,19 +296,66 @@ bool ParseDedup(const std::string& name, proto::Dedup* out) {
     *out = proto::DEDUP_NODE;
   } else if (name == "job") {
     *out = proto::DEDUP_JOB;
+  } else if (name == "auto") {
+    *out = proto::DEDUP_AUTO;
   } else {
     return false;
   }
   return true;
 }
 
+namespace {
+
+std::string Percent(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%", 100 * x);
+  return buf;
+}
+
+// DEDUP_AUTO: NODE where it pays, else NONE (see dedup.h).
+Status ApplyAutoDedup(const DedupOptions& options, proto::LoadPlan* plan) {
+  DedupOptions none = options, node = options;
+  none.mode = proto::DEDUP_NONE;
+  node.mode = proto::DEDUP_NODE;
+  if (plan->ranks_size() < 2) {
+    HOIST_RETURN_IF_ERROR(ApplyDedup(none, plan));
+    plan->set_dedup_reason("auto: none (one rank)");
+    return Status::Ok();
+  }
+  if (!options.gpu_peers) {
+    HOIST_RETURN_IF_ERROR(ApplyDedup(none, plan));
+    plan->set_dedup_reason(
+        "auto: none (the ranks do not load into GPUs with direct peer access, so forwarding "
+        "would cost host memory bandwidth like reading)");
+    return Status::Ok();
+  }
+  proto::LoadPlan with_node = *plan;
+  HOIST_RETURN_IF_ERROR(ApplyDedup(node, &with_node));
+  HOIST_RETURN_IF_ERROR(ApplyDedup(none, plan));
+  const double all = static_cast<double>(plan->storage_bytes());
+  const double saved = all > 0 ? 1.0 - static_cast<double>(with_node.storage_bytes()) / all : 0;
+  if (saved >= kAutoDedupMinSaving) {
+    *plan = std::move(with_node);
+    plan->set_dedup_reason("auto: node (reads " + Percent(saved) +
+                           " fewer bytes from storage; GPUs forward the shared bytes directly)");
+  } else {
+    plan->set_dedup_reason("auto: none (node dedup would save only " + Percent(saved) +
+                           " of the bytes read, under " + Percent(kAutoDedupMinSaving) + ")");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status ApplyDedup(const DedupOptions& options, proto::LoadPlan* plan) {
+  if (options.mode == proto::DEDUP_AUTO) return ApplyAutoDedup(options, plan);
   if (options.mode != proto::DEDUP_NONE && options.mode != proto::DEDUP_NODE &&
       options.mode != proto::DEDUP_JOB) {
     return Status::InvalidArgument("unknown dedup mode " + std::to_string(options.mode));
   }
   if (options.step_bytes == 0) return Status::InvalidArgument("dedup step bytes must be >= 1");
   plan->set_dedup(options.mode);
+  plan->set_dedup_reason(std::string(DedupName(options.mode)) + " (asked for)");
   std::uint64_t total = 0;
   for (proto::RankPlan& rp : *plan->mutable_ranks()) {
     rp.clear_steps();

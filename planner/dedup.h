@@ -34,18 +34,30 @@
 
 namespace hoist::planner {
 
+// The default exchange step: forwarding is a stage of one pipeline run (rank/exchange.h), so a
+// step costs one group of transfers; 64 MiB keeps the first forward early and the tail short.
+inline constexpr std::uint64_t kDefaultDedupStepBytes = 64ull << 20;
+
 struct DedupOptions {
   proto::Dedup mode = proto::DEDUP_NONE;
-  // Shared bytes per exchange step and group (>= 1). Each step is one staging-pipeline run per
-  // rank, so steps trade set-up cost against how soon forwarding starts.
-  std::uint64_t step_bytes = 1ull << 30;
+  // Shared bytes per exchange step and group (>= 1).
+  std::uint64_t step_bytes = kDefaultDedupStepBytes;
+  // DEDUP_AUTO: the ranks load into GPUs that reach each other directly (NVLink or PCIe
+  // peer-to-peer), so forwarding a byte costs no host memory bandwidth.
+  bool gpu_peers = false;
 };
 
-// Sets plan->dedup, the ranks' storage_bytes (their copies' bytes under DEDUP_NONE) and, under
-// NODE or JOB, their steps, own_reads and peer_group.
+// Below this share of a node's bytes saved, DEDUP_AUTO keeps every rank reading its own bytes.
+inline constexpr double kAutoDedupMinSaving = 0.10;
+
+// Sets plan->dedup, plan->dedup_reason, the ranks' storage_bytes (their copies' bytes under
+// DEDUP_NONE) and, under NODE or JOB, their steps, own_reads and peer_group. DEDUP_AUTO becomes
+// NODE when the ranks load into GPUs with direct peer access and node dedup saves at least
+// kAutoDedupMinSaving of the bytes read from storage (replicas, replicated tensors), else NONE;
+// dedup_reason says which and why.
 Status ApplyDedup(const DedupOptions& options, proto::LoadPlan* plan);
 
-// "none" | "node" | "job".
+// "none" | "node" | "job" | "auto".
 const char* DedupName(proto::Dedup mode);
 bool ParseDedup(const std::string& name, proto::Dedup* out);
 

@@ -591,7 +591,7 @@ Result<proto::LoadPlan> BuildLoadPlan(const Checkpoint& ckpt, const PlanOptions&
     rp->set_arena_bytes(AlignUp(cursor, options.alignment));
     rp->set_payload_bytes(payload);
   }
-  HOIST_RETURN_IF_ERROR(ApplyDedup({options.dedup, options.dedup_step_bytes}, &plan));
+  HOIST_RETURN_IF_ERROR(ApplyDedup({options.dedup, options.dedup_step_bytes, options.gpu_peers}, &plan));
   return plan;
 }
 

@@ -27,16 +27,18 @@ struct RankLocation {
 
 struct PlanOptions {
   int tp = 1;
-  int dp = 1;   // ignored when ep > 0 (then dp = ep / tp)
-  int ep = 0;   // 0: expert parallelism off
+  int dp = 1;  // ignored when ep > 0 (then dp = ep / tp)
+  int ep = 0;  // 0: expert parallelism off
   proto::Layout layout = proto::LAYOUT_FUSED;
   proto::ExpertPlacement placement = proto::PLACEMENT_LINEAR;
   std::uint64_t alignment = 256;
   // Optional: where each rank runs; empty means one node, gpu = rank.
   std::vector<RankLocation> locations;
-  // Read shared bytes once per node / job and forward them (planner/dedup.h).
-  proto::Dedup dedup = proto::DEDUP_NONE;
-  std::uint64_t dedup_step_bytes = 1ull << 30;  // shared bytes per exchange step (per group)
+  // Read shared bytes once per node / job and forward them (planner/dedup.h). AUTO decides
+  // per plan; gpu_peers says whether the ranks load into GPUs with direct peer access.
+  proto::Dedup dedup = proto::DEDUP_AUTO;
+  std::uint64_t dedup_step_bytes = 64ull << 20;  // shared bytes per exchange step (per group)
+  bool gpu_peers = false;
 };
 
 Result<proto::LoadPlan> BuildLoadPlan(const Checkpoint& ckpt, const PlanOptions& options);

@@ -83,6 +83,7 @@ std::string FormatPlanTable(const proto::LoadPlan& plan) {
                 static_cast<unsigned long long>(total.copies),
                 static_cast<unsigned long long>(total.fills), plan.files_size());
   out += line;
+  if (!plan.dedup_reason().empty()) out += "dedup " + plan.dedup_reason() + "\n";
   if (plan.dedup() != proto::DEDUP_NONE) {  // planner/dedup.h
     std::uint64_t copy_bytes = 0, transfers = 0, forwarded = 0;
     for (const auto& r : plan.ranks()) {

@@ -1,11 +1,18 @@
-// The `hoist` Python module (pybind11): hoist.load(...) and hoist.attach(path) return a dict of
-// tensors through DLPack, with no copy: torch tensors on the GPU (torch.from_dlpack), numpy arrays
-// on the host backend (BF16 and FP8 tensors, which numpy lacks, as uint16 / uint8 views of the
-// same bytes). load_model / attach_model return the Model itself (tensors with __dlpack__).
+// The extension `hoist._hoist` (pybind11), re-exported by the package `hoist` (python/hoist/):
+// hoist.load(...) and hoist.attach(path) return a dict of tensors through DLPack, with no copy:
+// torch tensors on the GPU (torch.from_dlpack), numpy arrays on the host backend (BF16 and FP8
+// tensors, which numpy lacks, as uint16 / uint8 views of the same bytes). load_model /
+// attach_model return the Model itself (tensors with __dlpack__).
+//
+// Communicator: load(comm=None) loads over MPI_COMM_WORLD when the process has initialised MPI
+// (e.g. mpi4py), else alone as `rank`; comm="world" initialises MPI first when needed (hoist then
+// finalises it at exit: mpi_finalize, registered by the package); comm=<mpi4py communicator>
+// loads over that communicator. Every rank of the communicator must call load.
 //
 // Ownership: every array or tensor handed out holds the weights alive (a DLPack export);
 // Model.release() drops the model's own reference. Failure: a hoist Status becomes RuntimeError
 // with its message. Threading: the GIL is released while loading or attaching.
+#include <mpi.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -15,10 +22,59 @@
 
 #include "hoist/hoist.h"
 #include "hoist/hoist_dlpack.h"
+#include "planner/hub.h"
 
 namespace py = pybind11;
 
 namespace {
+
+bool g_hoist_initialised_mpi = false;
+
+bool MpiActive() {
+  int initialised = 0, finalised = 0;
+  MPI_Initialized(&initialised);
+  MPI_Finalized(&finalised);
+  return initialised && !finalised;
+}
+
+// Initialises MPI (MPI_THREAD_FUNNELED) unless the process already has; true when this call did.
+bool MpiInit() {
+  if (MpiActive()) return false;
+  int finalised = 0;
+  MPI_Finalized(&finalised);
+  if (finalised) throw std::runtime_error("MPI was finalised in this process; it cannot restart");
+  int provided = 0;
+  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+    throw std::runtime_error("MPI_Init_thread failed");
+  }
+  g_hoist_initialised_mpi = true;
+  return true;
+}
+
+// Finalises MPI if hoist initialised it (the package registers this with atexit).
+void MpiFinalize() {
+  if (g_hoist_initialised_mpi && MpiActive()) MPI_Finalize();
+  g_hoist_initialised_mpi = false;
+}
+
+// `comm` as an MPI_Comm: None -> nullopt (hoist's default), "world" -> MPI_COMM_WORLD (MPI
+// initialised when needed), an mpi4py communicator -> its handle (through its Fortran handle).
+std::optional<MPI_Comm> ToMpiComm(const py::object& comm) {
+  if (comm.is_none()) return std::nullopt;
+  if (py::isinstance<py::str>(comm)) {
+    if (comm.cast<std::string>() != "world") {
+      throw std::invalid_argument("comm must be None, 'world' or an mpi4py communicator, not '" +
+                                  comm.cast<std::string>() + "'");
+    }
+    MpiInit();
+    return MPI_COMM_WORLD;
+  }
+  if (py::hasattr(comm, "py2f")) {
+    if (!MpiActive()) throw std::runtime_error("an mpi4py communicator was given but MPI is off");
+    return MPI_Comm_f2c(comm.attr("py2f")().cast<MPI_Fint>());
+  }
+  throw std::invalid_argument("comm must be None, 'world' or an mpi4py communicator");
+}
 
 using ModelPtr = std::shared_ptr<hoist::Model>;
 
@@ -87,7 +143,8 @@ ModelPtr LoadModel(const std::string& model, const std::string& topology, std::o
                    std::optional<int> ep, std::optional<int> dp, int rank,
                    std::optional<std::string> device, std::optional<std::string> layout,
                    std::optional<std::string> placement, std::optional<std::string> read,
-                   std::optional<int> threads, bool verify) {
+                   std::optional<int> threads, bool verify, const py::object& comm) {
+  const std::optional<MPI_Comm> mpi_comm = ToMpiComm(comm);
   hoist::LoadOptions o;
   o.model = model;
   o.topology_file = topology;
@@ -101,6 +158,7 @@ ModelPtr LoadModel(const std::string& model, const std::string& topology, std::o
   o.read = read;
   o.threads = threads;
   o.verify = verify;
+  if (mpi_comm) o.mpi_comm = &*mpi_comm;
   hoist::Result<hoist::Model> m = [&] {
     py::gil_scoped_release nogil;
     return hoist::Load(o);
@@ -123,7 +181,7 @@ ModelPtr AttachModel(const std::string& path, int timeout_ms) {
 
 }  // namespace
 
-PYBIND11_MODULE(hoist, mod) {
+PYBIND11_MODULE(_hoist, mod) {
   mod.doc() =
       "hoist: safetensors weights into device memory, in-process or from a resident "
       "`hoist serve` rank, as zero-copy tensors (DLPack)";
@@ -194,7 +252,7 @@ PYBIND11_MODULE(hoist, mod) {
           py::arg("tp") = py::none(), py::arg("ep") = py::none(), py::arg("dp") = py::none(),
           py::arg("rank") = 0, py::arg("device") = py::none(), py::arg("layout") = py::none(),
           py::arg("placement") = py::none(), py::arg("read") = py::none(),
-          py::arg("threads") = py::none(), py::arg("verify") = false,
+          py::arg("threads") = py::none(), py::arg("verify") = false, py::arg("comm") = py::none(),
           "load this process's rank of a checkpoint; returns a Model");
   mod.def("attach_model", &AttachModel, py::arg("path"), py::arg("timeout_ms") = 10000,
           "attach to a `hoist serve` rank's socket; returns a Model");
@@ -204,16 +262,17 @@ PYBIND11_MODULE(hoist, mod) {
          std::optional<int> ep, std::optional<int> dp, int rank, std::optional<std::string> device,
          std::optional<std::string> layout, std::optional<std::string> placement,
          std::optional<std::string> read, std::optional<int> threads, bool verify,
-         const std::string& to) {
+         const py::object& comm, const std::string& to) {
         return Convert(LoadModel(model, topology, tp, ep, dp, rank, device, layout, placement, read,
-                                 threads, verify),
+                                 threads, verify, comm),
                        to);
       },
       py::arg("model") = "", py::arg("topology") = "", py::arg("tp") = py::none(),
       py::arg("ep") = py::none(), py::arg("dp") = py::none(), py::arg("rank") = 0,
       py::arg("device") = py::none(), py::arg("layout") = py::none(),
       py::arg("placement") = py::none(), py::arg("read") = py::none(),
-      py::arg("threads") = py::none(), py::arg("verify") = false, py::arg("to") = "auto",
+      py::arg("threads") = py::none(), py::arg("verify") = false, py::arg("comm") = py::none(),
+      py::arg("to") = "auto",
       "load and return a dict of tensors (torch on CUDA, numpy on the host backend)");
   mod.def(
       "attach",
@@ -222,4 +281,28 @@ PYBIND11_MODULE(hoist, mod) {
       },
       py::arg("path"), py::arg("timeout_ms") = 10000, py::arg("to") = "auto",
       "attach to a `hoist serve` rank and return a dict of tensors, mapped without a copy");
+  mod.def(
+      "resolve_model",
+      [](const std::string& model) {
+        hoist::Result<std::string> r =
+            hoist::planner::ResolveModelPath(model, hoist::planner::HubEnv::FromProcess());
+        if (!r.ok()) throw std::invalid_argument(r.status().message());
+        return *r;
+      },
+      py::arg("model"),
+      "the folder a model path or Hugging Face repo id (owner/name[@revision]) names, found "
+      "offline in the local hub cache (ValueError naming every place looked)");
+  mod.def("mpi_init", &MpiInit,
+          "initialise MPI (MPI_THREAD_FUNNELED) unless the process has; True when this call did");
+  mod.def("mpi_finalize", &MpiFinalize, "finalise MPI if hoist initialised it");
+  mod.def(
+      "mpi_world",
+      []() -> py::tuple {
+        if (!MpiActive()) return py::make_tuple(0, 1);
+        int rank = 0, size = 1;
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &size);
+        return py::make_tuple(rank, size);
+      },
+      "(rank, size) of MPI_COMM_WORLD, or (0, 1) when MPI is not initialised");
 }

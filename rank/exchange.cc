@@ -4,27 +4,17 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
-#include <csignal>
-#include <cstring>
-#include <map>
-#include <mutex>
-#include <thread>
+#include <cstdio>
 #include <tuple>
 #include <utility>
 
 #include "rank/verify.h"
-#include "rank/worker.h"
 
 namespace hoist::rank {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 using Range = std::pair<std::uint64_t, std::uint64_t>;  // [first, second)
-
-double Seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
 
 // Arena ranges a copy writes.
 void AddCopyRanges(const proto::Copy& c, std::vector<Range>* out) {
@@ -82,53 +72,10 @@ std::vector<Pairing> TransfersWith(const proto::RankPlan& rp, std::uint32_t peer
   return out;
 }
 
-void MergePhase(const transport::PhaseTiming& a, bool span, transport::PhaseTiming* t) {
-  if (!a.ran) return;
-  if (!t->ran) {
-    *t = a;
-    return;
-  }
-  const double end = std::max(t->start_s + t->seconds, a.start_s + a.seconds);
-  t->start_s = std::min(t->start_s, a.start_s);
-  t->seconds = span ? end - t->start_s : t->seconds + a.seconds;
-  t->busy_s += a.busy_s;
-  t->bytes += a.bytes;
-}
-
-void MergeReport(transport::PipelineReport&& a, transport::PipelineReport* t) {
-  MergePhase(a.staging_alloc, false, &t->staging_alloc);
-  MergePhase(a.read, true, &t->read);
-  MergePhase(a.h2d, true, &t->h2d);
-  MergePhase(a.drain, false, &t->drain);
-  MergePhase(a.staging_free, false, &t->staging_free);
-  t->bytes_read += a.bytes_read;
-  t->bytes_h2d += a.bytes_h2d;
-  t->bytes_filled += a.bytes_filled;
-  t->bytes_cold += a.bytes_cold;
-  t->slot_seqs += a.slot_seqs;
-  t->tasks += a.tasks;
-  if (a.slots > 0) {
-    t->slots = a.slots;
-    t->threads = a.threads;
-    t->slot_bytes = a.slot_bytes;
-    t->chunk_bytes = a.chunk_bytes;
-  }
-  for (auto& s : a.spans) t->spans.push_back(std::move(s));
-}
-
-Status Annotate(Status s, const std::string& what) {
-  if (s.ok()) return s;
-  return Status(s.code(), what + ": " + s.message());
-}
-
 }  // namespace
 
 bool CausedByPeer(std::string_view error) {
   return error.find(transport::kPeerFailureNote) != std::string_view::npos;
-}
-
-bool ExchangeActive(const proto::LoadPlan& plan, const ExchangeOptions& options) {
-  return options.peer != nullptr && plan.dedup() != proto::DEDUP_NONE;
 }
 
 std::vector<const proto::Copy*> StorageReads(const proto::RankPlan& rp, bool exchange) {
@@ -279,306 +226,134 @@ Status ValidateExchange(const proto::LoadPlan& plan, const proto::RankPlan& rp,
   return Status::Ok();
 }
 
-void AbandonExchange(const proto::LoadPlan& plan, const ExchangeOptions& options) {
-  if (!ExchangeActive(plan, options) || plan.ranks_size() == 0) return;
-  if (plan.ranks(0).steps_size() == 0) return;
-  Result<int> r = options.peer->AllOk(false, options.timeout_s);
-  if (!r.ok()) spdlog::warn("leaving the exchange: {}", r.status().ToString());
+Exchange::Exchange(transport::Device& device, const transport::DeviceBuffer& arena,
+                   const proto::RankPlan& rp, transport::Peer& peer, ExchangeOptions options)
+    : device_(device), arena_(arena), rank_plan_(rp), peer_(peer), options_(std::move(options)) {
+  read_plan_.set_rank(rp.rank());
+  read_plan_.set_node(rp.node());
+  read_plan_.set_gpu(rp.gpu());
+  read_plan_.set_arena_bytes(rp.arena_bytes());
+  for (const proto::ExchangeStep& st : rp.steps()) {
+    for (const proto::Copy& c : st.reads()) *read_plan_.add_copies() = c;
+  }
+  for (const proto::Copy& c : rp.own_reads()) *read_plan_.add_copies() = c;
+  *read_plan_.mutable_fills() = rp.fills();
 }
 
-Status RunExchange(transport::Device& device, const transport::DeviceBuffer& arena,
-                   const proto::LoadPlan& plan, const proto::RankPlan& rp,
-                   const std::vector<transport::FileSources>& sources,
-                   const transport::PipelineOptions& po, const ExchangeOptions& o,
-                   transport::PipelineReport* report, ExchangeReport* xr) {
-  transport::Peer& peer = *o.peer;
-  const int steps = rp.steps_size();
-  xr->steps = steps;
-  xr->peer_name = peer.Name();
-
-  // The reads as pipeline runs: one per step, then the own reads; fills go with the first run.
-  std::vector<proto::RankPlan> runs(static_cast<std::size_t>(steps) + 1);
-  for (int i = 0; i <= steps; ++i) {
-    proto::RankPlan& run = runs[static_cast<std::size_t>(i)];
-    run.set_rank(rp.rank());
-    run.set_node(rp.node());
-    run.set_gpu(rp.gpu());
-    run.set_arena_bytes(rp.arena_bytes());
-    *run.mutable_copies() = i < steps ? rp.steps(i).reads() : rp.own_reads();
-  }
-  *runs[0].mutable_fills() = rp.fills();
-
-  Status valid = ValidateExchange(plan, rp, peer.Group());
-  if (valid.ok() && peer.Caps().device_memory != device.Caps().gpu) {
-    valid = Status::FailedPrecondition("the " + peer.Name() + " peer moves " +
-                                       (peer.Caps().device_memory ? "GPU" : "host") +
-                                       " memory but the arena is on " + device.Name());
-  }
-  if (valid.ok()) {
-    std::vector<std::uint64_t> sizes;
-    std::vector<std::string> paths;
-    for (const proto::File& f : plan.files()) {
-      sizes.push_back(f.size());
-      paths.push_back(f.path());
-    }
-    for (int i = 0; i <= steps && valid.ok(); ++i) {
-      valid = transport::ValidateRankPlan(runs[static_cast<std::size_t>(i)], sizes, paths,
-                                          rp.arena_bytes());
-    }
-  }
-  if (!valid.ok()) {
-    if (steps > 0) (void)peer.AllOk(false, o.timeout_s);
-    return valid;
-  }
-
-  // The helper thread reads; the calling thread drives the peer.
-  struct Shared {
-    std::mutex mu;
-    std::condition_variable cv;
-    int done = 0;  // runs finished (successfully or not)
-    bool stop = false;
-    std::vector<Status> status;
-  } sh;
-  sh.status.resize(runs.size());
-  std::vector<transport::PipelineReport> reports(runs.size());
-  std::thread helper([&] {
-    for (std::size_t i = 0; i < runs.size(); ++i) {
-      {
-        std::lock_guard lock(sh.mu);
-        if (sh.stop) {
-          for (std::size_t j = i; j < runs.size(); ++j) {
-            sh.status[j] = Status::Aborted("reads stopped after an exchange failure");
-          }
-          sh.done = static_cast<int>(runs.size());
-          sh.cv.notify_all();
-          return;
-        }
-      }
-      Status st;
-      if (runs[i].copies_size() > 0 || runs[i].fills_size() > 0) {
-        st = transport::RunPipeline(device, arena, runs[i], sources, po, &reports[i]);
-      }
-      std::lock_guard lock(sh.mu);
-      sh.status[i] = st;
-      sh.done = static_cast<int>(i) + 1;
-      if (!st.ok()) {
-        for (std::size_t j = i + 1; j < runs.size(); ++j) {
-          sh.status[j] = Status::Aborted("reads stopped after an earlier read failure");
-        }
-        sh.done = static_cast<int>(runs.size());
-        sh.cv.notify_all();
-        return;
-      }
-      sh.cv.notify_all();
-    }
-  });
-
-  bool issued = false;
-  Clock::time_point peer_start{}, peer_end{};
-  Status result;
-  for (int b = 0; b < steps && result.ok(); ++b) {
-    // Wait for this step's reads, progressing the transfers already issued.
-    Status step_status;
-    {
-      std::unique_lock lock(sh.mu);
-      while (sh.done <= b && result.ok()) {
-        sh.cv.wait_for(lock, std::chrono::milliseconds(1));
-        if (!issued) continue;
-        lock.unlock();
-        Result<bool> t = peer.Test();
-        if (!t.ok()) result = Annotate(t.status(), "exchange step " + std::to_string(b - 1));
-        lock.lock();
-      }
-      if (!result.ok()) break;
-      step_status = sh.status[static_cast<std::size_t>(b)];
-    }
-    Result<int> agreed = peer.AllOk(step_status.ok(), o.timeout_s);
-    if (!agreed.ok()) {
-      result = Annotate(agreed.status(), "exchange step " + std::to_string(b));
-      break;
-    }
-    if (*agreed >= 0) {
-      // A member could not read its part: nobody forwards this step; finish what is in flight.
-      if (issued) (void)peer.Wait(o.timeout_s);
-      result = !step_status.ok() ? step_status
-                                 : Status::Aborted("stopped at exchange step " + std::to_string(b) +
-                                                   " because peer rank " + std::to_string(*agreed) +
-                                                   " could not read its part (" +
-                                                   transport::kPeerFailureNote + ")");
-      break;
-    }
-    const proto::ExchangeStep& st = rp.steps(b);
-    if (st.sends_size() + st.recvs_size() > 0) {
-      Status s = peer.GroupBegin();
-      for (const proto::Transfer& t : st.recvs()) {
-        if (s.ok()) s = peer.Recv(static_cast<int>(t.peer()), arena, t.offset(), t.bytes());
-      }
-      for (const proto::Transfer& t : st.sends()) {
-        if (s.ok()) s = peer.Send(static_cast<int>(t.peer()), arena, t.offset(), t.bytes());
-      }
-      if (s.ok()) s = peer.GroupEnd();
-      if (!s.ok()) {
-        peer.Abort();
-        result = Annotate(s, "exchange step " + std::to_string(b));
-        break;
-      }
-      if (!issued) peer_start = Clock::now();
-      issued = true;
-    }
-    if (b == 0 && o.fault == PeerFault::kKill) {
-      spdlog::error("rank {}: injected peer fault: killing this rank mid-exchange", rp.rank());
-      std::raise(SIGKILL);
-    }
-    if (b == 0 && o.fault == PeerFault::kStall) {
-      spdlog::error("rank {}: injected peer fault: stalling mid-exchange", rp.rank());
-      std::this_thread::sleep_for(std::chrono::duration<double>(2 * o.timeout_s + 1));
-    }
-    if (b == 0 && o.fault == PeerFault::kError) {
-      peer.Abort();
-      result = Status::IoError(
-          "injected peer failure (--inject-peer-fault) after issuing "
-          "exchange step 0");
-    }
-  }
-  if (result.ok() && issued) {
-    result = Annotate(peer.Wait(o.timeout_s), "exchange");
-    peer_end = Clock::now();
-  }
-  if (!result.ok()) {
-    std::lock_guard lock(sh.mu);
-    sh.stop = true;
-  }
-  helper.join();
-  if (result.ok()) {
-    for (const Status& s : sh.status) {
-      if (!s.ok()) {
-        result = s;
-        break;
-      }
-    }
-  }
-  for (auto& r : reports) MergeReport(std::move(r), report);
-  xr->bytes_sent = peer.bytes_sent();
-  xr->bytes_received = peer.bytes_received();
-  if (issued && result.ok()) {
-    xr->peer.ran = true;
-    xr->peer.start_s = Seconds(po.origin, peer_start);
-    xr->peer.seconds = Seconds(peer_start, peer_end);
-    xr->peer.busy_s = xr->peer.seconds;
-    xr->peer.bytes = xr->bytes_sent + xr->bytes_received;
-  }
-  return result;
+Exchange::~Exchange() {
+  for (transport::EventId e : events_) (void)device_.DestroyEvent(e);
 }
 
-void AddExchangeReport(const proto::RankPlan& rp, bool exchange, const ExchangeReport& xr,
-                       proto::RankReport* report) {
-  std::uint64_t storage = 0;
-  for (const proto::Copy* c : StorageReads(rp, exchange)) storage += c->width() * c->rows();
-  report->set_bytes_read_from_storage(storage);
-  if (!exchange) return;
-  report->set_bytes_sent(xr.bytes_sent);
-  report->set_bytes_received(xr.bytes_received);
-  report->set_peer(xr.peer_name);
-  proto::Phase* p = report->add_phases();
-  p->set_name("peer");
-  p->set_start_s(xr.peer.start_s);
-  p->set_seconds(xr.peer.seconds);
-  p->set_busy_s(xr.peer.busy_s);
-  p->set_bytes(xr.peer.bytes);
+Result<std::unique_ptr<Exchange>> Exchange::Create(transport::Device& device,
+                                                   const transport::DeviceBuffer& arena,
+                                                   const proto::LoadPlan& plan,
+                                                   const proto::RankPlan& rp, transport::Peer& peer,
+                                                   ExchangeOptions options) {
+  HOIST_RETURN_IF_ERROR(ValidateExchange(plan, rp, peer.Group()));
+  if (peer.Caps().device_memory != device.Caps().gpu) {
+    return Status::FailedPrecondition("the " + peer.Name() + " peer moves " +
+                                      (peer.Caps().device_memory ? "GPU" : "host") +
+                                      " memory but the arena is on " + device.Name());
+  }
+  std::unique_ptr<Exchange> x(new Exchange(device, arena, rp, peer, std::move(options)));
+  for (int b = 0; b < rp.steps_size(); ++b) {
+    HOIST_ASSIGN_OR_RETURN(transport::EventId e, device.CreateEvent(false));
+    x->events_.push_back(e);
+  }
+  return x;
 }
 
-Result<std::unique_ptr<transport::Peer>> OpenPeer(const proto::LoadPlan& plan, int rank,
-                                                  const PeerOpenOptions& o,
-                                                  const ControlPlane& control) {
-  const int world = plan.ranks_size();
-  // Every rank's string reaches every rank (gather to rank 0, broadcast of the concatenation).
-  auto all_gather = [&](const std::string& mine) -> Result<std::vector<std::string>> {
-    HOIST_ASSIGN_OR_RETURN(std::vector<std::string> parts, control.gather(mine));
-    std::string wire;
-    for (const std::string& p : parts) {
-      const std::uint64_t n = p.size();
-      wire.append(reinterpret_cast<const char*>(&n), sizeof n);
-      wire += p;
-    }
-    HOIST_RETURN_IF_ERROR(control.broadcast(&wire));
-    std::vector<std::string> out;
-    std::size_t at = 0;
-    while (at < wire.size()) {
-      std::uint64_t n = 0;
-      if (wire.size() - at < sizeof n) break;
-      std::memcpy(&n, wire.data() + at, sizeof n);
-      at += sizeof n;
-      if (n > wire.size() - at) break;
-      out.push_back(wire.substr(at, n));
-      at += n;
-    }
-    if (at != wire.size() || static_cast<int>(out.size()) != world) {
-      return Status::Corrupt("peer set-up: control message holds " + std::to_string(out.size()) +
-                             " entries for " + std::to_string(world) + " ranks");
-    }
-    return out;
-  };
-  if (rank < 0 || rank >= world) {
-    return Status::InvalidArgument("rank " + std::to_string(rank) + " is outside the plan");
+void Exchange::AttachTo(transport::PipelineOptions* o) {
+  o->milestone_copies.clear();
+  int copies = 0;
+  for (const proto::ExchangeStep& st : rank_plan_.steps()) {
+    copies += st.reads_size();
+    o->milestone_copies.push_back(copies);
   }
+  o->milestone_events = events_;
+  o->on_milestone = [this](int step) { landed_enqueued_.store(step + 1); };
+}
 
-  // 1. One transport for all: host arenas -> MPI, CUDA arenas -> NCCL.
-  const int count = o.device == DeviceKind::kHost ? 0 : transport::CudaDeviceCount();
-  const bool cuda =
-      !(o.device == DeviceKind::kHost || (o.device == DeviceKind::kAuto && count == 0));
-  const int want = o.gpu >= 0 ? o.gpu : static_cast<int>(plan.ranks(rank).gpu());
-  const int ordinal = count > 0 ? want % count : want;
-  const std::string kind = !cuda ? "mpi" : transport::HaveNccl() ? "nccl" : "cuda-without-nccl";
-  HOIST_ASSIGN_OR_RETURN(std::vector<std::string> kinds, all_gather(kind));
-  for (int r = 0; r < world; ++r) {
-    if (kinds[r] == "cuda-without-nccl") {
-      return Status::Unsupported("dedup: rank " + std::to_string(r) +
-                                 " loads into a GPU but this build has no NCCL; use --dedup none "
-                                 "or --device host");
-    }
-    if (kinds[r] != kinds[0]) {
-      return Status::InvalidArgument("dedup: ranks disagree on the peer transport: rank 0 uses " +
-                                     kinds[0] + ", rank " + std::to_string(r) + " " + kinds[r] +
-                                     " (all ranks must load into GPUs, or all into host memory)");
-    }
+Status Exchange::IssueStep(int b) {
+  const proto::ExchangeStep& st = rank_plan_.steps(b);
+  if (st.sends_size() + st.recvs_size() == 0) return Status::Ok();
+  HOIST_RETURN_IF_ERROR(peer_.GroupBegin());
+  for (const proto::Transfer& t : st.recvs()) {
+    HOIST_RETURN_IF_ERROR(peer_.Recv(static_cast<int>(t.peer()), arena_, t.offset(), t.bytes()));
   }
+  for (const proto::Transfer& t : st.sends()) {
+    HOIST_RETURN_IF_ERROR(peer_.Send(static_cast<int>(t.peer()), arena_, t.offset(), t.bytes()));
+  }
+  HOIST_RETURN_IF_ERROR(peer_.GroupEnd());
+  const auto now = std::chrono::steady_clock::now();
+  issued_at_.push_back(now);
+  if (!first_issue_) {
+    first_issue_ = now;
+    if (options_.after_first_group) options_.after_first_group();
+  }
+  return Status::Ok();
+}
 
-  // 2. This rank's peer.
-  const transport::PeerGroup group = GroupOf(plan, rank);
-  Result<std::unique_ptr<transport::Peer>> peer = Status::Internal("unset");
-  if (kind == "mpi") {
-    peer = transport::CreateMpiPeer(group, world);
-  } else {
-    std::string id_msg;
-    if (group.ranks.front() == rank) {
-      Result<std::string> id = transport::NcclUniqueId();
-      id_msg = id.ok() ? "I" + *id : "E" + id.status().ToString();
-    }
-    HOIST_ASSIGN_OR_RETURN(std::vector<std::string> ids, all_gather(id_msg));
-    const std::string& leader = ids[static_cast<std::size_t>(group.ranks.front())];
-    if (leader.empty() || leader[0] != 'I') {
-      peer = Status::IoError("rank " + std::to_string(group.ranks.front()) +
-                             " could not create the NCCL id of its group: " +
-                             (leader.empty() ? "" : leader.substr(1)));
-    } else {
-      peer = transport::CreateNcclPeer(group, ordinal, leader.substr(1), o.timeout_s);
-    }
+// The oldest group in flight waited longer than timeout_s: fail naming its pending transfers.
+Status Exchange::CheckStalled() {
+  while (issued_at_.size() > peer_.groups_issued() - peer_.groups_completed()) {
+    issued_at_.pop_front();
   }
+  if (issued_at_.empty()) return Status::Ok();
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - issued_at_.front()).count();
+  if (waited <= options_.timeout_s) return Status::Ok();
+  char secs[32];
+  std::snprintf(secs, sizeof secs, "%.1f s", options_.timeout_s);
+  const std::string pending = peer_.PendingText();
+  peer_.Abort();
+  return Status::Aborted(peer_.Name() + " peer (rank " + std::to_string(rank_plan_.rank()) +
+                         "): timed out after " + secs + " waiting for transfers (" + pending +
+                         "): " + transport::kPeerFailureNote);
+}
 
-  // 3. Every rank or none.
-  HOIST_ASSIGN_OR_RETURN(std::vector<std::string> oks,
-                         all_gather(peer.ok() ? "" : peer.status().ToString()));
-  std::string failed;
-  for (int r = 0; r < world; ++r) {
-    if (!oks[r].empty())
-      failed += (failed.empty() ? "" : "; ") + ("rank " + std::to_string(r) + ": " + oks[r]);
+Result<bool> Exchange::Poll() {
+  if (aborted_) return Status::Aborted("exchange aborted");
+  if (!ready_at_) {
+    HOIST_ASSIGN_OR_RETURN(bool ready, peer_.Ready());
+    if (!ready) return false;
+    ready_at_ = std::chrono::steady_clock::now();
   }
-  if (!failed.empty()) {
-    if (!peer.ok()) return peer.status();
-    return Status::Aborted("dedup: peers could not be opened on every rank (" + failed + ")");
+  const int steps = rank_plan_.steps_size();
+  for (const int landed = landed_enqueued_.load(); next_step_ < landed; ++next_step_) {
+    HOIST_ASSIGN_OR_RETURN(bool done, device_.Query(events_[next_step_]));
+    if (!done) break;
+    Status s = IssueStep(next_step_);
+    if (!s.ok()) {
+      peer_.Abort();
+      return s.Annotate("exchange step " + std::to_string(next_step_));
+    }
   }
-  spdlog::debug("rank {}: {} peer, group of {}", rank, kind, group.ranks.size());
-  return peer;
+  HOIST_ASSIGN_OR_RETURN(bool idle, peer_.Test());
+  if (idle && first_issue_) last_complete_ = std::chrono::steady_clock::now();
+  HOIST_RETURN_IF_ERROR(CheckStalled());
+  return idle && next_step_ == steps;
+}
+
+void Exchange::Abort() {
+  aborted_ = true;
+  peer_.Abort();
+}
+
+ExchangeReport Exchange::Report(std::chrono::steady_clock::time_point origin) const {
+  ExchangeReport r;
+  r.peer_name = peer_.Name();
+  r.steps = rank_plan_.steps_size();
+  r.bytes_sent = peer_.bytes_sent();
+  r.bytes_received = peer_.bytes_received();
+  if (first_issue_ && last_complete_) {
+    r.peer.ran = true;
+    r.peer.start_s = std::chrono::duration<double>(*first_issue_ - origin).count();
+    r.peer.seconds = std::chrono::duration<double>(*last_complete_ - *first_issue_).count();
+    r.peer.busy_s = r.peer.seconds;
+    r.peer.bytes = r.bytes_sent + r.bytes_received;
+  }
+  return r;
 }
 
 }  // namespace hoist::rank

@@ -1,26 +1,32 @@
-// One rank's part of a dedup load (planner/dedup.h): read its share of the shared bytes, forward
-// them to the ranks of its peer group that need them, receive the rest, and read its own bytes.
+// One rank's part of a dedup load (planner/dedup.h) as a stage of its pipeline: the rank reads
+// its share of the shared bytes (and its own bytes) in ONE staging-pipeline run, and forwards
+// each exchange step to the ranks of its peer group that need it as soon as the step's bytes
+// have landed in its arena, while the pipeline goes on reading the next step.
 //
-// Execution (RunExchange): a helper thread runs the staging pipeline over each exchange step's
-// reads in order, then over the rank's own reads (the plan's fills go with the first run). The
-// calling thread drives the Peer: when step b's reads have drained into the arena, the group
-// agrees that every member read its part (Peer::AllOk), then the step's receives and sends are
-// issued as one group and progress while the helper reads step b+1 and the own reads. So
-// reading, H2D and forwarding overlap, and receives land in arena ranges no read of this rank
-// touches. Before anything moves, the rank's exchange plan is checked: every send lies in bytes
-// this rank read by that step, reads + receives + fills tile exactly the arena bytes the copies
-// and fills define, and every send/recv pairs with the peer's plan in order and size.
+// Execution: the pipeline's copies are the steps' reads in step order, then the own reads
+// (ReadPlan()). A milestone per step (transport/pipeline.h) records an event on the copy stream
+// once the step's reads are enqueued. The driver thread (the one that owns MPI) calls Poll():
+// when step b's event has completed and the peer is ready, step b's receives and sends are
+// issued as one group; groups progress while the pipeline reads on. No collective round runs per
+// step: ranks issue their groups in the same order, so they pair up, and each waits only for the
+// data it needs.
 //
-// Failure: a rank whose reads fail (or that fails before reaching RunExchange: AbandonExchange)
-// tells its group through the agreement round, so every member stops at the same step, drains
-// what was already issued and returns (its own error, or Aborted naming the failed peer) without
-// a hang. A peer that errors, stalls or dies mid-exchange makes Wait/AllOk fail within
-// timeout_s (the peer is then aborted) with a message naming the rank, the step and the pending
-// transfers. Threading: RunExchange and AbandonExchange run on the thread that drives the Peer
-// (for MPI, the thread that initialised MPI); RunExchange starts and joins its helper thread.
+// Before anything moves, the exchange plan is checked: every send lies in bytes this rank read
+// by that step, reads + receives + fills tile exactly the arena bytes the copies and fills
+// define, and every send/recv pairs with the peer's plan in order and size.
+//
+// Failure: failures are agreed by the coordinator's control plane, not here: a rank whose reads
+// fail stops issuing steps and reports; the others are told and call Abort(). Poll() fails (and
+// aborts the peer) when the peer fails or when the oldest group in flight has waited longer than
+// timeout_s, naming the transfers still pending (with transport::kPeerFailureNote).
+// Threading: Create, Poll, Abort and Report run on the driver thread; the milestone callback the
+// pipeline calls (AttachTo) may run on any thread.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -35,24 +41,16 @@
 
 namespace hoist::rank {
 
-enum class DeviceKind;  // rank/worker.h
-
-// Tests: a fault this rank injects right after issuing its first exchange step: it dies
-// (SIGKILL), its transport fails (the peer is aborted and the rank returns an error), or it
-// stalls (sleeps 2 x timeout_s + 1 s without progressing its peer, then carries on).
-enum class PeerFault { kNone, kKill, kError, kStall };
-
 struct ExchangeOptions {
-  // The data plane of this rank's group; nullptr: no exchange (a rank of a dedup plan then reads
-  // every one of its copies itself, e.g. a single rank run without mpirun).
-  transport::Peer* peer = nullptr;
-  double timeout_s = 120;  // bound on any wait for a peer (agreement, transfers, NCCL init)
-  PeerFault fault = PeerFault::kNone;
+  double timeout_s = 120;  // bound on any wait for a peer (set-up, transfers)
+  // Tests: called on the driver thread right after the first group was issued (the CLI's fault
+  // injection kills the process here).
+  std::function<void()> after_first_group;
 };
 
 struct ExchangeReport {
   std::string peer_name;        // "mpi", "nccl"
-  transport::PhaseTiming peer;  // first transfer issued -> last completed
+  transport::PhaseTiming peer;  // first group issued -> last completed
   std::uint64_t bytes_sent = 0;
   std::uint64_t bytes_received = 0;
   int steps = 0;
@@ -60,9 +58,6 @@ struct ExchangeReport {
 
 // True when a rank's error says it stopped because of another rank (transport::kPeerFailureNote).
 bool CausedByPeer(std::string_view error);
-
-// True when a rank of `plan` runs an exchange: a dedup plan and a peer.
-bool ExchangeActive(const proto::LoadPlan& plan, const ExchangeOptions& options);
 
 // The copies the rank reads from storage: its steps' reads and own reads with an exchange,
 // otherwise all its copies.
@@ -73,43 +68,56 @@ std::vector<const proto::Copy*> StorageReads(const proto::RankPlan& rank_plan, b
 Status ValidateExchange(const proto::LoadPlan& plan, const proto::RankPlan& rank_plan,
                         const transport::PeerGroup& group);
 
-// Runs the reads and the exchange of `rank_plan` into `arena`. `report` receives the merged
-// pipeline report of all reads.
-Status RunExchange(transport::Device& device, const transport::DeviceBuffer& arena,
-                   const proto::LoadPlan& plan, const proto::RankPlan& rank_plan,
-                   const std::vector<transport::FileSources>& sources,
-                   const transport::PipelineOptions& pipeline, const ExchangeOptions& options,
-                   transport::PipelineReport* report, ExchangeReport* exchange);
-
-// For a rank that fails before RunExchange (or never loads): joins the group's first agreement
-// as failed, so that its peers stop instead of waiting. No-op without an exchange.
-void AbandonExchange(const proto::LoadPlan& plan, const ExchangeOptions& options);
-
-// Sets the dedup fields of `report` (storage bytes, bytes sent/received, peer, `peer` phase).
-void AddExchangeReport(const proto::RankPlan& rank_plan, bool exchange,
-                       const ExchangeReport& exchange_report, proto::RankReport* report);
-
 // The members of `rank`'s peer group in `plan` (ranks with its peer_group), ascending.
 transport::PeerGroup GroupOf(const proto::LoadPlan& plan, int rank);
 
-// The control plane the coordinator lends for opening peers (coordinator/comm.h).
-struct ControlPlane {
-  std::function<Result<std::vector<std::string>>(const std::string&)> gather;  // to rank 0
-  std::function<Status(std::string*)> broadcast;                               // from rank 0
-};
+class Exchange {
+ public:
+  // Validates the exchange (plan, peer and device kinds) and creates one event per step on
+  // `device`. `peer` and `arena` must outlive the Exchange.
+  static Result<std::unique_ptr<Exchange>> Create(transport::Device& device,
+                                                  const transport::DeviceBuffer& arena,
+                                                  const proto::LoadPlan& plan,
+                                                  const proto::RankPlan& rank_plan,
+                                                  transport::Peer& peer, ExchangeOptions options);
+  ~Exchange();
+  Exchange(const Exchange&) = delete;
+  Exchange& operator=(const Exchange&) = delete;
 
-struct PeerOpenOptions {
-  DeviceKind device{};  // as LoadOptions::device: host arenas use MPI, CUDA arenas NCCL
-  int gpu = -1;         // as LoadOptions::gpu (-1: the plan's gpu)
-  double timeout_s = 120;
-};
+  // The rank's storage reads as one pipeline plan: the steps' reads in order, then the own
+  // reads; the fills.
+  const proto::RankPlan& read_plan() const { return read_plan_; }
+  // Sets the milestones of `options` (one per step) for the pipeline run over read_plan().
+  void AttachTo(transport::PipelineOptions* options);
 
-// Opens this rank's peer for a dedup plan. Collective over every rank of the job (each calls it
-// once): the ranks agree on the transport (all host: MPI; all CUDA: NCCL, one communicator per
-// group from an id its first rank creates, shared over the control plane), and either every rank
-// gets its peer or every rank gets an error (naming the ranks that failed and why).
-Result<std::unique_ptr<transport::Peer>> OpenPeer(const proto::LoadPlan& plan, int rank,
-                                                  const PeerOpenOptions& options,
-                                                  const ControlPlane& control);
+  // Driver thread: issues every step whose reads have landed (once the peer is ready) and
+  // progresses the groups in flight. True once every step was issued and completed.
+  Result<bool> Poll();
+  // Driver thread: stops forwarding (another rank failed, or this rank's reads did).
+  void Abort();
+
+  // When the peer became ready (for the peer_init phase); unset until then.
+  std::optional<std::chrono::steady_clock::time_point> ready_at() const { return ready_at_; }
+  ExchangeReport Report(std::chrono::steady_clock::time_point origin) const;
+
+ private:
+  Exchange(transport::Device& device, const transport::DeviceBuffer& arena,
+           const proto::RankPlan& rank_plan, transport::Peer& peer, ExchangeOptions options);
+  Status IssueStep(int step);
+  Status CheckStalled();
+
+  transport::Device& device_;
+  const transport::DeviceBuffer& arena_;
+  const proto::RankPlan& rank_plan_;
+  transport::Peer& peer_;
+  ExchangeOptions options_;
+  proto::RankPlan read_plan_;
+  std::vector<transport::EventId> events_;  // per step
+  std::atomic<int> landed_enqueued_{0};     // steps whose milestone the pipeline recorded
+  int next_step_ = 0;                       // next step to issue
+  std::deque<std::chrono::steady_clock::time_point> issued_at_;  // groups in flight
+  std::optional<std::chrono::steady_clock::time_point> ready_at_, first_issue_, last_complete_;
+  bool aborted_ = false;
+};
 
 }  // namespace hoist::rank

@@ -10,7 +10,6 @@
 #include <thread>
 #include <vector>
 
-#include "rank/numa.h"
 #include "rank/verify.h"
 #include "transport/pipeline.h"
 
@@ -45,6 +44,15 @@ void AddPhase(proto::RankReport* r, const std::string& name, const transport::Ph
   p->set_bytes(t.bytes);
 }
 
+void SetStage(const LoadOptions& o, LoadStage s) {
+  if (o.stage != nullptr) o.stage->store(s);
+}
+
+Status Cancelled(const LoadOptions& o) {
+  if (o.cancel != nullptr && o.cancel->load()) return Status::Aborted("load cancelled");
+  return Status::Ok();
+}
+
 Status CheckFiles(const proto::LoadPlan& plan, const std::vector<bool>& used) {
   for (int f = 0; f < plan.files_size(); ++f) {
     const proto::File& file = plan.files(f);
@@ -72,13 +80,8 @@ Status CheckFiles(const proto::LoadPlan& plan, const std::vector<bool>& used) {
   return Status::Ok();
 }
 
-// The CUDA ordinal for `gpu` (the plan's or an explicit one), -1 for the host backend.
-int ResolveOrdinal(DeviceKind kind, int gpu, int* count_out) {
-  const int count = (kind == DeviceKind::kHost) ? 0 : transport::CudaDeviceCount();
-  *count_out = count;
-  if (kind == DeviceKind::kHost || (kind == DeviceKind::kAuto && count == 0)) return -1;
-  if (count == 0) return gpu;  // kCuda without a visible GPU: let OpenCudaDevice say why
-  return gpu % count;
+int WantedGpu(const LoadOptions& o, const proto::RankPlan& rp) {
+  return o.gpu >= 0 ? o.gpu : static_cast<int>(rp.gpu());
 }
 
 Result<std::unique_ptr<transport::Device>> OpenOrdinal(int ordinal) {
@@ -86,20 +89,272 @@ Result<std::unique_ptr<transport::Device>> OpenOrdinal(int ordinal) {
   return transport::OpenCudaDevice(ordinal);
 }
 
-Result<std::unique_ptr<transport::Device>> OpenDevice(const LoadOptions& o,
-                                                      const proto::RankPlan& rp) {
-  int count = 0;
-  const int want = o.gpu >= 0 ? o.gpu : static_cast<int>(rp.gpu());
-  const int ordinal = ResolveOrdinal(o.device, want, &count);
+// The device: the prepared one when it is the one the plan asks for (then `total` starts once it
+// is ready: *t_start moves), else opened here.
+Result<std::unique_ptr<transport::Device>> TakeDevice(const LoadOptions& o,
+                                                      const proto::RankPlan& rp,
+                                                      proto::RankReport* rep,
+                                                      Clock::time_point* t_start) {
+  const int want = WantedGpu(o, rp);
+  const int ordinal = ResolveOrdinal(o.device, want);
+  if (o.prepared != nullptr && o.prepared->valid()) {
+    Result<PreparedDevice> prepared = o.prepared->get();
+    if (!prepared.ok()) return std::move(prepared).status();
+    if (prepared->ordinal == ordinal) {
+      proto::Phase* p = rep->add_phases();
+      p->set_name("device_init");
+      p->set_start_s(prepared->start_s);
+      p->set_seconds(prepared->seconds);
+      p->set_busy_s(prepared->seconds);
+      *t_start = Clock::now();
+      return std::move(prepared->device);
+    }
+    spdlog::info("rank {}: plan asks for gpu {}, not the prepared device; reopening", rp.rank(),
+                 want);
+  }
+  const int count = o.device == DeviceKind::kHost ? 0 : transport::CudaDeviceCount();
   if (ordinal >= 0 && count > 0 && ordinal != want) {
     spdlog::warn("plan gpu {} is not visible ({} GPUs); using cuda:{}", want, count, ordinal);
   }
   return OpenOrdinal(ordinal);
 }
 
-// *exchanged: set once the rank entered its dedup exchange (which then tells its peers itself).
-Result<LoadedRank> Load(const proto::LoadPlan& plan, std::uint32_t rank, const LoadOptions& o,
-                        bool* exchanged) {
+// This rank among the ranks of its node, with their GPUs' PCI bus ids (rank/placement.h).
+NodeRanks NodeOf(const proto::LoadPlan& plan, const proto::RankPlan& rp, const LoadOptions& o,
+                 const transport::Device& dev) {
+  NodeRanks node;
+  for (const proto::RankPlan& r : plan.ranks()) {
+    if (r.node() != rp.node()) continue;
+    if (r.rank() == rp.rank()) {
+      node.self = static_cast<int>(node.pci_bus_ids.size());
+      node.pci_bus_ids.push_back(dev.Caps().pci_bus_id);
+      continue;
+    }
+    const int ordinal = ResolveOrdinal(o.device, static_cast<int>(r.gpu()));
+    Result<std::string> id = ordinal >= 0 ? transport::CudaPciBusId(ordinal) : std::string();
+    node.pci_bus_ids.push_back(id.ok() ? *id : std::string());
+  }
+  return node;
+}
+
+struct Files {
+  std::vector<std::string> paths;
+  std::vector<std::uint64_t> sizes;
+  std::vector<bool> used;
+};
+
+// The plan's files, which of them this rank reads, and the checks that they are what was planned.
+Result<Files> CheckRankFiles(const proto::LoadPlan& plan, const proto::RankPlan& rp,
+                             bool exchange) {
+  Files f;
+  for (const proto::File& file : plan.files()) {
+    f.paths.push_back(file.path());
+    f.sizes.push_back(file.size());
+  }
+  f.used.assign(f.paths.size(), false);
+  HOIST_RETURN_IF_ERROR(transport::ValidateRankPlan(rp, f.sizes, f.paths, rp.arena_bytes()));
+  for (const proto::Copy* c : StorageReads(rp, exchange)) {
+    if (c->width() > 0 && c->rows() > 0) f.used[c->file()] = true;
+  }
+  for (const proto::TensorOut& t : rp.tensors()) {
+    if (t.arena_offset() > rp.arena_bytes() || t.bytes() > rp.arena_bytes() - t.arena_offset()) {
+      return Status::Corrupt("tensor " + t.name() + " at arena offset " +
+                             std::to_string(t.arena_offset()) + " (+" + std::to_string(t.bytes()) +
+                             ") lies outside the arena of " + std::to_string(rp.arena_bytes()) +
+                             " bytes");
+    }
+  }
+  HOIST_RETURN_IF_ERROR(CheckFiles(plan, f.used));
+  return f;
+}
+
+// The share of this rank's storage reads the page cache held when the load began. It only reads
+// page-cache state, so it runs while the device is still being opened.
+class ResidencyProbe {
+ public:
+  ResidencyProbe(const Files& files, int threads) : residency_(files.paths.size()) {
+    start_ = end_ = Clock::now();
+    done_ = std::async(std::launch::async, [this, &files, threads]() -> Status {
+      for (std::size_t f = 0; f < files.paths.size(); ++f) {
+        if (!files.used[f]) continue;
+        HOIST_ASSIGN_OR_RETURN(residency_[f],
+                               transport::Residency::Measure(files.paths[f], threads));
+      }
+      end_ = Clock::now();
+      return Status::Ok();
+    });
+  }
+  ~ResidencyProbe() {
+    if (done_.valid()) done_.wait();
+  }
+  // Waits for the measurement and adds the `residency` phase.
+  Status Finish(const proto::RankPlan& rp, bool exchange, const LoadOptions& o,
+                proto::RankReport* rep) {
+    HOIST_RETURN_IF_ERROR(done_.get());
+    std::uint64_t resident = 0;
+    for (const proto::Copy* c : StorageReads(rp, exchange)) {
+      if (c->width() == 0 || c->rows() == 0) continue;
+      resident += residency_[c->file()].ResidentBytes(c->src_offset(), c->src_pitch(), c->width(),
+                                                      c->rows());
+    }
+    rep->set_bytes_resident_at_start(resident);
+    AddPhase(rep, "residency", o.origin, start_, end_, resident);
+    return Status::Ok();
+  }
+  const transport::Residency* get(std::size_t f) const { return &residency_[f]; }
+
+ private:
+  std::vector<transport::Residency> residency_;
+  Clock::time_point start_, end_;
+  std::future<Status> done_;
+};
+
+// Places the fill threads and binds the calling thread (threads it starts inherit). Sets the
+// report's cpus and cpu_bind, and *threads when the caller left it to the placement.
+Result<std::unique_ptr<ThreadBinding>> Place(const proto::LoadPlan& plan, const proto::RankPlan& rp,
+                                             const LoadOptions& o, const transport::Device& dev,
+                                             proto::RankReport* rep, int* threads) {
+  HOIST_ASSIGN_OR_RETURN(CpuPlan cpus, PlanCpus(o.cpu_bind, NodeOf(plan, rp, o, dev)));
+  rep->set_cpus(cpus.list);
+  rep->set_cpu_bind(std::string(CpuBindName(cpus.mode)));
+  const int available = std::max<int>(1, static_cast<int>(cpus.cpus.size()));
+  *threads = o.threads > 0 ? o.threads : std::clamp(available, 1, 16);
+  spdlog::info("rank {}: {}; {} fill threads", rp.rank(), cpus.how, *threads);
+  if (*threads > available) {
+    spdlog::warn("rank {}: {} fill threads on {} cpus ({}): they will share cores", rp.rank(),
+                 *threads, available, cpus.list);
+  }
+  return ThreadBinding::Bind(cpus, o.bind_numa);
+}
+
+transport::PipelineOptions PipelineFor(const LoadOptions& o, int threads) {
+  transport::PipelineOptions po;
+  po.mode = o.read_mode;
+  po.slots = o.slots > 0 ? o.slots : transport::kDefaultSlots;
+  po.slot_bytes = o.slot_bytes > 0 ? o.slot_bytes : transport::kDefaultSlotBytes;
+  po.threads = threads;
+  po.chunk_bytes = o.chunk_bytes;
+  po.staging = o.staging;
+  po.lazy_staging = o.lazy_staging;
+  po.origin = o.origin;
+  po.progress = o.progress;
+  po.cancel = o.cancel;
+  return po;
+}
+
+// Runs the reads: the plain pipeline, or the pipeline with the exchange stage (handed to the
+// ExchangeHost's driver, which this waits for).
+Status Read(transport::Device& dev, const transport::DeviceBuffer& arena,
+            const proto::LoadPlan& plan, const proto::RankPlan& rp, const LoadOptions& o,
+            const std::vector<transport::FileSources>& sources, transport::PipelineOptions po,
+            transport::PipelineReport* pr, ExchangeReport* xr) {
+  if (!ExchangeActive(plan, o)) return transport::RunPipeline(dev, arena, rp, sources, po, pr);
+  Result<std::unique_ptr<Exchange>> x =
+      Exchange::Create(dev, arena, plan, rp, *o.exchange->peer(), o.exchange->exchange_options());
+  if (!x.ok()) return o.exchange->Finish(x.status());
+  (*x)->AttachTo(&po);
+  o.exchange->Start(x->get());
+  const Status reads = transport::RunPipeline(dev, arena, (*x)->read_plan(), sources, po, pr);
+  HOIST_RETURN_IF_ERROR(o.exchange->Finish(reads));
+  *xr = (*x)->Report(o.origin);
+  return Status::Ok();
+}
+
+void AddPipelineReport(const transport::PipelineReport& pr, const LoadOptions& o,
+                       proto::RankReport* rep) {
+  const double after_pipeline = Seconds(o.origin, Clock::now());
+  const double read_start = pr.read.ran ? pr.read.start_s : after_pipeline;
+  AddPhase(rep, "staging_alloc", pr.staging_alloc, read_start);
+  AddPhase(rep, "read", pr.read, read_start);
+  AddPhase(rep, "h2d", pr.h2d, read_start);
+  AddPhase(rep, "drain", pr.drain, after_pipeline);
+  AddPhase(rep, "staging_free", pr.staging_free, after_pipeline);
+  rep->set_bytes_read(pr.bytes_read);
+  rep->set_bytes_h2d(pr.bytes_h2d);
+  rep->set_fill_threads(static_cast<std::uint32_t>(pr.threads));
+  for (const transport::SpanRecord& s : pr.spans) {
+    proto::Span* p = rep->add_spans();
+    p->set_lane(s.lane);
+    p->set_what(s.what);
+    p->set_start_s(s.start_s);
+    p->set_seconds(s.seconds);
+    p->set_bytes(s.bytes);
+  }
+}
+
+void AddExchangeReport(const proto::RankPlan& rp, bool exchange, const ExchangeReport& xr,
+                       proto::RankReport* report) {
+  std::uint64_t storage = 0;
+  for (const proto::Copy* c : StorageReads(rp, exchange)) storage += c->width() * c->rows();
+  report->set_bytes_read_from_storage(storage);
+  if (!exchange) return;
+  report->set_bytes_sent(xr.bytes_sent);
+  report->set_bytes_received(xr.bytes_received);
+  report->set_peer(xr.peer_name);
+  AddPhase(report, "peer", xr.peer, xr.peer.start_s);
+}
+
+// The load after the device is open: bind, arena, reads (and exchange), verify, dump.
+Status Execute(const proto::LoadPlan& plan, const proto::RankPlan& rp, const LoadOptions& o,
+               const Files& files, ResidencyProbe& residency, LoadedRank* out) {
+  transport::Device& dev = *out->device;
+  proto::RankReport& rep = out->report;
+  const bool exchange = ExchangeActive(plan, o);
+  Clock::time_point a = Clock::now();
+  int threads = 1;
+  HOIST_ASSIGN_OR_RETURN(std::unique_ptr<ThreadBinding> binding,
+                         Place(plan, rp, o, dev, &rep, &threads));
+  AddPhase(&rep, "bind", o.origin, a, Clock::now());
+
+  SetStage(o, LoadStage::kArena);
+  a = Clock::now();
+  HOIST_ASSIGN_OR_RETURN(out->arena, o.allocate_arena ? o.allocate_arena(dev, rp.arena_bytes())
+                                                      : dev.Allocate(rp.arena_bytes()));
+  AddPhase(&rep, "arena_alloc", o.origin, a, Clock::now(), rp.arena_bytes());
+  HOIST_RETURN_IF_ERROR(residency.Finish(rp, exchange, o, &rep));
+  HOIST_RETURN_IF_ERROR(Cancelled(o));
+
+  SetStage(o, LoadStage::kReading);
+  transport::PipelineReport pr;
+  ExchangeReport xr;
+  {
+    HOIST_ASSIGN_OR_RETURN(
+        transport::SourceSet sources,
+        transport::OpenSources(files.paths, files.used, o.read_mode, o.direct, o.wrap_source));
+    if (!sources.note.empty()) spdlog::warn("{}", sources.note);
+    for (std::size_t f = 0; f < files.paths.size(); ++f) {
+      if (files.used[f]) sources.files[f].residency = residency.get(f);
+    }
+    HOIST_RETURN_IF_ERROR(
+        Read(dev, out->arena, plan, rp, o, sources.files, PipelineFor(o, threads), &pr, &xr));
+    if (o.close_in_background) {
+      // Unmapping a large, fully faulted-in mapping costs ~3 ms per GiB of page-table teardown;
+      // the weights are on the device already, so release the read-only mappings off the path.
+      std::thread([s = std::move(sources)]() mutable { s.owned.clear(); }).detach();
+    }
+  }  // otherwise the sources (mappings, descriptors) close here
+  binding.reset();
+  AddPipelineReport(pr, o, &rep);
+  AddExchangeReport(rp, exchange, xr, &rep);
+
+  if (o.verify) {
+    SetStage(o, LoadStage::kVerify);
+    a = Clock::now();
+    HOIST_RETURN_IF_ERROR(VerifyArena(dev, out->arena, plan, rp));
+    AddPhase(&rep, "verify", o.origin, a, Clock::now(), pr.bytes_h2d + pr.bytes_filled);
+    rep.set_verified(true);
+  }
+  if (!o.dump_dir.empty()) {
+    SetStage(o, LoadStage::kDump);
+    a = Clock::now();
+    HOIST_ASSIGN_OR_RETURN(std::string path, DumpArena(dev, out->arena, rp, o.dump_dir));
+    AddPhase(&rep, "dump", o.origin, a, Clock::now(), rp.payload_bytes());
+    spdlog::info("rank {}: dumped {}", rp.rank(), path);
+  }
+  return Status::Ok();
+}
+
+Result<LoadedRank> Load(const proto::LoadPlan& plan, std::uint32_t rank, const LoadOptions& o) {
   Clock::time_point t_start = Clock::now();
   if (rank >= static_cast<std::uint32_t>(plan.ranks_size())) {
     return Status::InvalidArgument("the plan has " + std::to_string(plan.ranks_size()) + " ranks");
@@ -114,195 +369,61 @@ Result<LoadedRank> Load(const proto::LoadPlan& plan, std::uint32_t rank, const L
   rep.set_rank(rank);
   rep.set_node(rp.node());
   rep.set_gpu(rp.gpu());
+  rep.set_stopped_by(-1);
   rep.set_read_mode(std::string(transport::ReadModeName(o.read_mode)));
-  {
-    char host[256] = {0};
-    if (::gethostname(host, sizeof host - 1) == 0) rep.set_host(host);
-  }
+  char host[256] = {0};
+  if (::gethostname(host, sizeof host - 1) == 0) rep.set_host(host);
 
-  // Files: plan sizes bound every copy; the files on disk must still be what was planned.
-  std::vector<std::string> paths;
-  std::vector<std::uint64_t> sizes;
-  for (const proto::File& f : plan.files()) {
-    paths.push_back(f.path());
-    sizes.push_back(f.size());
-  }
-  std::vector<bool> used(paths.size(), false);
-  HOIST_RETURN_IF_ERROR(transport::ValidateRankPlan(rp, sizes, paths, rp.arena_bytes()));
-  const bool exchange = ExchangeActive(plan, o.exchange);  // dedup: read only this rank's share
-  for (const proto::Copy* c : StorageReads(rp, exchange)) {
-    if (c->width() > 0 && c->rows() > 0) used[c->file()] = true;
-  }
-  for (const proto::TensorOut& t : rp.tensors()) {
-    if (t.arena_offset() > rp.arena_bytes() || t.bytes() > rp.arena_bytes() - t.arena_offset()) {
-      return Status::Corrupt("tensor " + t.name() + " at arena offset " +
-                             std::to_string(t.arena_offset()) + " (+" + std::to_string(t.bytes()) +
-                             ") lies outside the arena of " + std::to_string(rp.arena_bytes()) +
-                             " bytes");
-    }
-  }
-  HOIST_RETURN_IF_ERROR(CheckFiles(plan, used));
-
-  // residency: what share of this rank's bytes the page cache held when the load began. It only
-  // reads page-cache state, so it runs while the device is still being opened.
-  const int residency_threads =
-      o.threads > 0 ? o.threads
-                    : transport::DefaultFillThreads(o.local_ranks > 0 ? o.local_ranks : 1);
-  const Clock::time_point residency_start = Clock::now();
-  Clock::time_point residency_end = residency_start;
-  std::vector<transport::Residency> residency(paths.size());
-  std::future<Status> residency_done = std::async(std::launch::async, [&]() -> Status {
-    for (std::size_t f = 0; f < paths.size(); ++f) {
-      if (!used[f]) continue;
-      HOIST_ASSIGN_OR_RETURN(residency[f],
-                             transport::Residency::Measure(paths[f], residency_threads));
-    }
-    residency_end = Clock::now();
-    return Status::Ok();
-  });
-
-  // The device: taken from PrepareDevice when the caller started it early (then `total` starts
-  // once it is ready), else opened here.
-  if (o.prepared != nullptr && o.prepared->valid()) {
-    Result<PreparedDevice> prepared = o.prepared->get();
-    if (!prepared.ok()) {
-      residency_done.wait();
-      return std::move(prepared).status();
-    }
-    int count = 0;
-    const int want = o.gpu >= 0 ? o.gpu : static_cast<int>(rp.gpu());
-    if (ResolveOrdinal(o.device, want, &count) == prepared->ordinal) {
-      out.device = std::move(prepared->device);
-      proto::Phase* p = rep.add_phases();
-      p->set_name("device_init");
-      p->set_start_s(prepared->start_s);
-      p->set_seconds(prepared->seconds);
-      p->set_busy_s(prepared->seconds);
-      t_start = Clock::now();
-    } else {
-      spdlog::info("rank {}: plan asks for gpu {}, not the prepared device; reopening", rank, want);
-    }
-  }
-  if (out.device == nullptr) {
-    Result<std::unique_ptr<transport::Device>> opened = OpenDevice(o, rp);
-    if (!opened.ok()) {
-      residency_done.wait();
-      return std::move(opened).status();
-    }
-    out.device = std::move(opened).value();
-  }
-  transport::Device& dev = *out.device;
-  rep.set_device(dev.Name());
-
-  // bind
-  Clock::time_point a = Clock::now();
-  std::unique_ptr<NumaBinding> binding;
-  if (o.bind_numa) binding = NumaBinding::BindNear(dev.Caps().pci_bus_id);
-  AddPhase(&rep, "bind", o.origin, a, Clock::now());
-
-  // arena_alloc
-  a = Clock::now();
-  HOIST_ASSIGN_OR_RETURN(out.arena, o.allocate_arena ? o.allocate_arena(dev, rp.arena_bytes())
-                                                     : dev.Allocate(rp.arena_bytes()));
-  AddPhase(&rep, "arena_alloc", o.origin, a, Clock::now(), rp.arena_bytes());
-
-  // Pipeline parameters.
-  int local = o.local_ranks;
-  if (local <= 0) {
-    local = 0;
-    for (const proto::RankPlan& r : plan.ranks()) local += r.node() == rp.node() ? 1 : 0;
-  }
-  transport::PipelineOptions po;
-  po.mode = o.read_mode;
-  po.slots = o.slots > 0 ? o.slots : transport::kDefaultSlots;
-  po.slot_bytes = o.slot_bytes > 0 ? o.slot_bytes : transport::kDefaultSlotBytes;
-  po.threads = o.threads > 0 ? o.threads : transport::DefaultFillThreads(local);
-  po.chunk_bytes = o.chunk_bytes;
-  po.staging = o.staging;
-  po.lazy_staging = o.lazy_staging;
-  po.origin = o.origin;
-  po.progress = o.progress;
-
-  HOIST_RETURN_IF_ERROR(residency_done.get());
-  std::uint64_t resident = 0;
-  for (const proto::Copy* c : StorageReads(rp, exchange)) {
-    if (c->width() == 0 || c->rows() == 0) continue;
-    resident +=
-        residency[c->file()].ResidentBytes(c->src_offset(), c->src_pitch(), c->width(), c->rows());
-  }
-  rep.set_bytes_resident_at_start(resident);
-  AddPhase(&rep, "residency", o.origin, residency_start, residency_end, resident);
-
-  transport::PipelineReport pr;
-  ExchangeReport xr;
-  {
-    HOIST_ASSIGN_OR_RETURN(
-        transport::SourceSet sources,
-        transport::OpenSources(paths, used, o.read_mode, o.direct, o.wrap_source));
-    if (!sources.note.empty()) spdlog::warn("{}", sources.note);
-    for (std::size_t f = 0; f < paths.size(); ++f) {
-      if (used[f]) sources.files[f].residency = &residency[f];
-    }
-    if (exchange) {
-      *exchanged = true;
-      HOIST_RETURN_IF_ERROR(
-          RunExchange(dev, out.arena, plan, rp, sources.files, po, o.exchange, &pr, &xr));
-    } else {
-      HOIST_RETURN_IF_ERROR(transport::RunPipeline(dev, out.arena, rp, sources.files, po, &pr));
-    }
-    if (o.close_in_background) {
-      // Unmapping a large, fully faulted-in mapping costs ~3 ms per GiB of page-table teardown;
-      // the weights are on the device already, so release the read-only mappings off the path.
-      std::thread([s = std::move(sources)]() mutable { s.owned.clear(); }).detach();
-    }
-  }  // otherwise the sources (mappings, descriptors) close here
-  const double after_pipeline = Seconds(o.origin, Clock::now());
-  const double read_start = pr.read.ran ? pr.read.start_s : after_pipeline;
-  AddPhase(&rep, "staging_alloc", pr.staging_alloc, read_start);
-  AddPhase(&rep, "read", pr.read, read_start);
-  AddPhase(&rep, "h2d", pr.h2d, read_start);
-  AddPhase(&rep, "drain", pr.drain, after_pipeline);
-  rep.set_bytes_read(pr.bytes_read);
-  rep.set_bytes_h2d(pr.bytes_h2d);
-  AddExchangeReport(rp, exchange, xr, &rep);
-  for (const transport::SpanRecord& s : pr.spans) {
-    proto::Span* p = rep.add_spans();
-    p->set_lane(s.lane);
-    p->set_what(s.what);
-    p->set_start_s(s.start_s);
-    p->set_seconds(s.seconds);
-    p->set_bytes(s.bytes);
-  }
-  spdlog::debug(
-      "rank {}: {} slots x {} bytes, {} threads, chunk {}, {} slot fills, {} tasks, "
-      "{} bytes cold",
-      rank, pr.slots, pr.slot_bytes, pr.threads, pr.chunk_bytes, pr.slot_seqs, pr.tasks,
-      pr.bytes_cold);
-
-  if (o.verify) {
-    a = Clock::now();
-    HOIST_RETURN_IF_ERROR(VerifyArena(dev, out.arena, plan, rp));
-    AddPhase(&rep, "verify", o.origin, a, Clock::now(), pr.bytes_h2d + pr.bytes_filled);
-    rep.set_verified(true);
-  }
-  if (!o.dump_dir.empty()) {
-    a = Clock::now();
-    HOIST_ASSIGN_OR_RETURN(std::string path, DumpArena(dev, out.arena, rp, o.dump_dir));
-    AddPhase(&rep, "dump", o.origin, a, Clock::now(), rp.payload_bytes());
-    spdlog::info("rank {}: dumped {}", rank, path);
-  }
-  AddPhase(&rep, "staging_free", pr.staging_free, after_pipeline);
-  AddPhase(&rep, "total", o.origin, t_start, Clock::now(), pr.bytes_h2d);
+  const bool exchange = ExchangeActive(plan, o);  // dedup: read only this rank's share
+  HOIST_ASSIGN_OR_RETURN(Files files, CheckRankFiles(plan, rp, exchange));
+  ResidencyProbe residency(files, o.threads > 0 ? o.threads : transport::DefaultFillThreads());
+  SetStage(o, LoadStage::kDevice);
+  HOIST_ASSIGN_OR_RETURN(out.device, TakeDevice(o, rp, &rep, &t_start));
+  rep.set_device(out.device->Name());
+  HOIST_RETURN_IF_ERROR(Execute(plan, rp, o, files, residency, &out));
+  AddPhase(&rep, "total", o.origin, t_start, Clock::now(), rep.bytes_h2d());
+  SetStage(o, LoadStage::kDone);
   return out;
 }
 
 }  // namespace
 
+bool ExchangeActive(const proto::LoadPlan& plan, const LoadOptions& options) {
+  return plan.dedup() != proto::DEDUP_NONE && options.exchange != nullptr &&
+         options.exchange->peer() != nullptr;
+}
+
+std::string_view LoadStageName(LoadStage stage) {
+  switch (stage) {
+    case LoadStage::kStarting:
+      return "starting";
+    case LoadStage::kDevice:
+      return "opening the device";
+    case LoadStage::kArena:
+      return "allocating the arena";
+    case LoadStage::kReading:
+      return "reading";
+    case LoadStage::kVerify:
+      return "verifying";
+    case LoadStage::kDump:
+      return "dumping";
+    case LoadStage::kDone:
+      return "done";
+  }
+  return "?";
+}
+
+int ResolveOrdinal(DeviceKind kind, int gpu) {
+  const int count = (kind == DeviceKind::kHost) ? 0 : transport::CudaDeviceCount();
+  if (kind == DeviceKind::kHost || (kind == DeviceKind::kAuto && count == 0)) return -1;
+  if (count == 0) return gpu;  // kCuda without a visible GPU: let OpenCudaDevice say why
+  return gpu % count;
+}
+
 Result<PreparedDevice> PrepareDevice(DeviceKind kind, int gpu, Clock::time_point origin) {
   const Clock::time_point start = Clock::now();
-  int count = 0;
   PreparedDevice p;
-  p.ordinal = ResolveOrdinal(kind, gpu < 0 ? 0 : gpu, &count);
+  p.ordinal = ResolveOrdinal(kind, gpu < 0 ? 0 : gpu);
   HOIST_ASSIGN_OR_RETURN(p.device, OpenOrdinal(p.ordinal));
   p.start_s = Seconds(origin, start);
   p.seconds = Seconds(start, Clock::now());
@@ -311,9 +432,7 @@ Result<PreparedDevice> PrepareDevice(DeviceKind kind, int gpu, Clock::time_point
 
 Result<LoadedRank> LoadRank(const proto::LoadPlan& plan, std::uint32_t rank,
                             const LoadOptions& options) {
-  bool exchanged = false;
-  Result<LoadedRank> r = Load(plan, rank, options, &exchanged);
-  if (!r.ok() && !exchanged) AbandonExchange(plan, options.exchange);  // peers must not wait
+  Result<LoadedRank> r = Load(plan, rank, options);
   if (!r.ok()) return Status(r.status()).Annotate("rank " + std::to_string(rank));
   return r;
 }

@@ -1,12 +1,14 @@
-// One rank's load: bind to the GPU's NUMA node, allocate one device arena, run the RankPlan
-// through transport/ (sources -> pinned staging ring -> device), optionally verify and dump,
-// and time every phase.
+// One rank's load: place its fill threads (rank/placement.h), allocate one device arena, run the
+// RankPlan through transport/ (sources -> pinned staging ring -> device), forwarding shared bytes
+// to peers as a stage of that run when the plan dedups (rank/exchange.h), optionally verify and
+// dump, and time every phase.
 //
 // Ownership: the returned LoadedRank owns the device backend and the arena; destroying it frees
 // both. Failure: any error (file changed since planning, read fault, allocation failure,
-// verification mismatch) is returned as a Status naming the rank, file, tensor and offset;
-// nothing is left running. Threading: LoadRank is called from one thread; it starts and joins its
-// own fill threads.
+// verification mismatch, cancellation) is returned as a Status naming the rank, file, tensor and
+// offset; nothing is left running. Threading: LoadRank is called from one thread; it starts and
+// joins its own fill threads. With an ExchangeHost it hands the exchange to the host's driver
+// thread and waits for it.
 #pragma once
 
 #include <atomic>
@@ -16,10 +18,12 @@
 #include <future>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "hoist/status.h"
 #include "proto/plan.pb.h"
 #include "rank/exchange.h"
+#include "rank/placement.h"
 #include "transport/device.h"
 #include "transport/source.h"
 
@@ -28,8 +32,8 @@ namespace hoist::rank {
 enum class DeviceKind { kAuto, kCuda, kHost };
 
 // The device a rank will load into, opened before the rank has its plan: creating a CUDA context
-// costs about 0.3 s, which the coordinator overlaps with MPI start-up and planning by calling
-// PrepareDevice on a helper thread. It belongs to the `init` phase, not to the load.
+// costs about 0.3 s, which callers overlap with MPI start-up and planning by calling
+// PrepareDevice on a helper thread. It belongs to the `device_init` phase, not to the load.
 struct PreparedDevice {
   std::unique_ptr<transport::Device> device;
   int ordinal = -1;    // CUDA ordinal; -1 on the host backend
@@ -42,20 +46,43 @@ struct PreparedDevice {
 Result<PreparedDevice> PrepareDevice(DeviceKind kind, int gpu,
                                      std::chrono::steady_clock::time_point origin);
 
+// The CUDA ordinal a rank uses for plan gpu `gpu` (modulo the visible GPUs), -1 for the host
+// backend (kHost, or kAuto without a visible GPU).
+int ResolveOrdinal(DeviceKind kind, int gpu);
+
+// What a rank is doing, for the progress display (LoadOptions::stage).
+enum class LoadStage : int { kStarting, kDevice, kArena, kReading, kVerify, kDump, kDone };
+std::string_view LoadStageName(LoadStage stage);
+
+// The driver side of a dedup exchange (rank/rank_job.h implements it): the load hands over the
+// Exchange it created and waits while the driver thread completes it.
+class ExchangeHost {
+ public:
+  virtual ~ExchangeHost() = default;
+  // This rank's peer (nullptr: the rank reads every copy itself) and the exchange options.
+  virtual transport::Peer* peer() = 0;
+  virtual const ExchangeOptions& exchange_options() = 0;
+  // Load thread: the driver polls `exchange` from now on; it outlives the Finish below.
+  virtual void Start(Exchange* exchange) = 0;
+  // Load thread: the reads ended with `reads`. Blocks until the driver completed the exchange
+  // (or it failed, or the job was cancelled) and returns the first error.
+  virtual Status Finish(const Status& reads) = 0;
+};
+
 struct LoadOptions {
   transport::ReadMode read_mode = transport::ReadMode::kAuto;
   DeviceKind device = DeviceKind::kAuto;  // auto: CUDA when a GPU is visible, else host
   int slots = 0;                          // 0: the measured default (transport::kDefaultSlots)
   std::uint64_t slot_bytes = 0;           // 0: the measured default (transport::kDefaultSlotBytes)
-  int threads = 0;                        // fill threads; 0: cores / ranks on this node, at most 16
+  int threads = 0;                        // fill threads; 0: the rank's cpus, at most 16
   bool verify = false;                    // prove every arena byte equals the plan's bytes
   std::string dump_dir;                   // non-empty: write <dir>/rank-<R>.safetensors
-  bool bind_numa = true;
+  CpuBind cpu_bind = CpuBind::kAuto;      // where the fill threads run (rank/placement.h)
+  bool bind_numa = true;                  // bind staging memory to the cpus' NUMA nodes
   std::uint64_t chunk_bytes = 0;  // bytes per fill task; 0: slot_bytes / threads (>= 64 KiB)
   transport::StagingKind staging = transport::StagingKind::kAuto;  // auto = register
   bool lazy_staging = true;         // allocate each slot on first use
   int gpu = -1;                     // CUDA ordinal; -1: the plan's gpu (modulo the visible count)
-  int local_ranks = 0;              // ranks sharing this host's cores; 0: count the plan's node
   transport::DirectOptions direct;  // O_DIRECT request size and depth
   // Unmap and close the checkpoint files on a detached thread once the bytes are on the device
   // (not counted in `total`); false: synchronously, inside `total`.
@@ -71,14 +98,21 @@ struct LoadOptions {
   // device and the arena size. It must return memory the device accepts as an arena (adopted
   // with Device::AdoptArena) that outlives the LoadedRank. nullptr: the device allocates.
   std::function<Result<transport::DeviceBuffer>(transport::Device&, std::uint64_t)> allocate_arena;
-  // When set, bytes handed to the device are added here while the load runs (for progress).
+  // When set, bytes handed to the device are added here while the load runs (for progress), and
+  // the current stage is stored in `stage`.
   std::atomic<std::uint64_t>* progress = nullptr;
+  std::atomic<LoadStage>* stage = nullptr;
+  // When another thread sets it, the load stops (Aborted) as soon as it can.
+  const std::atomic<bool>* cancel = nullptr;
   // Clock origin shared by all phases and spans of the report.
   std::chrono::steady_clock::time_point origin = std::chrono::steady_clock::now();
-  // Dedup plans: the peer this rank exchanges with (rank/exchange.h); without one the rank
-  // reads all its copies itself.
-  ExchangeOptions exchange;
+  // Dedup plans: where the exchange runs (rank/rank_job.h). nullptr or without a peer: the rank
+  // reads every one of its copies itself (e.g. a single rank run without mpirun).
+  ExchangeHost* exchange = nullptr;
 };
+
+// True when a rank of `plan` runs an exchange: a dedup plan and a host with a peer.
+bool ExchangeActive(const proto::LoadPlan& plan, const LoadOptions& options);
 
 struct LoadedRank {
   std::unique_ptr<transport::Device> device;
@@ -86,9 +120,10 @@ struct LoadedRank {
   proto::RankReport report;
 };
 
-// Executes plan.ranks(rank). Phases recorded: bind, arena_alloc, residency (page-cache
-// measurement), staging_alloc, read, h2d, drain, verify, dump, staging_free, total (init and plan
-// are added by the caller; verify and dump only when asked).
+// Executes plan.ranks(rank). Phases recorded: device_init, bind, arena_alloc, residency
+// (page-cache measurement), staging_alloc, read, h2d, peer (dedup), drain, verify, dump,
+// staging_free, total (init, plan and peer_init are added by the caller; verify and dump only
+// when asked). The report also carries cpus, fill_threads and cpu_bind.
 Result<LoadedRank> LoadRank(const proto::LoadPlan& plan, std::uint32_t rank,
                             const LoadOptions& options);
 

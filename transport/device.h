@@ -114,6 +114,9 @@ class Device {
   virtual Status Record(EventId event, StreamId stream) = 0;
   // Blocks until the event's latest recording completed (OK at once when never recorded).
   virtual Status Wait(EventId event) = 0;
+  // Non-blocking Wait: true when the latest recording completed (or the event was never
+  // recorded), false while it is pending.
+  virtual Result<bool> Query(EventId event) = 0;
   // Seconds between two completed timing events.
   virtual Result<double> Elapsed(EventId from, EventId to) = 0;
   virtual Status Synchronize(StreamId stream) = 0;
@@ -148,6 +151,12 @@ std::unique_ptr<Device> OpenHostDevice();
 
 // Number of CUDA devices visible (0 without a driver, a GPU, or a CUDA build).
 int CudaDeviceCount();
+// The PCI bus id ("0000:3b:00.0", lower case) of CUDA device `ordinal`, without creating a
+// context on it; Unsupported without CUDA.
+Result<std::string> CudaPciBusId(int ordinal);
+// True when every pair of visible CUDA devices can access each other's memory directly
+// (NVLink or PCIe peer-to-peer); false with fewer than two devices or without CUDA.
+bool CudaPeerAccessAll();
 // A CUDA device; Unsupported in builds without CUDA, InvalidArgument for a bad ordinal.
 Result<std::unique_ptr<Device>> OpenCudaDevice(int ordinal);
 

@@ -314,6 +314,13 @@ class HostDevice final : public Device {
     return Status::Ok();
   }
 
+  Result<bool> Query(EventId event) override {
+    std::lock_guard lock(mu_);
+    auto e = events_.find(event);
+    if (e == events_.end()) return Status::InvalidArgument("host device: Query of unknown event");
+    return !e->second.recorded || e->second.stream->done >= e->second.seq;
+  }
+
   Result<double> Elapsed(EventId from, EventId to) override {
     std::lock_guard lock(mu_);
     auto a = events_.find(from), b = events_.find(to);

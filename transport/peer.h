@@ -4,22 +4,23 @@
 // Model: a group of ranks, named by their global (plan) ranks. Ops are queued between
 // GroupBegin and GroupEnd and issued together at GroupEnd (NCCL: one ncclGroupStart/End; MPI:
 // MPI_Isend/Irecv posted at once), so two ranks sending to each other never deadlock. Between two
-// ranks, sends and recvs pair up in issue order and must agree in size. Test() progresses and
-// reports completion; Wait() blocks until everything issued completed, an op failed, or the
-// deadline passed. AllOk() is the group's agreement round (every member calls it the same number
-// of times): it returns the lowest rank that reported failure, so no rank starts forwarding when
-// a peer could not read its part.
+// ranks, sends and recvs pair up in issue order and must agree in size. Groups complete in issue
+// order; Test() progresses them without blocking and reports whether all completed; Wait()
+// blocks until everything issued completed, an op failed, or the deadline passed.
+//
+// Set-up may run in the background (the NCCL communicator initialises while the rank reads):
+// Ready() says when GroupEnd may be called. Agreement between ranks (did everyone read its part,
+// did someone fail) is not the peer's job: the coordinator's control plane carries it, and a
+// rank told that another failed calls Abort().
 //
 // Implementations: MPI (CreateMpiPeer; arenas are host memory: the host device backend, so the
 // whole routing runs in CPU-only CI) and NCCL (CreateNcclPeer; arenas are CUDA device memory;
-// compiled only with CUDA and NCCL). Neither ever blocks without a deadline: a peer that errors,
-// stalls or dies makes Wait/AllOk return Aborted within the timeout, naming the pending ops and
-// their peers.
+// compiled only with CUDA and NCCL). Neither ever blocks without a deadline.
 //
-// Ownership: a Peer owns its communicator (MPI_Comm from MPI_Comm_split, or an ncclComm and its
-// stream). The arenas belong to the caller and must outlive every op issued on them.
-// Failure: every call returns a Status; after a failed Wait/AllOk, or after Abort(), the peer is
-// unusable (its pending ops are cancelled, the NCCL communicator is aborted) and every later call
+// Ownership: a Peer owns its communicator (an MPI_Comm duplicate, or an ncclComm and its stream).
+// The arenas belong to the caller and must outlive every op issued on them.
+// Failure: every call returns a Status; after a failed Wait/Test, or after Abort(), the peer is
+// unusable (pending ops are cancelled, the NCCL communicator is aborted) and every later call
 // returns Aborted. Destroying a peer with ops still pending aborts it.
 // Threading: one thread at a time. The MPI peer must be driven from the thread that initialised
 // MPI (MPI_THREAD_FUNNELED); the NCCL peer from any one thread.
@@ -55,12 +56,12 @@ class Peer {
   virtual const PeerCaps& Caps() const = 0;
   virtual const PeerGroup& Group() const = 0;
 
-  // Agreement over the group: returns -1 when every member passed ok, else the lowest global
-  // rank that passed !ok. Aborted when a member does not arrive within timeout_s.
-  virtual Result<int> AllOk(bool ok, double timeout_s) = 0;
+  // True once the communicator is set up and groups may be issued; false while it still
+  // initialises. An initialisation error is returned (and aborts the peer).
+  virtual Result<bool> Ready() = 0;
 
   // Queues ops; nothing moves until GroupEnd. `peer` is a global rank of the group (not self);
-  // [offset, offset + bytes) must lie inside `arena`.
+  // [offset, offset + bytes) must lie inside `arena`. GroupEnd needs Ready().
   virtual Status GroupBegin() = 0;
   virtual Status Send(int peer, const DeviceBuffer& arena, std::uint64_t offset,
                       std::uint64_t bytes) = 0;
@@ -68,11 +69,19 @@ class Peer {
                       std::uint64_t bytes) = 0;
   virtual Status GroupEnd() = 0;
 
-  // Progresses issued ops without blocking: true when all completed. Errors as Wait.
+  // Progresses issued groups without blocking: true when all completed. An op that failed is
+  // an error (and aborts the peer).
   virtual Result<bool> Test() = 0;
-  // Blocks until every issued op completed (OK), one failed, or timeout_s passed (Aborted naming
-  // the pending ops). Either error aborts the peer.
+  // Blocks until every issued group completed (OK), one failed, or timeout_s passed (Aborted
+  // naming the pending ops, with kPeerFailureNote). Either error aborts the peer.
   virtual Status Wait(double timeout_s) = 0;
+
+  // Groups issued and groups completed so far (completion is in issue order).
+  virtual std::uint64_t groups_issued() const = 0;
+  virtual std::uint64_t groups_completed() const = 0;
+  // The ops of the groups in flight that have not completed ("recv of 4096 bytes from rank 2 at
+  // arena offset 0; ..."), for messages.
+  virtual std::string PendingText() const = 0;
 
   // Cancels pending ops and tears the communicator down (NCCL: ncclCommAbort). Idempotent.
   virtual void Abort() = 0;
@@ -82,28 +91,36 @@ class Peer {
   virtual std::uint64_t bytes_received() const = 0;
 };
 
-// MPI peer over a communicator split from MPI_COMM_WORLD by group (global rank = world rank).
-// Collective over MPI_COMM_WORLD: every world rank calls it once, each with its own group.
-// `world` is the job's size: when MPI_COMM_WORLD is larger (an engine running the job on a
-// sub-communicator) every rank gets FailedPrecondition before any collective, never a hang.
-// FailedPrecondition when MPI is not initialised.
-Result<std::unique_ptr<Peer>> CreateMpiPeer(const PeerGroup& group, int world);
+// MPI peer on a duplicate of `mpi_comm` (a pointer to an MPI_Comm; nullptr: MPI_COMM_WORLD)
+// whose ranks are the job's global ranks. Not collective: each rank creates its own.
+// FailedPrecondition when MPI is not initialised or the communicator's size is not `world`.
+Result<std::unique_ptr<Peer>> CreateMpiPeer(const PeerGroup& group, int world,
+                                            const void* mpi_comm = nullptr);
 
-// NCCL: an opaque unique id (NCCL_UNIQUE_ID_BYTES bytes) that the group's first rank creates and
-// every member receives over the control plane. Unsupported without NCCL.
+// NCCL: an opaque unique id (NCCL_UNIQUE_ID_BYTES bytes). Any one process creates the id of a
+// group (rank 0 creates all of them while it plans) and every member receives it with the plan.
+// Unsupported without NCCL.
 Result<std::string> NcclUniqueId();
 
-// NCCL peer on CUDA device `ordinal` from the id of the group's first rank. Collective over the
-// group (ncclCommInitRankConfig, non-blocking, bounded by timeout_s). Unsupported without NCCL.
+// NCCL peer on CUDA device `ordinal` from the group's id. Starts the (non-blocking)
+// communicator initialisation and returns at once; Ready() says when it is done. The
+// initialisation must complete within timeout_s of this call, else Ready() fails naming the
+// group. Unsupported without NCCL.
 Result<std::unique_ptr<Peer>> CreateNcclPeer(const PeerGroup& group, int ordinal,
                                              const std::string& unique_id, double timeout_s);
 
 // True when this build has the NCCL peer.
 bool HaveNccl();
 
-// Every error a rank reports because of another rank (a timeout waiting for a peer, a group that
-// stopped because a member failed) contains this text, so the coordinator can name the rank that
-// failed first rather than the ones that stopped because of it.
+// Tests: a peer that fails on purpose. kError: once it issued its first group, its transport
+// fails (the next Test() aborts the real peer and returns an error). kStall: it stays alive but
+// does not move its bytes: the sends of every group are withheld and it never completes, while
+// it reports nothing pending (so only its peers, waiting for its bytes, time out).
+enum class PeerFault { kError, kStall };
+std::unique_ptr<Peer> WrapFaultyPeer(std::unique_ptr<Peer> peer, PeerFault fault);
+
+// Every error a rank reports because of another rank (a timeout waiting for a peer, a job that
+// stopped because a rank failed) contains this text.
 inline constexpr char kPeerFailureNote[] = "a peer failed, stalled or died";
 
 }  // namespace hoist::transport

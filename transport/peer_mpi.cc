@@ -1,6 +1,7 @@
-// The MPI peer: host-memory arenas, MPI_Isend/MPI_Irecv on a communicator split from
-// MPI_COMM_WORLD per group, progress by MPI_Testsome polled against a deadline (never a blocking
-// wait), cancellation on error or timeout. Also the NCCL entry points for builds without NCCL.
+// The MPI peer: host-memory arenas, MPI_Isend/MPI_Irecv on a duplicate of the job's
+// communicator (ranks addressed by their global rank, so no collective split is needed),
+// progress by MPI_Testsome polled against a deadline (never a blocking wait), cancellation on
+// error or timeout. Also the NCCL entry points for builds without NCCL.
 //
 // Bytes move through buffers the peer owns: a send copies its arena range when posted, a receive
 // copies into the arena when it completes. Open MPI cannot cancel a send, and a matched receive
@@ -15,14 +16,14 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <thread>
 
 #include "transport/peer.h"
+#include "transport/peer_ops.h"
 
 namespace hoist::transport {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 constexpr int kTag = 0x6870;
 constexpr std::uint64_t kMaxMessage = 1ull << 30;  // MPI counts are int: chunk larger ranges
@@ -34,17 +35,10 @@ std::string MpiError(int rc) {
   return std::string(msg, static_cast<std::size_t>(len));
 }
 
-std::string GroupString(const PeerGroup& g) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < g.ranks.size(); ++i) {
-    s.append(i ? "," : "").append(std::to_string(g.ranks[i]));
-  }
-  return s + "]";
-}
-
 class MpiPeer final : public Peer {
  public:
-  MpiPeer(MPI_Comm comm, PeerGroup group) : comm_(comm), group_(std::move(group)) {
+  MpiPeer(MPI_Comm comm, PeerGroup group)
+      : comm_(comm), ops_("mpi peer", std::move(group), kMaxMessage) {
     caps_.device_memory = false;
     caps_.cross_node = true;
   }
@@ -53,139 +47,89 @@ class MpiPeer final : public Peer {
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (finalized) return;
-    if (Pending() > 0 || allreduce_pending_) Abort();
-    if (!allreduce_pending_) delete[] allreduce_;  // else MPI may still write it: leaked
+    if (!ops_.inflight().empty()) Abort();
     if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
   }
 
   std::string Name() const override { return "mpi"; }
   const PeerCaps& Caps() const override { return caps_; }
-  const PeerGroup& Group() const override { return group_; }
-
-  Result<int> AllOk(bool ok, double timeout_s) override {
+  const PeerGroup& Group() const override { return ops_.group(); }
+  Result<bool> Ready() override {
     HOIST_RETURN_IF_ERROR(Usable());
-    allreduce_[0] = ok ? INT_MAX : group_.self;
-    allreduce_[1] = INT_MAX;
-    MPI_Request req = MPI_REQUEST_NULL;
-    int rc = MPI_Iallreduce(&allreduce_[0], &allreduce_[1], 1, MPI_INT, MPI_MIN, comm_, &req);
-    if (rc != MPI_SUCCESS) return Fail("MPI_Iallreduce: " + MpiError(rc));
-    allreduce_pending_ = true;
-    const Clock::time_point deadline = Deadline(timeout_s);
-    for (int spin = 0;; ++spin) {
-      int flag = 0;
-      rc = MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
-      if (rc != MPI_SUCCESS) return Fail("agreement: MPI_Test: " + MpiError(rc));
-      if (flag) break;
-      if (Clock::now() > deadline) {
-        return Fail("agreement timed out after " + Secs(timeout_s) +
-                    ": a rank of the group did not arrive (" + kPeerFailureNote + ")");
-      }
-      Backoff(spin);
-    }
-    allreduce_pending_ = false;
-    return allreduce_[1] == INT_MAX ? -1 : allreduce_[1];
+    return true;
   }
 
   Status GroupBegin() override {
     HOIST_RETURN_IF_ERROR(Usable());
-    if (in_group_) return Status::InvalidArgument("mpi peer: GroupBegin inside a group");
-    in_group_ = true;
-    return Status::Ok();
+    return ops_.Begin();
   }
-
   Status Send(int peer, const DeviceBuffer& arena, std::uint64_t offset,
               std::uint64_t bytes) override {
-    return Queue(true, peer, arena, offset, bytes);
+    HOIST_RETURN_IF_ERROR(Usable());
+    return ops_.Queue(true, peer, arena, offset, bytes);
   }
   Status Recv(int peer, const DeviceBuffer& arena, std::uint64_t offset,
               std::uint64_t bytes) override {
-    return Queue(false, peer, arena, offset, bytes);
+    HOIST_RETURN_IF_ERROR(Usable());
+    return ops_.Queue(false, peer, arena, offset, bytes);
   }
 
   Status GroupEnd() override {
     HOIST_RETURN_IF_ERROR(Usable());
-    if (!in_group_) return Status::InvalidArgument("mpi peer: GroupEnd without GroupBegin");
-    in_group_ = false;
-    for (Op& op : queued_) {
+    HOIST_ASSIGN_OR_RETURN(std::vector<PeerOp> ops, ops_.End());
+    if (ops.empty()) return Status::Ok();
+    Posted posted;
+    for (const PeerOp& op : ops) {
       MPI_Request req = MPI_REQUEST_NULL;
       const int count = static_cast<int>(op.bytes);
-      op.buffer = new std::byte[op.bytes];
-      if (op.send) std::memcpy(op.buffer, op.arena, op.bytes);
-      const int rc = op.send ? MPI_Isend(op.buffer, count, MPI_BYTE, op.index, kTag, comm_, &req)
-                             : MPI_Irecv(op.buffer, count, MPI_BYTE, op.index, kTag, comm_, &req);
+      auto* buffer = new std::byte[op.bytes];
+      if (op.send) std::memcpy(buffer, op.ptr, op.bytes);
+      const int rc = op.send ? MPI_Isend(buffer, count, MPI_BYTE, op.peer, kTag, comm_, &req)
+                             : MPI_Irecv(buffer, count, MPI_BYTE, op.peer, kTag, comm_, &req);
       if (rc != MPI_SUCCESS) {
-        const std::string what = Describe(op);
-        delete[] op.buffer;
-        queued_.clear();
-        return Fail(std::string(op.send ? "MPI_Isend" : "MPI_Irecv") + " (" + what +
-                    "): " + MpiError(rc));
+        delete[] buffer;
+        posted_.push_back(std::move(posted));
+        ops_.Issued(std::move(ops));  // so Abort cancels what was posted
+        return Fail(std::string(op.send ? "MPI_Isend" : "MPI_Irecv") + " (" +
+                    PeerOps::Describe(op) + "): " + MpiError(rc));
       }
-      ops_.push_back(op);
-      reqs_.push_back(req);
+      posted.reqs.push_back(req);
+      posted.buffers.push_back(buffer);
     }
-    queued_.clear();
+    posted_.push_back(std::move(posted));
+    ops_.Issued(std::move(ops));
     return Status::Ok();
   }
 
   Result<bool> Test() override {
     HOIST_RETURN_IF_ERROR(Usable());
-    if (Pending() == 0) return true;
-    int outcount = 0;
-    indices_.resize(reqs_.size());
-    statuses_.resize(reqs_.size());
-    const int rc = MPI_Testsome(static_cast<int>(reqs_.size()), reqs_.data(), &outcount,
-                                indices_.data(), statuses_.data());
-    if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) return Fail("MPI_Testsome: " + MpiError(rc));
-    if (outcount == MPI_UNDEFINED) outcount = 0;
-    for (int i = 0; i < outcount; ++i) {
-      Op& op = ops_[static_cast<std::size_t>(indices_[i])];
-      const MPI_Status& st = statuses_[i];
-      if (rc == MPI_ERR_IN_STATUS && st.MPI_ERROR != MPI_SUCCESS) {
-        return Fail(Describe(op) + ": " + MpiError(st.MPI_ERROR));
-      }
-      if (!op.send) {
-        int got = 0;
-        MPI_Get_count(&st, MPI_BYTE, &got);
-        if (static_cast<std::uint64_t>(got) != op.bytes) {
-          return Fail(Describe(op) + ": received " + std::to_string(got) + " bytes");
-        }
-        std::memcpy(op.arena, op.buffer, op.bytes);
-        received_ += op.bytes;
-      } else {
-        sent_ += op.bytes;
-      }
-      delete[] op.buffer;
-      op.buffer = nullptr;
-      op.done = true;
-      ++completed_;
+    while (!ops_.inflight().empty()) {
+      HOIST_ASSIGN_OR_RETURN(bool done, TestOldest());
+      if (!done) return false;
+      for (std::byte* b : posted_.front().buffers) delete[] b;
+      posted_.pop_front();
+      ops_.CompleteOldest();
     }
-    if (Pending() > 0) return false;
-    ops_.clear();
-    reqs_.clear();
-    completed_ = 0;
     return true;
   }
 
   Status Wait(double timeout_s) override {
-    const Clock::time_point deadline = Deadline(timeout_s);
+    const auto deadline = DeadlineAfter(timeout_s);
     for (int spin = 0;; ++spin) {
       HOIST_ASSIGN_OR_RETURN(bool done, Test());
       if (done) return Status::Ok();
-      if (Clock::now() > deadline) {
-        std::string what;
-        int listed = 0;
-        for (const Op& op : ops_) {
-          if (op.done) continue;
-          if (listed++ < 4) what += (what.empty() ? "" : "; ") + Describe(op);
-        }
-        if (listed > 4) what += "; ...";
-        return Fail("timed out after " + Secs(timeout_s) + " with " + std::to_string(Pending()) +
-                    " of " + std::to_string(ops_.size()) + " transfers pending (" + what +
-                    "): " + kPeerFailureNote);
+      if (PeerOps::Clock::now() > deadline) {
+        return Fail("timed out after " + SecondsText(timeout_s) + " with " +
+                    std::to_string(ops_.PendingOps()) + " transfers pending (" +
+                    ops_.PendingText() + "): " + kPeerFailureNote);
       }
-      Backoff(spin);
+      PollBackoff(spin);
     }
   }
+
+  std::uint64_t groups_issued() const override { return ops_.groups_issued(); }
+  std::uint64_t groups_completed() const override { return ops_.groups_completed(); }
+  std::string PendingText() const override { return ops_.PendingText(); }
 
   void Abort() override {
     if (aborted_) return;
@@ -194,56 +138,62 @@ class MpiPeer final : public Peer {
     MPI_Finalized(&finalized);
     if (finalized) return;
     // Pending operations keep their buffers (leaked): MPI may still read or write them.
-    for (MPI_Request& r : reqs_) {
-      if (r == MPI_REQUEST_NULL) continue;
-      MPI_Cancel(&r);
-      MPI_Request_free(&r);
+    for (Posted& p : posted_) {
+      for (std::size_t i = 0; i < p.reqs.size(); ++i) {
+        if (p.reqs[i] == MPI_REQUEST_NULL) {
+          delete[] p.buffers[i];
+          continue;
+        }
+        MPI_Cancel(&p.reqs[i]);
+        MPI_Request_free(&p.reqs[i]);
+      }
     }
-    for (Op& op : ops_) {
-      if (op.done) delete[] op.buffer;
-    }
-    ops_.clear();
-    reqs_.clear();
-    completed_ = 0;
-    queued_.clear();
+    posted_.clear();
+    ops_.Forget();
   }
 
-  std::uint64_t bytes_sent() const override { return sent_; }
-  std::uint64_t bytes_received() const override { return received_; }
+  std::uint64_t bytes_sent() const override { return ops_.bytes_sent(); }
+  std::uint64_t bytes_received() const override { return ops_.bytes_received(); }
 
  private:
-  struct Op {
-    bool send = false;
-    int peer = 0;                 // global rank
-    int index = 0;                // rank in comm_
-    std::byte* arena = nullptr;   // the range in the caller's arena
-    std::byte* buffer = nullptr;  // owned while posted (see the file comment)
-    std::uint64_t offset = 0;     // arena offset, for messages
-    std::uint64_t bytes = 0;
-    bool done = false;
+  // The MPI side of one group in flight (parallel to its ops in ops_.inflight()).
+  struct Posted {
+    std::vector<MPI_Request> reqs;
+    std::vector<std::byte*> buffers;  // owned while posted (see the file comment)
   };
 
-  static Clock::time_point Deadline(double timeout_s) {
-    return Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                              std::chrono::duration<double>(std::max(0.0, timeout_s)));
-  }
-  static std::string Secs(double s) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.1f s", s);
-    return buf;
-  }
-  static void Backoff(int spin) {
-    // Poll hard for the first few hundred microseconds, then back off to 1 ms.
-    if (spin < 64) return;
-    std::this_thread::sleep_for(std::chrono::microseconds(spin < 256 ? 20 : 1000));
-  }
-
-  std::size_t Pending() const { return ops_.size() - completed_; }
-
-  std::string Describe(const Op& op) const {
-    return std::string(op.send ? "send of " : "recv of ") + std::to_string(op.bytes) + " bytes " +
-           (op.send ? "to rank " : "from rank ") + std::to_string(op.peer) + " at arena offset " +
-           std::to_string(op.offset);
+  // Progresses the oldest group: true when all its ops completed (receives copied in).
+  Result<bool> TestOldest() {
+    Posted& p = posted_.front();
+    std::vector<PeerOp>& ops = ops_.inflight().front();
+    int outcount = 0;
+    indices_.resize(p.reqs.size());
+    statuses_.resize(p.reqs.size());
+    const int rc = MPI_Testsome(static_cast<int>(p.reqs.size()), p.reqs.data(), &outcount,
+                                indices_.data(), statuses_.data());
+    if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) return Fail("MPI_Testsome: " + MpiError(rc));
+    if (outcount == MPI_UNDEFINED) outcount = 0;
+    for (int i = 0; i < outcount; ++i) {
+      const auto k = static_cast<std::size_t>(indices_[i]);
+      PeerOp& op = ops[k];
+      const MPI_Status& st = statuses_[i];
+      if (rc == MPI_ERR_IN_STATUS && st.MPI_ERROR != MPI_SUCCESS) {
+        return Fail(PeerOps::Describe(op) + ": " + MpiError(st.MPI_ERROR));
+      }
+      if (!op.send) {
+        int got = 0;
+        MPI_Get_count(&st, MPI_BYTE, &got);
+        if (static_cast<std::uint64_t>(got) != op.bytes) {
+          return Fail(PeerOps::Describe(op) + ": received " + std::to_string(got) + " bytes");
+        }
+        std::memcpy(op.ptr, p.buffers[k], op.bytes);
+      }
+      op.done = true;
+    }
+    for (const PeerOp& op : ops) {
+      if (!op.done) return false;
+    }
+    return true;
   }
 
   Status Usable() const {
@@ -252,98 +202,48 @@ class MpiPeer final : public Peer {
   }
 
   Status Fail(const std::string& what) {
+    const std::string who = ops_.Who();
     Abort();
-    return Status::Aborted("mpi peer (rank " + std::to_string(group_.self) + ", group " +
-                           GroupString(group_) + "): " + what);
-  }
-
-  Status Queue(bool send, int peer, const DeviceBuffer& arena, std::uint64_t offset,
-               std::uint64_t bytes) {
-    HOIST_RETURN_IF_ERROR(Usable());
-    if (!in_group_) return Status::InvalidArgument("mpi peer: Send/Recv outside GroupBegin/End");
-    const auto it = std::lower_bound(group_.ranks.begin(), group_.ranks.end(), peer);
-    if (it == group_.ranks.end() || *it != peer || peer == group_.self) {
-      return Status::InvalidArgument("mpi peer: rank " + std::to_string(peer) +
-                                     " is not another member of group " + GroupString(group_));
-    }
-    if (arena.ptr == nullptr || offset > arena.bytes || bytes > arena.bytes - offset) {
-      return Status::InvalidArgument("mpi peer: arena range [" + std::to_string(offset) + ", +" +
-                                     std::to_string(bytes) + ") outside the arena of " +
-                                     std::to_string(arena.bytes) + " bytes");
-    }
-    const int index = static_cast<int>(it - group_.ranks.begin());
-    for (std::uint64_t done = 0; done < bytes;) {  // zero bytes: nothing to move on either side
-      const std::uint64_t n = std::min(bytes - done, kMaxMessage);
-      Op op;
-      op.send = send;
-      op.peer = peer;
-      op.index = index;
-      op.arena = static_cast<std::byte*>(arena.ptr) + offset + done;
-      op.offset = offset + done;
-      op.bytes = n;
-      queued_.push_back(op);
-      done += n;
-    }
-    return Status::Ok();
+    return Status::Aborted(who + ": " + what);
   }
 
   MPI_Comm comm_;
-  PeerGroup group_;
+  PeerOps ops_;
   PeerCaps caps_;
-  bool in_group_ = false;
   bool aborted_ = false;
-  bool allreduce_pending_ = false;
-  int* allreduce_ = new int[2];  // in, out; leaked if a timed-out Iallreduce may still write it
-  std::vector<Op> queued_;
-  std::vector<Op> ops_;
-  std::vector<MPI_Request> reqs_;
+  std::deque<Posted> posted_;
   std::vector<int> indices_;
   std::vector<MPI_Status> statuses_;
-  std::size_t completed_ = 0;
-  std::uint64_t sent_ = 0, received_ = 0;
 };
 
 }  // namespace
 
-Result<std::unique_ptr<Peer>> CreateMpiPeer(const PeerGroup& group, int world) {
+Result<std::unique_ptr<Peer>> CreateMpiPeer(const PeerGroup& group, int world,
+                                            const void* mpi_comm) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) return Status::FailedPrecondition("mpi peer: MPI is not initialised");
-  if (group.ranks.empty() || !std::is_sorted(group.ranks.begin(), group.ranks.end()) ||
-      std::adjacent_find(group.ranks.begin(), group.ranks.end()) != group.ranks.end() ||
-      !std::binary_search(group.ranks.begin(), group.ranks.end(), group.self)) {
-    return Status::InvalidArgument("mpi peer: group " + GroupString(group) +
-                                   " must be ascending, distinct and contain rank " +
+  HOIST_RETURN_IF_ERROR(ValidateGroup("mpi peer", group));
+  const MPI_Comm base = mpi_comm ? *static_cast<const MPI_Comm*>(mpi_comm) : MPI_COMM_WORLD;
+  int rank = -1, size = 0;
+  MPI_Comm_rank(base, &rank);
+  MPI_Comm_size(base, &size);
+  if (size != world) {
+    return Status::FailedPrecondition("mpi peer: the job has " + std::to_string(world) +
+                                      " ranks but its communicator has " + std::to_string(size));
+  }
+  if (rank != group.self) {
+    return Status::InvalidArgument("mpi peer: this process is rank " + std::to_string(rank) +
+                                   " of the job's communicator, not rank " +
                                    std::to_string(group.self));
   }
-  int world_rank = -1, world_size = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
-  if (world_size != world) {
-    return Status::FailedPrecondition(
-        "mpi peer: the job has " + std::to_string(world) + " ranks but MPI_COMM_WORLD has " +
-        std::to_string(world_size) + "; dedup over MPI needs the job to span MPI_COMM_WORLD");
-  }
-  if (world_rank != group.self) {
-    return Status::InvalidArgument("mpi peer: this process is world rank " +
-                                   std::to_string(world_rank) + ", not rank " +
-                                   std::to_string(group.self));
-  }
+  // The group's ranks address each other by their global rank: op.index must be the global
+  // rank, so a group over the whole communicator is used with global indices (no split, which
+  // would be a collective).
   MPI_Comm comm = MPI_COMM_NULL;
-  int rc = MPI_Comm_split(MPI_COMM_WORLD, group.ranks.front(), group.self, &comm);
-  if (rc != MPI_SUCCESS) return Status::IoError("mpi peer: MPI_Comm_split: " + MpiError(rc));
+  const int rc = MPI_Comm_dup(base, &comm);
+  if (rc != MPI_SUCCESS) return Status::IoError("mpi peer: MPI_Comm_dup: " + MpiError(rc));
   MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
-  int size = 0, me = -1;
-  MPI_Comm_size(comm, &size);
-  MPI_Comm_rank(comm, &me);
-  const auto expect_me =
-      std::lower_bound(group.ranks.begin(), group.ranks.end(), group.self) - group.ranks.begin();
-  if (size != static_cast<int>(group.ranks.size()) || me != expect_me) {
-    MPI_Comm_free(&comm);
-    return Status::Internal("mpi peer: ranks disagree on the group of rank " +
-                            std::to_string(group.self) + " " + GroupString(group) +
-                            ": the split communicator has " + std::to_string(size) + " ranks");
-  }
   return std::unique_ptr<Peer>(new MpiPeer(comm, group));
 }
 

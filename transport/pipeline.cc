@@ -75,6 +75,7 @@ class Runner {
   Status Run() {
     HOIST_RETURN_IF_ERROR(Setup());
     Status s = Body();
+    if (s.ok()) s = ReachMilestones(o_.milestone_copies.size());
     // Whatever happened, nothing may still read staging or write the arena when we return.
     if (stream_ >= 0) {
       Status sync = dev_.Synchronize(stream_);
@@ -117,6 +118,9 @@ class Runner {
                                        " needs a mapped " + "source for " +
                                        sources_[c.file()].primary->path());
       }
+    }
+    if (o_.milestone_events.size() != o_.milestone_copies.size()) {
+      return Status::InvalidArgument("pipeline: milestone events and copy counts differ in size");
     }
     if (staged_) {
       BuildStaged();
@@ -184,9 +188,13 @@ class Runner {
       pos = 0;
       seq_ops_.push_back(ops_.size());
     };
-    for (const proto::Copy& c : plan_.copies()) {
+    copy_last_seq_.assign(plan_.copies_size(), -1);
+    std::int64_t last_seq = -1;  // of the latest copy with bytes
+    for (int ci = 0; ci < plan_.copies_size(); ++ci) {
+      const proto::Copy& c = plan_.copies(ci);
       std::uint64_t width = c.width(), rows = c.rows();
       std::uint64_t sp = c.src_pitch(), dp = c.dst_pitch();
+      copy_last_seq_[ci] = last_seq;
       if (width == 0 || rows == 0) continue;
       if (rows > 1 && sp == width && dp == width) {  // contiguous on both sides: one range
         width *= rows;
@@ -215,6 +223,11 @@ class Runner {
           }
         }
         if (pos == slot_bytes_) next_slot();
+      }
+      if (pos == 0 && seq > 0) {
+        copy_last_seq_[ci] = last_seq = seq - 1;  // ended exactly at a slot boundary
+      } else {
+        copy_last_seq_[ci] = last_seq = seq;
       }
     }
     if (pos > 0) next_slot();
@@ -398,6 +411,7 @@ class Runner {
         HOIST_RETURN_IF_ERROR(dev_.CopyAsync(c, stream_));
       }
       HOIST_RETURN_IF_ERROR(dev_.Record(ev_end_[k], stream_));
+      HOIST_RETURN_IF_ERROR(AdvanceSubmitted(q));
     }
     std::lock_guard lock(mu_);
     slots_[k].submitted = q;
@@ -406,6 +420,39 @@ class Runner {
     cv_.notify_all();
     return Status::Ok();
   }
+
+  // submit_mu_ held. Marks seq q enqueued; once every seq up to some S is, records the
+  // milestones whose copies all lie in seqs <= S.
+  Status AdvanceSubmitted(std::uint32_t q) {
+    if (o_.milestone_copies.empty()) return Status::Ok();
+    if (submitted_seq_.size() < seqs_) submitted_seq_.resize(seqs_, false);
+    submitted_seq_[q] = true;
+    while (prefix_ < seqs_ && submitted_seq_[prefix_]) ++prefix_;
+    std::size_t m = milestones_reached_;
+    while (m < o_.milestone_copies.size() && MilestoneSeq(m) < static_cast<std::int64_t>(prefix_)) {
+      ++m;
+    }
+    return ReachMilestones(m);
+  }
+
+  // The last slot sequence number holding bytes of milestone m (-1: it has none).
+  std::int64_t MilestoneSeq(std::size_t m) const {
+    const int n = o_.milestone_copies[m];
+    if (n <= 0 || copy_last_seq_.empty()) return -1;
+    return copy_last_seq_[std::min<std::size_t>(n, copy_last_seq_.size()) - 1];
+  }
+
+  // Records milestones [milestones_reached_, upto) on the copy stream and announces them.
+  // Called with submit_mu_ held (or after the run, when no fill thread is left).
+  Status ReachMilestones(std::size_t upto) {
+    for (; milestones_reached_ < upto; ++milestones_reached_) {
+      HOIST_RETURN_IF_ERROR(dev_.Record(o_.milestone_events[milestones_reached_], stream_));
+      if (o_.on_milestone) o_.on_milestone(static_cast<int>(milestones_reached_));
+    }
+    return Status::Ok();
+  }
+
+  bool Cancelled() const { return o_.cancel != nullptr && o_.cancel->load(); }
 
   Status Execute(const Task& t, std::byte* slot) {
     thread_local std::vector<RowsRead> batch;
@@ -440,6 +487,7 @@ class Runner {
     for (;;) {
       const std::size_t i = next_.fetch_add(1);
       if (i >= tasks_.size() || failed_.load()) return;
+      if (Cancelled()) return Fail(Status::Aborted("pipeline cancelled"));
       const Task& t = tasks_[i];
       const int k = static_cast<int>(t.seq % slots_.size());
       Status s = Acquire(k, t.seq);
@@ -772,6 +820,10 @@ class Runner {
   std::vector<Piece> pieces_;
   std::vector<Task> tasks_;
   std::uint64_t seqs_ = 0;
+  std::vector<std::int64_t> copy_last_seq_;  // staged: last seq holding bytes of copies [0, i]
+  std::vector<bool> submitted_seq_;          // guarded by submit_mu_
+  std::uint64_t prefix_ = 0;                 // seqs [0, prefix_) all enqueued (submit_mu_)
+  std::size_t milestones_reached_ = 0;       // submit_mu_
 
   StreamId stream_ = -1;
   EventId t0_event_ = -1;

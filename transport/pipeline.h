@@ -58,6 +58,18 @@ struct PipelineOptions {
   // another thread can show progress while the pipeline runs.
   std::atomic<std::uint64_t>* progress = nullptr;
   std::chrono::steady_clock::time_point origin = std::chrono::steady_clock::now();
+  // Milestones (dedup forwarding, rank/exchange.h): milestone i is the first
+  // milestone_copies[i] copies of the plan (ascending counts). Once all their bytes are enqueued
+  // on the copy stream, the pipeline records milestone_events[i] there (events the caller created
+  // on the same device; they outlive the run) and calls on_milestone(i) from the thread that
+  // enqueued them; the event completes once those bytes are in the arena. Milestones are reached
+  // in order; those not reached by a successful run's end are recorded before it returns.
+  std::vector<int> milestone_copies;
+  std::vector<EventId> milestone_events;
+  std::function<void(int)> on_milestone;
+  // When another thread sets it, the fill threads stop taking work and the run returns Aborted
+  // (after draining what was enqueued).
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 // Per plan file (index = proto File index). Unused files may have null sources.

@@ -3,7 +3,8 @@
 # `cmake --install` step) and uses it from a clean shell that knows nothing of the build tree:
 # hoist-mkckpt writes a checkpoint, hoist plans and loads it, `import hoist` loads it in Python,
 # and a find_package(hoist) consumer builds and loads it; the final norm's bytes from Python and
-# from the consumer must equal the checkpoint's own (read here with a few lines of Python).
+# from the consumer must equal the checkpoint's own (read here with a few lines of Python). The
+# library's log lines may share stdout, so the checked lines are picked by their prefix.
 # Usage: install_test.sh BUILD_DIR CONSUMER_SOURCE_DIR PYTHON
 set -euo pipefail
 build="$1"
@@ -40,11 +41,11 @@ py="$(python3 -c "
 import hoist, os
 assert hoist.__file__.startswith(os.environ[\"VIRTUAL_ENV\"]), hoist.__file__
 w = hoist.load(\"model\", device=\"host\")
-print(\" \".join(\"%02x\" % b for b in w[\"model.norm.weight\"].tobytes()[:8]))
-")"
+print(\"norm bytes:\", \" \".join(\"%02x\" % b for b in w[\"model.norm.weight\"].tobytes()[:8]))
+" | grep "^norm bytes: " | cut -d" " -f3-)"
 cmake -S consumer-src -B consumer-build -DCMAKE_PREFIX_PATH="$VIRTUAL_ENV" >/dev/null
 cmake --build consumer-build >/dev/null
-out="$(./consumer-build/consumer model)"
+out="$(./consumer-build/consumer model | grep "first bytes")"
 echo "checkpoint: $want"
 echo "python:     $py"
 echo "consumer:   $out"

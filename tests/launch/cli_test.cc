@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "coordinator/comm.h"
 #include "launch/exit_codes.h"
-#include "launch/launcher_env.h"
 #include "launch/suggest.h"
 #include "tests/launch/mpirun_util.h"
 #include "tests/scratch_dir.h"
@@ -108,32 +108,34 @@ TEST(Suggest, NearestByEditDistance) {
   EXPECT_EQ(Nearest("--thraeds", {"--threads", "--tp", "--topology"}), "--threads");
 }
 
+// PrintsSharedErrors relies on the launcher's rank before MPI (coordinator/comm.h).
 TEST(LauncherEnv, ReadsTheLaunchersVariables) {
-  for (const char* v :
-       {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID",
-        "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMIX_LOCAL_RANK", "SLURM_LOCALID"}) {
-    ::unsetenv(v);
-  }
+  using coordinator::LauncherLocalRank;
+  using coordinator::LauncherRank;
+  const std::vector<const char*> vars = {
+      "OMPI_COMM_WORLD_RANK",       "PMIX_RANK",       "PMI_RANK",       "SLURM_PROCID",
+      "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LOCAL_RANK", "SLURM_LOCALID"};
+  for (const char* v : vars) ::unsetenv(v);
   EXPECT_EQ(LauncherRank(), -1);
   EXPECT_EQ(LauncherLocalRank(), -1);
+  EXPECT_TRUE(PrintsSharedErrors());  // not launched: print
   ::setenv("SLURM_PROCID", "7", 1);
   ::setenv("SLURM_LOCALID", "3", 1);
   EXPECT_EQ(LauncherRank(), 7);
   EXPECT_EQ(LauncherLocalRank(), 3);
+  EXPECT_FALSE(PrintsSharedErrors());
   ::setenv("PMI_RANK", "5", 1);
   ::setenv("MPI_LOCALRANKID", "1", 1);
   EXPECT_EQ(LauncherRank(), 5);  // MPICH's before Slurm's
   EXPECT_EQ(LauncherLocalRank(), 1);
-  ::setenv("OMPI_COMM_WORLD_RANK", "2", 1);
+  ::setenv("OMPI_COMM_WORLD_RANK", "0", 1);
   ::setenv("OMPI_COMM_WORLD_LOCAL_RANK", "0", 1);
-  EXPECT_EQ(LauncherRank(), 2);  // Open MPI's first
+  EXPECT_EQ(LauncherRank(), 0);  // Open MPI's first
   EXPECT_EQ(LauncherLocalRank(), 0);
+  EXPECT_TRUE(PrintsSharedErrors());          // rank 0 prints
   ::setenv("OMPI_COMM_WORLD_RANK", "x1", 1);  // not a number: the next variable
   EXPECT_EQ(LauncherRank(), 5);
-  for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID",
-                        "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}) {
-    ::unsetenv(v);
-  }
+  for (const char* v : vars) ::unsetenv(v);
 }
 
 TEST_F(CliTest, HelpExitsZero) {

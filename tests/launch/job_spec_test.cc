@@ -39,7 +39,7 @@ TEST_F(JobSpecTest, TheFileFillsWhatTheFlagsLeaveUnset) {
   EXPECT_EQ(j.plan.dp, 2);
   EXPECT_EQ(j.plan.layout, proto::LAYOUT_HF);
   EXPECT_EQ(j.plan.dedup, proto::DEDUP_NODE);
-  EXPECT_DOUBLE_EQ(j.load.exchange.timeout_s, 7);
+  EXPECT_DOUBLE_EQ(j.exchange.timeout_s, 7);
   EXPECT_EQ(j.load.read_mode, transport::ReadMode::kBuffered);
   EXPECT_EQ(j.load.slots, 3);
   EXPECT_EQ(j.load.slot_bytes, 2ull << 20);
@@ -201,7 +201,7 @@ TEST(JobSpecRanges, PeerTimeoutMustBeFinitePositiveAndAtMostADay) {
     s.peer_timeout_s = ok;
     Result<ResolvedJob> r = ResolveJobSpec(s);
     ASSERT_TRUE(r.ok()) << ok << ": " << r.status().ToString();
-    EXPECT_DOUBLE_EQ(r->job.load.exchange.timeout_s, ok);
+    EXPECT_DOUBLE_EQ(r->job.exchange.timeout_s, ok);
   }
   for (double bad : {0.0, -1.0, 86400.5, std::numeric_limits<double>::infinity(),
                      std::numeric_limits<double>::quiet_NaN()}) {

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -167,11 +168,12 @@ TEST_F(MpirunTest, RankZeroShowsProgressOverAllRanks) {
   const RunResult r = RunCommand(base, 120);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   // Not a terminal: log lines, the last one at 100% of both ranks' bytes, from rank 0 only.
-  EXPECT_NE(r.output.find("(100%) over all ranks"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("(100%) over 2 ranks"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(", done"), std::string::npos) << r.output;
   std::istringstream lines(r.output);
   int progress_lines = 0;
   for (std::string line; std::getline(lines, line);) {
-    if (line.find("over all ranks") == std::string::npos) continue;
+    if (line.find("progress:") == std::string::npos) continue;
     ++progress_lines;
     EXPECT_NE(line.find("[rank 0 "), std::string::npos) << "progress from another rank: " << line;
   }
@@ -180,7 +182,7 @@ TEST_F(MpirunTest, RankZeroShowsProgressOverAllRanks) {
   quiet.push_back("--no-progress");
   const RunResult q = RunCommand(quiet, 120);
   ASSERT_EQ(q.exit_code, 0) << q.output;
-  EXPECT_EQ(q.output.find("over all ranks"), std::string::npos) << q.output;
+  EXPECT_EQ(q.output.find("progress:"), std::string::npos) << q.output;
 }
 
 TEST_F(MpirunTest, WorldMismatchIsAClearError) {
@@ -225,6 +227,131 @@ TEST_F(MpirunTest, BadModelFailsEveryRank) {
   EXPECT_NE(r.exit_code, -1) << "hung";
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("no-such-model"), std::string::npos) << r.output;
+}
+
+// hoist owns its CPU placement: whatever Open MPI bound (--bind-to core pins each rank to one
+// core), each rank's fill threads run on its share of the machine's cores, reported per rank.
+std::vector<int> ParseCpuList(const std::string& list) {
+  std::vector<int> out;
+  std::stringstream in(list);
+  for (std::string part; std::getline(in, part, ',');) {
+    const std::size_t dash = part.find('-');
+    const int lo = std::stoi(part.substr(0, dash));
+    const int hi = dash == std::string::npos ? lo : std::stoi(part.substr(dash + 1));
+    for (int c = lo; c <= hi; ++c) out.push_back(c);
+  }
+  return out;
+}
+
+std::vector<int> MachineCpus() {
+  std::vector<int> all;
+  for (unsigned c = 0; c < std::thread::hardware_concurrency(); ++c) {
+    all.push_back(static_cast<int>(c));
+  }
+  return all;
+}
+
+TEST_F(MpirunTest, OneRankBoundToACoreStillUsesEveryCore) {
+  const fs::path out = Out("cpus-np1");
+  const RunResult r = RunCommand({"mpirun", "-np", "1", "--bind-to", "core", Hoist(), "load",
+                                  "--model", Model("qwen3-tiny").string(), "--device", "host",
+                                  "--report-json", (out / "r.json").string()},
+                                 120);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream rj(out / "r.json");
+  const nlohmann::json report = nlohmann::json::parse(rj);
+  const auto& rank = report["ranks"][0];
+  EXPECT_EQ(rank["cpu_bind"], "auto");
+  EXPECT_EQ(ParseCpuList(rank["cpus"].get<std::string>()), MachineCpus()) << rank["cpus"];
+  EXPECT_GE(rank["fill_threads"].get<int>(), 1);
+  EXPECT_LE(rank["fill_threads"].get<std::size_t>(), MachineCpus().size());
+}
+
+TEST_F(MpirunTest, TwoRanksBoundToCoresShareTheMachineDisjointly) {
+  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "needs two cores";
+  const fs::path out = Out("cpus-np2");
+  const RunResult r = RunCommand({"mpirun", "-np", "2", "--bind-to", "core", Hoist(), "load",
+                                  "--model", Model("qwen3-tiny").string(), "--tp", "2", "--device",
+                                  "host", "--report-json", (out / "r.json").string()},
+                                 120);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream rj(out / "r.json");
+  const nlohmann::json report = nlohmann::json::parse(rj);
+  std::vector<int> seen;
+  for (const auto& rank : report["ranks"]) {
+    const std::vector<int> cpus = ParseCpuList(rank["cpus"].get<std::string>());
+    ASSERT_FALSE(cpus.empty());
+    EXPECT_EQ(rank["fill_threads"].get<std::size_t>(), cpus.size()) << rank;
+    seen.insert(seen.end(), cpus.begin(), cpus.end());
+  }
+  std::sort(seen.begin(), seen.end());
+  EXPECT_TRUE(std::adjacent_find(seen.begin(), seen.end()) == seen.end()) << "overlapping cpus";
+  EXPECT_EQ(seen, MachineCpus());
+  // The text table names them too.
+  EXPECT_NE(r.output.find("fill threads"), std::string::npos) << r.output;
+}
+
+TEST_F(MpirunTest, LauncherModeKeepsTheLaunchersBinding) {
+  const fs::path out = Out("cpus-launcher");
+  const RunResult r =
+      RunCommand({"mpirun", "-np", "1", "--bind-to", "core", Hoist(), "load", "--model",
+                  Model("qwen3-tiny").string(), "--device", "host", "--cpu-bind", "launcher",
+                  "--report-json", (out / "r.json").string()},
+                 120);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream rj(out / "r.json");
+  const nlohmann::json report = nlohmann::json::parse(rj);
+  EXPECT_EQ(report["ranks"][0]["cpu_bind"], "launcher");
+  EXPECT_EQ(ParseCpuList(report["ranks"][0]["cpus"].get<std::string>()).size(), 1u)
+      << report["ranks"][0]["cpus"];
+}
+
+// A rank that stops (SIGSTOP: a hung NFS read or a frozen host looks like this) cannot hang the
+// job: rank 0 hears nothing from it for --peer-timeout-s, names it, and ends the job.
+TEST_F(MpirunTest, AStoppedRankIsNamedAndTheJobEnds) {
+  const RunResult r = RunCommand(
+      {"mpirun", "-np", "2", Hoist(), "load", "--model", Model("qwen3-tiny").string(), "--tp", "2",
+       "--device", "host", "--peer-timeout-s", "3", "--inject-stop-rank", "1"},
+      120);
+  EXPECT_NE(r.exit_code, -1) << "hung: " << r.output;
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_LT(r.seconds, 60);
+  EXPECT_NE(r.output.find("hoist: error: Aborted: rank 1 on "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("it stopped, hung or died"), std::string::npos) << r.output;
+}
+
+TEST_F(MpirunTest, AStoppedRankZeroIsNamedByTheOthers) {
+  const RunResult r = RunCommand(
+      {"mpirun", "-np", "2", Hoist(), "load", "--model", Model("qwen3-tiny").string(), "--tp", "2",
+       "--device", "host", "--peer-timeout-s", "3", "--inject-stop-rank", "0"},
+      120);
+  EXPECT_NE(r.exit_code, -1) << "hung: " << r.output;
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_LT(r.seconds, 60);
+  EXPECT_NE(r.output.find("rank 0 on "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(" sent nothing for "), std::string::npos) << r.output;
+}
+
+// Without mpirun, a plan of several ranks loads one of them and says so; progress counts only
+// that rank's bytes.
+TEST_F(MpirunTest, ASoloRankOfALargerPlanSaysSoAndCountsItsOwnBytes) {
+  const RunResult r = RunCommand({Hoist(), "load", "--model", Model("qwen3-tiny").string(), "--tp",
+                                  "2", "--rank", "1", "--device", "host"},
+                                 120);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("loading rank 1 of the plan's 2 alone"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("(100%)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(", done"), std::string::npos) << r.output;
+}
+
+TEST_F(MpirunTest, AFailedLoadNeverSaysDone) {
+  const RunResult r =
+      RunCommand({"mpirun", "-np", "2", Hoist(), "load", "--model", Model("qwen3-tiny").string(),
+                  "--tp", "2", "--device", "host", "--inject-fail-rank", "1"},
+                 120);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(r.output.find(", done"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("FAILED"), std::string::npos) << r.output;
 }
 
 }  // namespace

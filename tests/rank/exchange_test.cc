@@ -1,11 +1,13 @@
-// The dedup exchange inside one process: four LoadRank calls on four threads, each with a Peer
-// written here (an in-process stand-in for MPI/NCCL: per-pair FIFOs and an agreement barrier),
-// over a real qwen3-moe-tiny checkpoint on disk and the host device. Checks: every rank's arena
-// equals the arena of a plain (no dedup) load, the reports carry storage/sent/received bytes and
-// the `peer` phase; a read fault on one rank during its exchange step stops its group at the
-// agreement (its error names the file, the others name it); a rank whose transport fails
-// mid-exchange makes the others time out (bounded) naming the pending transfers; a rank run
-// without a peer reads all of its copies itself.
+// The dedup exchange inside one process: four RankJobs (each a LoadRank on its own worker
+// thread), each with a Peer written here (an in-process stand-in for MPI/NCCL: per-pair FIFOs),
+// all polled by the test's thread as the coordinator's driver would, over a real qwen3-moe-tiny
+// checkpoint on disk and the host device. The test plays the control plane: when a rank fails it
+// cancels the others, as rank 0's stop order does. Checks: every rank's arena equals the arena of
+// a plain (no dedup) load, the reports carry storage/sent/received bytes and the `peer` phase; a
+// read fault on one rank stops the group (its error names the file, the others name it); a rank
+// whose transport fails mid-exchange makes the others time out (bounded) naming the pending
+// transfers; a stalled peer set-up times out; a rank run without a peer reads all of its copies
+// itself.
 #include "rank/exchange.h"
 
 #include <gtest/gtest.h>
@@ -16,10 +18,12 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "planner/checkpoint.h"
 #include "planner/plan_builder.h"
+#include "rank/rank_job.h"
 #include "rank/worker.h"
 #include "tests/transport/test_util.h"
 #include "tools/mkckpt.h"
@@ -37,8 +41,6 @@ struct Hub {
   std::mutex mu;
   std::condition_variable cv;
   std::map<std::pair<int, int>, std::deque<Bytes>> queues;  // (from, to) -> messages in order
-  int generation = 0, arrived = 0, acc = INT_MAX;
-  std::map<int, int> results;  // generation -> agreed value
 };
 
 class InProcPeer final : public transport::Peer {
@@ -52,25 +54,14 @@ class InProcPeer final : public transport::Peer {
   const transport::PeerCaps& Caps() const override { return caps_; }
   const transport::PeerGroup& Group() const override { return group_; }
 
-  Result<int> AllOk(bool ok, double timeout_s) override {
+  Result<bool> Ready() override {
     if (aborted_) return Status::Aborted("inproc: aborted");
-    std::unique_lock lock(hub_->mu);
-    const int gen = hub_->generation;
-    hub_->acc = std::min(hub_->acc, ok ? INT_MAX : group_.self);
-    if (++hub_->arrived == hub_->size) {
-      hub_->results[gen] = hub_->acc;
-      hub_->acc = INT_MAX;
-      hub_->arrived = 0;
-      ++hub_->generation;
-      hub_->cv.notify_all();
-    } else if (!hub_->cv.wait_for(lock, std::chrono::duration<double>(timeout_s),
-                                  [&] { return hub_->generation != gen; })) {
+    if (never_ready_) {
       aborted_ = true;
-      return Status::Aborted(std::string("inproc: agreement timed out (") +
-                             transport::kPeerFailureNote + ")");
+      return Status::Aborted(std::string("inproc: set-up failed (") + transport::kPeerFailureNote +
+                             ")");
     }
-    const int v = hub_->results[gen];
-    return v == INT_MAX ? -1 : v;
+    return true;
   }
   Status GroupBegin() override { return aborted_ ? Status::Aborted("inproc: aborted") : Status(); }
   Status Send(int peer, const transport::DeviceBuffer& arena, std::uint64_t offset,
@@ -85,7 +76,9 @@ class InProcPeer final : public transport::Peer {
     return Status::Ok();
   }
   Status GroupEnd() override {
+    if (aborted_) return Status::Aborted("inproc: aborted");
     std::lock_guard lock(hub_->mu);
+    if (!queued_.empty()) ++issued_;
     for (Op& op : queued_) {
       if (op.send) {
         sent_ += op.data.size();
@@ -101,8 +94,19 @@ class InProcPeer final : public transport::Peer {
   Result<bool> Test() override {
     if (aborted_) return Status::Aborted("inproc: aborted");
     std::lock_guard lock(hub_->mu);
-    return Progress();
+    const bool done = Progress();
+    if (done) completed_ = issued_;
+    return done;
   }
+  std::uint64_t groups_issued() const override { return issued_; }
+  std::uint64_t groups_completed() const override { return completed_; }
+  std::string PendingText() const override {
+    std::lock_guard lock(hub_->mu);
+    if (recvs_.empty()) return "";
+    return std::to_string(recvs_.size()) + " receives, first from rank " +
+           std::to_string(recvs_.front().peer);
+  }
+  void FailSetUp() { never_ready_ = true; }
   Status Wait(double timeout_s) override {
     if (aborted_) return Status::Aborted("inproc: aborted");
     std::unique_lock lock(hub_->mu);
@@ -150,6 +154,8 @@ class InProcPeer final : public transport::Peer {
   transport::PeerGroup group_;
   transport::PeerCaps caps_;
   bool aborted_ = false;
+  bool never_ready_ = false;
+  std::uint64_t issued_ = 0, completed_ = 0;
   std::vector<Op> queued_;
   std::vector<Op> recvs_;
   std::uint64_t sent_ = 0, received_ = 0;
@@ -201,30 +207,52 @@ class ExchangeTest : public ::testing::Test {
     return out;
   }
 
-  // Loads every rank of `plan` on its own thread; `tweak` adjusts a rank's options.
-  static std::vector<Result<LoadedRank>> LoadAll(
-      const proto::LoadPlan& plan, const std::function<void(int, LoadOptions*)>& tweak,
-      int gpu_claim_rank = -1) {
+  struct Tweak {
+    std::function<void(int, LoadOptions*)> options;
+    // Wraps a rank's peer (fault injection); gets the in-process peer to adjust.
+    std::function<std::unique_ptr<transport::Peer>(int, std::unique_ptr<InProcPeer>)> peer;
+    double timeout_s = 5;
+  };
+
+  // Loads every rank of `plan` as a RankJob, polling them all from this thread; when one fails,
+  // cancels the others as the coordinator's stop order would.
+  static std::vector<Result<LoadedRank>> LoadAll(const proto::LoadPlan& plan, const Tweak& tweak,
+                                                 int gpu_claim_rank = -1) {
     const int n = plan.ranks_size();
     Hub hub(n);
-    std::vector<std::unique_ptr<InProcPeer>> peers;
+    std::vector<std::unique_ptr<RankJob>> jobs;
     for (int r = 0; r < n; ++r) {
-      peers.push_back(std::make_unique<InProcPeer>(&hub, r, r == gpu_claim_rank));
+      auto peer = std::make_unique<InProcPeer>(&hub, r, r == gpu_claim_rank);
+      std::unique_ptr<transport::Peer> p =
+          tweak.peer ? tweak.peer(r, std::move(peer)) : std::move(peer);
+      LoadOptions o = Small();
+      if (tweak.options) tweak.options(r, &o);
+      ExchangeOptions xo;
+      xo.timeout_s = tweak.timeout_s;
+      jobs.push_back(
+          RankJob::Start(plan, static_cast<std::uint32_t>(r), o, std::move(p), xo, Clock::now()));
     }
-    std::vector<Result<LoadedRank>> out;
-    for (int r = 0; r < n; ++r) out.emplace_back(Status::Internal("not run"));
-    std::vector<std::thread> threads;
-    for (int r = 0; r < n; ++r) {
-      threads.emplace_back([&, r] {
-        LoadOptions o = Small();
-        o.exchange.peer = peers[r].get();
-        o.exchange.timeout_s = 5;
-        if (tweak) tweak(r, &o);
-        out[r] = LoadRank(plan, static_cast<std::uint32_t>(r), o);
-      });
+    std::vector<std::optional<Result<LoadedRank>>> out(n);
+    for (int left = n; left > 0;) {
+      for (int r = 0; r < n; ++r) {
+        if (out[r]) continue;
+        jobs[r]->Poll();
+        if (!jobs[r]->finished()) continue;
+        out[r] = jobs[r]->Finish();
+        --left;
+        if (out[r]->ok()) continue;
+        for (int k = 0; k < n; ++k) {
+          if (!out[k]) {
+            jobs[k]->Cancel(Status::Aborted("stopped because rank " + std::to_string(r) +
+                                            " failed (" + transport::kPeerFailureNote + ")"));
+          }
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
-    for (auto& t : threads) t.join();
-    return out;
+    std::vector<Result<LoadedRank>> results;
+    for (auto& o : out) results.push_back(std::move(*o));
+    return results;
   }
 
   static testtransport::ScratchDir* dir_;
@@ -237,7 +265,7 @@ TEST_F(ExchangeTest, ArenasEqualAPlainLoadAndReportsAddUp) {
   const proto::LoadPlan dd = Plan(proto::DEDUP_JOB);
   ASSERT_GT(dd.ranks(0).steps_size(), 1);
   auto results =
-      testtransport::WithWatchdog([&] { return LoadAll(dd, nullptr); }, std::chrono::seconds(60));
+      testtransport::WithWatchdog([&] { return LoadAll(dd, {}); }, std::chrono::seconds(60));
   std::uint64_t sent = 0, received = 0, storage = 0;
   for (int r = 0; r < 4; ++r) {
     ASSERT_TRUE(results[r].ok()) << results[r].status().ToString();
@@ -267,7 +295,7 @@ TEST_F(ExchangeTest, ArenasEqualAPlainLoadAndReportsAddUp) {
   EXPECT_LT(storage, plain.storage_bytes());
 }
 
-TEST_F(ExchangeTest, AReadFaultInAStepStopsTheGroupAtTheAgreement) {
+TEST_F(ExchangeTest, AReadFaultInAStepStopsTheGroup) {
   const proto::LoadPlan dd = Plan(proto::DEDUP_JOB);
   int victim = -1;
   for (int r = 0; r < 4 && victim < 0; ++r) {
@@ -276,14 +304,16 @@ TEST_F(ExchangeTest, AReadFaultInAStepStopsTheGroupAtTheAgreement) {
   ASSERT_GE(victim, 0);
   auto results = testtransport::WithWatchdog(
       [&] {
-        return LoadAll(dd, [victim](int r, LoadOptions* o) {
+        Tweak t;
+        t.options = [victim](int r, LoadOptions* o) {
           if (r != victim) return;
           o->wrap_source = [](std::unique_ptr<transport::Source> s) {
             transport::FaultSpec f;
             f.eio_after = 0;
             return transport::WrapFaulty(std::move(s), f);
           };
-        });
+        };
+        return LoadAll(dd, t);
       },
       std::chrono::seconds(60));
   for (int r = 0; r < 4; ++r) {
@@ -293,7 +323,7 @@ TEST_F(ExchangeTest, AReadFaultInAStepStopsTheGroupAtTheAgreement) {
       EXPECT_NE(msg.find(".safetensors"), std::string::npos) << msg;
       EXPECT_FALSE(CausedByPeer(msg)) << msg;
     } else {
-      EXPECT_NE(msg.find("because peer rank " + std::to_string(victim) + " could not read"),
+      EXPECT_NE(msg.find("stopped because rank " + std::to_string(victim) + " failed"),
                 std::string::npos)
           << msg;
       EXPECT_TRUE(CausedByPeer(msg)) << msg;
@@ -301,28 +331,82 @@ TEST_F(ExchangeTest, AReadFaultInAStepStopsTheGroupAtTheAgreement) {
   }
 }
 
-TEST_F(ExchangeTest, ATransportFailureMidExchangeTimesOutItsPeers) {
+TEST_F(ExchangeTest, ATransportFailureMidExchangeStopsItsPeers) {
   const proto::LoadPlan dd = Plan(proto::DEDUP_JOB);
   const auto start = Clock::now();
   auto results = testtransport::WithWatchdog(
       [&] {
-        return LoadAll(dd, [](int r, LoadOptions* o) {
-          o->exchange.timeout_s = 1;
-          if (r == 1) o->exchange.fault = PeerFault::kError;
-        });
+        Tweak t;
+        t.timeout_s = 1;
+        t.peer = [](int r, std::unique_ptr<InProcPeer> p) -> std::unique_ptr<transport::Peer> {
+          if (r != 1) return p;
+          return transport::WrapFaultyPeer(std::move(p), transport::PeerFault::kError);
+        };
+        return LoadAll(dd, t);
       },
       std::chrono::seconds(60));
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 30);
   ASSERT_FALSE(results[1].ok());
   EXPECT_NE(results[1].status().message().find("injected peer failure"), std::string::npos);
-  int timed_out = 0;
+  EXPECT_FALSE(CausedByPeer(results[1].status().message()));
   for (int r = 0; r < 4; ++r) {
     if (r == 1 || results[r].ok()) continue;
     const std::string msg = results[r].status().ToString();
     EXPECT_TRUE(CausedByPeer(msg)) << msg;
-    ++timed_out;
   }
-  EXPECT_GT(timed_out, 0) << "someone waits for rank 1's sends";
+}
+
+TEST_F(ExchangeTest, AStalledPeerTimesOutTheRanksWaitingForIt) {
+  // Rank 2 withholds its sends but stays alive: the ranks that expect its bytes give up after
+  // the timeout, naming the transfers still pending, within a bounded time.
+  const proto::LoadPlan dd = Plan(proto::DEDUP_JOB);
+  const auto start = Clock::now();
+  auto results = testtransport::WithWatchdog(
+      [&] {
+        Tweak t;
+        t.timeout_s = 1;
+        t.peer = [](int r, std::unique_ptr<InProcPeer> p) -> std::unique_ptr<transport::Peer> {
+          if (r != 2) return p;
+          return transport::WrapFaultyPeer(std::move(p), transport::PeerFault::kStall);
+        };
+        return LoadAll(dd, t);
+      },
+      std::chrono::seconds(60));
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 30);
+  int timed_out = 0;
+  for (int r = 0; r < 4; ++r) {
+    ASSERT_FALSE(results[r].ok()) << "rank " << r;
+    const std::string msg = results[r].status().ToString();
+    EXPECT_TRUE(CausedByPeer(msg)) << msg;
+    if (msg.find("timed out after 1.0 s waiting for transfers") != std::string::npos) {
+      EXPECT_NE(msg.find("from rank 2"), std::string::npos) << msg;
+      ++timed_out;
+    }
+  }
+  EXPECT_GT(timed_out, 0);
+}
+
+TEST_F(ExchangeTest, APeerSetUpFailureFailsTheRank) {
+  const proto::LoadPlan dd = Plan(proto::DEDUP_JOB);
+  auto results = testtransport::WithWatchdog(
+      [&] {
+        Tweak t;
+        t.peer = [](int r, std::unique_ptr<InProcPeer> p) -> std::unique_ptr<transport::Peer> {
+          if (r == 3) p->FailSetUp();
+          return p;
+        };
+        return LoadAll(dd, t);
+      },
+      std::chrono::seconds(60));
+  for (int r = 0; r < 4; ++r) {
+    ASSERT_FALSE(results[r].ok()) << "rank " << r;
+    const std::string msg = results[r].status().ToString();
+    if (r == 3) {
+      EXPECT_NE(msg.find("inproc: set-up failed"), std::string::npos) << msg;
+    } else {
+      EXPECT_NE(msg.find("stopped because rank 3 failed"), std::string::npos) << msg;
+    }
+  }
 }
 
 TEST_F(ExchangeTest, WithoutAPeerARankReadsAllItsCopies) {
@@ -340,10 +424,10 @@ TEST_F(ExchangeTest, WithoutAPeerARankReadsAllItsCopies) {
 
 TEST_F(ExchangeTest, APeerForTheWrongMemoryIsRefusedBeforeAnythingMoves) {
   // Rank 0's peer claims to move GPU memory while its arena is host memory: it refuses at once
-  // and its group stops at the first agreement instead of waiting.
+  // and its group is stopped instead of waiting.
   const proto::LoadPlan dd = Plan(proto::DEDUP_JOB);
-  auto results = testtransport::WithWatchdog(
-      [&] { return LoadAll(dd, nullptr, /*gpu_claim_rank=*/0); }, std::chrono::seconds(60));
+  auto results = testtransport::WithWatchdog([&] { return LoadAll(dd, {}, /*gpu_claim_rank=*/0); },
+                                             std::chrono::seconds(60));
   ASSERT_FALSE(results[0].ok());
   EXPECT_EQ(results[0].status().code(), Code::kFailedPrecondition);
   EXPECT_NE(results[0].status().message().find("moves GPU memory but the arena is on host"),

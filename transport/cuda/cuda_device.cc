@@ -5,9 +5,10 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cctype>
 #include <climits>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <set>
@@ -331,6 +332,18 @@ class CudaDevice final : public Device {
     return Check(cudaEventSynchronize(e), "cudaEventSynchronize");
   }
 
+  Result<bool> Query(EventId event) override {
+    HOIST_ASSIGN_OR_RETURN(cudaEvent_t e, GetEvent(event));
+    HOIST_RETURN_IF_ERROR(Current());
+    const cudaError_t rc = cudaEventQuery(e);
+    if (rc == cudaErrorNotReady) {
+      (void)cudaGetLastError();  // not an error: clear it so later checks do not see it
+      return false;
+    }
+    HOIST_RETURN_IF_ERROR(Check(rc, "cudaEventQuery"));
+    return true;
+  }
+
   Result<double> Elapsed(EventId from, EventId to) override {
     HOIST_ASSIGN_OR_RETURN(cudaEvent_t a, GetEvent(from));
     HOIST_ASSIGN_OR_RETURN(cudaEvent_t b, GetEvent(to));
@@ -444,13 +457,41 @@ int CudaDeviceCount() {
   return n;
 }
 
+Result<std::string> CudaPciBusId(int ordinal) {
+  char bus[32] = {0};
+  const cudaError_t err = cudaDeviceGetPCIBusId(bus, sizeof bus, ordinal);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return Status::NotFound("cuda:" + std::to_string(ordinal) +
+                            ": no PCI bus id: " + cudaGetErrorName(err));
+  }
+  std::string id = bus;
+  for (char& c : id) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return id;
+}
+
+bool CudaPeerAccessAll() {
+  const int n = CudaDeviceCount();
+  if (n < 2) return false;
+  for (int a = 0; a < n; ++a) {
+    for (int b = 0; b < n; ++b) {
+      int ok = 0;
+      if (a != b && (cudaDeviceCanAccessPeer(&ok, a, b) != cudaSuccess || ok == 0)) {
+        (void)cudaGetLastError();
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 Result<int> CudaOrdinalByPciBusId(const std::string& pci_bus_id) {
   int ordinal = -1;
   const cudaError_t err = cudaDeviceGetByPCIBusId(&ordinal, pci_bus_id.c_str());
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
-    return Status::NotFound("cuda device at PCI bus id " + pci_bus_id + " is not visible: " +
-                            cudaGetErrorName(err));
+    return Status::NotFound("cuda device at PCI bus id " + pci_bus_id +
+                            " is not visible: " + cudaGetErrorName(err));
   }
   return ordinal;
 }

@@ -1,11 +1,13 @@
 // The NCCL peer: CUDA device arenas, a non-blocking NCCL communicator per peer group (created
-// from the group's unique id, broadcast over MPI by the caller), grouped ncclSend/ncclRecv on the
-// peer's own stream, completion by an event polled against a deadline while checking
+// from the group's unique id, which rank 0 sends with the plan), initialised in the background
+// while the rank reads (Ready() polls it against a deadline), grouped ncclSend/ncclRecv on the
+// peer's own stream with one event per group, completion polled while checking
 // ncclCommGetAsyncError, and ncclCommAbort on any error or timeout (never a hang in NCCL).
 //
 // Compiled only with CUDA and NCCL (HOIST_HAVE_NCCL); without them peer_mpi.cc answers
 // Unsupported. Placement needs no kernel: the planner only shares ranges that are contiguous in
-// both arenas, so every transfer lands directly at its final arena offset.
+// both arenas, so every transfer lands directly at its final arena offset. hoist uses point-to-
+// point transfers only, so NVLink multicast (NVLS) is switched off unless the user set it.
 #if defined(HOIST_HAVE_NCCL)
 
 #include <cuda_runtime.h>
@@ -13,220 +15,150 @@
 
 #include <algorithm>
 #include <chrono>
-#include <climits>
-#include <cstdio>
+#include <cstdlib>
 #include <cstring>
-#include <thread>
+#include <deque>
 
 #include "transport/peer.h"
+#include "transport/peer_ops.h"
 
 namespace hoist::transport {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-Clock::time_point Deadline(double timeout_s) {
-  return Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                            std::chrono::duration<double>(std::max(0.0, timeout_s)));
-}
-
-std::string Secs(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f s", s);
-  return buf;
-}
-
-void Backoff(int spin) {
-  if (spin < 64) return;
-  std::this_thread::sleep_for(std::chrono::microseconds(spin < 256 ? 20 : 1000));
-}
-
-std::string GroupString(const PeerGroup& g) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < g.ranks.size(); ++i) {
-    s.append(i ? "," : "").append(std::to_string(g.ranks[i]));
-  }
-  return s + "]";
-}
-
-Status ValidateGroup(const PeerGroup& group) {
-  if (group.ranks.empty() || !std::is_sorted(group.ranks.begin(), group.ranks.end()) ||
-      std::adjacent_find(group.ranks.begin(), group.ranks.end()) != group.ranks.end() ||
-      !std::binary_search(group.ranks.begin(), group.ranks.end(), group.self)) {
-    return Status::InvalidArgument("nccl peer: group " + GroupString(group) +
-                                   " must be ascending, distinct and contain rank " +
-                                   std::to_string(group.self));
-  }
-  return Status::Ok();
-}
-
 std::string CudaText(cudaError_t e) {
   return std::string(cudaGetErrorName(e)) + " (" + cudaGetErrorString(e) + ")";
 }
 
-// Waits until a non-blocking communicator leaves ncclInProgress. Returns the final state.
-ncclResult_t WaitReady(ncclComm_t comm, Clock::time_point deadline, bool* timed_out) {
-  *timed_out = false;
-  for (int spin = 0;; ++spin) {
-    ncclResult_t state = ncclSuccess;
-    const ncclResult_t rc = ncclCommGetAsyncError(comm, &state);
-    if (rc != ncclSuccess) return rc;
-    if (state != ncclInProgress) return state;
-    if (Clock::now() > deadline) {
-      *timed_out = true;
-      return ncclInProgress;
-    }
-    Backoff(spin);
-  }
-}
+// Point-to-point needs no multicast objects; creating them can upset shared hosts.
+void SafeNcclEnvironment() { setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0); }
 
 class NcclPeer final : public Peer {
  public:
-  NcclPeer(PeerGroup group, int ordinal, ncclComm_t comm)
-      : group_(std::move(group)), ordinal_(ordinal), comm_(comm) {
+  NcclPeer(PeerGroup group, int ordinal, ncclComm_t comm, Clock::time_point init_deadline,
+           double timeout_s)
+      : ops_("nccl peer", std::move(group), ~0ull),
+        ordinal_(ordinal),
+        comm_(comm),
+        init_deadline_(init_deadline),
+        timeout_s_(timeout_s) {
     caps_.device_memory = true;
     caps_.cross_node = true;
-  }
-
-  // Creates the stream, event and the agreement buffers (after the communicator is ready).
-  Status Init() {
-    HOIST_RETURN_IF_ERROR(Cuda(cudaSetDevice(ordinal_), "cudaSetDevice"));
-    HOIST_RETURN_IF_ERROR(
-        Cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate"));
-    HOIST_RETURN_IF_ERROR(
-        Cuda(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "cudaEventCreate"));
-    void* d = nullptr;
-    HOIST_RETURN_IF_ERROR(Cuda(cudaMalloc(&d, 2 * sizeof(int)), "cudaMalloc(agreement)"));
-    dev_flag_ = static_cast<int*>(d);
-    void* h = nullptr;
-    HOIST_RETURN_IF_ERROR(Cuda(cudaMallocHost(&h, 2 * sizeof(int)), "cudaMallocHost(agreement)"));
-    host_flag_ = static_cast<int*>(h);
-    return Status::Ok();
   }
 
   ~NcclPeer() override {
     cudaSetDevice(ordinal_);
     if (comm_ != nullptr) {
-      if (pending_) {
+      if (!ready_ || !ops_.inflight().empty()) {
         Abort();
       } else {
-        bool timed_out = false;
-        ncclResult_t rc = ncclCommFinalize(comm_);
-        if (rc == ncclSuccess || rc == ncclInProgress)
-          rc = WaitReady(comm_, Deadline(10), &timed_out);
-        if (rc == ncclSuccess && !timed_out) {
-          ncclCommDestroy(comm_);
-        } else {
-          ncclCommAbort(comm_);
-        }
-        comm_ = nullptr;
+        Finalize();
       }
     }
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
-    if (done_ != nullptr) cudaEventDestroy(done_);
-    if (dev_flag_ != nullptr) cudaFree(dev_flag_);
-    if (host_flag_ != nullptr) cudaFreeHost(host_flag_);
+    for (cudaEvent_t e : free_events_) cudaEventDestroy(e);
+    for (cudaEvent_t e : events_) cudaEventDestroy(e);
   }
 
   std::string Name() const override { return "nccl"; }
   const PeerCaps& Caps() const override { return caps_; }
-  const PeerGroup& Group() const override { return group_; }
+  const PeerGroup& Group() const override { return ops_.group(); }
 
-  Result<int> AllOk(bool ok, double timeout_s) override {
+  Result<bool> Ready() override {
     HOIST_RETURN_IF_ERROR(Usable());
-    // Enqueued behind any transfers still in flight on the peer's stream (every rank issues the
-    // same sequence on the communicator), so completing it completes them too.
+    if (ready_) return true;
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t rc = ncclCommGetAsyncError(comm_, &state);
+    if (rc != ncclSuccess) return Fail("ncclCommGetAsyncError: " + NcclText(rc));
+    if (state == ncclInProgress) {
+      if (Clock::now() <= init_deadline_) return false;
+      return Fail("ncclCommInitRank did not complete within " + SecondsText(timeout_s_) +
+                  ": a rank of the group did not join (" + kPeerFailureNote + ")");
+    }
+    if (state != ncclSuccess) return Fail("ncclCommInitRankConfig: " + NcclText(state));
     HOIST_RETURN_IF_ERROR(Cuda(cudaSetDevice(ordinal_), "cudaSetDevice"));
-    const Clock::time_point deadline = Deadline(timeout_s);
-    host_flag_[0] = ok ? INT_MAX : group_.self;
-    host_flag_[1] = INT_MAX;
     HOIST_RETURN_IF_ERROR(
-        Cuda(cudaMemcpyAsync(dev_flag_, host_flag_, sizeof(int), cudaMemcpyHostToDevice, stream_),
-             "cudaMemcpyAsync(agreement)"));
-    HOIST_RETURN_IF_ERROR(
-        Nccl(ncclAllReduce(dev_flag_, dev_flag_ + 1, 1, ncclInt32, ncclMin, comm_, stream_),
-             "ncclAllReduce(agreement)", deadline));
-    HOIST_RETURN_IF_ERROR(Cuda(cudaMemcpyAsync(host_flag_ + 1, dev_flag_ + 1, sizeof(int),
-                                               cudaMemcpyDeviceToHost, stream_),
-                               "cudaMemcpyAsync(agreement)"));
-    HOIST_RETURN_IF_ERROR(Cuda(cudaEventRecord(done_, stream_), "cudaEventRecord"));
-    pending_ = true;
-    const Status s = WaitEvent(
-        deadline, timeout_s,
-        std::string("agreement: a rank of the group did not arrive (") + kPeerFailureNote + ")");
-    if (!s.ok()) return s;
-    return host_flag_[1] == INT_MAX ? -1 : host_flag_[1];
+        Cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate"));
+    ready_ = true;
+    return true;
   }
 
   Status GroupBegin() override {
     HOIST_RETURN_IF_ERROR(Usable());
-    if (in_group_) return Status::InvalidArgument("nccl peer: GroupBegin inside a group");
-    in_group_ = true;
-    return Status::Ok();
+    return ops_.Begin();
   }
-
   Status Send(int peer, const DeviceBuffer& arena, std::uint64_t offset,
               std::uint64_t bytes) override {
-    return Queue(true, peer, arena, offset, bytes);
+    HOIST_RETURN_IF_ERROR(Usable());
+    return ops_.Queue(true, peer, arena, offset, bytes);
   }
   Status Recv(int peer, const DeviceBuffer& arena, std::uint64_t offset,
               std::uint64_t bytes) override {
-    return Queue(false, peer, arena, offset, bytes);
+    HOIST_RETURN_IF_ERROR(Usable());
+    return ops_.Queue(false, peer, arena, offset, bytes);
   }
 
   Status GroupEnd() override {
     HOIST_RETURN_IF_ERROR(Usable());
-    if (!in_group_) return Status::InvalidArgument("nccl peer: GroupEnd without GroupBegin");
-    in_group_ = false;
-    if (queued_.empty()) return Status::Ok();
+    HOIST_ASSIGN_OR_RETURN(std::vector<PeerOp> ops, ops_.End());
+    if (ops.empty()) return Status::Ok();
+    if (!ready_) return Status::FailedPrecondition("nccl peer: GroupEnd before Ready()");
     HOIST_RETURN_IF_ERROR(Cuda(cudaSetDevice(ordinal_), "cudaSetDevice"));
-    const Clock::time_point deadline = Deadline(60);
+    const Clock::time_point deadline = DeadlineAfter(timeout_s_);
     HOIST_RETURN_IF_ERROR(Nccl(ncclGroupStart(), "ncclGroupStart", deadline));
-    for (const Op& op : queued_) {
+    for (const PeerOp& op : ops) {
       const ncclResult_t rc = op.send
                                   ? ncclSend(op.ptr, op.bytes, ncclUint8, op.index, comm_, stream_)
                                   : ncclRecv(op.ptr, op.bytes, ncclUint8, op.index, comm_, stream_);
       if (rc != ncclSuccess && rc != ncclInProgress) {
         ncclGroupEnd();
-        const std::string what = Describe(op);
-        queued_.clear();
-        return Fail(std::string(op.send ? "ncclSend" : "ncclRecv") + " (" + what +
+        return Fail(std::string(op.send ? "ncclSend" : "ncclRecv") + " (" + PeerOps::Describe(op) +
                     "): " + NcclText(rc));
       }
     }
-    // The group's operations are enqueued (or fail) here; non-blocking comms may still be
-    // launching them (ncclInProgress) until the communicator is ready again.
+    // Non-blocking comms may still be launching the group (ncclInProgress) until ready again.
     HOIST_RETURN_IF_ERROR(Nccl(ncclGroupEnd(), "ncclGroupEnd", deadline));
-    HOIST_RETURN_IF_ERROR(Cuda(cudaEventRecord(done_, stream_), "cudaEventRecord"));
-    for (const Op& op : queued_) {
-      (op.send ? inflight_sent_ : inflight_received_) += op.bytes;
-      inflight_.push_back(op);
-    }
-    queued_.clear();
-    pending_ = true;
+    HOIST_ASSIGN_OR_RETURN(cudaEvent_t done, TakeEvent());
+    HOIST_RETURN_IF_ERROR(Cuda(cudaEventRecord(done, stream_), "cudaEventRecord"));
+    events_.push_back(done);
+    ops_.Issued(std::move(ops));
     return Status::Ok();
   }
 
   Result<bool> Test() override {
     HOIST_RETURN_IF_ERROR(Usable());
-    if (!pending_) return true;
-    const cudaError_t e = cudaEventQuery(done_);
-    if (e == cudaSuccess) {
-      Complete();
-      return true;
+    while (!events_.empty()) {
+      const cudaError_t e = cudaEventQuery(events_.front());
+      if (e == cudaErrorNotReady) {
+        (void)cudaGetLastError();
+        return CheckAsync();
+      }
+      if (e != cudaSuccess) return Fail("cudaEventQuery: " + CudaText(e));
+      free_events_.push_back(events_.front());
+      events_.pop_front();
+      ops_.CompleteOldest();
     }
-    if (e != cudaErrorNotReady) return Fail("cudaEventQuery: " + CudaText(e));
-    ncclResult_t state = ncclSuccess;
-    const ncclResult_t rc = ncclCommGetAsyncError(comm_, &state);
-    if (rc != ncclSuccess) return Fail("ncclCommGetAsyncError: " + NcclText(rc));
-    if (state != ncclSuccess && state != ncclInProgress) {
-      return Fail("asynchronous NCCL error with " + std::to_string(inflight_.size()) +
-                  " transfers in flight (" + PendingText() + "): " + NcclText(state));
-    }
-    return false;
+    return true;
   }
 
-  Status Wait(double timeout_s) override { return WaitEvent(Deadline(timeout_s), timeout_s, ""); }
+  Status Wait(double timeout_s) override {
+    const Clock::time_point deadline = DeadlineAfter(timeout_s);
+    for (int spin = 0;; ++spin) {
+      HOIST_ASSIGN_OR_RETURN(bool done, Test());
+      if (done) return Status::Ok();
+      if (Clock::now() > deadline) {
+        return Fail("timed out after " + SecondsText(timeout_s) + " with " +
+                    std::to_string(ops_.PendingOps()) + " transfers in flight (" +
+                    ops_.PendingText() + "): " + kPeerFailureNote);
+      }
+      PollBackoff(spin);
+    }
+  }
+
+  std::uint64_t groups_issued() const override { return ops_.groups_issued(); }
+  std::uint64_t groups_completed() const override { return ops_.groups_completed(); }
+  std::string PendingText() const override { return ops_.PendingText(); }
 
   void Abort() override {
     if (aborted_) return;
@@ -236,58 +168,54 @@ class NcclPeer final : public Peer {
       ncclCommAbort(comm_);
       comm_ = nullptr;
     }
-    queued_.clear();
+    ops_.Forget();
   }
 
-  std::uint64_t bytes_sent() const override { return sent_; }
-  std::uint64_t bytes_received() const override { return received_; }
+  std::uint64_t bytes_sent() const override { return ops_.bytes_sent(); }
+  std::uint64_t bytes_received() const override { return ops_.bytes_received(); }
 
  private:
-  struct Op {
-    bool send = false;
-    int peer = 0;
-    int index = 0;
-    void* ptr = nullptr;
-    std::uint64_t offset = 0;
-    std::uint64_t bytes = 0;
-  };
-
-  void Complete() {
-    pending_ = false;
-    sent_ += inflight_sent_;
-    received_ += inflight_received_;
-    inflight_sent_ = inflight_received_ = 0;
-    inflight_.clear();
-  }
-
-  Status WaitEvent(Clock::time_point deadline, double timeout_s, const std::string& what) {
-    for (int spin = 0;; ++spin) {
-      HOIST_ASSIGN_OR_RETURN(bool done, Test());
-      if (done) return Status::Ok();
-      if (Clock::now() > deadline) {
-        return Fail("timed out after " + Secs(timeout_s) +
-                    (what.empty()
-                         ? " with " + std::to_string(inflight_.size()) + " transfers in flight (" +
-                               PendingText() + "): " + kPeerFailureNote
-                         : ": " + what));
+  void Finalize() {
+    ncclResult_t rc = ncclCommFinalize(comm_);
+    if (rc == ncclSuccess || rc == ncclInProgress) {
+      const Clock::time_point deadline = DeadlineAfter(10);
+      ncclResult_t state = ncclInProgress;
+      for (int spin = 0; state == ncclInProgress && Clock::now() <= deadline; ++spin) {
+        if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess) break;
+        PollBackoff(spin);
       }
-      Backoff(spin);
+      rc = state;
     }
+    if (rc == ncclSuccess) {
+      ncclCommDestroy(comm_);
+    } else {
+      ncclCommAbort(comm_);
+    }
+    comm_ = nullptr;
   }
 
-  std::string Describe(const Op& op) const {
-    return std::string(op.send ? "send of " : "recv of ") + std::to_string(op.bytes) + " bytes " +
-           (op.send ? "to rank " : "from rank ") + std::to_string(op.peer) + " at arena offset " +
-           std::to_string(op.offset);
+  // An asynchronous NCCL error while groups are in flight fails the peer; else "not done".
+  Result<bool> CheckAsync() {
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t rc = ncclCommGetAsyncError(comm_, &state);
+    if (rc != ncclSuccess) return Fail("ncclCommGetAsyncError: " + NcclText(rc));
+    if (state != ncclSuccess && state != ncclInProgress) {
+      return Fail("asynchronous NCCL error with transfers in flight (" + ops_.PendingText() +
+                  "): " + NcclText(state));
+    }
+    return false;
   }
 
-  std::string PendingText() const {
-    std::string s;
-    for (std::size_t i = 0; i < inflight_.size() && i < 4; ++i) {
-      s += (i ? "; " : "") + Describe(inflight_[i]);
+  Result<cudaEvent_t> TakeEvent() {
+    if (!free_events_.empty()) {
+      cudaEvent_t e = free_events_.back();
+      free_events_.pop_back();
+      return e;
     }
-    if (inflight_.size() > 4) s += "; ...";
-    return s;
+    cudaEvent_t e = nullptr;
+    HOIST_RETURN_IF_ERROR(
+        Cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate"));
+    return e;
   }
 
   std::string NcclText(ncclResult_t rc) const {
@@ -303,9 +231,7 @@ class NcclPeer final : public Peer {
   }
 
   Status Fail(const std::string& what) {
-    const std::string msg = "nccl peer (rank " + std::to_string(group_.self) + ", group " +
-                            GroupString(group_) + ", cuda:" + std::to_string(ordinal_) +
-                            "): " + what;
+    const std::string msg = ops_.Who() + " on cuda:" + std::to_string(ordinal_) + ": " + what;
     Abort();
     return Status::Aborted(msg);
   }
@@ -317,56 +243,28 @@ class NcclPeer final : public Peer {
 
   // Checks an NCCL call on the non-blocking communicator, waiting out ncclInProgress.
   Status Nccl(ncclResult_t rc, const char* what, Clock::time_point deadline) {
-    if (rc == ncclInProgress) {
-      bool timed_out = false;
-      rc = WaitReady(comm_, deadline, &timed_out);
-      if (timed_out) return Fail(std::string(what) + ": timed out");
+    for (int spin = 0; rc == ncclInProgress; ++spin) {
+      if (Clock::now() > deadline) return Fail(std::string(what) + ": timed out");
+      PollBackoff(spin);
+      ncclResult_t state = ncclSuccess;
+      const ncclResult_t q = ncclCommGetAsyncError(comm_, &state);
+      rc = q != ncclSuccess ? q : state;
     }
     if (rc != ncclSuccess) return Fail(std::string(what) + ": " + NcclText(rc));
     return Status::Ok();
   }
 
-  Status Queue(bool send, int peer, const DeviceBuffer& arena, std::uint64_t offset,
-               std::uint64_t bytes) {
-    HOIST_RETURN_IF_ERROR(Usable());
-    if (!in_group_) return Status::InvalidArgument("nccl peer: Send/Recv outside GroupBegin/End");
-    const auto it = std::lower_bound(group_.ranks.begin(), group_.ranks.end(), peer);
-    if (it == group_.ranks.end() || *it != peer || peer == group_.self) {
-      return Status::InvalidArgument("nccl peer: rank " + std::to_string(peer) +
-                                     " is not another member of group " + GroupString(group_));
-    }
-    if (arena.ptr == nullptr || offset > arena.bytes || bytes > arena.bytes - offset) {
-      return Status::InvalidArgument("nccl peer: arena range [" + std::to_string(offset) + ", +" +
-                                     std::to_string(bytes) + ") outside the arena of " +
-                                     std::to_string(arena.bytes) + " bytes");
-    }
-    if (bytes == 0) return Status::Ok();
-    Op op;
-    op.send = send;
-    op.peer = peer;
-    op.index = static_cast<int>(it - group_.ranks.begin());
-    op.ptr = static_cast<std::byte*>(arena.ptr) + offset;
-    op.offset = offset;
-    op.bytes = bytes;
-    queued_.push_back(op);
-    return Status::Ok();
-  }
-
-  PeerGroup group_;
+  PeerOps ops_;
   int ordinal_ = 0;
   ncclComm_t comm_ = nullptr;
+  Clock::time_point init_deadline_;
+  double timeout_s_ = 0;
   PeerCaps caps_;
   cudaStream_t stream_ = nullptr;
-  cudaEvent_t done_ = nullptr;
-  int* dev_flag_ = nullptr;
-  int* host_flag_ = nullptr;
-  bool in_group_ = false;
-  bool pending_ = false;
+  bool ready_ = false;
   bool aborted_ = false;
-  std::vector<Op> queued_;
-  std::vector<Op> inflight_;
-  std::uint64_t inflight_sent_ = 0, inflight_received_ = 0;
-  std::uint64_t sent_ = 0, received_ = 0;
+  std::deque<cudaEvent_t> events_;  // one per group in flight, in issue order
+  std::vector<cudaEvent_t> free_events_;
 };
 
 }  // namespace
@@ -374,6 +272,7 @@ class NcclPeer final : public Peer {
 bool HaveNccl() { return true; }
 
 Result<std::string> NcclUniqueId() {
+  SafeNcclEnvironment();
   ncclUniqueId id;
   const ncclResult_t rc = ncclGetUniqueId(&id);
   if (rc != ncclSuccess) {
@@ -384,7 +283,8 @@ Result<std::string> NcclUniqueId() {
 
 Result<std::unique_ptr<Peer>> CreateNcclPeer(const PeerGroup& group, int ordinal,
                                              const std::string& unique_id, double timeout_s) {
-  HOIST_RETURN_IF_ERROR(ValidateGroup(group));
+  HOIST_RETURN_IF_ERROR(ValidateGroup("nccl peer", group));
+  SafeNcclEnvironment();
   ncclUniqueId id;
   if (unique_id.size() != sizeof id.internal) {
     return Status::InvalidArgument("nccl peer: unique id of " + std::to_string(unique_id.size()) +
@@ -399,31 +299,19 @@ Result<std::unique_ptr<Peer>> CreateNcclPeer(const PeerGroup& group, int ordinal
   const int index = static_cast<int>(
       std::lower_bound(group.ranks.begin(), group.ranks.end(), group.self) - group.ranks.begin());
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-  config.blocking = 0;  // every call returns; we poll with a deadline instead of hanging
+  config.blocking = 0;  // every call returns; Ready() polls with a deadline instead of hanging
   ncclComm_t comm = nullptr;
-  ncclResult_t rc =
+  const Clock::time_point deadline = DeadlineAfter(timeout_s);
+  const ncclResult_t rc =
       ncclCommInitRankConfig(&comm, static_cast<int>(group.ranks.size()), id, index, &config);
-  if (rc == ncclInProgress && comm != nullptr) {
-    bool timed_out = false;
-    rc = WaitReady(comm, Deadline(timeout_s), &timed_out);
-    if (timed_out) {
-      ncclCommAbort(comm);
-      return Status::Aborted("nccl peer (rank " + std::to_string(group.self) + ", group " +
-                             GroupString(group) + "): ncclCommInitRank timed out after " +
-                             Secs(timeout_s) + ": a rank of the group did not join (" +
-                             kPeerFailureNote + ")");
-    }
-  }
-  if (rc != ncclSuccess) {
+  if ((rc != ncclSuccess && rc != ncclInProgress) || comm == nullptr) {
     const std::string last = comm != nullptr ? ncclGetLastError(comm) : "";
     if (comm != nullptr) ncclCommAbort(comm);
     return Status::IoError(
         "nccl peer (rank " + std::to_string(group.self) + ", group " + GroupString(group) +
         "): ncclCommInitRankConfig: " + ncclGetErrorString(rc) + (last.empty() ? "" : ": " + last));
   }
-  auto peer = std::make_unique<NcclPeer>(group, ordinal, comm);
-  HOIST_RETURN_IF_ERROR(peer->Init());
-  return std::unique_ptr<Peer>(std::move(peer));
+  return std::unique_ptr<Peer>(new NcclPeer(group, ordinal, comm, deadline, timeout_s));
 }
 
 }  // namespace hoist::transport

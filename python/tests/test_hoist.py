@@ -5,6 +5,7 @@ numpy arrays that equal an independent reference computed here from the safetens
 Needs HOIST_BIN and HOIST_MKCKPT (ctest sets them) and PYTHONPATH pointing at the module."""
 import json
 import os
+import shutil
 import signal
 import struct
 import subprocess
@@ -131,6 +132,55 @@ class HoistModuleTest(unittest.TestCase):
             self.assertEqual(p.wait(timeout=30), 0)
             log.close()
         self.assertFalse(os.path.exists(path))
+
+    def test_hub_repo_ids_resolve_in_the_local_cache(self):
+        """A fake hub cache as huggingface_hub writes it (blobs, symlinked snapshot, refs/main):
+        the CLI, hoist.load and hoist.resolve_model take the repo id; an absent one fails with
+        exit 2 / InvalidArgument naming every place looked."""
+        cache = os.path.join(self.tmp.name, "hub")
+        repo = os.path.join(cache, "models--tiny-org--Qwen3-Tiny")
+        commit = "0123456789abcdef0123456789abcdef01234567"
+        snap = os.path.join(repo, "snapshots", commit)
+        os.makedirs(os.path.join(repo, "blobs"))
+        os.makedirs(os.path.join(repo, "refs"))
+        os.makedirs(snap)
+        for i, f in enumerate(sorted(os.listdir(self.model))):
+            shutil.copyfile(os.path.join(self.model, f), os.path.join(repo, "blobs", f"blob{i}"))
+            os.symlink(os.path.join("..", "..", "blobs", f"blob{i}"), os.path.join(snap, f))
+        with open(os.path.join(repo, "refs", "main"), "w") as fh:
+            fh.write(commit)
+        env = dict(os.environ, HF_HUB_CACHE=cache, HF_HOME=os.path.join(self.tmp.name, "hf"))
+        saved = {k: os.environ.get(k) for k in ("HF_HUB_CACHE", "HF_HOME")}
+        os.environ.update(HF_HUB_CACHE=cache, HF_HOME=os.path.join(self.tmp.name, "hf"))
+        try:
+            self.assertEqual(hoist.resolve_model("tiny-org/Qwen3-Tiny"), snap)
+            self.assertEqual(hoist.resolve_model(f"tiny-org/Qwen3-Tiny@{commit}"), snap)
+            self.check(hoist.load("tiny-org/Qwen3-Tiny@main", tp=2, rank=1, device="host",
+                                  layout="hf"), 1)
+            with self.assertRaises(RuntimeError) as e:
+                hoist.load("tiny-org/Absent", device="host")
+            self.assertTrue(str(e.exception).startswith("InvalidArgument"), str(e.exception))
+            with self.assertRaises(ValueError) as e:
+                hoist.resolve_model("tiny-org/Qwen3-Tiny@v9")
+            self.assertIn(os.path.join(repo, "refs", "v9"), str(e.exception))
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+        ok = subprocess.run([HOIST_BIN, "plan", "--model", "tiny-org/Qwen3-Tiny", "--tp", "2"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            timeout=60)
+        self.assertEqual(ok.returncode, 0, ok.stdout)
+        bad = subprocess.run([HOIST_BIN, "plan", "--model", "tiny-org/Absent@main"], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             timeout=60)
+        self.assertEqual(bad.returncode, 2, bad.stdout)
+        for where in (os.path.join(cache, "models--tiny-org--Absent") + " (not there)",
+                      os.path.join(self.tmp.name, "hf", "hub", "models--tiny-org--Absent"),
+                      "never downloads"):
+            self.assertIn(where, bad.stdout)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,33 @@
+"""hoist: safetensors weights into device memory, in-process or from a resident `hoist serve`
+rank, as zero-copy tensors (DLPack).
+
+    import hoist
+    w = hoist.load("/models/qwen3-4b", tp=2, rank=0)    # dict name -> tensor
+    w = hoist.load("Qwen/Qwen3-4B@main", comm="world")  # a hub id, over MPI_COMM_WORLD
+    w = hoist.attach("/run/hoist/rank-0.sock")          # zero copy
+
+    import hoist.torch                                  # fill an nn.Module in place
+    hoist.torch.load_into(module, model="/models/qwen3-4b", tp=2, rank=0)
+
+The extension is hoist._hoist (python/hoist_py.cc); this package re-exports it. hoist.torch needs
+PyTorch and hoist.vllm needs vLLM; neither is imported here."""
+import atexit as _atexit
+import os as _os
+import sys as _sys
+
+# Open MPI loads its components with dlopen and they look for libmpi's symbols in the global
+# scope: load the extension (and through it libmpi) with RTLD_GLOBAL, as mpi4py does.
+_flags = _sys.getdlopenflags()
+_sys.setdlopenflags(_flags | _os.RTLD_GLOBAL)
+try:
+    from hoist._hoist import (Model, Tensor, attach, attach_model, load, load_model,  # noqa: F401
+                              mpi_finalize, mpi_init, mpi_world, resolve_model)
+finally:
+    _sys.setdlopenflags(_flags)
+
+# MPI initialised by hoist (load(comm="world") or mpi_init()) is finalised at exit; a no-op
+# otherwise.
+_atexit.register(mpi_finalize)
+
+__all__ = ["Model", "Tensor", "attach", "attach_model", "load", "load_model", "mpi_finalize",
+           "mpi_init", "mpi_world", "resolve_model"]

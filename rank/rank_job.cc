@@ -1,0 +1,136 @@
+#include "rank/rank_job.h"
+
+#include <utility>
+
+namespace hoist::rank {
+
+RankJob::RankJob(const proto::LoadPlan& plan, LoadOptions options,
+                 std::unique_ptr<transport::Peer> peer, ExchangeOptions exchange,
+                 Clock::time_point peer_started)
+    : plan_(plan),
+      options_(std::move(options)),
+      peer_(std::move(peer)),
+      exchange_options_(std::move(exchange)),
+      peer_started_(peer_started) {
+  options_.progress = &progress_;
+  options_.stage = &stage_;
+  options_.cancel = &cancel_;
+  options_.exchange = this;
+}
+
+std::unique_ptr<RankJob> RankJob::Start(const proto::LoadPlan& plan, std::uint32_t rank,
+                                        LoadOptions options, std::unique_ptr<transport::Peer> peer,
+                                        ExchangeOptions exchange, Clock::time_point peer_started) {
+  std::unique_ptr<RankJob> job(
+      new RankJob(plan, std::move(options), std::move(peer), std::move(exchange), peer_started));
+  job->rank_ = rank;
+  RankJob* self = job.get();
+  job->worker_ = std::thread([self, rank] {
+    self->result_.emplace(LoadRank(self->plan_, rank, self->options_));
+    self->finished_.store(true);
+  });
+  return job;
+}
+
+RankJob::~RankJob() {
+  if (!worker_.joinable()) return;
+  Cancel(Status::Aborted("the job ended before this rank's load"));
+  worker_.join();
+}
+
+transport::Peer* RankJob::peer() { return peer_.get(); }
+
+void RankJob::EndExchange(Status s) {
+  if (!s.ok() && first_error_.ok()) first_error_ = s;
+  if (!s.ok()) cancel_.store(true);
+  exchange_done_ = true;
+  exchange_ = nullptr;
+  cv_.notify_all();
+}
+
+void RankJob::Start(Exchange* exchange) {
+  std::lock_guard lock(mu_);
+  if (!exchange_done_) exchange_ = exchange;
+}
+
+Status RankJob::Finish(const Status& reads) {
+  std::unique_lock lock(mu_);
+  if (!reads.ok() && first_error_.ok()) {
+    first_error_ = reads;
+    cancel_.store(true);
+  }
+  reads_done_ = true;
+  cv_.notify_all();
+  if (exchange_ != nullptr) cv_.wait(lock, [this] { return exchange_done_; });
+  exchange_done_ = true;
+  exchange_ = nullptr;
+  return first_error_;
+}
+
+void RankJob::PollPeerSetUp() {
+  if (peer_ == nullptr || peer_ready_ || !peer_status_.ok()) return;
+  Result<bool> ready = peer_->Ready();
+  if (!ready.ok()) {
+    peer_status_ = ready.status();
+    std::lock_guard lock(mu_);
+    if (exchange_ != nullptr) exchange_->Abort();
+    EndExchange(peer_status_);
+    return;
+  }
+  if (*ready) peer_ready_ = Clock::now();
+}
+
+void RankJob::Poll() {
+  PollPeerSetUp();
+  Exchange* x = nullptr;
+  bool reads_failed = false;
+  {
+    std::lock_guard lock(mu_);
+    if (exchange_done_) return;
+    x = exchange_;
+    reads_failed = reads_done_ && !first_error_.ok();
+  }
+  if (x == nullptr) return;
+  if (reads_failed) {
+    x->Abort();
+    std::lock_guard lock(mu_);
+    EndExchange(Status::Ok());
+    return;
+  }
+  Result<bool> done = x->Poll();
+  if (peer_ != nullptr) received_.store(peer_->bytes_received());
+  if (done.ok() && !*done) return;
+  std::lock_guard lock(mu_);
+  EndExchange(done.status());
+}
+
+void RankJob::Cancel(const Status& why) {
+  std::lock_guard lock(mu_);
+  if (first_error_.ok()) first_error_ = why;
+  cancel_.store(true);
+  if (exchange_ != nullptr) exchange_->Abort();
+  EndExchange(why);
+}
+
+Result<LoadedRank> RankJob::Finish() {
+  if (worker_.joinable()) worker_.join();
+  Result<LoadedRank> r = std::move(*result_);
+  result_.reset();
+  {
+    std::lock_guard lock(mu_);
+    // The first cause wins: a load stopped by Cancel or by an exchange failure reports that, not
+    // the "cancelled" its pipeline saw.
+    if (!r.ok() && !first_error_.ok())
+      r = Status(first_error_).Annotate("rank " + std::to_string(rank_));
+  }
+  if (r.ok() && peer_ready_) {
+    proto::Phase* p = r->report.add_phases();
+    p->set_name("peer_init");
+    p->set_start_s(std::chrono::duration<double>(peer_started_ - options_.origin).count());
+    p->set_seconds(std::chrono::duration<double>(*peer_ready_ - peer_started_).count());
+    p->set_busy_s(p->seconds());
+  }
+  return r;
+}
+
+}  // namespace hoist::rank

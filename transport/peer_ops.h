@@ -1,0 +1,92 @@
+// The bookkeeping both peers share (transport/peer.h): argument checks for Send/Recv, the queue
+// of a group being built, the groups in flight in issue order with the time each was issued,
+// completion counters, and the text that names pending transfers in errors.
+//
+// Ownership: plain values; ops point into the caller's arena. Failure: Queue returns
+// InvalidArgument for a bad peer, range or call order. Threading: one thread at a time (the
+// peer's).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "hoist/status.h"
+#include "transport/device.h"
+#include "transport/peer.h"
+
+namespace hoist::transport {
+
+struct PeerOp {
+  bool send = false;
+  int peer = 0;              // global rank
+  int index = 0;             // the peer's index in the group (its rank in the communicator)
+  std::byte* ptr = nullptr;  // the range in the caller's arena
+  std::uint64_t offset = 0;  // arena offset, for messages
+  std::uint64_t bytes = 0;
+  bool done = false;
+};
+
+class PeerOps {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // `name` prefixes messages ("mpi peer"); ops larger than `max_op_bytes` are split.
+  PeerOps(std::string name, PeerGroup group, std::uint64_t max_op_bytes);
+
+  const PeerGroup& group() const { return group_; }
+  // "mpi peer (rank 1, group [0,1])"
+  std::string Who() const;
+
+  Status Begin();
+  Status Queue(bool send, int peer, const DeviceBuffer& arena, std::uint64_t offset,
+               std::uint64_t bytes);
+  // Ends the group being built: its ops, to be issued by the caller (then Issued()).
+  Result<std::vector<PeerOp>> End();
+  // A group is in flight from now.
+  void Issued(std::vector<PeerOp> ops);
+
+  // The groups in flight, oldest first.
+  std::deque<std::vector<PeerOp>>& inflight() { return inflight_; }
+  // Marks the oldest group complete (all its ops), adding its bytes to the counters.
+  void CompleteOldest();
+  // Drops every group in flight without counting it (Abort).
+  void Forget();
+
+  std::uint64_t groups_issued() const { return issued_; }
+  std::uint64_t groups_completed() const { return completed_; }
+  std::uint64_t bytes_sent() const { return sent_; }
+  std::uint64_t bytes_received() const { return received_; }
+
+  // "recv of 4096 bytes from rank 2 at arena offset 0"
+  static std::string Describe(const PeerOp& op);
+  // Up to four pending ops of the groups in flight, "; ..." past that.
+  std::string PendingText() const;
+  std::size_t PendingOps() const;
+
+ private:
+  std::string name_;
+  PeerGroup group_;
+  std::uint64_t max_op_bytes_;
+  bool in_group_ = false;
+  std::vector<PeerOp> queued_;
+  std::deque<std::vector<PeerOp>> inflight_;
+  std::uint64_t issued_ = 0, completed_ = 0;
+  std::uint64_t sent_ = 0, received_ = 0;
+};
+
+// "[0,1,3]"
+std::string GroupString(const PeerGroup& group);
+// InvalidArgument unless the group is ascending, distinct and contains self.
+Status ValidateGroup(const std::string& name, const PeerGroup& group);
+
+// Deadline helpers for the polling loops of the peers.
+PeerOps::Clock::time_point DeadlineAfter(double seconds);
+std::string SecondsText(double seconds);  // "2.0 s"
+// Spins for the first polls, then sleeps 20 us, then 1 ms.
+void PollBackoff(int spin);
+
+}  // namespace hoist::transport
