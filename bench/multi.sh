@@ -94,9 +94,13 @@ for k in r["ranks"]:
                   "storage": k["bytes_read_from_storage"], "received": k["bytes_received"],
                   "cpus": k.get("cpus", ""), "threads": k.get("fill_threads", 0),
                   "phases": {n: [p["start_s"], p["seconds"]] for n, p in ph.items()}})
+t0, t1 = float(sys.argv[4]), float(sys.argv[5])
+first_main = min(k.get("origin_epoch_s", t0) for k in r["ranks"])
 print(json.dumps({"kind": "hoist", "label": sys.argv[2], "temp": sys.argv[3],
                   "dedup": r["dedup"], "dedup_reason": r.get("dedup_reason", ""),
-                  "process_s": float(sys.argv[5]) - float(sys.argv[4]), "ranks": ranks}))
+                  "process_s": t1 - t0, "launch_s": first_main - t0,
+                  "exit_s": t1 - (r["ranks"][0].get("origin_epoch_s", t0) + r["wall_s"]),
+                  "wall_s": r["wall_s"], "ranks": ranks}))
 PY
 }
 

@@ -58,7 +58,8 @@ def main():
         groups[(r["label"], r["temp"])].append(r)
     failed = [r for r in by["hoist"] if r.get("failed")]
     out.append("| run | cache | n | dedup chosen | slowest rank load ms | per-rank GiB/s (median) "
-               "| vs ceiling (hot) | storage bytes | process - load ms | fill threads / cpus |")
+               "| vs ceiling (hot) | storage bytes | process - load ms (mpirun start; exit) "
+               "| fill threads / cpus |")
     out.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     slowest = {}
     for (label, temp), rs in sorted(groups.items(), key=lambda kv: (kv[0][1] != "hot", kv[0])):
@@ -74,11 +75,14 @@ def main():
                 vs.append("r%d %.0f%%" % (rank, 100 * med(per) / ceiling(rank)))
         storage = med([sum(k["storage"] for k in r["ranks"]) for r in rs])
         gap = [r["process_s"] - max(k["load_s"] for k in r["ranks"]) for r in rs]
+        launch = med([r.get("launch_s", float("nan")) for r in rs])
+        leave = med([r.get("exit_s", float("nan")) for r in rs])
         k0 = rs[0]["ranks"]
         cpus = "; ".join("%d / %s" % (k["threads"], k["cpus"]) for k in k0)
         out.append("| hoist %s | %s | %d | %s | %s | %s | %s | %.2f GB | %s | %s |" % (
             label, temp, len(rs), rs[0]["dedup"], span(loads, 1e3), ", ".join(rates),
-            ", ".join(vs) if vs else "-", storage / 1e9, span(gap, 1e3, "%.0f"), cpus))
+            ", ".join(vs) if vs else "-", storage / 1e9,
+            "%s (%.0f; %.0f)" % (span(gap, 1e3, "%.0f"), launch * 1e3, leave * 1e3), cpus))
     for temp in ("hot", "cold"):
         alone = [r["load_s"] for r in by["alone"] if r["temp"] == temp]
         if alone:

@@ -98,8 +98,17 @@ proto::JobStart Plan(const JobOptions& o, const std::vector<proto::Hello>& hello
         "dedup: some ranks load into GPUs and others into host memory; all must load into the "
         "same kind (or use --dedup none)");
   }
-  std::set<std::uint32_t> groups;
-  if (plan.ok() && mpi_world && plan->dedup() != proto::DEDUP_NONE && all_gpu) {
+  std::set<std::uint32_t> groups, nodes;
+  if (plan.ok()) {
+    for (const proto::RankPlan& rp : plan->ranks()) nodes.insert(rp.node());
+  }
+  // Host arenas: MPI. GPU groups within one host: CUDA IPC (copy engines, nothing to set up).
+  // Groups across hosts: NCCL, with ids made here.
+  start.set_peer(!all_gpu ? "mpi"
+                 : plan.ok() && (plan->dedup() == proto::DEDUP_NODE || nodes.size() <= 1)
+                     ? "cuda-ipc"
+                     : "nccl");
+  if (plan.ok() && mpi_world && plan->dedup() != proto::DEDUP_NONE && start.peer() == "nccl") {
     for (const proto::RankPlan& rp : plan->ranks()) groups.insert(rp.peer_group());
     for (std::uint32_t g = 0; g <= (groups.empty() ? 0 : *groups.rbegin()) && plan.ok(); ++g) {
       Result<std::string> id = groups.count(g) ? transport::NcclUniqueId() : std::string();
@@ -153,10 +162,13 @@ Result<std::unique_ptr<transport::Peer>> OpenPeer(const Comm& comm, const JobOpt
   const transport::PeerGroup group = rank::GroupOf(plan, my_rank);
   const proto::RankPlan& rp = plan.ranks(my_rank);
   Result<std::unique_ptr<transport::Peer>> peer = Status::Internal("unset");
-  if (start.peer_ids_size() == 0) {
+  const int gpu = o.load.gpu >= 0 ? o.load.gpu : static_cast<int>(rp.gpu());
+  if (start.peer() == "mpi") {
     peer = transport::CreateMpiPeer(group, plan.ranks_size(), comm.mpi_handle());
+  } else if (start.peer() == "cuda-ipc") {
+    peer = transport::CreateCudaIpcPeer(group, rank::ResolveOrdinal(o.load.device, gpu),
+                                        plan.ranks_size(), comm.mpi_handle());
   } else {
-    const int gpu = o.load.gpu >= 0 ? o.load.gpu : static_cast<int>(rp.gpu());
     if (static_cast<int>(rp.peer_group()) >= start.peer_ids_size()) {
       return Status::Corrupt("no NCCL id for peer group " + std::to_string(rp.peer_group()));
     }
@@ -407,6 +419,9 @@ Result<JobResult> RunJob(Comm& comm, JobOptions options) {
     report.set_node(result.plan.ranks(my_rank).node());
     report.set_gpu(result.plan.ranks(my_rank).gpu());
     report.set_header_opens(planner::HeaderOpenCount());
+    report.set_origin_epoch_s(
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() -
+        Seconds(origin, Clock::now()));
     AddPhase(&report, "init", origin, origin,
              origin + std::chrono::duration_cast<Clock::duration>(
                           std::chrono::duration<double>(options.init_s)));

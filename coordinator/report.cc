@@ -13,10 +13,11 @@
 #include <set>
 #include <sstream>
 
+#include "util/printable.h"
+#include "util/units.h"
+
 namespace hoist::coordinator {
 namespace {
-
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 std::string Fmt(const char* fmt, double v) {
   char buf[64];
@@ -33,9 +34,10 @@ const proto::Phase* FindPhase(const proto::RankReport& r, const std::string& nam
   return nullptr;
 }
 
+// Printable (XML 1.0 forbids most control characters) and XML-escaped.
 std::string XmlEscape(const std::string& s) {
   std::string out;
-  for (char c : s) {
+  for (char c : Printable(s)) {
     switch (c) {
       case '<':
         out += "&lt;";
@@ -54,6 +56,22 @@ std::string XmlEscape(const std::string& s) {
     }
   }
   return out;
+}
+
+// A Prometheus label value: printable, with '\\' and '"' escaped as the text format wants.
+std::string PromLabel(const std::string& s) {
+  std::string out;
+  for (char c : Printable(s)) {
+    if (c == '\\' || c == '"') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+// rank="R",node="N",host="H": the labels every per-rank series carries.
+std::string RankLabels(const proto::RankReport& r) {
+  return "rank=\"" + std::to_string(r.rank()) + "\",node=\"" + std::to_string(r.node()) +
+         "\",host=\"" + PromLabel(r.host()) + "\"";
 }
 
 }  // namespace
@@ -104,8 +122,8 @@ Aggregate AggregateReports(const std::vector<proto::RankReport>& reports, double
 std::string FormatTable(const proto::LoadPlan& plan, const std::vector<proto::RankReport>& reports,
                         const Aggregate& agg) {
   std::ostringstream os;
-  os << "hoist load: " << plan.model_dir() << "  world " << plan.topology().world() << " (tp "
-     << plan.topology().tp() << " x dp " << plan.topology().dp();
+  os << "hoist load: " << Printable(plan.model_dir()) << "  world " << plan.topology().world()
+     << " (tp " << plan.topology().tp() << " x dp " << plan.topology().dp();
   if (plan.topology().ep() > 0) os << ", ep " << plan.topology().ep();
   os << ")  layout " << (plan.layout() == proto::LAYOUT_HF ? "hf" : "fused") << "  nodes "
      << agg.nodes;
@@ -113,20 +131,20 @@ std::string FormatTable(const proto::LoadPlan& plan, const std::vector<proto::Ra
     os << "  dedup " << (plan.dedup() == proto::DEDUP_NODE ? "node" : "job");
   }
   os << "\n";
-  char line[256];
+  char line[512];
   std::snprintf(line, sizeof(line), "%-14s %6s %10s %10s %10s %8s %12s\n", "phase", "ranks",
-                "min ms", "median ms", "max ms", "slowest", "GiB/s(max)");
+                "min ms", "median ms", "max ms", "slowest", "rate(max)");
   os << line;
   for (const auto& p : agg.phases) {
     // A rate only where the phase moves bytes (allocation and free phases carry sizes, not flow).
     static const std::set<std::string> kMoving = {"read", "h2d", "peer", "verify", "dump", "total"};
     std::string rate = "";
     if (kMoving.count(p.name) && p.bytes > 0 && p.max_s > 0 && p.ranks > 0) {
-      rate = Fmt("%.2f", static_cast<double>(p.bytes) / p.ranks / kGiB / p.max_s);
+      rate = HumanRate(static_cast<double>(p.bytes) / p.ranks / p.max_s);
     }
-    std::snprintf(line, sizeof(line), "%-14s %6d %10s %10s %10s %8u %12s\n", p.name.c_str(),
-                  p.ranks, Ms(p.min_s).c_str(), Ms(p.median_s).c_str(), Ms(p.max_s).c_str(),
-                  p.slowest_rank, rate.c_str());
+    std::snprintf(line, sizeof(line), "%-14s %6d %10s %10s %10s %8u %12s\n",
+                  Printable(p.name).c_str(), p.ranks, Ms(p.min_s).c_str(), Ms(p.median_s).c_str(),
+                  Ms(p.max_s).c_str(), p.slowest_rank, rate.c_str());
     os << line;
   }
   // Per node, then per rank.
@@ -136,45 +154,40 @@ std::string FormatTable(const proto::LoadPlan& plan, const std::vector<proto::Ra
     os << "node " << node << ":\n";
     for (const proto::RankReport* r : rs) {
       const proto::Phase* total = FindPhase(*r, "total");
-      double t = total ? total->seconds() : 0;
+      const double t = total ? total->seconds() : 0;
+      const double bytes = static_cast<double>(r->bytes_h2d());
       std::snprintf(line, sizeof(line),
-                    "  rank %-4u %-12s %-8s %9.3f GiB in %8s ms = %6.2f GiB/s  hot %5.1f%%  %s%s\n",
-                    r->rank(), r->host().c_str(), r->device().c_str(),
-                    static_cast<double>(r->bytes_h2d()) / kGiB, Ms(t).c_str(),
-                    t > 0 ? static_cast<double>(r->bytes_h2d()) / kGiB / t : 0.0,
+                    "  rank %-4u %-12s %-8s %12s in %8s ms = %12s  hot %5.1f%%  ", r->rank(),
+                    Printable(r->host()).c_str(), Printable(r->device()).c_str(),
+                    HumanBytes(r->bytes_h2d()).c_str(), Ms(t).c_str(),
+                    HumanRate(t > 0 ? bytes / t : 0.0).c_str(),
                     r->bytes_read() ? 100.0 * static_cast<double>(r->bytes_resident_at_start()) /
                                           static_cast<double>(r->bytes_read())
-                                    : 0.0,
-                    r->ok() ? "ok" : "FAILED: ", r->ok() ? "" : r->error().c_str());
-      os << line;
-      if (line[std::strlen(line) - 1] != '\n') os << "\n";  // a long error filled `line`
+                                    : 0.0);
+      os << line << (r->ok() ? "ok" : "FAILED: " + Printable(r->error())) << "\n";
       if (!r->cpus().empty()) {
-        os << "            cpus " << r->cpus() << " (" << r->cpu_bind() << "), "
+        os << "            cpus " << Printable(r->cpus()) << " (" << r->cpu_bind() << "), "
            << r->fill_threads() << " fill threads\n";
       }
       if (plan.dedup() != proto::DEDUP_NONE) {
-        std::snprintf(
-            line, sizeof(line),
-            "            from storage %9.3f GiB, sent %9.3f GiB, received %9.3f GiB%s%s\n",
-            static_cast<double>(r->bytes_read_from_storage()) / kGiB,
-            static_cast<double>(r->bytes_sent()) / kGiB,
-            static_cast<double>(r->bytes_received()) / kGiB, r->peer().empty() ? "" : " via ",
-            r->peer().c_str());
-        os << line;
+        std::snprintf(line, sizeof(line), "            from storage %12s, sent %12s, received %12s",
+                      HumanBytes(r->bytes_read_from_storage()).c_str(),
+                      HumanBytes(r->bytes_sent()).c_str(), HumanBytes(r->bytes_received()).c_str());
+        os << line << (r->peer().empty() ? "" : " via " + Printable(r->peer())) << "\n";
       }
     }
   }
-  std::snprintf(line, sizeof(line), "total: %.3f GiB over %d ranks in %s ms wall = %.2f GiB/s\n",
-                static_cast<double>(agg.payload_bytes) / kGiB, agg.ranks, Ms(agg.wall_s).c_str(),
-                agg.wall_s > 0 ? static_cast<double>(agg.payload_bytes) / kGiB / agg.wall_s : 0);
-  os << line;
+  const double payload = static_cast<double>(agg.payload_bytes);
+  os << "total: " << HumanBytes(agg.payload_bytes) << " over " << agg.ranks << " ranks in "
+     << Ms(agg.wall_s) << " ms wall = " << HumanRate(agg.wall_s > 0 ? payload / agg.wall_s : 0)
+     << "\n";
   return os.str();
 }
 
 nlohmann::json ReportJson(const proto::LoadPlan& plan,
                           const std::vector<proto::RankReport>& reports, const Aggregate& agg) {
   nlohmann::json j;
-  j["model_dir"] = plan.model_dir();
+  j["model_dir"] = Printable(plan.model_dir());
   j["world"] = plan.topology().world();
   j["tp"] = plan.topology().tp();
   j["dp"] = plan.topology().dp();
@@ -214,13 +227,13 @@ nlohmann::json ReportJson(const proto::LoadPlan& plan,
   for (const auto& r : reports) {
     nlohmann::json jr;
     jr["rank"] = r.rank();
-    jr["host"] = r.host();
+    jr["host"] = Printable(r.host());
     jr["node"] = r.node();
     jr["gpu"] = r.gpu();
     jr["ok"] = r.ok();
-    jr["error"] = r.error();
-    jr["device"] = r.device();
-    jr["read_mode"] = r.read_mode();
+    jr["error"] = Printable(r.error());
+    jr["device"] = Printable(r.device());
+    jr["read_mode"] = Printable(r.read_mode());
     jr["bytes_read"] = r.bytes_read();
     jr["bytes_h2d"] = r.bytes_h2d();
     jr["bytes_resident_at_start"] = r.bytes_resident_at_start();
@@ -228,12 +241,13 @@ nlohmann::json ReportJson(const proto::LoadPlan& plan,
     jr["bytes_read_from_storage"] = r.bytes_read_from_storage();
     jr["bytes_sent"] = r.bytes_sent();
     jr["bytes_received"] = r.bytes_received();
-    jr["peer"] = r.peer();
+    jr["peer"] = Printable(r.peer());
     jr["verified"] = r.verified();
     jr["cpus"] = r.cpus();
     jr["fill_threads"] = r.fill_threads();
     jr["cpu_bind"] = r.cpu_bind();
     jr["stopped_by"] = r.stopped_by();
+    jr["origin_epoch_s"] = r.origin_epoch_s();
     nlohmann::json ph = nlohmann::json::object();
     for (const auto& p : r.phases()) {
       ph[p.name()] = {{"start_s", p.start_s()},
@@ -256,8 +270,8 @@ nlohmann::json ChromeTrace(const std::vector<proto::RankReport>& reports) {
                       {"pid", pid},
                       {"name", "process_name"},
                       {"args",
-                       {{"name", "rank " + std::to_string(r.rank()) + " (" + r.host() + ", node " +
-                                     std::to_string(r.node()) + ")"}}}});
+                       {{"name", "rank " + std::to_string(r.rank()) + " (" + Printable(r.host()) +
+                                     ", node " + std::to_string(r.node()) + ")"}}}});
     std::map<std::string, int> tids{{"phases", 0}};
     auto tid_of = [&](const std::string& lane) {
       auto it = tids.find(lane);
@@ -272,7 +286,7 @@ nlohmann::json ChromeTrace(const std::vector<proto::RankReport>& reports) {
       events.push_back({{"ph", "X"},
                         {"pid", pid},
                         {"tid", 0},
-                        {"name", p.name()},
+                        {"name", Printable(p.name())},
                         {"ts", (p.start_s() + offset) * 1e6},
                         {"dur", p.seconds() * 1e6},
                         {"args", {{"bytes", p.bytes()}, {"busy_s", p.busy_s()}}}});
@@ -281,7 +295,7 @@ nlohmann::json ChromeTrace(const std::vector<proto::RankReport>& reports) {
       events.push_back({{"ph", "X"},
                         {"pid", pid},
                         {"tid", tid_of(s.lane())},
-                        {"name", s.what()},
+                        {"name", Printable(s.what())},
                         {"ts", (s.start_s() + offset) * 1e6},
                         {"dur", s.seconds() * 1e6},
                         {"args", {{"bytes", s.bytes()}}}});
@@ -291,48 +305,59 @@ nlohmann::json ChromeTrace(const std::vector<proto::RankReport>& reports) {
                         {"pid", pid},
                         {"tid", tid},
                         {"name", "thread_name"},
-                        {"args", {{"name", lane}}}});
+                        {"args", {{"name", Printable(lane)}}}});
     }
   }
   return {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
 }
 
 std::string PrometheusText(const std::vector<proto::RankReport>& reports, const Aggregate& agg) {
+  // Every series carries the same rank, node and host labels (phase series add `phase`), so any
+  // two can be joined or grouped alike. The job's wall time is rank 0's.
   std::ostringstream os;
-  os << "# HELP hoist_phase_seconds Wall time of one load phase on one rank.\n"
-     << "# TYPE hoist_phase_seconds gauge\n";
-  for (const auto& r : reports) {
-    for (const auto& p : r.phases()) {
-      os << "hoist_phase_seconds{phase=\"" << p.name() << "\",rank=\"" << r.rank() << "\",node=\""
-         << r.node() << "\"} " << Fmt("%.9g", p.seconds()) << "\n";
+  auto series = [&os](const char* name, const char* help, const char* type, auto&& each) {
+    os << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
+    each();
+  };
+  series("hoist_phase_seconds", "Wall time of one load phase on one rank.", "gauge", [&] {
+    for (const auto& r : reports) {
+      for (const auto& p : r.phases()) {
+        os << "hoist_phase_seconds{phase=\"" << PromLabel(p.name()) << "\"," << RankLabels(r)
+           << "} " << Fmt("%.9g", p.seconds()) << "\n";
+      }
     }
-  }
-  os << "# HELP hoist_phase_bytes Bytes moved by one load phase on one rank.\n"
-     << "# TYPE hoist_phase_bytes gauge\n";
-  for (const auto& r : reports) {
-    for (const auto& p : r.phases()) {
-      if (p.bytes() == 0) continue;
-      os << "hoist_phase_bytes{phase=\"" << p.name() << "\",rank=\"" << r.rank() << "\"} "
-         << p.bytes() << "\n";
+  });
+  series("hoist_phase_bytes", "Bytes moved by one load phase on one rank.", "gauge", [&] {
+    for (const auto& r : reports) {
+      for (const auto& p : r.phases()) {
+        if (p.bytes() == 0) continue;
+        os << "hoist_phase_bytes{phase=\"" << PromLabel(p.name()) << "\"," << RankLabels(r) << "} "
+           << p.bytes() << "\n";
+      }
     }
-  }
-  os << "# HELP hoist_bytes_total Bytes copied into device memory.\n"
-     << "# TYPE hoist_bytes_total counter\n";
-  for (const auto& r : reports) {
-    os << "hoist_bytes_total{rank=\"" << r.rank() << "\"} " << r.bytes_h2d() << "\n";
-  }
-  os << "# HELP hoist_bytes_read_total Bytes read from storage or page cache.\n"
-     << "# TYPE hoist_bytes_read_total counter\n";
-  for (const auto& r : reports) {
-    os << "hoist_bytes_read_total{rank=\"" << r.rank() << "\"} " << r.bytes_read() << "\n";
-  }
-  os << "# HELP hoist_rank_ok 1 when the rank's load succeeded.\n# TYPE hoist_rank_ok gauge\n";
-  for (const auto& r : reports) {
-    os << "hoist_rank_ok{rank=\"" << r.rank() << "\",host=\"" << r.host() << "\"} "
-       << (r.ok() ? 1 : 0) << "\n";
-  }
-  os << "# HELP hoist_job_seconds Job wall time on rank 0.\n# TYPE hoist_job_seconds gauge\n"
-     << "hoist_job_seconds " << Fmt("%.9g", agg.wall_s) << "\n";
+  });
+  series("hoist_bytes_total", "Bytes copied into device memory.", "counter", [&] {
+    for (const auto& r : reports) {
+      os << "hoist_bytes_total{" << RankLabels(r) << "} " << r.bytes_h2d() << "\n";
+    }
+  });
+  series("hoist_bytes_read_total", "Bytes read from storage or page cache.", "counter", [&] {
+    for (const auto& r : reports) {
+      os << "hoist_bytes_read_total{" << RankLabels(r) << "} " << r.bytes_read() << "\n";
+    }
+  });
+  series("hoist_rank_ok", "1 when the rank's load succeeded.", "gauge", [&] {
+    for (const auto& r : reports) {
+      os << "hoist_rank_ok{" << RankLabels(r) << "} " << (r.ok() ? 1 : 0) << "\n";
+    }
+  });
+  series("hoist_job_seconds", "Job wall time, measured on rank 0.", "gauge", [&] {
+    proto::RankReport rank0;  // rank 0's labels (node and host empty if it did not report)
+    for (const auto& r : reports) {
+      if (r.rank() == 0) rank0 = r;
+    }
+    os << "hoist_job_seconds{" << RankLabels(rank0) << "} " << Fmt("%.9g", agg.wall_s) << "\n";
+  });
   return os.str();
 }
 
@@ -406,12 +431,17 @@ std::string TimelineSvg(const std::vector<proto::RankReport>& reports) {
     for (auto& [lane, row] : lanes) rows.push_back(std::move(row));
   }
   if (t_end <= 0) t_end = 1e-3;
-  const int label_w = 170, plot_w = 1000, row_h = 18, top = 30;
-  const int height = top + static_cast<int>(rows.size()) * row_h + 56;
+  // Geometry: a label column, the plot, and a right margin wide enough for the last axis label
+  // (centred on its tick); below the rows the axis labels, then the legend.
+  const int label_w = 170, plot_w = 1000, right_w = 60, row_h = 18, top = 30;
+  const int axis_y = top + static_cast<int>(rows.size()) * row_h + 12;
+  const int legend_y = axis_y + 24;
+  const int width = label_w + plot_w + right_w, height = legend_y + 14;
   const double scale = plot_w / t_end;
   std::ostringstream os;
-  os << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << label_w + plot_w + 20
-     << "\" height=\"" << height << "\" font-family=\"monospace\" font-size=\"11\">\n"
+  os << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height
+     << "\" viewBox=\"0 0 " << width << " " << height
+     << "\" font-family=\"monospace\" font-size=\"11\">\n"
      << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
      << "<text x=\"4\" y=\"16\" font-size=\"13\">hoist load timeline, " << Ms(t_end)
      << " ms from process start (fill = a thread filling pinned slots, h2d = DMA of a slot; gaps "
@@ -446,18 +476,19 @@ std::string TimelineSvg(const std::vector<proto::RankReport>& reports) {
       }
     }
   }
-  // Time axis.
-  const int axis_y = top + static_cast<int>(rows.size()) * row_h + 12;
+  // Time axis: labels centred on their ticks, the unit left of the first.
+  os << "<text x=\"" << label_w - 22 << "\" y=\"" << axis_y + 6
+     << "\" text-anchor=\"end\">ms</text>\n";
   for (int k = 0; k <= 10; ++k) {
     const double t = t_end * k / 10;
     const double x = label_w + t * scale;
     os << "<line x1=\"" << Fmt("%.1f", x) << "\" y1=\"" << top << "\" x2=\"" << Fmt("%.1f", x)
        << "\" y2=\"" << axis_y - 8 << "\" stroke=\"#ddd\"/>\n"
-       << "<text x=\"" << Fmt("%.1f", x - 10) << "\" y=\"" << axis_y + 6 << "\">" << Ms(t)
-       << "</text>\n";
+       << "<text x=\"" << Fmt("%.1f", x) << "\" y=\"" << axis_y + 6 << "\" text-anchor=\"middle\">"
+       << Ms(t) << "</text>\n";
   }
   // Legend.
-  const int ly = axis_y + 24;
+  const int ly = legend_y;
   int lx = label_w;
   for (const auto& [name, col] :
        std::vector<std::pair<std::string, std::string>>{{"device_init", "#c0392b"},

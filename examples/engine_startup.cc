@@ -6,12 +6,15 @@
 //   mpirun -np 2 hoist serve --model /models/qwen3-4b --tp 2 --socket-dir /run/hoist &
 //   mpirun -np 2 hoist-engine-startup --attach /run/hoist                     # attach
 //
-// Work: Y = W X for a 2-D BF16 weight W [N, K] (default: the first layer's o_proj) and a
-// deterministic X [K, 8]. CUDA: a cuBLAS GEMM (bf16 in, fp32 accumulate); host backend: a CPU
-// matrix product. A few rows of Y are checked against a plain double-precision reference computed
-// from W's bytes copied back to the host. Exit 0 when the check passes.
+// Work: Y = W X for a 2-D BF16 weight W [N, K] and a deterministic X [K, 8]. The default W is the
+// first layer's o_proj, else (FP8 checkpoints such as DeepSeek-V3 keep their projections in FP8)
+// the first BF16 projection, MoE router gate, lm_head or embedding; --weight NAME picks one. CUDA:
+// a cuBLAS GEMM (bf16 in, fp32 accumulate); host backend: a CPU matrix product. A few rows of Y are
+// checked against a plain double-precision reference computed from W's bytes copied back to the
+// host. Exit 0 when the check passes.
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -53,30 +56,77 @@ struct Args {
   int tp = 0, ep = -1, check_rows = 4;
 };
 
-bool Parse(int argc, char** argv, Args* a) {
+constexpr const char* kUsage =
+    "usage: %s (--model DIR [--tp N] [--ep N] | --topology FILE | --attach SOCKET_DIR)\n"
+    "          [--device auto|cuda|host] [--weight NAME] [--check-rows N]\n"
+    "  --weight NAME  the 2-D BF16 weight to multiply (default: the first layer's o_proj, else "
+    "the\n"
+    "                 first 2-D BF16 projection, router gate, lm_head or embedding on the rank)\n";
+
+// 0: run; 1: --help was asked (exit 0); 2: a bad command line (message printed).
+int Parse(int argc, char** argv, Args* a) {
   for (int i = 1; i < argc; ++i) {
-    std::string k = argv[i];
-    auto next = [&]() -> const char* { return i + 1 < argc ? argv[++i] : ""; };
-    if (k == "--model")
-      a->model = next();
-    else if (k == "--topology")
-      a->topology = next();
-    else if (k == "--attach")
-      a->attach = next();
-    else if (k == "--device")
-      a->device = next();
-    else if (k == "--weight")
-      a->weight = next();
-    else if (k == "--tp")
-      a->tp = std::atoi(next());
-    else if (k == "--ep")
-      a->ep = std::atoi(next());
-    else if (k == "--check-rows")
-      a->check_rows = std::atoi(next());
-    else
-      return false;
+    const std::string k = argv[i];
+    if (k == "--help" || k == "-h") return 1;
+    static const char* const kTakesValue[] = {"--model",  "--topology", "--attach", "--device",
+                                              "--weight", "--tp",       "--ep",     "--check-rows"};
+    bool known = false;
+    for (const char* f : kTakesValue) known = known || k == f;
+    if (!known) {
+      std::fprintf(stderr, "%s: unknown argument '%s'\n", argv[0], k.c_str());
+      return 2;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "%s: %s needs a value\n", argv[0], k.c_str());
+      return 2;
+    }
+    const char* v = argv[++i];
+    if (k == "--model") a->model = v;
+    if (k == "--topology") a->topology = v;
+    if (k == "--attach") a->attach = v;
+    if (k == "--device") a->device = v;
+    if (k == "--weight") a->weight = v;
+    if (k == "--tp") a->tp = std::atoi(v);
+    if (k == "--ep") a->ep = std::atoi(v);
+    if (k == "--check-rows") a->check_rows = std::atoi(v);
   }
-  return !a->model.empty() || !a->topology.empty() || !a->attach.empty();
+  if (a->model.empty() && a->topology.empty() && a->attach.empty()) {
+    std::fprintf(stderr, "%s: one of --model, --topology or --attach is needed\n", argv[0]);
+    return 2;
+  }
+  return 0;
+}
+
+bool Is2dBf16(const hoist::Tensor& t) { return t.dtype == "BF16" && t.shape.size() == 2; }
+
+bool EndsWith(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// The weight to multiply: `name` if given, else the first 2-D BF16 tensor in this order of
+// preference: an o_proj (dense families), any other projection (FP8 checkpoints keep few in
+// BF16), the MoE router gate, lm_head, the embedding. On failure *why says what is missing.
+const hoist::Tensor* PickWeight(const hoist::Model& m, const std::string& name, std::string* why) {
+  if (!name.empty()) {
+    const hoist::Tensor* t = m.Find(name);
+    if (t == nullptr) {
+      *why = "--weight " + name + ": no such tensor on this rank";
+    } else if (!Is2dBf16(*t)) {
+      *why = "--weight " + name + " is " + t->dtype + " with " + std::to_string(t->shape.size()) +
+             " dimensions; the example multiplies a 2-D BF16 weight";
+      t = nullptr;
+    }
+    return t;
+  }
+  for (const char* tail : {"o_proj.weight", "_proj.weight", "mlp.gate.weight", "lm_head.weight",
+                           "embed_tokens.weight"}) {
+    for (const hoist::Tensor& t : m.tensors()) {
+      if (Is2dBf16(t) && EndsWith(t.name, tail)) return &t;
+    }
+  }
+  *why = "no 2-D BF16 weight on this rank (" + std::to_string(m.tensors().size()) +
+         " tensors): the example multiplies one; name it with --weight";
+  return nullptr;
 }
 
 }  // namespace
@@ -84,12 +134,9 @@ bool Parse(int argc, char** argv, Args* a) {
 int main(int argc, char** argv) {
   const Clock::time_point t0 = Clock::now();
   Args args;
-  if (!Parse(argc, argv, &args)) {
-    std::fprintf(stderr,
-                 "usage: %s (--model DIR [--tp N] [--ep N] | --topology FILE | --attach SOCKET_DIR)"
-                 " [--device auto|cuda|host] [--weight NAME] [--check-rows N]\n",
-                 argv[0]);
-    return 2;
+  if (const int p = Parse(argc, argv, &args); p != 0) {
+    std::fprintf(p == 1 ? stdout : stderr, kUsage, argv[0]);
+    return p == 1 ? 0 : 2;
   }
   MPI_Init(&argc, &argv);
   int rank = 0, world = 1;
@@ -134,22 +181,15 @@ int main(int argc, char** argv) {
   }
 
   // 2. Real work with one weight.
-  const hoist::Tensor* w = nullptr;
-  for (const hoist::Tensor& t : model->tensors()) {
-    const bool pick = args.weight.empty() ? (t.dtype == "BF16" && t.shape.size() == 2 &&
-                                             t.name.find("o_proj.weight") != std::string::npos)
-                                          : t.name == args.weight;
-    if (pick) {
-      w = &t;
-      break;
-    }
-  }
-  if (w == nullptr || w->dtype != "BF16" || w->shape.size() != 2) {
-    std::fprintf(stderr, "rank %d: no 2-D BF16 weight %s\n", rank, args.weight.c_str());
+  std::string why;
+  const hoist::Tensor* w = PickWeight(*model, args.weight, &why);
+  if (w == nullptr) {
+    std::fprintf(stderr, "rank %d: %s\n", rank, why.c_str());
     MPI_Finalize();
-    return 1;
+    return args.weight.empty() ? 1 : 2;
   }
   const int n = static_cast<int>(w->shape[0]), k = static_cast<int>(w->shape[1]), b = 8;
+  args.check_rows = std::max(1, std::min(args.check_rows, n));    // w_host holds that many rows
   std::vector<std::uint16_t> x(static_cast<std::size_t>(k) * b);  // column-major [K, B]
   for (std::size_t i = 0; i < x.size(); ++i) {
     x[i] = FloatToBf16(static_cast<float>((i * 37 + 11) % 19) / 19.0f - 0.5f);
@@ -217,13 +257,14 @@ int main(int argc, char** argv) {
   const bool ok = worst < 1e-2;
   std::printf(
       "rank %d/%d: %s %s on %s: mpi_init %.1f ms, cuda_context %.1f ms, weights %.1f ms "
-      "(%zu tensors, %.1f MiB), gemm %s [%d x %d] x [%d x %d] %.2f ms, check %d rows: max rel err "
+      "(%zu tensors, %.1f MiB), gemm %s %s [%d x %d] x [%d x %d] %.2f ms, check %d rows: max rel "
+      "err "
       "%.2e %s, total %.1f ms\n",
       rank, world, model->attached() ? "attached" : "loaded",
       model->attached() ? args.attach.c_str() : args.model.c_str(), model->device_name().c_str(),
       mpi_ms, context_ms, weights_ms, model->tensors().size(), model->arena_bytes() / 1048576.0,
-      ran ? "cuBLAS" : "CPU", n, k, k, b, gemm_ms, args.check_rows, worst, ok ? "PASS" : "FAIL",
-      Since(t0));
+      ran ? "cuBLAS" : "CPU", w->name.c_str(), n, k, k, b, gemm_ms, args.check_rows, worst,
+      ok ? "PASS" : "FAIL", Since(t0));
   for (const hoist::Phase& p : model->phases()) {
     if (p.seconds > 0)
       std::printf("rank %d:   %-14s %8.2f ms\n", rank, p.name.c_str(), p.seconds * 1e3);

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "coordinator/comm.h"
+#include "util/printable.h"
 
 namespace hoist::launch {
 
@@ -12,7 +13,9 @@ int ExitCode(const Status& s) {
 }
 
 int Fail(const Status& s, bool quiet) {
-  if (!quiet && !s.ok()) std::fprintf(stderr, "hoist: error: %s\n", s.ToString().c_str());
+  if (!quiet && !s.ok()) {
+    std::fprintf(stderr, "hoist: error: %s\n", Printable(s.ToString(), true).c_str());
+  }
   return ExitCode(s);
 }
 

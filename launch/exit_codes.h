@@ -19,7 +19,8 @@ inline constexpr int kExitUsage = 2;
 
 int ExitCode(const Status& s);
 
-// Prints "hoist: error: <s>" to stderr unless `quiet`, and returns ExitCode(s).
+// Prints "hoist: error: <s>" to stderr unless `quiet` (control bytes escaped: util/printable.h),
+// and returns ExitCode(s).
 int Fail(const Status& s, bool quiet = false);
 
 // True when this process prints errors that every rank of a launch sees identically (usage,

@@ -1,6 +1,5 @@
 #include "launch/serve_cli.h"
 
-#include <google/protobuf/util/json_util.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -20,6 +19,7 @@
 #include "launch/suggest.h"
 #include "rank/serve.h"
 #include "rank/serve_wire.h"
+#include "util/printable.h"
 
 namespace hoist::launch {
 namespace {
@@ -68,8 +68,9 @@ ServeCommands::ServeCommands(CLI::App* app) {
                      "the daemon's own uid)");
   serve_->add_flag("--host-cache", host_cache,
                    "keep a pinned host copy of the weights (hoist ctl release/restore)");
-  serve_->add_option("--max-request-kib", max_request_kib,
-                     "largest request accepted, KiB (1 to " + std::to_string(kMaxRequestKib) + ")");
+  serve_->add_option(
+      "--max-request-kib", max_request_kib,
+      "largest request accepted, KiB (1 to " + std::to_string(rank::kMaxRequestKib) + ")");
   serve_->add_option("--log-level", log_level, "trace | debug | info | warn | error | off")
       ->check(LogLevels());
 
@@ -115,12 +116,7 @@ Status ServeCommands::ResolveServe(const Topology& t, rank::ServeOptions* so,
     so->allow_uids.push_back(static_cast<uid_t>(u));
   }
   so->host_cache = host_cache || t.host_cache.value_or(false);
-  if (max_request_kib < 1 || max_request_kib > kMaxRequestKib) {
-    return Status::InvalidArgument("--max-request-kib " + std::to_string(max_request_kib) +
-                                   " is out of range: the request limit must be 1 to " +
-                                   std::to_string(kMaxRequestKib) + " KiB");
-  }
-  so->max_request_bytes = static_cast<std::uint32_t>(max_request_kib) << 10;
+  HOIST_ASSIGN_OR_RETURN(so->max_request_bytes, rank::MaxRequestBytesFromKib(max_request_kib));
   return Status::Ok();
 }
 
@@ -148,9 +144,9 @@ int ServeCommands::RunServe(int* argc, char*** argv, std::chrono::steady_clock::
   coordinator::JobOptions& job = resolved->job;
   job.load.origin = origin;
   job.init_s = std::chrono::duration<double>(init_end - origin).count();
-  if (Status s = rank::PrepareSocketDir(dir); !s.ok()) {
+  if (Result<rank::Admission> a = rank::PrepareSocketDir(dir, so.allow_uids); !a.ok()) {
     // The directory is the user's choice (flag, topology or default): a configuration error.
-    return Fail(Status::InvalidArgument("--socket-dir " + s.message()));
+    return Fail(Status(Code::kInvalidArgument, a.status().message()));
   }
 
   Result<coordinator::JobResult> result = coordinator::RunJob(*comm, std::move(job));
@@ -216,14 +212,9 @@ int ServeCommands::RunCtl() {
   }
   Result<proto::DaemonResponse> r = (*conn)->Call(req);
   if (!r.ok()) return Fail(r.status());
-  if (json) {
-    std::string out;
-    google::protobuf::util::JsonPrintOptions o;
-    o.add_whitespace = true;
-    o.always_print_primitive_fields = true;
-    o.preserve_proto_field_names = true;
-    (void)google::protobuf::util::MessageToJsonString(*r, &out, o);
-    std::cout << out;
+  if (json) {  // 64-bit counts as JSON numbers (rank/serve_wire.h)
+    std::cout << rank::MessageJson(*r).dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
+              << "\n";
     return 0;
   }
   if (r->has_status()) {

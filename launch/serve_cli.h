@@ -18,7 +18,6 @@
 
 namespace hoist::launch {
 
-inline constexpr int kMaxRequestKib = 1 << 20;   // --max-request-kib: at most 1 GiB
 inline constexpr double kMaxCtlTimeoutS = 3600;  // --timeout-s of `hoist ctl`
 
 class ServeCommands {

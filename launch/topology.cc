@@ -12,6 +12,8 @@
 #include <set>
 #include <type_traits>
 
+#include "util/printable.h"
+
 namespace hoist::launch {
 namespace {
 
@@ -23,21 +25,6 @@ const std::set<std::string> kTopKeys = {"model", "tp", "ep", "dp", "layout", "pl
                                         "dedup", "peer_timeout_s", "cpu_bind"};
 const std::set<std::string> kStagingKeys = {"slots", "slot_mib", "threads"};
 const std::set<std::string> kNodeKeys = {"name", "gpus"};
-
-// `text` with control and non-ASCII bytes as \xNN, for messages about untrusted input.
-std::string Printable(const std::string& text) {
-  std::string out;
-  for (unsigned char c : text) {
-    if (c >= 0x20 && c < 0x7f) {
-      out += static_cast<char>(c);
-    } else {
-      char hex[5];
-      std::snprintf(hex, sizeof hex, "\\x%02x", c);
-      out += hex;
-    }
-  }
-  return out;
-}
 
 // Every key of `map` is a string, appears once and is one of `ok`.
 Status CheckKeys(const std::string& label, const YAML::Node& map, const std::set<std::string>& ok,

@@ -4,25 +4,13 @@
 #include <cstdio>
 #include <set>
 
+#include "util/printable.h"
+#include "util/units.h"
+
 namespace hoist::planner {
 namespace {
 
 std::string Layout(proto::Layout l) { return l == proto::LAYOUT_HF ? "hf" : "fused"; }
-
-std::string HumanBytes(std::uint64_t b) {
-  char buf[32];
-  const double v = static_cast<double>(b);
-  if (b >= (1ull << 30)) {
-    std::snprintf(buf, sizeof buf, "%.2f GiB", v / (1ull << 30));
-  } else if (b >= (1ull << 20)) {
-    std::snprintf(buf, sizeof buf, "%.2f MiB", v / (1ull << 20));
-  } else if (b >= (1ull << 10)) {
-    std::snprintf(buf, sizeof buf, "%.2f KiB", v / (1ull << 10));
-  } else {
-    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(b));
-  }
-  return buf;
-}
 
 }  // namespace
 
@@ -48,16 +36,17 @@ std::string FormatPlanTable(const proto::LoadPlan& plan) {
   const auto& t = plan.topology();
   std::string out;
   char line[256];
-  std::snprintf(
-      line, sizeof line,
-      "plan: %s, layout %s, world %u (tp %u, dp %u, ep %u%s), %llu source tensors, "
-      "%s (%llu bytes) in %d files\n",
-      plan.model_type().c_str(), Layout(plan.layout()).c_str(), t.world(), t.tp(), t.dp(), t.ep(),
-      t.ep() > 0 ? (t.placement() == proto::PLACEMENT_ROUND_ROBIN ? ", round_robin" : ", linear")
-                 : "",
-      static_cast<unsigned long long>(plan.source_tensors()),
-      HumanBytes(plan.source_bytes()).c_str(), static_cast<unsigned long long>(plan.source_bytes()),
-      plan.files_size());
+  std::snprintf(line, sizeof line,
+                "plan: %s, layout %s, world %u (tp %u, dp %u, ep %u%s), %llu source tensors, "
+                "%s (%llu bytes) in %d files\n",
+                Printable(plan.model_type()).c_str(), Layout(plan.layout()).c_str(), t.world(),
+                t.tp(), t.dp(), t.ep(),
+                t.ep() > 0
+                    ? (t.placement() == proto::PLACEMENT_ROUND_ROBIN ? ", round_robin" : ", linear")
+                    : "",
+                static_cast<unsigned long long>(plan.source_tensors()),
+                HumanBytes(plan.source_bytes()).c_str(),
+                static_cast<unsigned long long>(plan.source_bytes()), plan.files_size());
   out += line;
   std::snprintf(line, sizeof line, "%6s %5s %4s %4s %8s %16s %12s %9s %7s %6s\n", "rank", "node",
                 "gpu", "tp", "tensors", "bytes", "payload", "copies", "fills", "files");
@@ -110,7 +99,7 @@ std::string FormatPlanTable(const proto::LoadPlan& plan) {
 nlohmann::json PlanToJson(const proto::LoadPlan& plan) {
   nlohmann::json j;
   j["version"] = plan.version();
-  j["model_dir"] = plan.model_dir();
+  j["model_dir"] = Printable(plan.model_dir());  // valid UTF-8, or dump() would throw
   j["model_type"] = plan.model_type();
   j["layout"] = Layout(plan.layout());
   j["alignment"] = plan.alignment();
@@ -130,7 +119,7 @@ nlohmann::json PlanToJson(const proto::LoadPlan& plan) {
       {"nodes", t.nodes()}};
   nlohmann::json files = nlohmann::json::array();
   for (const auto& f : plan.files()) {
-    files.push_back({{"path", f.path()},
+    files.push_back({{"path", Printable(f.path())},
                      {"size", f.size()},
                      {"mtime_ns", f.mtime_ns()},
                      {"data_start", f.data_start()}});

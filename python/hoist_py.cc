@@ -8,6 +8,8 @@
 // (e.g. mpi4py), else alone as `rank`; comm="world" initialises MPI first when needed (hoist then
 // finalises it at exit: mpi_finalize, registered by the package); comm=<mpi4py communicator>
 // loads over that communicator. Every rank of the communicator must call load.
+// Tensor.numpy() and Tensor.raw() give numpy the BF16 / FP8 bits (np.from_dlpack(t) on a BF16
+// tensor fails: numpy has no bfloat16).
 //
 // Ownership: every array or tensor handed out holds the weights alive (a DLPack export);
 // Model.release() drops the model's own reference. Failure: a hoist Status becomes RuntimeError
@@ -199,7 +201,20 @@ PYBIND11_MODULE(_hoist, mod) {
           [](const PyTensor& p) {
             return PyTensor{p.model, p.index, true};
           },
-          "the same bytes as unsigned integers of the element width (for numpy)")
+          "the same bytes exported (DLPack) as unsigned integers of the element width: "
+          "np.from_dlpack(t.raw()) is a uint16 view of a BF16 tensor")
+      .def(
+          "numpy",
+          [](const PyTensor& p) {
+            if (p.model->device_type() == hoist::DeviceType::kCuda) {
+              throw std::runtime_error("Tensor.numpy(): " + p.t().name +
+                                       " is in GPU memory; use torch.from_dlpack(t)");
+            }
+            const PyTensor view{p.model, p.index, !NumpyHasDtype(p.t().dtype)};
+            return py::module_::import("numpy").attr("from_dlpack")(py::cast(view));
+          },
+          "host backend: a numpy view of the same bytes, no copy (BF16 as uint16 and FP8 as "
+          "uint8 bits, numpy having neither; other dtypes as themselves)")
       .def("__dlpack__", &PyTensor::Dlpack, py::arg("stream") = py::none())
       .def("__dlpack_device__", &PyTensor::Device)
       .def("__repr__", [](const PyTensor& p) {

@@ -13,7 +13,6 @@
 #include <chrono>
 #include <cstring>
 #include <deque>
-#include <filesystem>
 
 #include "rank/serve_wire.h"
 
@@ -55,36 +54,13 @@ struct Daemon::Client {
 // Refused connections kept open at most (see Daemon::lingering_); beyond it they close at once.
 constexpr std::size_t kMaxLingering = 64;
 
-bool UidAllowed(uid_t uid, const std::vector<uid_t>& allow, uid_t self) {
-  if (allow.empty()) return uid == self;
-  return std::find(allow.begin(), allow.end(), uid) != allow.end();
-}
-
-Status PrepareSocketDir(const std::string& dir) {
-  if (dir.empty()) return Status::InvalidArgument("socket directory is empty");
-  std::error_code ec;
-  std::filesystem::path p(dir);
-  if (p.has_parent_path() && !std::filesystem::exists(p.parent_path(), ec)) {
-    std::filesystem::create_directories(p.parent_path(), ec);
-    if (ec) return Status::IoError(dir + ": creating its parent: " + ec.message());
+Result<std::uint32_t> MaxRequestBytesFromKib(long long kib) {
+  if (kib < 1 || kib > kMaxRequestKib) {
+    return Status::InvalidArgument("--max-request-kib " + std::to_string(kib) +
+                                   " is out of range: 1 to " + std::to_string(kMaxRequestKib) +
+                                   " (1 GiB)");
   }
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    return Status::IoError(dir + ": " + Errno("mkdir"));
-  }
-  struct stat st;
-  if (::lstat(dir.c_str(), &st) != 0) return Status::IoError(dir + ": " + Errno("lstat"));
-  if (!S_ISDIR(st.st_mode)) {
-    return Status::FailedPrecondition(dir + ": socket directory is not a directory (or a link)");
-  }
-  if (st.st_uid != ::geteuid()) {
-    return Status::FailedPrecondition(dir + ": socket directory is owned by uid " +
-                                      std::to_string(st.st_uid) + ", not by this daemon's uid " +
-                                      std::to_string(::geteuid()));
-  }
-  if ((st.st_mode & 0777) != 0700 && ::chmod(dir.c_str(), 0700) != 0) {
-    return Status::IoError(dir + ": " + Errno("chmod 0700"));
-  }
-  return Status::Ok();
+  return static_cast<std::uint32_t>(kib) * 1024u;
 }
 
 Daemon::Daemon(LoadedRank loaded, const proto::LoadPlan& plan, std::uint32_t rank,
@@ -104,6 +80,11 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(LoadedRank loaded, const proto::Lo
   }
   if (loaded.device == nullptr || loaded.arena.ptr == nullptr) {
     return Status::InvalidArgument("serve: rank " + std::to_string(rank) + " has no arena");
+  }
+  if (options.max_request_bytes < 1 || options.max_request_bytes > kMaxRequestKib * 1024) {
+    return Status::InvalidArgument(
+        "serve: max_request_bytes " + std::to_string(options.max_request_bytes) +
+        " is out of range: 1 to " + std::to_string(kMaxRequestKib * 1024));
   }
   std::unique_ptr<Daemon> d(new Daemon(std::move(loaded), plan, rank, options));
   if (::pipe2(d->wake_, O_CLOEXEC | O_NONBLOCK) != 0) return Status::IoError(Errno("serve: pipe2"));
@@ -156,7 +137,14 @@ Status Daemon::Bind() {
   if (::bind(listen_fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
     return Status::IoError(path + ": " + Errno("bind"));
   }
-  if (::chmod(path.c_str(), 0600) != 0) return Status::IoError(path + ": " + Errno("chmod 0600"));
+  Result<Admission> admitted = AdmitToSocket(path, options_.allow_uids);
+  if (!admitted.ok()) return admitted.status();
+  if (*admitted == Admission::kModeBits) {
+    spdlog::warn(
+        "serve: {}: the file system has no POSIX ACLs, so the socket is 0666 and "
+        "SO_PEERCRED alone refuses uids that are not allowed",
+        path);
+  }
   if (::listen(listen_fd_, 128) != 0) return Status::IoError(path + ": " + Errno("listen"));
   return Status::Ok();
 }

@@ -4,8 +4,9 @@
 // is copied. With a host cache, `hoist ctl release` frees the device arena (keeping a pinned host
 // copy) and `restore` brings it back at DMA speed.
 //
-// Security: the socket's directory is created 0700 (an existing one must be a directory owned by
-// this uid; it is chmod'ed 0700) and the socket 0600; every connection's peer uid (SO_PEERCRED)
+// Security: the socket directory and file admit exactly the daemon's uid and the allow-listed
+// uids (rank/serve_access.h: 0700 / 0600 plus a POSIX ACL entry per listed uid; an existing
+// directory hoist did not create is never changed); every connection's peer uid (SO_PEERCRED)
 // must be in the allow-list (empty: the daemon's own uid) or it gets a refusal and a log line.
 // Robustness: requests are length-prefixed protobuf (rank/serve_wire.h) limited to
 // max_request_bytes; a malformed request gets an error reply; an oversized one an error reply and
@@ -32,30 +33,31 @@
 #include "proto/daemon.pb.h"
 #include "proto/plan.pb.h"
 #include "rank/host_cache.h"
+#include "rank/serve_access.h"
 #include "rank/worker.h"
 
 namespace hoist::rank {
 
 struct ServeOptions {
-  std::string socket_path;        // e.g. <socket_dir>/rank-<R>.sock
-  std::vector<uid_t> allow_uids;  // empty: only the daemon's own uid
-  bool host_cache = false;        // keep a pinned host copy (release/restore)
-  std::uint32_t max_request_bytes = 64 << 10;
-  int request_timeout_ms = 5000;  // a partial request idle this long is dropped
-  int max_clients = 1024;         // connections beyond this are refused
+  std::string socket_path;                     // e.g. <socket_dir>/rank-<R>.sock
+  std::vector<uid_t> allow_uids;               // empty: only the daemon's own uid
+  bool host_cache = false;                     // keep a pinned host copy (release/restore)
+  std::uint32_t max_request_bytes = 64 << 10;  // 1 .. kMaxRequestKib KiB
+  int request_timeout_ms = 5000;               // a partial request idle this long is dropped
+  int max_clients = 1024;                      // connections beyond this are refused
 };
 
-// True when `uid` may use the daemon: in `allow`, or (empty list) equal to `self`.
-bool UidAllowed(uid_t uid, const std::vector<uid_t>& allow, uid_t self);
+// The largest request limit: 1 GiB (a request is held in memory whole).
+inline constexpr std::uint32_t kMaxRequestKib = 1u << 20;
 
-// Creates `dir` (and parents) 0700, or checks an existing one: a directory (not a link), owned
-// by this uid; it is then chmod'ed 0700.
-Status PrepareSocketDir(const std::string& dir);
+// `--max-request-kib N` in bytes; InvalidArgument naming the range 1..kMaxRequestKib otherwise.
+Result<std::uint32_t> MaxRequestBytesFromKib(long long kib);
 
 class Daemon {
  public:
   // Takes the rank's weights and binds the socket (a stale socket file nobody answers on is
-  // replaced; a live one is an error: another daemon serves it).
+  // replaced; a live one is an error: another daemon serves it). options.max_request_bytes out
+  // of range is an InvalidArgument.
   static Result<std::unique_ptr<Daemon>> Start(LoadedRank loaded, const proto::LoadPlan& plan,
                                                std::uint32_t rank, const ServeOptions& options);
   ~Daemon();

@@ -32,7 +32,73 @@ Status WaitFor(int fd, short events, Clock::time_point deadline, const std::stri
   }
 }
 
+std::string Base64(const std::string& in) {
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  for (std::size_t i = 0; i < in.size(); i += 3) {
+    std::uint32_t v = static_cast<unsigned char>(in[i]) << 16;
+    if (i + 1 < in.size()) v |= static_cast<unsigned char>(in[i + 1]) << 8;
+    if (i + 2 < in.size()) v |= static_cast<unsigned char>(in[i + 2]);
+    for (std::size_t k = 0; k < 4; ++k) {
+      out += i + k <= in.size() ? kAlphabet[(v >> (18 - 6 * k)) & 63] : '=';
+    }
+  }
+  return out;
+}
+
+nlohmann::json FieldJson(const google::protobuf::Message& m,
+                         const google::protobuf::FieldDescriptor* f, int index) {
+  using FD = google::protobuf::FieldDescriptor;
+  const google::protobuf::Reflection* r = m.GetReflection();
+  const bool rep = f->is_repeated();
+  switch (f->cpp_type()) {
+    case FD::CPPTYPE_INT32:
+      return rep ? r->GetRepeatedInt32(m, f, index) : r->GetInt32(m, f);
+    case FD::CPPTYPE_INT64:
+      return rep ? r->GetRepeatedInt64(m, f, index) : r->GetInt64(m, f);
+    case FD::CPPTYPE_UINT32:
+      return rep ? r->GetRepeatedUInt32(m, f, index) : r->GetUInt32(m, f);
+    case FD::CPPTYPE_UINT64:
+      return rep ? r->GetRepeatedUInt64(m, f, index) : r->GetUInt64(m, f);
+    case FD::CPPTYPE_DOUBLE:
+      return rep ? r->GetRepeatedDouble(m, f, index) : r->GetDouble(m, f);
+    case FD::CPPTYPE_FLOAT:
+      return rep ? r->GetRepeatedFloat(m, f, index) : r->GetFloat(m, f);
+    case FD::CPPTYPE_BOOL:
+      return rep ? r->GetRepeatedBool(m, f, index) : r->GetBool(m, f);
+    case FD::CPPTYPE_ENUM:
+      return (rep ? r->GetRepeatedEnum(m, f, index) : r->GetEnum(m, f))->name();
+    case FD::CPPTYPE_STRING: {
+      const std::string v = rep ? r->GetRepeatedString(m, f, index) : r->GetString(m, f);
+      return f->type() == FD::TYPE_BYTES ? Base64(v) : v;
+    }
+    case FD::CPPTYPE_MESSAGE:
+      return MessageJson(rep ? r->GetRepeatedMessage(m, f, index) : r->GetMessage(m, f));
+  }
+  return nullptr;
+}
+
 }  // namespace
+
+nlohmann::json MessageJson(const google::protobuf::Message& m) {
+  nlohmann::json j = nlohmann::json::object();
+  const google::protobuf::Descriptor* d = m.GetDescriptor();
+  const google::protobuf::Reflection* r = m.GetReflection();
+  for (int i = 0; i < d->field_count(); ++i) {
+    const google::protobuf::FieldDescriptor* f = d->field(i);
+    if (f->is_repeated()) {
+      nlohmann::json a = nlohmann::json::array();
+      for (int k = 0; k < r->FieldSize(m, f); ++k) a.push_back(FieldJson(m, f, k));
+      j[f->name()] = std::move(a);
+    } else if ((f->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE &&
+                f->containing_oneof() == nullptr) ||
+               r->HasField(m, f)) {
+      j[f->name()] = FieldJson(m, f, 0);
+    }
+  }
+  return j;
+}
 
 std::string Frame(const std::string& payload) {
   const auto n = static_cast<std::uint32_t>(payload.size());
@@ -79,6 +145,12 @@ Result<std::unique_ptr<DaemonConnection>> DaemonConnection::Connect(const std::s
   if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
     const int err = errno;
     ::close(fd);
+    if (err == EACCES || err == EPERM) {
+      return Status::FailedPrecondition(
+          socket_path + ": connect: " + std::strerror(err) + ": uid " +
+          std::to_string(::geteuid()) +
+          " is not admitted to this socket (the daemon's --allow-uid list decides)");
+    }
     return Status::NotFound(socket_path + ": connect: " + std::strerror(err) +
                             " (is `hoist serve` running?)");
   }

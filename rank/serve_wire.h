@@ -8,8 +8,11 @@
 // Threading: one DaemonConnection per thread; distinct connections are independent.
 #pragma once
 
+#include <google/protobuf/message.h>
+
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -57,6 +60,12 @@ class DaemonConnection {
 
 // "FailedPrecondition: ..." -> Status(kFailedPrecondition, "..."); unknown codes -> kInternal.
 Status StatusFromWire(const std::string& error);
+
+// A message as JSON for people and scripts (`hoist ctl --json`): proto field names, every
+// singular scalar (defaults included), set sub-messages only, enums by name, bytes in base64, and
+// 64-bit integers as JSON numbers (protobuf's own printer makes them strings). Strings are as they
+// are; dump with error_handler_t::replace if they may hold invalid UTF-8.
+nlohmann::json MessageJson(const google::protobuf::Message& m);
 
 // Closes every descriptor in fds and clears it.
 void CloseAll(std::vector<int>* fds);

@@ -168,12 +168,15 @@ Result<Files> CheckRankFiles(const proto::LoadPlan& plan, const proto::RankPlan&
   return f;
 }
 
-// The share of this rank's storage reads the page cache held when the load began. It only reads
-// page-cache state, so it runs while the device is still being opened.
+// The share of this rank's storage reads the page cache held when the load began, for the
+// report. Auto mode needs no probe: each chunk asks the page cache just before it is read (the
+// pipeline counts what it found). Other modes measure the files on a helper thread, beside the
+// load, without delaying it.
 class ResidencyProbe {
  public:
-  ResidencyProbe(const Files& files, int threads) : residency_(files.paths.size()) {
+  ResidencyProbe(const Files& files, int threads, bool needed) : residency_(files.paths.size()) {
     start_ = end_ = Clock::now();
+    if (!needed) return;
     done_ = std::async(std::launch::async, [this, &files, threads]() -> Status {
       for (std::size_t f = 0; f < files.paths.size(); ++f) {
         if (!files.used[f]) continue;
@@ -187,9 +190,15 @@ class ResidencyProbe {
   ~ResidencyProbe() {
     if (done_.valid()) done_.wait();
   }
-  // Waits for the measurement and adds the `residency` phase.
+  // Waits for the measurement and adds the `residency` phase; `live` is what the pipeline found
+  // when it asked per chunk (auto mode).
   Status Finish(const proto::RankPlan& rp, bool exchange, const LoadOptions& o,
-                proto::RankReport* rep) {
+                std::uint64_t live, proto::RankReport* rep) {
+    if (!done_.valid()) {
+      rep->set_bytes_resident_at_start(live);
+      AddPhase(rep, "residency", o.origin, start_, start_, live);
+      return Status::Ok();
+    }
     HOIST_RETURN_IF_ERROR(done_.get());
     std::uint64_t resident = 0;
     for (const proto::Copy* c : StorageReads(rp, exchange)) {
@@ -201,7 +210,6 @@ class ResidencyProbe {
     AddPhase(rep, "residency", o.origin, start_, end_, resident);
     return Status::Ok();
   }
-  const transport::Residency* get(std::size_t f) const { return &residency_[f]; }
 
  private:
   std::vector<transport::Residency> residency_;
@@ -311,7 +319,6 @@ Status Execute(const proto::LoadPlan& plan, const proto::RankPlan& rp, const Loa
   HOIST_ASSIGN_OR_RETURN(out->arena, o.allocate_arena ? o.allocate_arena(dev, rp.arena_bytes())
                                                       : dev.Allocate(rp.arena_bytes()));
   AddPhase(&rep, "arena_alloc", o.origin, a, Clock::now(), rp.arena_bytes());
-  HOIST_RETURN_IF_ERROR(residency.Finish(rp, exchange, o, &rep));
   HOIST_RETURN_IF_ERROR(Cancelled(o));
 
   SetStage(o, LoadStage::kReading);
@@ -322,9 +329,6 @@ Status Execute(const proto::LoadPlan& plan, const proto::RankPlan& rp, const Loa
         transport::SourceSet sources,
         transport::OpenSources(files.paths, files.used, o.read_mode, o.direct, o.wrap_source));
     if (!sources.note.empty()) spdlog::warn("{}", sources.note);
-    for (std::size_t f = 0; f < files.paths.size(); ++f) {
-      if (files.used[f]) sources.files[f].residency = residency.get(f);
-    }
     HOIST_RETURN_IF_ERROR(
         Read(dev, out->arena, plan, rp, o, sources.files, PipelineFor(o, threads), &pr, &xr));
     if (o.close_in_background) {
@@ -334,6 +338,7 @@ Status Execute(const proto::LoadPlan& plan, const proto::RankPlan& rp, const Loa
     }
   }  // otherwise the sources (mappings, descriptors) close here
   binding.reset();
+  HOIST_RETURN_IF_ERROR(residency.Finish(rp, exchange, o, pr.bytes_resident, &rep));
   AddPipelineReport(pr, o, &rep);
   AddExchangeReport(rp, exchange, xr, &rep);
 
@@ -376,7 +381,8 @@ Result<LoadedRank> Load(const proto::LoadPlan& plan, std::uint32_t rank, const L
 
   const bool exchange = ExchangeActive(plan, o);  // dedup: read only this rank's share
   HOIST_ASSIGN_OR_RETURN(Files files, CheckRankFiles(plan, rp, exchange));
-  ResidencyProbe residency(files, o.threads > 0 ? o.threads : transport::DefaultFillThreads());
+  ResidencyProbe residency(files, o.threads > 0 ? o.threads : transport::DefaultFillThreads(),
+                           o.read_mode != transport::ReadMode::kAuto);
   SetStage(o, LoadStage::kDevice);
   HOIST_ASSIGN_OR_RETURN(out.device, TakeDevice(o, rp, &rep, &t_start));
   rep.set_device(out.device->Name());

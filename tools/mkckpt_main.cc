@@ -2,7 +2,7 @@
 //
 //   hoist-mkckpt --family qwen3|qwen2|qwen3-moe|deepseek-v3|llama --preset NAME|--config FILE
 //                --out DIR [--shard-size BYTES] [--seed S] [--threads T]
-//   hoist-mkckpt --list-presets
+//   hoist-mkckpt --list-presets      (name, family, tensor count, bytes and size of each preset)
 //
 // Exit codes: 0 written, 1 failed (message on stderr), 2 bad command line.
 #include <CLI/CLI.hpp>
@@ -11,6 +11,7 @@
 #include <string>
 
 #include "tools/mkckpt.h"
+#include "util/units.h"
 
 int main(int argc, char** argv) {
   hoist::tools::MkckptOptions o;
@@ -24,13 +25,26 @@ int main(int argc, char** argv) {
   app.add_option("--shard-size", o.shard_size, "bytes per shard (default 5000000000)");
   app.add_option("--seed", o.seed, "content seed (default 0)");
   app.add_option("--threads", o.threads, "writer threads (default: all cores)");
-  app.add_flag("--list-presets", list, "print the preset names and exit");
+  app.add_flag("--list-presets", list, "print each preset (family, tensors, size) and exit");
   CLI11_PARSE(app, argc, argv);
 
   if (list) {
+    std::printf("%-20s %-12s %8s %16s %12s\n", "preset", "family", "tensors", "bytes", "size");
     for (const auto& name : hoist::tools::PresetNames()) {
       auto family = hoist::tools::PresetFamily(name);
-      std::printf("%-20s %s\n", name.c_str(), family.ok() ? family->c_str() : "?");
+      auto config = hoist::tools::PresetConfigJson(name);
+      auto specs = config.ok()
+                       ? hoist::tools::ListTensorSpecs(*config)
+                       : hoist::Result<std::vector<hoist::tools::TensorSpec>>(config.status());
+      if (!family.ok() || !specs.ok()) {
+        std::fprintf(stderr, "hoist-mkckpt: preset %s: %s\n", name.c_str(),
+                     (family.ok() ? specs.status() : family.status()).ToString().c_str());
+        return 1;
+      }
+      std::uint64_t bytes = 0;
+      for (const auto& t : *specs) bytes += t.Bytes();
+      std::printf("%-20s %-12s %8zu %16llu %12s\n", name.c_str(), family->c_str(), specs->size(),
+                  static_cast<unsigned long long>(bytes), hoist::HumanBytes(bytes).c_str());
     }
     return 0;
   }

@@ -145,8 +145,11 @@ class Device {
 Result<int> CudaOrdinalByPciBusId(const std::string& pci_bus_id);
 
 // The host-memory backend. Never fails to open. Its arenas (memfd-backed, so ExportArena works)
-// start filled with 0xCD so that a byte no copy or fill wrote is visible; accesses outside every
-// arena are refused at enqueue.
+// start filled with 0xCD so that a byte no copy or fill wrote is visible; their memory is reserved
+// and populated by Allocate (on several threads), so a shortage is ResourceExhausted there, never
+// a fault later. Accesses outside every arena are refused at enqueue. Copies from a mapped file
+// (pageable/registered modes) are guarded (transport/mapped_read.h): a file truncated under the
+// load is an IoError from CopySync, or from the next Wait/Synchronize of the copy's stream.
 std::unique_ptr<Device> OpenHostDevice();
 
 // Number of CUDA devices visible (0 without a driver, a GPU, or a CUDA build).

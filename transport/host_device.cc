@@ -2,6 +2,12 @@
 // the DMA engine, executing a FIFO of copies, memsets and event records. Ops are validated at
 // enqueue (the destination must lie inside an arena this device allocated), so a planning or
 // pipeline bug surfaces as a Status instead of a stray write.
+//
+// Arena set-up: the memfd's memory is reserved (fallocate), its pages populated in batches
+// (MADV_POPULATE_WRITE) and poisoned with 0xCD, split between threads. The poison is kept in every
+// build: the pages must be faulted in anyway before the copies can write them (that is the cost,
+// and it is paid once either way), so the memset adds one pass at memory bandwidth, and in return
+// a byte no copy or fill wrote (a missed zero fill above all) stays visible to --verify and tests.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -11,11 +17,13 @@
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
 #include <set>
+#include <system_error>
 #include <thread>
 #include <unordered_map>
 #include <variant>
@@ -23,6 +31,7 @@
 
 #include "transport/device.h"
 #include "transport/host_memory.h"
+#include "transport/mapped_read.h"
 
 namespace hoist::transport {
 namespace {
@@ -31,6 +40,70 @@ using Clock = std::chrono::steady_clock;
 
 // Freshly allocated arena bytes hold this value, so a byte the plan never writes is visible.
 constexpr unsigned char kPoison = 0xCD;
+// Arena set-up runs on up to this many threads, each taking at least kPoisonPieceBytes.
+constexpr unsigned kMaxPoisonThreads = 16;
+constexpr std::uint64_t kPoisonPieceBytes = 64ull << 20;
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+// Maps every page of [p, p + n) writable (one MADV_POPULATE_WRITE call instead of a page fault per
+// page; where it is refused, e.g. kernels before 5.14, the memset faults the pages in instead),
+// then writes the poison. Returns 0 or the errno of a population that ran out of memory.
+int PopulateAndPoison(std::byte* p, std::uint64_t n) {
+  if (::madvise(p, n, MADV_POPULATE_WRITE) != 0 && (errno == ENOMEM || errno == EFAULT)) {
+    return errno;
+  }
+  std::memset(p, kPoison, n);
+  return 0;
+}
+
+// MemAvailable + SwapFree from /proc/meminfo in bytes, or 0 when unknown.
+std::uint64_t AvailableMemory() {
+  std::FILE* f = std::fopen("/proc/meminfo", "re");
+  if (f == nullptr) return 0;
+  char line[256];
+  std::uint64_t total = 0;
+  int found = 0;
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    unsigned long long kib = 0;
+    if (std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1 ||
+        std::sscanf(line, "SwapFree: %llu kB", &kib) == 1) {
+      total += kib * 1024;
+      ++found;
+    }
+  }
+  std::fclose(f);
+  return found == 2 ? total : 0;
+}
+
+// PopulateAndPoison over the whole arena, split between threads in 2 MiB-aligned pieces (the page
+// faults, not the memset, are the cost: about 7 us a page in the CI virtual machine). A thread that
+// cannot be started leaves its piece to the calling thread.
+int PoisonArena(std::byte* p, std::uint64_t n) {
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  const auto nt = static_cast<unsigned>(
+      std::clamp<std::uint64_t>(n / kPoisonPieceBytes, 1, std::min(hw, kMaxPoisonThreads)));
+  const std::uint64_t per = (n / nt + (2u << 20) - 1) / (2u << 20) * (2u << 20);
+  std::vector<int> errs(nt, 0);
+  auto piece = [&](unsigned t) {
+    const std::uint64_t lo = std::min(n, per * t), hi = std::min(n, per * (t + 1));
+    if (hi > lo) errs[t] = PopulateAndPoison(p + lo, hi - lo);
+  };
+  std::vector<std::thread> pool;
+  unsigned t = 1;
+  try {
+    for (; t < nt; ++t) pool.emplace_back(piece, t);
+  } catch (const std::system_error&) {
+  }
+  for (unsigned rest = t; rest < nt; ++rest) piece(rest);
+  piece(0);
+  for (auto& th : pool) th.join();
+  for (int e : errs) {
+    if (e != 0) return e;
+  }
+  return 0;
+}
 
 struct RecordOp {
   EventId event;
@@ -43,16 +116,10 @@ struct MemsetOp {
 };
 using Op = std::variant<Copy2D, MemsetOp, RecordOp>;
 
-void Execute2D(const Copy2D& c) {
-  if (c.rows <= 1) {
-    std::memcpy(c.dst, c.src, c.width);
-    return;
-  }
-  auto* d = static_cast<std::byte*>(c.dst);
-  auto* s = static_cast<const std::byte*>(c.src);
-  for (std::uint64_t i = 0; i < c.rows; ++i) {
-    std::memcpy(d + i * c.dst_pitch, s + i * c.src_pitch, c.width);
-  }
+// A copy whose source is a mapped file (pageable and registered modes) is size-checked and
+// guarded against SIGBUS (transport/mapped_read.h): a file truncated under the load is an error.
+Status Execute2D(const Copy2D& c) {
+  return GuardedCopy(c.dst, c.dst_pitch, c.src, c.src_pitch, c.width, c.rows);
 }
 
 class HostDevice final : public Device {
@@ -81,12 +148,25 @@ class HostDevice final : public Device {
 
   Result<DeviceBuffer> Allocate(std::uint64_t bytes) override {
     const std::uint64_t n = std::max<std::uint64_t>(bytes, 1);
+    // More than the machine can hold would end in the OOM killer while populating: refuse it.
+    if (const std::uint64_t avail = AvailableMemory(); avail > 0 && n > avail) {
+      return Status::ResourceExhausted("host device: arena of " + std::to_string(bytes) +
+                                       " bytes exceeds the memory available (" +
+                                       std::to_string(avail) + " bytes: MemAvailable + SwapFree)");
+    }
     // A memfd, so that the arena can be exported to another process (ExportArena); anonymous
     // private memory where memfds are unavailable.
     Arena a{n, Arena::kOwned, ::memfd_create("hoist-arena", MFD_CLOEXEC)};
     if (a.fd >= 0 && ::ftruncate(a.fd, static_cast<off_t>(n)) != 0) {
       ::close(a.fd);
       a.fd = -1;
+    }
+    // Reserve the memfd's memory now: a shortage is this error, not a SIGBUS on a later write.
+    if (a.fd >= 0 && ::fallocate(a.fd, 0, 0, static_cast<off_t>(n)) != 0 && errno != EOPNOTSUPP) {
+      const int err = errno;
+      ::close(a.fd);
+      return Status::ResourceExhausted("host device: arena of " + std::to_string(bytes) +
+                                       " bytes: reserving its memory: " + std::strerror(err));
     }
     void* p = a.fd >= 0
                   ? ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, a.fd, 0)
@@ -97,7 +177,12 @@ class HostDevice final : public Device {
       return Status::ResourceExhausted("host device: arena of " + std::to_string(bytes) +
                                        " bytes: " + std::strerror(err));
     }
-    std::memset(p, kPoison, n);
+    if (const int err = PoisonArena(static_cast<std::byte*>(p), n); err != 0) {
+      ::munmap(p, n);
+      if (a.fd >= 0) ::close(a.fd);
+      return Status::ResourceExhausted("host device: arena of " + std::to_string(bytes) +
+                                       " bytes: populating its pages: " + std::strerror(err));
+    }
     std::lock_guard lock(mu_);
     arenas_[static_cast<std::byte*>(p)] = a;
     return DeviceBuffer{p, bytes};
@@ -311,7 +396,7 @@ class HostDevice final : public Device {
     Stream* st = e->second.stream;
     std::uint64_t seq = e->second.seq;
     st->cv.wait(lock, [&] { return st->done >= seq; });
-    return Status::Ok();
+    return st->error;
   }
 
   Result<bool> Query(EventId event) override {
@@ -340,7 +425,7 @@ class HostDevice final : public Device {
     Stream* st = s->second.get();
     std::uint64_t target = st->enqueued;
     st->cv.wait(lock, [&] { return st->done >= target; });
-    return Status::Ok();
+    return st->error;
   }
 
   Status CopySync(const Copy2D& op) override {
@@ -350,8 +435,7 @@ class HostDevice final : public Device {
       std::lock_guard lock(mu_);
       HOIST_RETURN_IF_ERROR(CheckDst(op.dst, Extent(op.dst_pitch, op.width, op.rows)));
     }
-    Execute2D(op);
-    return Status::Ok();
+    return Execute2D(op);
   }
 
   Status CopyToHost(void* dst, const void* device_src, std::uint64_t bytes) override {
@@ -385,6 +469,7 @@ class HostDevice final : public Device {
     std::uint64_t enqueued = 0;  // ops ever enqueued
     std::uint64_t done = 0;      // ops ever completed
     bool stop = false;
+    Status error;  // the first failed op's; Wait and Synchronize on this stream return it
     std::condition_variable cv;
     std::thread thread;
   };
@@ -444,12 +529,14 @@ class HostDevice final : public Device {
         }
       } else {
         lock.unlock();
+        Status s;
         if (auto* c = std::get_if<Copy2D>(&op)) {
-          Execute2D(*c);
+          s = Execute2D(*c);
         } else if (auto* m = std::get_if<MemsetOp>(&op)) {
           std::memset(m->dst, m->value, m->bytes);
         }
         lock.lock();
+        if (!s.ok() && st->error.ok()) st->error = std::move(s);
       }
       ++st->done;
       st->cv.notify_all();

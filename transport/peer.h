@@ -14,10 +14,11 @@
 // rank told that another failed calls Abort().
 //
 // Implementations: MPI (CreateMpiPeer; arenas are host memory: the host device backend, so the
-// whole routing runs in CPU-only CI) and NCCL (CreateNcclPeer; arenas are CUDA device memory;
-// compiled only with CUDA and NCCL). Neither ever blocks without a deadline.
+// whole routing runs in CPU-only CI), CUDA IPC (CreateCudaIpcPeer; GPU arenas of one host, moved
+// by copy engines over NVLink) and NCCL (CreateNcclPeer; GPU arenas across hosts; compiled only
+// with CUDA and NCCL). None ever blocks without a deadline.
 //
-// Ownership: a Peer owns its communicator (an MPI_Comm duplicate, or an ncclComm and its stream).
+// Ownership: a Peer owns its NCCL communicator or CUDA stream; the MPI communicator is the job's.
 // The arenas belong to the caller and must outlive every op issued on them.
 // Failure: every call returns a Status; after a failed Wait/Test, or after Abort(), the peer is
 // unusable (pending ops are cancelled, the NCCL communicator is aborted) and every later call
@@ -91,11 +92,19 @@ class Peer {
   virtual std::uint64_t bytes_received() const = 0;
 };
 
-// MPI peer on a duplicate of `mpi_comm` (a pointer to an MPI_Comm; nullptr: MPI_COMM_WORLD)
-// whose ranks are the job's global ranks. Not collective: each rank creates its own.
+// MPI peer on `mpi_comm` (a pointer to the job's MPI_Comm, whose ranks are the global ranks;
+// nullptr: MPI_COMM_WORLD), with its own message tag. Not collective: each rank creates its own.
 // FailedPrecondition when MPI is not initialised or the communicator's size is not `world`.
 Result<std::unique_ptr<Peer>> CreateMpiPeer(const PeerGroup& group, int world,
                                             const void* mpi_comm = nullptr);
+
+// CUDA IPC peer on device `ordinal` for a group whose ranks share one host: a receiver pulls
+// each transfer from the sender's arena (mapped once through CUDA IPC) with a copy-engine copy,
+// as soon as the sender's notice (an MPI message on `mpi_comm`, the job's communicator, whose
+// ranks are the global ranks) says the bytes landed. Nothing to set up: no communicator, no
+// collective. Unsupported without CUDA.
+Result<std::unique_ptr<Peer>> CreateCudaIpcPeer(const PeerGroup& group, int ordinal, int world,
+                                                const void* mpi_comm);
 
 // NCCL: an opaque unique id (NCCL_UNIQUE_ID_BYTES bytes). Any one process creates the id of a
 // group (rank 0 creates all of them while it plans) and every member receives it with the plan.

@@ -48,7 +48,6 @@ class MpiPeer final : public Peer {
     MPI_Finalized(&finalized);
     if (finalized) return;
     if (!ops_.inflight().empty()) Abort();
-    if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
   }
 
   std::string Name() const override { return "mpi"; }
@@ -207,7 +206,7 @@ class MpiPeer final : public Peer {
     return Status::Aborted(who + ": " + what);
   }
 
-  MPI_Comm comm_;
+  MPI_Comm comm_;  // the job's; not owned
   PeerOps ops_;
   PeerCaps caps_;
   bool aborted_ = false;
@@ -237,15 +236,17 @@ Result<std::unique_ptr<Peer>> CreateMpiPeer(const PeerGroup& group, int world,
                                    " of the job's communicator, not rank " +
                                    std::to_string(group.self));
   }
-  // The group's ranks address each other by their global rank: op.index must be the global
-  // rank, so a group over the whole communicator is used with global indices (no split, which
-  // would be a collective).
-  MPI_Comm comm = MPI_COMM_NULL;
-  const int rc = MPI_Comm_dup(base, &comm);
-  if (rc != MPI_SUCCESS) return Status::IoError("mpi peer: MPI_Comm_dup: " + MpiError(rc));
-  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
-  return std::unique_ptr<Peer>(new MpiPeer(comm, group));
+  // The job's communicator itself, with the peer's own tag: ranks address each other by their
+  // global rank, and neither a split nor a duplicate (collectives a silent rank could hang) is
+  // needed.
+  return std::unique_ptr<Peer>(new MpiPeer(base, group));
 }
+
+#if !defined(HOIST_HAVE_CUDA)
+Result<std::unique_ptr<Peer>> CreateCudaIpcPeer(const PeerGroup&, int, int, const void*) {
+  return Status::Unsupported("this build has no CUDA backend (dedup on GPUs needs it)");
+}
+#endif
 
 #if !defined(HOIST_HAVE_NCCL)
 Result<std::string> NcclUniqueId() {

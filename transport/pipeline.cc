@@ -1,5 +1,8 @@
 #include "transport/pipeline.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -58,6 +61,38 @@ std::uint64_t Extent(std::uint64_t pitch, std::uint64_t width, std::uint64_t row
     return 0;
   }
   return e;
+}
+
+// Bytes of a strided block of a mapped file that are in the page cache now (mincore on the
+// mapping; one call per row run, the vector reused per thread).
+std::uint64_t ResidentNow(const std::byte* mapping, std::uint64_t size, std::uint64_t src,
+                          std::uint64_t pitch, std::uint64_t width, std::uint64_t rows) {
+  static const std::uint64_t page = [] {
+    const long p = ::sysconf(_SC_PAGESIZE);
+    return p > 0 ? static_cast<std::uint64_t>(p) : 4096u;
+  }();
+  thread_local std::vector<unsigned char> vec;
+  auto range = [&](std::uint64_t off, std::uint64_t n) -> std::uint64_t {
+    if (off >= size || n == 0) return 0;
+    n = std::min(n, size - off);
+    const std::uint64_t p0 = off / page, p1 = (off + n + page - 1) / page;
+    vec.resize(p1 - p0);
+    if (::mincore(const_cast<std::byte*>(mapping) + p0 * page, (p1 - p0) * page, vec.data()) !=
+        0) {
+      return n;  // cannot tell: treat as resident (the mapped read is always correct)
+    }
+    std::uint64_t got = 0;
+    for (std::uint64_t k = p0; k < p1; ++k) {
+      if (!(vec[k - p0] & 1)) continue;
+      const std::uint64_t lo = std::max(off, k * page), hi = std::min(off + n, (k + 1) * page);
+      got += hi - lo;
+    }
+    return got;
+  };
+  if (rows <= 1 || pitch == width) return range(src, width * rows);
+  std::uint64_t total = 0;
+  for (std::uint64_t r = 0; r < rows; ++r) total += range(src + r * pitch, width);
+  return total;
 }
 
 std::string CopyLabel(int i, const std::vector<std::string>& paths, std::uint32_t file) {
@@ -454,26 +489,51 @@ class Runner {
 
   bool Cancelled() const { return o_.cancel != nullptr && o_.cancel->load(); }
 
-  Status Execute(const Task& t, std::byte* slot) {
+  // Whether piece p reads from the cold source. Auto mode without a precomputed residency asks
+  // the page cache now, through the primary source's mapping, and counts the resident bytes.
+  bool PieceCold(const Piece& p, std::uint64_t* resident) const {
+    const FileSources& fs = sources_[p.file];
+    if (o_.mode != ReadMode::kAuto || fs.cold == nullptr || fs.residency != nullptr ||
+        fs.primary->mapping() == nullptr) {
+      return p.cold;
+    }
+    const std::uint64_t here =
+        ResidentNow(fs.primary->mapping(), fs.primary->size(), p.src, p.src_pitch, p.width, p.rows);
+    *resident += here;
+    return here * 2 < p.bytes();
+  }
+
+  // Reads task t into its slot; *cold_bytes and *resident_bytes grow by what it read cold and
+  // what it found resident.
+  Status Execute(const Task& t, std::byte* slot, std::uint64_t* cold_bytes,
+                 std::uint64_t* resident_bytes) {
     thread_local std::vector<RowsRead> batch;
+    thread_local std::vector<char> cold;
+    cold.resize(t.end - t.begin);
+    for (std::size_t i = t.begin; i < t.end; ++i) {
+      cold[i - t.begin] = PieceCold(pieces_[i], resident_bytes);
+    }
     std::size_t i = t.begin;
     while (i < t.end) {
       const Piece& first = pieces_[i];
+      const bool is_cold = cold[i - t.begin];
       batch.clear();
       std::size_t j = i;
-      for (; j < t.end && pieces_[j].file == first.file && pieces_[j].cold == first.cold; ++j) {
+      for (; j < t.end && pieces_[j].file == first.file && cold[j - t.begin] == is_cold; ++j) {
         const Piece& p = pieces_[j];
         batch.push_back(RowsRead{p.src, p.src_pitch, p.width, p.rows, slot + p.slot_off, p.width});
+        if (is_cold) *cold_bytes += p.bytes();
       }
       const FileSources& fs = sources_[first.file];
-      Source* src = first.cold ? fs.cold : fs.primary;
+      Source* src = is_cold ? fs.cold : fs.primary;
       HOIST_RETURN_IF_ERROR(src->ReadMany(batch.data(), batch.size()));
       i = j;
     }
     return Status::Ok();
   }
 
-  void FillLoop(int tid, std::vector<LocalSpan>* spans, double* busy, std::uint64_t* cold) {
+  void FillLoop(int tid, std::vector<LocalSpan>* spans, double* busy, std::uint64_t* cold,
+                std::uint64_t* resident) {
     // Lazy staging: thread t first sets up slot t, so the slots' set-up (touching pages,
     // registering them) runs in parallel while the other threads already fill slot 0.
     if (tid < static_cast<int>(slots_.size())) {
@@ -493,15 +553,12 @@ class Runner {
       Status s = Acquire(k, t.seq);
       if (!s.ok()) return Fail(std::move(s));
       const Clock::time_point a = Clock::now();
-      s = Execute(t, slots_[k].buf.ptr);
+      s = Execute(t, slots_[k].buf.ptr, cold, resident);
       const Clock::time_point z = Clock::now();
       if (!s.ok()) return Fail(std::move(s));
       spans->push_back(
           LocalSpan{Since(a), std::chrono::duration<double>(z - a).count(), t.bytes, t.seq});
       *busy += spans->back().seconds;
-      for (std::size_t p = t.begin; p < t.end; ++p) {
-        if (pieces_[p].cold) *cold += pieces_[p].bytes();
-      }
       bool last;
       {
         std::lock_guard lock(mu_);
@@ -538,13 +595,14 @@ class Runner {
     }
     std::vector<std::vector<LocalSpan>> spans(threads_);
     std::vector<double> busy(threads_, 0.0);
-    std::vector<std::uint64_t> cold(threads_, 0);
+    std::vector<std::uint64_t> cold(threads_, 0), resident(threads_, 0);
     if (status.ok()) {
       std::vector<std::thread> pool;
       pool.reserve(threads_);
       for (int t = 0; t < threads_; ++t) {
-        pool.emplace_back(
-            [this, t, &spans, &busy, &cold] { FillLoop(t, &spans[t], &busy[t], &cold[t]); });
+        pool.emplace_back([this, t, &spans, &busy, &cold, &resident] {
+          FillLoop(t, &spans[t], &busy[t], &cold[t], &resident[t]);
+        });
       }
       for (auto& th : pool) th.join();
       status = status_;
@@ -561,6 +619,7 @@ class Runner {
       }
       total_busy += busy[t];
       rep_.bytes_cold += cold[t];
+      rep_.bytes_resident += resident[t];
     }
     if (bytes > 0) rep_.read = PhaseTiming{first, last - first, total_busy, bytes, true};
     rep_.bytes_read = bytes;

@@ -10,8 +10,8 @@
 // drains. Plan Fills become device memsets enqueued first.
 //
 // Read modes: buffered (pread), mmap (memcpy from the mapping), direct (O_DIRECT, several requests
-// in flight per thread), auto (per chunk: mmap when at least half its bytes were resident in the
-// page cache when measured, O_DIRECT otherwise); pageable (no staging: synchronous copies straight
+// in flight per thread), auto (per chunk: mmap when at least half its bytes are resident in the
+// page cache, asked just before the chunk is read, O_DIRECT otherwise); pageable (no staging: synchronous copies straight
 // from the mapping) and registered (the mapped file is registered, DMA reads it directly).
 //
 // Ownership: the pipeline allocates and frees its staging, streams and events; the arena and the
@@ -76,7 +76,9 @@ struct PipelineOptions {
 struct FileSources {
   Source* primary = nullptr;  // the mode's source (mmap for auto/pageable/registered)
   Source* cold = nullptr;     // auto only: for non-resident chunks (direct, or buffered fallback)
-  const Residency* residency = nullptr;  // auto only: decides per chunk (null: all primary)
+  // auto only: decides per chunk. Null: each chunk asks the page cache (mincore on the primary
+  // source's mapping) just before it is read.
+  const Residency* residency = nullptr;
 };
 
 struct PhaseTiming {
@@ -101,6 +103,8 @@ struct PipelineReport {
   std::uint64_t bytes_h2d = 0;
   std::uint64_t bytes_filled = 0;  // memset on the device
   std::uint64_t bytes_cold = 0;    // auto: bytes read through the cold (direct) source
+  // auto without a precomputed residency: bytes found in the page cache just before reading
+  std::uint64_t bytes_resident = 0;
   std::uint64_t slot_seqs = 0;     // slots filled (ring wraps = slot_seqs / slots)
   std::uint64_t tasks = 0;
   int slots = 0;

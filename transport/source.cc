@@ -13,8 +13,11 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <system_error>
 #include <thread>
 #include <utility>
+
+#include "transport/mapped_read.h"
 
 namespace hoist::transport {
 namespace {
@@ -29,6 +32,13 @@ constexpr std::array<std::pair<ReadMode, std::string_view>, 6> kModes = {{
 }};
 
 std::string Errno(int err) { return std::strerror(err); }
+
+// Mapped reads spanning at least this many bytes release their pages once copied (MmapSource):
+// smaller ones (norms, biases) would cost a system call each for a page or two of RSS.
+constexpr std::uint64_t kReleaseMinBytes = 64u << 10;
+
+// Residency::Measure splits a file between at most this many threads.
+constexpr std::uint64_t kMaxMeasureThreads = 16;
 
 std::string ReadContext(const std::string& path, std::uint64_t offset, std::uint64_t n) {
   return path + ": read of " + std::to_string(n) + " bytes at offset " + std::to_string(offset);
@@ -70,21 +80,49 @@ class Fd {
   int fd_ = -1;
 };
 
+// "a FIFO", "a directory", ...: what a path that is not a regular file is.
+std::string_view FileKindName(mode_t mode) {
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "a special file";
+}
+
+Status NotRegular(const std::string& path, mode_t mode) {
+  return Status::Corrupt(path + " is " + std::string(FileKindName(mode)) + ", not a regular file");
+}
+
+Status OpenError(const std::string& path, const char* call, int err) {
+  if (err == ENOENT) return Status::NotFound(path + ": " + call + ": " + Errno(err));
+  return Status::IoError(path + ": " + call + ": " + Errno(err));
+}
+
+// Opens a regular file (never anything else, never blocking): stat first, so that a FIFO or a
+// device is not opened at all; then a non-blocking open and fstat of what was opened (a file
+// swapped for a FIFO since the stat returns at once and is refused); then O_NONBLOCK is cleared
+// and, when asked, O_DIRECT set (F_SETFL: EINVAL where the filesystem refuses direct I/O).
 Result<std::pair<Fd, std::uint64_t>> OpenAndStat(const std::string& path, int flags) {
-  int fd = ::open(path.c_str(), flags | O_CLOEXEC);
-  if (fd < 0) {
-    int err = errno;
-    if (err == ENOENT) return Status::NotFound(path + ": open: " + Errno(err));
-    if (err == EINVAL && (flags & O_DIRECT)) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return OpenError(path, "stat", errno);
+  if (!S_ISREG(st.st_mode)) return NotRegular(path, st.st_mode);
+  const int direct = flags & O_DIRECT;
+  int fd = ::open(path.c_str(), (flags & ~O_DIRECT) | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) return OpenError(path, "open", errno);
+  Fd owned(fd);
+  if (::fstat(fd, &st) != 0) return OpenError(path, "fstat", errno);
+  if (!S_ISREG(st.st_mode)) return NotRegular(path, st.st_mode);
+  const int fl = ::fcntl(fd, F_GETFL);
+  if (fl < 0 || ::fcntl(fd, F_SETFL, (fl & ~O_NONBLOCK) | direct) != 0) {
+    const int err = errno;
+    if (err == EINVAL && direct != 0) {
       return Status::Unsupported(path + ": open with O_DIRECT: " + Errno(err) +
                                  " (the filesystem does not support direct I/O)");
     }
-    return Status::IoError(path + ": open: " + Errno(err));
+    return OpenError(path, "fcntl", err);
   }
-  Fd owned(fd);
-  struct stat st;
-  if (::fstat(fd, &st) != 0) return Status::IoError(path + ": fstat: " + Errno(errno));
-  if (!S_ISREG(st.st_mode)) return Status::InvalidArgument(path + ": not a regular file");
   return std::make_pair(std::move(owned), static_cast<std::uint64_t>(st.st_size));
 }
 
@@ -131,9 +169,12 @@ class BufferedSource final : public Source {
 // ---------------------------------------------------------------------------------------------
 class MmapSource final : public Source {
  public:
-  MmapSource(std::string path, std::byte* map, std::uint64_t size)
-      : path_(std::move(path)), map_(map), size_(size) {}
+  MmapSource(std::string path, Fd fd, std::byte* map, std::uint64_t size)
+      : path_(std::move(path)), fd_(std::move(fd)), map_(map), size_(size) {
+    registration_ = MappingRegistration(Range());
+  }
   ~MmapSource() override {
+    registration_ = MappingRegistration();
     if (map_ != nullptr) ::munmap(map_, size_);
   }
   const std::string& path() const override { return path_; }
@@ -142,30 +183,47 @@ class MmapSource final : public Source {
   const std::byte* mapping() const override { return map_; }
   Status ReadAt(std::uint64_t offset, void* dst, std::uint64_t n) override {
     HOIST_RETURN_IF_ERROR(CheckRange(path_, size_, offset, n));
-    if (n > 0) std::memcpy(dst, map_ + offset, n);
-    return Status::Ok();
+    RowsRead r{offset, n, n, 1, static_cast<std::byte*>(dst), n};
+    return ReadMany(&r, n > 0 ? 1 : 0);
   }
-  Status ReadRows(const RowsRead& r) override {
-    if (r.rows == 0 || r.width == 0) return Status::Ok();
-    HOIST_RETURN_IF_ERROR(CheckRows(path_, size_, r));
-    if (r.rows == 1 || (r.src_pitch == r.width && r.dst_pitch == r.width)) {
-      std::memcpy(r.dst, map_ + r.offset, r.width * r.rows);
-      return Status::Ok();
+  Status ReadRows(const RowsRead& r) override { return ReadMany(&r, 1); }
+  Status ReadMany(const RowsRead* reads, std::size_t n) override {
+    for (std::size_t k = 0; k < n; ++k) {
+      if (reads[k].rows > 0 && reads[k].width > 0) {
+        HOIST_RETURN_IF_ERROR(CheckRows(path_, size_, reads[k]));
+      }
     }
-    const std::byte* src = map_ + r.offset;
-    std::byte* dst = r.dst;
-    for (std::uint64_t i = 0; i < r.rows; ++i) {
-      std::memcpy(dst, src, r.width);
-      src += r.src_pitch;
-      dst += r.dst_pitch;
-    }
+    HOIST_RETURN_IF_ERROR(CopyFromMappingBatch(Range(), reads, n));
+    for (std::size_t k = 0; k < n; ++k) Release(reads[k]);
     return Status::Ok();
   }
 
  private:
+  MappedRange Range() const { return MappedRange{map_, size_, &path_, fd_.get()}; }
+
+  // Drops this process's page-table entries for the pages a read spanned (rounded out to whole
+  // pages) once its bytes are copied: the page cache keeps the data, the process's RSS stops
+  // counting it. Pages another thread still reads are simply faulted in again.
+  void Release(const RowsRead& r) const {
+    if (r.rows == 0 || r.width == 0) return;
+    const std::uint64_t end = r.offset + (r.rows - 1) * r.src_pitch + r.width;
+    if (end - r.offset < kReleaseMinBytes) return;
+    static const std::uint64_t page = PageBytes();
+    const std::uint64_t lo = r.offset / page * page;
+    const std::uint64_t hi = (end + page - 1) / page * page;
+    ::madvise(map_ + lo, hi - lo, MADV_DONTNEED);  // best effort: only RSS depends on it
+  }
+
+  static std::uint64_t PageBytes() {
+    const long ps = ::sysconf(_SC_PAGESIZE);
+    return ps > 0 ? static_cast<std::uint64_t>(ps) : 4096;
+  }
+
   std::string path_;
+  Fd fd_;  // kept open: the size checks of mapped reads fstat it
   std::byte* map_;
   std::uint64_t size_;
+  MappingRegistration registration_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -537,8 +595,7 @@ Result<std::unique_ptr<Source>> OpenMmapSource(const std::string& path) {
     }
     map = static_cast<std::byte*>(p);
   }
-  // The mapping outlives the descriptor.
-  return std::unique_ptr<Source>(new MmapSource(path, map, fs.second));
+  return std::unique_ptr<Source>(new MmapSource(path, std::move(fs.first), map, fs.second));
 }
 
 Result<std::unique_ptr<Source>> OpenDirectSource(const std::string& path,
@@ -650,7 +707,10 @@ Result<Residency> Residency::Measure(const std::string& path, int threads) {
   if (map == MAP_FAILED) {
     return Status::IoError(path + ": mmap for mincore: " + Errno(errno));
   }
-  const int nt = std::max(1, std::min<int>(threads, static_cast<int>(npages / 16384) + 1));
+  // At least 64 MiB per thread, at most kMaxMeasureThreads (a huge `threads` costs nothing).
+  const int nt = static_cast<int>(
+      std::clamp<std::uint64_t>(std::min<std::uint64_t>(npages / 16384 + 1, kMaxMeasureThreads), 1,
+                                static_cast<std::uint64_t>(std::max(threads, 1))));
   std::vector<int> errs(nt, 0);
   auto work = [&](int t) {
     std::uint64_t p0 = npages * t / nt, p1 = npages * (t + 1) / nt;
@@ -663,7 +723,13 @@ Result<Residency> Residency::Measure(const std::string& path, int threads) {
     work(0);
   } else {
     std::vector<std::thread> pool;
-    for (int t = 0; t < nt; ++t) pool.emplace_back(work, t);
+    int t = 0;
+    try {
+      for (; t < nt; ++t) pool.emplace_back(work, t);
+    } catch (const std::system_error&) {
+      // No more threads to be had: this thread measures the parts not yet started.
+    }
+    for (int rest = t; rest < nt; ++rest) work(rest);
     for (auto& th : pool) th.join();
   }
   ::munmap(map, r.size_);

@@ -6,6 +6,25 @@
 // or cachestat where mincore may not report) backs the `auto` read mode and the report's
 // bytes_resident_at_start.
 //
+// Opening: only regular files are opened, and never blocking: the path is stat'ed first, opened
+// O_NONBLOCK and fstat'ed again (O_NONBLOCK is cleared and O_DIRECT set afterwards), so a FIFO,
+// a directory or a device in place of a shard is Corrupt "<path> is a FIFO, not a regular file"
+// at once (Residency::Measure opens the same way).
+//
+// Mapped reads (the mmap source; the host device's copies in pageable/registered modes) go through
+// transport/mapped_read.h: the file's size now is checked (fstat) before and after each copy and
+// the copy runs under a SIGBUS guard, so a file truncated under the load is an IoError naming the
+// file, the range and its size now, never a SIGBUS.
+//
+// RSS: a MAP_SHARED file page that was read stays in the process's RSS while it is mapped (it is
+// page cache, but VmHWM counts it), which made a host-memory load peak at 2x the weights. The
+// mmap source therefore drops its page-table entries for every range of 64 KiB or more once that
+// range is copied (MADV_DONTNEED on the read-only mapping: the page cache keeps the data, a later
+// read of the same range just faults it in again). Chosen over reading such loads with pread so
+// that the `mmap` and `auto` modes still copy from the mapping (on the H200 box they match
+// buffered when hot: docs/BENCHMARKS.md run C). The pageable and registered modes copy straight
+// from the mapping without releasing it (they exist to compare with the naive paths).
+//
 // Ownership: a Source owns its file descriptor and mapping and releases them when destroyed.
 // Failure: every read either fills all requested bytes or returns a Status (IoError, Corrupt for a
 // range past the end of the file) naming the file path and the byte offset; partial reads from
@@ -71,8 +90,9 @@ class Source {
 // Buffered reads through the page cache (pread).
 Result<std::unique_ptr<Source>> OpenBufferedSource(const std::string& path);
 
-// A read-only shared mapping of the whole file; ReadAt is memcpy from the mapping. An empty file
-// maps to nothing (every non-empty read is out of range).
+// A read-only shared mapping of the whole file; ReadAt is a guarded memcpy from the mapping,
+// after which the pages read are released from RSS (see above). An empty file maps to nothing
+// (every non-empty read is out of range). The descriptor stays open for the size checks.
 Result<std::unique_ptr<Source>> OpenMmapSource(const std::string& path);
 
 struct DirectOptions {
@@ -105,7 +125,8 @@ class Residency {
  public:
   // Measures the residency of [0, size) of `path`. Uses mincore on a temporary mapping and falls
   // back to cachestat (Linux >= 6.5, per 1 MiB granule) when mincore cannot see the page cache
-  // (a file the caller neither owns nor may write). Threads > 1 split the file between threads.
+  // (a file the caller neither owns nor may write). Threads > 1 split the file between threads
+  // (at most 16, at least 64 MiB each; threads the system refuses are done inline).
   static Result<Residency> Measure(const std::string& path, int threads = 1);
 
   // A residency where every page is resident (or none): for tests and for unknown cases.

@@ -101,6 +101,28 @@ class HoistModuleTest(unittest.TestCase):
         with self.assertRaises(RuntimeError):
             hoist.load(os.path.join(self.tmp.name, "missing"), device="host")
 
+    def test_bf16_reaches_numpy_as_bits(self):
+        """numpy has no bfloat16: np.from_dlpack(t) fails, Tensor.numpy() and Tensor.raw() give the
+        bits as uint16 without a copy, and the documented widening gives the float32 values."""
+        m = hoist.load_model(self.model, device="host", layout="hf", threads=2)
+        t = m["model.layers.1.self_attn.o_proj.weight"]
+        self.assertEqual(t.dtype, "BF16")
+        with self.assertRaises((RuntimeError, BufferError, TypeError)):
+            np.from_dlpack(t)
+        bits = self.full[t.name]
+        for view in (t.numpy(), np.from_dlpack(t.raw())):
+            self.assertEqual(view.dtype, np.uint16)
+            self.assertEqual(view.shape, tuple(t.shape))
+            self.assertEqual(view.ctypes.data, t.data_ptr)  # a view, not a copy
+            self.assertTrue(np.array_equal(view, bits))
+        # docs/EMBEDDING.md: BF16 bits -> float32 by a 16-bit shift; checked against struct.
+        values = (t.numpy().astype(np.uint32) << 16).view(np.float32)
+        for i, j in ((0, 0), (3, 17), (t.shape[0] - 1, t.shape[1] - 1)):
+            want = struct.unpack("<f", struct.pack("<I", int(bits[i, j]) << 16))[0]
+            self.assertEqual(values[i, j], want)
+            self.assertNotEqual(want, 0.0)
+        m.release()
+
     def test_attach_to_a_daemon(self):
         sock_dir = os.path.join(self.tmp.name, "sock")
         log = open(os.path.join(self.tmp.name, "serve.log"), "w")

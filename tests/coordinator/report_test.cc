@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <sstream>
+#include <string>
+#include <vector>
 
 namespace hoist::coordinator {
 namespace {
@@ -127,11 +130,22 @@ TEST(Report, ChromeTraceHasLanesPerRank) {
 TEST(Report, PrometheusLines) {
   const auto reports = FourRanks();
   const std::string text = PrometheusText(reports, AggregateReports(reports, 2.5));
-  EXPECT_NE(text.find("hoist_phase_seconds{phase=\"read\",rank=\"3\",node=\"1\"} 0.2\n"),
+  EXPECT_NE(text.find("hoist_phase_seconds{phase=\"read\",rank=\"3\",node=\"1\",host=\"host1\"} "
+                      "0.2\n"),
             std::string::npos)
       << text;
-  EXPECT_NE(text.find("hoist_bytes_total{rank=\"1\"} 2000\n"), std::string::npos);
-  EXPECT_NE(text.find("hoist_job_seconds 2.5\n"), std::string::npos);
+  EXPECT_NE(text.find("hoist_phase_bytes{phase=\"read\",rank=\"3\",node=\"1\",host=\"host1\"} "
+                      "4000\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("hoist_bytes_total{rank=\"1\",node=\"0\",host=\"host0\"} 2000\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("hoist_rank_ok{rank=\"2\",node=\"1\",host=\"host1\"} 1\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("hoist_job_seconds{rank=\"0\",node=\"0\",host=\"host0\"} 2.5\n"),
+            std::string::npos)
+      << text;
   // Every non-comment line is `name{labels} value` or `name value`.
   std::size_t pos = 0;
   while (pos < text.size()) {
@@ -199,6 +213,141 @@ TEST(Report, TimelineStacksOverlappingPhasesAndSortsLanesNaturally) {
   ASSERT_NE(f2, std::string::npos);
   EXPECT_LT(f2, f9);
   EXPECT_LT(f9, f10);
+}
+
+// Every series carries the same rank, node and host labels (phase series add `phase`).
+TEST(Report, PrometheusSeriesShareOneLabelSet) {
+  const auto reports = FourRanks();
+  const std::string text = PrometheusText(reports, AggregateReports(reports, 2.5));
+  std::istringstream in(text);
+  std::string line;
+  std::set<std::string> names;
+  int series = 0;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    const std::size_t open = line.find('{'), close = line.find('}');
+    ASSERT_NE(open, std::string::npos) << "a series without labels: " << line;
+    ASSERT_NE(close, std::string::npos) << line;
+    const std::string name = line.substr(0, open);
+    names.insert(name);
+    std::vector<std::string> keys;
+    std::istringstream labels(line.substr(open + 1, close - open - 1));
+    for (std::string kv; std::getline(labels, kv, ',');) keys.push_back(kv.substr(0, kv.find('=')));
+    std::vector<std::string> want = {"rank", "node", "host"};
+    if (name.rfind("hoist_phase_", 0) == 0) want.insert(want.begin(), "phase");
+    EXPECT_EQ(keys, want) << line;
+    ++series;
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"hoist_phase_seconds", "hoist_phase_bytes",
+                                          "hoist_bytes_total", "hoist_bytes_read_total",
+                                          "hoist_rank_ok", "hoist_job_seconds"}));
+  EXPECT_EQ(series, 4 * 2 + 4 * 2 + 4 + 4 + 4 + 1);  // 2 phases with bytes per rank
+}
+
+// Tiny loads read in B / KiB / MiB, never "0.000 GiB".
+TEST(Report, TableAdaptsUnitsToSmallLoads) {
+  auto reports = FourRanks();  // 1000 .. 4000 bytes per rank
+  reports[3].set_bytes_h2d(3u << 20);
+  const Aggregate a = AggregateReports(reports, 0.5);
+  const std::string table = FormatTable(proto::LoadPlan(), reports, a);
+  EXPECT_EQ(table.find("0.000 GiB"), std::string::npos) << table;
+  EXPECT_EQ(table.find("0.00 GiB"), std::string::npos) << table;
+  EXPECT_NE(table.find("1000 B in"), std::string::npos) << table;
+  EXPECT_NE(table.find("1.95 KiB in"), std::string::npos) << table;  // 2000 / 1024
+  EXPECT_NE(table.find("3.00 MiB in"), std::string::npos) << table;
+  // Rank 1: 2000 B in 0.2 s = 9.77 KiB/s; the job: 3 MiB + 6000 B in 0.5 s.
+  EXPECT_NE(table.find("9.77 KiB/s"), std::string::npos) << table;
+  EXPECT_NE(table.find("total: 3.01 MiB over 4 ranks in 500.0 ms wall = 6.01 MiB/s"),
+            std::string::npos)
+      << table;
+}
+
+// Names, hosts and errors with control bytes or invalid UTF-8 come out escaped in every writer,
+// and the JSON writers do not throw on them.
+TEST(Report, UntrustedStringsAreEscapedInEveryWriter) {
+  auto reports = FourRanks();
+  reports[1].set_host("evil\x1b[2J\"host\\");
+  reports[1].set_ok(false);
+  reports[1].set_error("NotFound: tensor 'w\x1b[31m' in /m/\xff\xfe.safetensors");
+  reports[2].mutable_spans(0)->set_lane("fill-\x07");
+  proto::LoadPlan plan;
+  plan.set_model_dir("/models/\x1b]0;title\x07");
+  const Aggregate a = AggregateReports(reports, 1.0);
+  auto clean = [](const std::string& s) {
+    for (unsigned char c : s) {
+      if ((c < 0x20 && c != '\n') || c == 0x7f) return false;
+    }
+    return true;
+  };
+  const std::string table = FormatTable(plan, reports, a);
+  EXPECT_TRUE(clean(table)) << table;
+  EXPECT_NE(table.find("FAILED: NotFound: tensor 'w\\x1B[31m' in /m/\\xFF\\xFE.safetensors"),
+            std::string::npos)
+      << table;
+  EXPECT_NE(table.find("/models/\\x1B]0;title\\x07"), std::string::npos) << table;
+
+  std::string json;
+  ASSERT_NO_THROW(json = ReportJson(plan, reports, a).dump());
+  EXPECT_TRUE(clean(json));
+  const nlohmann::json j = nlohmann::json::parse(json);
+  EXPECT_EQ(j["ranks"][1]["error"], "NotFound: tensor 'w\\x1B[31m' in /m/\\xFF\\xFE.safetensors");
+  std::string trace;
+  ASSERT_NO_THROW(trace = ChromeTrace(reports).dump());
+  EXPECT_NE(trace.find("evil\\\\x1B[2J"), std::string::npos) << trace;  // JSON-escaped backslash
+  EXPECT_NE(trace.find("fill-\\\\x07"), std::string::npos) << trace;
+
+  const std::string svg = TimelineSvg(reports);
+  EXPECT_TRUE(clean(svg));
+  EXPECT_NE(svg.find(">rank 2 fill-\\x07<"), std::string::npos);
+
+  const std::string prom = PrometheusText(reports, a);
+  EXPECT_TRUE(clean(prom));
+  // Prometheus label values escape '\\' and '"'; the escape's own backslash doubles too.
+  EXPECT_NE(prom.find("hoist_rank_ok{rank=\"1\",node=\"0\",host=\"evil\\\\x1B[2J\\\"host\\\\\"} 0"),
+            std::string::npos)
+      << prom;
+}
+
+// The SVG states its size and viewBox, and every text fits inside it: the last axis label is
+// centred on its tick with room to its right (it used to be cut).
+TEST(Report, TimelineSvgHasAViewBoxAndRoomForEveryLabel) {
+  auto reports = FourRanks();
+  reports[3].mutable_spans(0)->set_seconds(12345.5);  // long axis labels, up to "12345510.0" ms
+  const std::string svg = TimelineSvg(reports);
+  auto attr = [](const std::string& tag, const std::string& name) {
+    const std::size_t at = tag.find(" " + name + "=\"");
+    if (at == std::string::npos) return std::string();
+    const std::size_t v = at + name.size() + 3;
+    return tag.substr(v, tag.find('"', v) - v);
+  };
+  const std::string head = svg.substr(0, svg.find('>'));
+  const double width = std::stod(attr(head, "width")), height = std::stod(attr(head, "height"));
+  EXPECT_EQ(attr(head, "viewBox"), "0 0 " + attr(head, "width") + " " + attr(head, "height"));
+  int texts = 0, axis_labels = 0;
+  std::string last_axis_label;
+  for (std::size_t p = svg.find("<text"); p != std::string::npos; p = svg.find("<text", p + 1)) {
+    const std::string tag = svg.substr(p, svg.find('>', p) - p);
+    const std::size_t body = svg.find('>', p) + 1;
+    const std::string content = svg.substr(body, svg.find('<', body) - body);
+    const double x = std::stod(attr(tag, "x")), y = std::stod(attr(tag, "y"));
+    const std::string size = attr(tag, "font-size");
+    // Monospace glyphs are at most 0.62 em wide.
+    const double w = 0.62 * (size.empty() ? 11 : std::stod(size)) * content.size();
+    const std::string anchor = attr(tag, "text-anchor");
+    const double left = anchor == "middle" ? x - w / 2 : anchor == "end" ? x - w : x;
+    const double right = left + w;
+    EXPECT_GE(left, 0) << tag << ">" << content;
+    EXPECT_LE(right, width) << tag << ">" << content;
+    EXPECT_LE(y + 4, height) << tag << ">" << content;
+    if (anchor == "middle") {
+      ++axis_labels;
+      last_axis_label = content;
+    }
+    ++texts;
+  }
+  EXPECT_GT(texts, 20);
+  EXPECT_EQ(axis_labels, 11);  // 0 .. t_end in tenths, each inside the picture (checked above)
+  EXPECT_EQ(last_axis_label, "12345510.0");
 }
 
 }  // namespace

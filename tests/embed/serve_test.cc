@@ -4,10 +4,12 @@
 // x 100 attach/detach leave descriptors and memory where they started; the host cache's
 // release/restore through `hoist ctl`; SIGTERM removes the socket.
 #include <fcntl.h>
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,6 +19,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
@@ -24,6 +27,7 @@
 #include "hoist/hoist_c.h"
 #include "rank/serve_wire.h"
 #include "tests/embed/embed_util.h"
+#include "tests/scratch_dir.h"
 #include "tests/test_paths.h"
 
 extern char** environ;
@@ -72,14 +76,26 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
+// Where the daemons' socket directories go: a folder others may search (0711), so that an
+// allowed uid can reach a socket hoist creates inside (the fixtures' folder is 0700).
+const std::string& SocketParent() {
+  static testing::ScratchDir dir("hoist-serve-sock");  // removed at exit
+  static const bool searchable = ::chmod(dir.path().c_str(), 0711) == 0;
+  (void)searchable;
+  return dir.path();
+}
+
 // A `hoist serve` child process; SIGTERM (then SIGKILL after 20 s) when destroyed.
 class Daemon {
  public:
-  Daemon(const std::string& model, int tp, int rank, std::vector<std::string> extra) {
+  // `socket_dir` empty: a fresh one under SocketParent().
+  Daemon(const std::string& model, int tp, int rank, std::vector<std::string> extra,
+         std::string socket_dir = "") {
     static std::atomic<int> seq{0};
-    dir_ = Fixtures::Get().root() + "/sock-" + std::to_string(::getpid()) + "-" +
-           std::to_string(seq++);
-    log_ = dir_ + ".log";
+    dir_ = !socket_dir.empty() ? socket_dir
+                               : SocketParent() + "/sock-" + std::to_string(::getpid()) + "-" +
+                                     std::to_string(seq++);
+    log_ = SocketParent() + "/log-" + std::to_string(::getpid()) + "-" + std::to_string(seq++);
     socket_ = dir_ + "/rank-" + std::to_string(rank) + ".sock";
     std::vector<std::string> args = {testing::HoistBin(),
                                      "serve",
@@ -123,6 +139,22 @@ class Daemon {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     return false;
+  }
+
+  // Waits up to `seconds` for the daemon to exit by itself: its exit status, or -1 if it still
+  // runs (it is then stopped).
+  int WaitExit(int seconds) {
+    const Clock::time_point deadline = Clock::now() + std::chrono::seconds(seconds);
+    int st = 0;
+    while (pid_ > 0 && Clock::now() < deadline) {
+      if (::waitpid(pid_, &st, WNOHANG) == pid_) {
+        pid_ = -1;
+        return exit_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (pid_ > 0) Stop();
+    return -1;
   }
 
   // SIGTERM and wait; the exit status (-1 when it had to be killed).
@@ -460,6 +492,124 @@ TEST(Serve, SigtermStopsAcceptingFreesAndRemovesTheSocket) {
   // The client's mapping outlives the daemon (host backend: the memfd stays while mapped).
   ExpectMatchesReference(*a, Reference(dir, 1, 0, 0));
   EXPECT_TRUE(a->Release().ok());
+}
+
+// `hoist ctl ACTION --socket SOCKET [extra]` run as `uid` (fork, setgid/setuid, exec of a copy
+// of the binary in a folder that uid can reach): its output and "[exit N]".
+std::string CtlAsUid(uid_t uid, const std::string& socket, const std::vector<std::string>& extra) {
+  const std::string bin = SocketParent() + "/hoist";
+  if (!std::filesystem::exists(bin)) {
+    std::filesystem::copy_file(testing::HoistBin(), bin);
+    ::chmod(bin.c_str(), 0755);
+  }
+  std::vector<std::string> args = {bin, "ctl", "status", "--socket", socket};
+  args.insert(args.end(), extra.begin(), extra.end());
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  int out[2];
+  if (::pipe(out) != 0) return "pipe failed";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(out[1], 1);
+    ::dup2(out[1], 2);
+    ::close(out[0]);
+    ::alarm(30);
+    if (::setgroups(0, nullptr) != 0 || ::setgid(uid) != 0 || ::setuid(uid) != 0) ::_exit(120);
+    ::execv(argv[0], argv.data());
+    ::_exit(121);
+  }
+  ::close(out[1]);
+  std::string text;
+  char buf[4096];
+  for (ssize_t r; (r = ::read(out[0], buf, sizeof buf)) > 0;) text.append(buf, std::size_t(r));
+  ::close(out[0]);
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  return text + "[exit " + std::to_string(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st)) +
+         "]";
+}
+
+// --allow-uid 65534: uid 65534 (nobody) really connects, through the real `hoist ctl`; a uid not
+// on the list is refused; `--json` prints the counts as numbers.
+TEST(Serve, AllowUidAdmitsThatUidAndNoOtherThroughCtl) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to run ctl as another uid (CI is root)";
+  Daemon d(Fixtures::Get().Dir("qwen3-tiny"), 1, 0, {"--allow-uid", "65534", "--allow-uid", "0"});
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  std::string out = CtlAsUid(65534, d.socket(), {});
+  EXPECT_NE(out.find("resident: yes"), std::string::npos) << out;
+  EXPECT_NE(out.find("[exit 0]"), std::string::npos) << out;
+  out = CtlAsUid(65533, d.socket(), {});
+  EXPECT_NE(out.find("[exit 1]"), std::string::npos) << out;
+  EXPECT_TRUE(out.find("uid 65533 is not admitted to this socket") != std::string::npos ||  // ACL
+              out.find("uid 65533 is not allowed") != std::string::npos)  // SO_PEERCRED
+      << out;
+  EXPECT_EQ(out.find("resident"), std::string::npos) << out;
+
+  out = CtlAsUid(65534, d.socket(), {"--json"});
+  const std::string json = out.substr(0, out.rfind("[exit"));
+  const nlohmann::json j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
+  ASSERT_TRUE(j.is_object()) << out;
+  Result<proto::StatusReply> s = d.Status();
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_TRUE(j["status"]["tensors"].is_number_unsigned()) << json;
+  EXPECT_EQ(j["status"]["tensors"].get<std::uint64_t>(), s->tensors());
+  ASSERT_TRUE(j["status"]["arena_bytes"].is_number_unsigned()) << json;
+  EXPECT_EQ(j["status"]["arena_bytes"].get<std::uint64_t>(), s->arena_bytes());
+  EXPECT_GT(s->arena_bytes(), 0u);
+  EXPECT_EQ(d.Stop(), 0);
+}
+
+// --socket-dir on an existing shared (1777) directory leaves its mode alone; an unsafe one, an
+// allowed uid that could never reach the socket and an out-of-range request limit exit 2 at once.
+TEST(Serve, SocketDirAndLimitsAreCheckedWithoutChangingTheDirectory) {
+  const std::string model = Fixtures::Get().Dir("qwen3-tiny");
+  const std::string shared = SocketParent() + "/shared-" + std::to_string(::getpid());
+  ASSERT_EQ(::mkdir(shared.c_str(), 0700), 0);
+  ASSERT_EQ(::chmod(shared.c_str(), 01777), 0);
+  {
+    Daemon d(model, 1, 0, {}, shared);
+    ASSERT_TRUE(d.WaitReady()) << d.log();
+    EXPECT_EQ(std::filesystem::status(shared).permissions(),
+              std::filesystem::perms::all | std::filesystem::perms::sticky_bit);
+    EXPECT_TRUE(Attach(d.socket()).ok());
+    EXPECT_EQ(d.Stop(), 0);
+  }
+  const std::string open = SocketParent() + "/open-" + std::to_string(::getpid());
+  ASSERT_EQ(::mkdir(open.c_str(), 0700), 0);
+  ASSERT_EQ(::chmod(open.c_str(), 0777), 0);
+  {
+    Daemon d(model, 1, 0, {}, open);
+    EXPECT_EQ(d.WaitExit(60), 2) << d.log();
+    EXPECT_NE(d.log().find("hoist: error: InvalidArgument: " + open +
+                           ": socket directory (mode 0777) is writable"),
+              std::string::npos)
+        << d.log();
+    EXPECT_EQ(std::filesystem::status(open).permissions(), std::filesystem::perms::all);
+  }
+  {
+    const std::string closed = Fixtures::Get().root() + "/closed-" + std::to_string(::getpid());
+    Daemon d(model, 1, 0, {"--allow-uid", "4242"}, closed);
+    EXPECT_EQ(d.WaitExit(60), 2) << d.log();
+    EXPECT_NE(d.log().find("--allow-uid 4242 could never reach the socket"), std::string::npos)
+        << d.log();
+  }
+  {
+    Daemon d(model, 1, 0, {"--max-request-kib", "4194304"});
+    EXPECT_EQ(d.WaitExit(60), 2) << d.log();
+    EXPECT_NE(d.log().find("--max-request-kib 4194304 is out of range: 1 to 1048576"),
+              std::string::npos)
+        << d.log();
+  }
+  {  // the largest limit serves ordinary requests (it used to wrap to 0 and refuse them all)
+    Daemon d(model, 1, 0, {"--max-request-kib", "1048576"});
+    ASSERT_TRUE(d.WaitReady()) << d.log();
+    Result<Model> a = Attach(d.socket());
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    ExpectMatchesReference(*a, Reference(model, 1, 0, 0));
+    EXPECT_TRUE(a->Release().ok());
+    EXPECT_EQ(d.Stop(), 0);
+  }
 }
 
 }  // namespace

@@ -321,8 +321,7 @@ TEST_F(CliTest, CtlAgainstAStoppedDaemonTimesOut) {
 TEST_F(CliTest, ServeRequestLimitOutOfRangeIsAUsageError) {
   ExpectUsage(Hoist({"serve", "--model", Model(), "--device", "host", "--socket-dir",
                      dir_->Sub("sockets"), "--max-request-kib", "4194304"}),
-              "--max-request-kib 4194304 is out of range: the request limit must be 1 to "
-              "1048576 KiB");
+              "--max-request-kib 4194304 is out of range: 1 to 1048576 (1 GiB)");
   ExpectUsage(Hoist({"serve", "--model", Model(), "--device", "host", "--socket-dir",
                      dir_->Sub("sockets"), "--threads", "1000000"}),
               "--threads 1000000 is out of range");

@@ -147,7 +147,7 @@ TEST(Topology, GarbageIsAnErrorWithoutRawControlBytes) {
       EXPECT_FALSE(static_cast<unsigned char>(c) < 0x20 && c != '\n') << t.status().message();
     }
   }
-  ExpectRefused(std::string("tp: 2\n\x1b[31mred: 1\n"), "unknown key '\\x1b[31mred'");
+  ExpectRefused(std::string("tp: 2\n\x1b[31mred: 1\n"), "unknown key '\\x1B[31mred'");
 }
 
 TEST(Topology, SharedGpuIsAllowed) {

@@ -7,6 +7,8 @@
 
 #include <chrono>
 #include <cstring>
+#include <fstream>
+#include <string>
 
 #include "tests/transport/test_util.h"
 
@@ -59,6 +61,50 @@ TEST(HostDeviceTest, CopiesAndMemsetsRunInStreamOrder) {
   ASSERT_TRUE(dev->DestroyEvent(*ev).ok());
   ASSERT_TRUE(dev->DestroyStream(*stream).ok());
   ASSERT_TRUE(dev->Free(*arena).ok());
+}
+
+// An arena large enough to be set up on several threads, with a tail that is not a whole piece:
+// every byte starts as the poison (no piece skipped or cut short), and it is writable throughout.
+TEST(HostDeviceTest, LargeArenaIsPoisonedEverywhere) {
+  auto dev = OpenHostDevice();
+  const std::uint64_t n = (200ull << 20) + 12345;
+  auto arena = dev->Allocate(n);
+  ASSERT_TRUE(arena.ok()) << arena.status().ToString();
+  const auto* p = static_cast<const std::uint8_t*>(arena->ptr);
+  std::uint64_t bad = 0, first_bad = n;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    if (p[i] != 0xCD) {
+      if (bad++ == 0) first_bad = i;
+    }
+  }
+  EXPECT_EQ(bad, 0u) << "first byte without the poison at " << first_bad;
+  auto stream = dev->CreateStream();
+  ASSERT_TRUE(stream.ok());
+  ASSERT_TRUE(dev->MemsetAsync(arena->ptr, 0x11, n, *stream).ok());
+  ASSERT_TRUE(dev->Synchronize(*stream).ok());
+  EXPECT_EQ(p[0], 0x11);
+  EXPECT_EQ(p[n - 1], 0x11);
+  ASSERT_TRUE(dev->DestroyStream(*stream).ok());
+  ASSERT_TRUE(dev->Free(*arena).ok());
+}
+
+// An arena larger than the machine's available memory is refused before anything is allocated
+// (it would otherwise end in the OOM killer while its pages are populated).
+TEST(HostDeviceTest, ArenaBeyondAvailableMemoryIsResourceExhausted) {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string line;
+  bool known = false;
+  while (std::getline(meminfo, line)) known = known || line.rfind("MemAvailable:", 0) == 0;
+  if (!known) GTEST_SKIP() << "no MemAvailable in /proc/meminfo: the check cannot apply";
+  auto dev = OpenHostDevice();
+  const std::uint64_t huge = 1ull << 50;  // 1 PiB
+  auto arena = dev->Allocate(huge);
+  ASSERT_FALSE(arena.ok());
+  EXPECT_EQ(arena.status().code(), Code::kResourceExhausted);
+  EXPECT_NE(arena.status().message().find(std::to_string(huge)), std::string::npos)
+      << arena.status().ToString();
+  EXPECT_NE(arena.status().message().find("exceeds the memory available"), std::string::npos)
+      << arena.status().ToString();
 }
 
 TEST(HostDeviceTest, EventsTimeAndOrderOps) {
