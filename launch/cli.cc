@@ -173,18 +173,6 @@ Status ApplyTestHooks(const LoadFlags& l, int rank, coordinator::JobOptions* job
   return Status::Ok();
 }
 
-// `hoist load` is done once every report is written: MPI is finalised (mpirun expects it) and
-// the process ends without tearing down the arena and the CUDA context one object at a time,
-// which the OS and the driver do faster at exit. HOIST_FULL_TEARDOWN=1 keeps the orderly
-// teardown (to measure the difference).
-[[noreturn]] void QuickExit(std::unique_ptr<coordinator::Comm> comm, int rc) {
-  comm.reset();  // MPI_Finalize
-  spdlog::shutdown();
-  std::fflush(stdout);
-  std::fflush(stderr);
-  std::_Exit(rc);
-}
-
 // Opens this rank's device on a helper thread before MPI starts, so that the CUDA context (about
 // 0.3 s) is created beside MPI_Init. The GPU is the one the planner will assign: the topology's
 // for this rank (the launcher's environment says which rank this is), else the rank's index on
@@ -250,8 +238,6 @@ int RunLoad(const JobSpec& spec, const LoadFlags& l, const std::string& log_leve
     if (Status s = WriteReports(l, *result); !s.ok()) rc = Fail(s);
     if (!result->failure.ok()) rc = Fail(result->failure);
   }
-  const char* full = std::getenv("HOIST_FULL_TEARDOWN");
-  if (full == nullptr || std::string(full) != "1") QuickExit(std::move(comm), rc);
   return rc;
 }
 

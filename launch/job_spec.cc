@@ -5,6 +5,7 @@
 
 #include "planner/dedup.h"
 #include "planner/hub.h"
+#include "planner/plan_options.h"
 #include "transport/pipeline.h"
 
 namespace hoist::launch {
@@ -49,46 +50,13 @@ std::string Range(long long lo, long long hi) {
   return " (" + std::to_string(lo) + " to " + std::to_string(hi) + ")";
 }
 
-// tp, ep, dp, the world they give and the nodes list; fills p.tp/ep/dp and p.locations.
-Status ResolveParallelism(const JobSpec& s, const Topology& t, planner::PlanOptions* p) {
-  const std::string& f = s.topology;
-  const auto tp = Pick(s.tp, t.tp, 1, "--tp", "tp", f);
-  const auto ep = Pick(s.ep, t.ep, 0, "--ep", "ep", f);
-  const auto dp = Pick(s.dp, t.dp, 1, "--dp", "dp", f);
-  HOIST_RETURN_IF_ERROR(CheckRange(tp, "the tensor-parallel size", 1, kLimits.max_tp));
-  HOIST_RETURN_IF_ERROR(CheckRange(ep, "the expert-parallel size (0: off)", 0, kLimits.max_world));
-  HOIST_RETURN_IF_ERROR(CheckRange(dp, "the data-parallel size", 1, kLimits.max_dp));
-  p->tp = tp.value;
-  p->ep = ep.value;
-  p->dp = dp.value;
-  if (p->ep > 0 && p->ep % p->tp != 0) {
-    return Status::InvalidArgument("ep " + std::to_string(p->ep) + " is not a multiple of tp " +
-                                   std::to_string(p->tp) + " (with ep, world = ep = tp x dp)");
-  }
-  const long long world = p->ep > 0 ? p->ep : static_cast<long long>(p->tp) * p->dp;
-  if (world > kLimits.max_world) {
-    return Status::InvalidArgument("tp " + std::to_string(p->tp) + " x dp " +
-                                   std::to_string(p->dp) + " = " + std::to_string(world) +
-                                   " ranks is out of range: a job has 1 to " +
-                                   std::to_string(kLimits.max_world) + " ranks");
-  }
-  if (t.nodes.empty()) return Status::Ok();
-  if (NodesWorld(t) != world) {
-    return Status::InvalidArgument(f + ": the nodes list has " + std::to_string(NodesWorld(t)) +
-                                   " GPUs but tp/ep/dp give " + std::to_string(world) + " ranks");
-  }
-  for (std::size_t n = 0; n < t.nodes.size(); ++n) {
-    for (int g : t.nodes[n].gpus) {
-      const Sourced<int> gpu{g, f + ": nodes[" + std::to_string(n) + "].gpus:"};
-      HOIST_RETURN_IF_ERROR(CheckRange(gpu, "a GPU ordinal", 0, kLimits.max_gpu));
-      p->locations.push_back({static_cast<std::uint32_t>(n), static_cast<std::uint32_t>(g)});
-    }
-  }
-  return Status::Ok();
-}
-
-// Layout, placement and dedup (names), and the dedup step.
-Status ResolvePlanChoices(const JobSpec& s, const Topology& t, planner::PlanOptions* p) {
+// The plan selection: tp, ep, dp, layout, placement, dedup, unexpected tensors and the dedup
+// step, then the planner's range check of all of them (planner::ValidatePlanOptions, the one
+// place for the plan's numbers, which BuildLoadPlan repeats).
+Status ResolvePlanOptions(const JobSpec& s, const Topology& t, planner::PlanOptions* p) {
+  p->tp = s.tp.value_or(t.tp.value_or(1));
+  p->ep = s.ep.value_or(t.ep.value_or(0));
+  p->dp = s.dp.value_or(t.dp.value_or(1));
   const std::string layout = s.layout.value_or(t.layout.value_or("fused"));
   if (layout != "fused" && layout != "hf") {
     return Status::InvalidArgument("layout '" + layout + "' is not fused or hf");
@@ -104,10 +72,36 @@ Status ResolvePlanChoices(const JobSpec& s, const Topology& t, planner::PlanOpti
   if (!planner::ParseDedup(dedup, &p->dedup)) {
     return Status::InvalidArgument("dedup '" + dedup + "' is not auto, none, node or job");
   }
-  const Sourced<int> step{s.dedup_step_kib.value_or(0), "--dedup-step-kib"};
-  HOIST_RETURN_IF_ERROR(CheckRange(step, "the dedup step in KiB", 1, kLimits.max_dedup_step_kib,
-                                   /*zero_is_default=*/true));
-  if (step.value > 0) p->dedup_step_bytes = static_cast<std::uint64_t>(step.value) << 10;
+  const std::string unexpected =
+      s.unexpected_tensors.value_or(t.unexpected_tensors.value_or("warn"));
+  if (!planner::ParseUnexpectedTensors(unexpected, &p->unexpected)) {
+    return Status::InvalidArgument("unexpected_tensors '" + unexpected +
+                                   "' is not error, warn or ignore");
+  }
+  if (const int kib = s.dedup_step_kib.value_or(0); kib < 0) {
+    return Status::InvalidArgument("--dedup-step-kib " + std::to_string(kib) +
+                                   " is out of range: it must be 0 (the default) or a size in KiB");
+  } else if (kib > 0) {
+    p->dedup_step_bytes = static_cast<std::uint64_t>(kib) << 10;
+  }
+  return planner::ValidatePlanOptions(*p);
+}
+
+// The topology's nodes list: as many GPUs as ranks, each ordinal in range; fills p->locations.
+Status ResolveNodes(const std::string& file, const Topology& t, planner::PlanOptions* p) {
+  if (t.nodes.empty()) return Status::Ok();
+  const long long world = p->ep > 0 ? p->ep : static_cast<long long>(p->tp) * p->dp;
+  if (NodesWorld(t) != world) {
+    return Status::InvalidArgument(file + ": the nodes list has " + std::to_string(NodesWorld(t)) +
+                                   " GPUs but tp/ep/dp give " + std::to_string(world) + " ranks");
+  }
+  for (std::size_t n = 0; n < t.nodes.size(); ++n) {
+    for (int g : t.nodes[n].gpus) {
+      const Sourced<int> gpu{g, file + ": nodes[" + std::to_string(n) + "].gpus:"};
+      HOIST_RETURN_IF_ERROR(CheckRange(gpu, "a GPU ordinal", 0, kLimits.max_gpu));
+      p->locations.push_back({static_cast<std::uint32_t>(n), static_cast<std::uint32_t>(g)});
+    }
+  }
   return Status::Ok();
 }
 
@@ -193,18 +187,20 @@ void AddJobFlags(CLI::App* app, JobSpec* s, bool load_flags) {
   AddOptional(app, "--model", &s->model,
               "checkpoint folder, or a Hugging Face repo id owner/name[@revision] in the local "
               "cache (never downloaded)");
-  AddOptional(app, "--tp", &s->tp, "tensor-parallel size" + Range(1, k.max_tp));
-  AddOptional(app, "--ep", &s->ep,
-              "expert-parallel size (= world; 0: off)" + Range(0, k.max_world));
-  AddOptional(app, "--dp", &s->dp, "data-parallel groups (without --ep)" + Range(1, k.max_dp));
+  const long long world = planner::kMaxWorld;
+  AddOptional(app, "--tp", &s->tp, "tensor-parallel size" + Range(1, world));
+  AddOptional(app, "--ep", &s->ep, "expert-parallel size (= world; 0: off)" + Range(0, world));
+  AddOptional(app, "--dp", &s->dp, "data-parallel groups (without --ep)" + Range(1, world));
   AddOptional(app, "--layout", &s->layout, "fused | hf");
   AddOptional(app, "--placement", &s->placement, "expert placement under ep: linear | round_robin");
   AddOptional(app, "--dedup", &s->dedup,
               "auto | none | node | job: read bytes several ranks need once per node (or job) "
               "and forward them (auto: node where it pays)");
-  AddOptional(
-      app, "--dedup-step-kib", &s->dedup_step_kib,
-      "dedup: KiB of shared bytes per exchange step (0: 64 MiB)" + Range(0, k.max_dedup_step_kib));
+  AddOptional(app, "--dedup-step-kib", &s->dedup_step_kib,
+              "dedup: KiB of shared bytes per exchange step (0: 64 MiB)" +
+                  Range(planner::kMinDedupStepBytes >> 10, planner::kMaxDedupStepBytes >> 10));
+  AddOptional(app, "--unexpected-tensors", &s->unexpected_tensors,
+              "error | warn | ignore: checkpoint tensors no family rule knows (default warn)");
   if (!load_flags) return;
   app->add_option("--rank", s->solo_rank, "without mpirun: which rank of the plan to run");
   AddOptional(app, "--read", &s->read, "auto | buffered | direct | mmap | pageable | registered");
@@ -252,10 +248,10 @@ Result<ResolvedJob> ResolveJobSpec(const JobSpec& s) {
   // A Hugging Face repo id (owner/name[@revision]) becomes its snapshot in the local cache.
   HOIST_ASSIGN_OR_RETURN(job.model_dir,
                          planner::ResolveModelPath(job.model_dir, planner::HubEnv::FromProcess()));
-  HOIST_RETURN_IF_ERROR(ResolveParallelism(s, t, &job.plan));
-  HOIST_RETURN_IF_ERROR(ResolvePlanChoices(s, t, &job.plan));
+  HOIST_RETURN_IF_ERROR(ResolvePlanOptions(s, t, &job.plan));
+  HOIST_RETURN_IF_ERROR(ResolveNodes(s.topology, t, &job.plan));
   const planner::PlanOptions& p = job.plan;
-  const int world = p.ep > 0 ? p.ep : p.tp * p.dp;
+  const int world = p.ep > 0 ? p.ep : p.tp * p.dp;  // at most planner::kMaxWorld
   if (s.solo_rank < 0 || s.solo_rank >= world) {
     return Status::InvalidArgument("--rank " + std::to_string(s.solo_rank) +
                                    " is out of range: the plan has " + std::to_string(world) +

@@ -22,7 +22,8 @@ const std::set<std::string> kTopKeys = {"model", "tp", "ep", "dp", "layout", "pl
                                         // `hoist serve`
                                         "socket_dir", "allow_uids", "host_cache",
                                         // dedup (planner/dedup.h, rank/exchange.h)
-                                        "dedup", "peer_timeout_s", "cpu_bind"};
+                                        "dedup", "peer_timeout_s", "cpu_bind",
+                                        "unexpected_tensors"};  // planner/plan_options.h
 const std::set<std::string> kStagingKeys = {"slots", "slot_mib", "threads"};
 const std::set<std::string> kNodeKeys = {"name", "gpus"};
 
@@ -131,6 +132,7 @@ Result<Topology> ParseRoot(const std::string& label, const YAML::Node& root) {
   HOIST_RETURN_IF_ERROR(Get(label, root, "dedup", &t.dedup));
   HOIST_RETURN_IF_ERROR(Get(label, root, "cpu_bind", &t.cpu_bind));
   HOIST_RETURN_IF_ERROR(Get(label, root, "peer_timeout_s", &t.peer_timeout_s));
+  HOIST_RETURN_IF_ERROR(Get(label, root, "unexpected_tensors", &t.unexpected_tensors));
   HOIST_RETURN_IF_ERROR(Get(label, root, "socket_dir", &t.socket_dir));
   HOIST_RETURN_IF_ERROR(Get(label, root, "allow_uids", &t.allow_uids));
   HOIST_RETURN_IF_ERROR(Get(label, root, "host_cache", &t.host_cache));

@@ -14,6 +14,7 @@
 //                    # them (auto: node where it pays, see planner/dedup.h)
 //   cpu_bind: auto   # auto | launcher | none: where fill threads run (rank/placement.h)
 //   peer_timeout_s: 120  # dedup: bound on any wait for a peer
+//   unexpected_tensors: warn  # error | warn | ignore: tensors no family rule knows
 //   nodes:           # rank -> (node, gpu) in order; absent: one node, gpu = rank
 //     - {name: node-a, gpus: [0, 1]}
 //   socket_dir: /run/hoist  # `hoist serve`: rank-<R>.sock per rank (dir 0700, sockets 0600)
@@ -49,6 +50,8 @@ struct Topology {
   std::optional<std::string> dedup;      // planner/dedup.h
   std::optional<std::string> cpu_bind;   // rank/placement.h: auto | launcher | none
   std::optional<double> peer_timeout_s;  // rank/exchange.h
+  // error | warn | ignore (planner/plan_options.h)
+  std::optional<std::string> unexpected_tensors;
   std::vector<NodeSpec> nodes;
   // `hoist serve` (rank/serve.h).
   std::optional<std::string> socket_dir;

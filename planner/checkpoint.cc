@@ -15,7 +15,7 @@
 #include <system_error>
 #include <utility>
 
-#include "planner/io_stats.h"
+#include "planner/regular_file.h"
 #include "planner/strict_json.h"
 
 namespace hoist::planner {
@@ -35,6 +35,13 @@ constexpr std::uint64_t kMaxJsonFileBytes = 256ull << 20;
 constexpr int kMaxConfigDepth = 16;
 // The index: top level > weight_map / metadata > values.
 constexpr int kMaxIndexDepth = 3;
+// config.json sizes: every integer at most 2^30 (so products of two dimensions fit in 64 bits),
+// layers and experts at most 65536, integer arrays at most 65536 entries. Real models are far
+// below (DeepSeek-V3: 61 layers, 256 experts, 129280 vocab).
+constexpr std::int64_t kMaxConfigInt = 1ll << 30;
+constexpr std::int64_t kMaxLayers = 65536;
+constexpr std::int64_t kMaxExperts = 65536;
+constexpr std::int64_t kMaxConfigArray = 65536;
 
 // ---- config.json --------------------------------------------------------------------------
 
@@ -51,23 +58,30 @@ const json* Lookup(const json& obj, std::string_view key) {
   return &*it;
 }
 
+Status OutOfRange(std::string_view label, std::string_view key, std::uint64_t value,
+                  std::int64_t max) {
+  return Status::Corrupt(std::string(label) + ": key \"" + std::string(key) +
+                         "\" = " + std::to_string(value) + " is out of range: at most " +
+                         std::to_string(max));
+}
+
 Status GetInt(std::string_view label, const json& obj, std::string_view key, std::int64_t* out,
-              bool* found = nullptr) {
+              bool* found = nullptr, std::int64_t max = kMaxConfigInt) {
   if (found) *found = false;
   const json* v = Lookup(obj, key);
   if (v == nullptr) return Status::Ok();
-  if (!v->is_number_unsigned() || v->get<std::uint64_t>() > INT64_MAX) {
-    return WrongType(label, key, "a non-negative integer", *v);
-  }
-  *out = v->get<std::int64_t>();
+  if (!v->is_number_unsigned()) return WrongType(label, key, "a non-negative integer", *v);
+  const auto value = v->get<std::uint64_t>();
+  if (value > static_cast<std::uint64_t>(max)) return OutOfRange(label, key, value, max);
+  *out = static_cast<std::int64_t>(value);
   if (found) *found = true;
   return Status::Ok();
 }
 
 Status GetRequiredPositiveInt(std::string_view label, const json& obj, std::string_view key,
-                              std::int64_t* out) {
+                              std::int64_t* out, std::int64_t max = kMaxConfigInt) {
   bool found = false;
-  HOIST_RETURN_IF_ERROR(GetInt(label, obj, key, out, &found));
+  HOIST_RETURN_IF_ERROR(GetInt(label, obj, key, out, &found, max));
   if (!found) {
     return Status::Corrupt(std::string(label) + ": missing required key \"" + std::string(key) +
                            "\"");
@@ -101,9 +115,17 @@ Status GetIntArray(std::string_view label, const json& obj, std::string_view key
   if (v == nullptr) return Status::Ok();
   if (!v->is_array()) return WrongType(label, key, "an array of non-negative integers", *v);
   out->clear();
+  if (v->size() > static_cast<std::size_t>(kMaxConfigArray)) {
+    return Status::Corrupt(std::string(label) + ": key \"" + std::string(key) + "\" holds " +
+                           std::to_string(v->size()) + " entries: at most " +
+                           std::to_string(kMaxConfigArray));
+  }
   for (const json& e : *v) {
-    if (!e.is_number_unsigned() || e.get<std::uint64_t>() > INT64_MAX) {
+    if (!e.is_number_unsigned()) {
       return WrongType(label, key, "an array of non-negative integers", e);
+    }
+    if (e.get<std::uint64_t>() > kMaxConfigInt) {
+      return OutOfRange(label, key, e.get<std::uint64_t>(), kMaxConfigInt);
     }
     out->push_back(e.get<std::int64_t>());
   }
@@ -127,24 +149,11 @@ Status GetStringArray(std::string_view label, const json& obj, std::string_view 
 
 std::string Errno(int err) { return std::strerror(err); }
 
-// Reads a whole (small) file.
+// Reads a whole (small) regular file (planner/regular_file.h: never blocks on a FIFO).
 Result<std::string> ReadSmallFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  CountHeaderOpen();
-  if (fd < 0) {
-    const int err = errno;
-    std::string message = path + ": open: " + Errno(err);
-    return err == ENOENT ? Status::NotFound(std::move(message))
-                         : Status::IoError(std::move(message));
-  }
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) return Status::IoError(path + ": fstat: " + Errno(errno));
-  if (!S_ISREG(st.st_mode)) return Status::InvalidArgument(path + ": not a regular file");
-  const auto size = static_cast<std::uint64_t>(st.st_size);
+  HOIST_ASSIGN_OR_RETURN(RegularFile file, RegularFile::Open(path));
+  const int fd = file.fd();
+  const std::uint64_t size = file.size();
   if (size > kMaxJsonFileBytes) {
     return Status::Corrupt(path + ": " + std::to_string(size) + " bytes is larger than the " +
                            std::to_string(kMaxJsonFileBytes) + "-byte limit for a JSON file");
@@ -269,6 +278,80 @@ Status ParseIndex(const fs::path& dir, const std::string& index_path, const std:
   return Status::Ok();
 }
 
+// The canonical model folder. A path that does not exist, is not a directory or has no
+// config.json is the user's mistake (InvalidArgument), not a damaged checkpoint.
+Result<fs::path> ModelFolder(const std::string& dir_arg) {
+  std::error_code ec;
+  const fs::path dir = fs::canonical(dir_arg, ec);
+  if (ec == std::errc::no_such_file_or_directory || ec == std::errc::not_a_directory) {
+    return Status::InvalidArgument(dir_arg + ": the model folder does not exist");
+  }
+  if (ec) return Status::IoError(dir_arg + ": model folder: " + ec.message());
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) {
+    return Status::IoError(dir_arg + ": model folder: stat: " + Errno(errno));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return Status::InvalidArgument(dir_arg + ": the model folder is " +
+                                   std::string(FileKindName(st.st_mode)) + ", not a directory");
+  }
+  if (!fs::exists(fs::symlink_status(dir / kConfigName, ec))) {
+    return Status::InvalidArgument(dir_arg + ": not a model folder: it has no " +
+                                   std::string(kConfigName) +
+                                   " (a HuggingFace checkpoint folder holds config.json and "
+                                   "model.safetensors or model.safetensors.index.json)");
+  }
+  return dir;
+}
+
+// "model-00001-of-00003.safetensors", HuggingFace's shard names.
+bool IsShardName(const std::string& name) {
+  static constexpr std::string_view kPrefix = "model-", kMid = "-of-", kExt = ".safetensors";
+  if (name.size() <= kPrefix.size() + kMid.size() + kExt.size() || name.rfind(kPrefix, 0) != 0 ||
+      name.compare(name.size() - kExt.size(), kExt.size(), kExt) != 0) {
+    return false;
+  }
+  const std::string_view middle(name.data() + kPrefix.size(),
+                                name.size() - kPrefix.size() - kExt.size());
+  const std::size_t of = middle.find(kMid);
+  if (of == std::string_view::npos || of == 0 || of + kMid.size() == middle.size()) return false;
+  for (std::size_t i = 0; i < middle.size(); ++i) {
+    if ((i < of || i >= of + kMid.size()) && (middle[i] < '0' || middle[i] > '9')) return false;
+  }
+  return true;
+}
+
+// A shard-named regular file in the folder that the index names no tensor of, but which holds a
+// tensor the index does not know: the index lost it (Corrupt naming the shard and the tensor).
+// Files that cannot be read, or whose tensors the index maps elsewhere, are left alone (other
+// files in a model folder are not hoist's business); missing tensors are the plan's to report.
+Status CheckUnindexedShards(const fs::path& dir, const std::map<std::string, PendingShard>& shards,
+                            const std::unordered_map<std::string, std::string>& tensor_to_file) {
+  std::error_code ec;
+  std::vector<std::string> names;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (IsShardName(name)) names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  for (const std::string& name : names) {
+    Result<fs::path> abs = ResolveInside(dir, name, "shard file");
+    if (!abs.ok() || shards.count(abs->string()) > 0) continue;
+    struct stat st {};
+    if (::stat(abs->c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    Result<SafetensorsHeader> header = ReadSafetensorsHeader(abs->string(), nullptr);
+    if (!header.ok()) continue;
+    for (const TensorEntry& t : header->tensors) {
+      if (tensor_to_file.count(t.name) > 0) continue;
+      return Status::Corrupt(abs->string() + ": tensor " + QuoteForMessage(t.name) +
+                             " (file offset " + std::to_string(header->data_start + t.begin) +
+                             ") is not in " + std::string(kIndexName) +
+                             "'s weight_map, which names no tensor of this shard");
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<ModelConfig> ParseModelConfig(std::string_view label, std::string_view json_text) {
@@ -283,7 +366,7 @@ Result<ModelConfig> ParseModelConfig(std::string_view label, std::string_view js
   HOIST_RETURN_IF_ERROR(GetStringArray(label, root, "architectures", &c.architectures));
   HOIST_RETURN_IF_ERROR(GetRequiredPositiveInt(label, root, "hidden_size", &c.hidden_size));
   HOIST_RETURN_IF_ERROR(
-      GetRequiredPositiveInt(label, root, "num_hidden_layers", &c.num_hidden_layers));
+      GetRequiredPositiveInt(label, root, "num_hidden_layers", &c.num_hidden_layers, kMaxLayers));
   HOIST_RETURN_IF_ERROR(
       GetRequiredPositiveInt(label, root, "num_attention_heads", &c.num_attention_heads));
   HOIST_RETURN_IF_ERROR(GetRequiredPositiveInt(label, root, "vocab_size", &c.vocab_size));
@@ -292,16 +375,21 @@ Result<ModelConfig> ParseModelConfig(std::string_view label, std::string_view js
   bool found = false;
   HOIST_RETURN_IF_ERROR(GetInt(label, root, "num_key_value_heads", &c.num_key_value_heads, &found));
   if (!found) c.num_key_value_heads = c.num_attention_heads;
+  if (c.num_key_value_heads == 0) {
+    return Status::Corrupt(std::string(label) +
+                           ": key \"num_key_value_heads\" must be positive, got 0");
+  }
   HOIST_RETURN_IF_ERROR(GetInt(label, root, "head_dim", &c.head_dim, &found));
   if (!found) c.head_dim = c.hidden_size / c.num_attention_heads;
   HOIST_RETURN_IF_ERROR(GetBool(label, root, "tie_word_embeddings", &c.tie_word_embeddings));
+  HOIST_RETURN_IF_ERROR(GetBool(label, root, "attention_bias", &c.attention_bias));
 
   // Experts: Qwen3-MoE / Qwen2-MoE spell it num_experts, DeepSeek n_routed_experts, Mixtral
   // num_local_experts. Two different spellings with different values are ambiguous.
   std::string experts_key;
   for (std::string_view key : {"num_experts", "n_routed_experts", "num_local_experts"}) {
     std::int64_t value = 0;
-    HOIST_RETURN_IF_ERROR(GetInt(label, root, key, &value, &found));
+    HOIST_RETURN_IF_ERROR(GetInt(label, root, key, &value, &found, kMaxExperts));
     if (!found) continue;
     if (!experts_key.empty() && value != c.num_experts) {
       return Status::Corrupt(std::string(label) + ": \"" + experts_key +
@@ -315,7 +403,12 @@ Result<ModelConfig> ParseModelConfig(std::string_view label, std::string_view js
   HOIST_RETURN_IF_ERROR(GetInt(label, root, "n_shared_experts", &c.n_shared_experts));
   HOIST_RETURN_IF_ERROR(GetInt(label, root, "first_k_dense_replace", &c.first_k_dense_replace));
   HOIST_RETURN_IF_ERROR(GetInt(label, root, "decoder_sparse_step", &c.decoder_sparse_step));
+  HOIST_RETURN_IF_ERROR(GetInt(label, root, "moe_layer_freq", &c.moe_layer_freq));
+  HOIST_RETURN_IF_ERROR(GetString(label, root, "topk_method", &c.topk_method));
   HOIST_RETURN_IF_ERROR(GetIntArray(label, root, "mlp_only_layers", &c.mlp_only_layers));
+  std::sort(c.mlp_only_layers.begin(), c.mlp_only_layers.end());
+  c.mlp_only_layers.erase(std::unique(c.mlp_only_layers.begin(), c.mlp_only_layers.end()),
+                          c.mlp_only_layers.end());
 
   HOIST_RETURN_IF_ERROR(GetInt(label, root, "q_lora_rank", &c.q_lora_rank));  // null: 0
   HOIST_RETURN_IF_ERROR(GetInt(label, root, "kv_lora_rank", &c.kv_lora_rank));
@@ -343,12 +436,7 @@ const TensorEntry* Checkpoint::Find(std::string_view name) const {
 }
 
 Result<Checkpoint> OpenCheckpoint(const std::string& dir_arg) {
-  std::error_code ec;
-  const fs::path dir = fs::canonical(dir_arg, ec);
-  if (ec) return Status::NotFound(dir_arg + ": model folder: " + ec.message());
-  if (!fs::is_directory(dir, ec)) {
-    return Status::InvalidArgument(dir_arg + ": model folder is not a directory");
-  }
+  HOIST_ASSIGN_OR_RETURN(const fs::path dir, ModelFolder(dir_arg));
   Checkpoint ckpt;
   ckpt.dir = dir.string();
 
@@ -359,6 +447,7 @@ Result<Checkpoint> OpenCheckpoint(const std::string& dir_arg) {
   HOIST_ASSIGN_OR_RETURN(ckpt.config, ParseModelConfig(config_path.string(), config_text));
 
   // The index, or the single file.
+  std::error_code ec;
   std::map<std::string, PendingShard> shards;                   // canonical path -> shard
   std::unordered_map<std::string, std::string> tensor_to_file;  // empty without an index
   const bool has_index = fs::exists(fs::symlink_status(dir / kIndexName, ec));
@@ -421,6 +510,7 @@ Result<Checkpoint> OpenCheckpoint(const std::string& dir_arg) {
     }
     ckpt.files.push_back(std::move(file));
   }
+  if (has_index) HOIST_RETURN_IF_ERROR(CheckUnindexedShards(dir, shards, tensor_to_file));
   // Every tensor the index names must be in the file it names.
   for (const auto& [abs, pending] : order) {
     for (const std::string& name : pending->tensors) {

@@ -1,15 +1,22 @@
 // A HuggingFace checkpoint folder: config.json, and either model.safetensors.index.json with its
 // shards or a single model.safetensors. Everything here is read by rank 0 only, once.
 //
+// The folder: one that does not exist, is not a directory or has no config.json is the user's
+// mistake: Status::InvalidArgument naming the path. Every file is opened only if it is a regular
+// file, without ever blocking (planner/regular_file.h): a FIFO, a device or a directory in
+// place of config.json, the index or a shard is Status::Corrupt ("<path> is a FIFO, not a
+// regular file").
+//
 // Validation (Status::Corrupt / NotFound naming the file and tensor): the index names a shard
 // that is missing (NotFound), a tensor missing from the shard the index names (NotFound), a
 // tensor in a shard that the index does not map to that shard (Corrupt: covers duplicates
-// across shards), invalid index JSON or structure, a path leaving the model folder (`..`,
-// absolute, or a symlink resolving outside: every file read, config.json and the index
-// included, must resolve inside the canonical model folder; note that this refuses a
-// HuggingFace hub cache snapshot, whose files are symlinks into ../../blobs). Every shard
-// header is validated as in safetensors.h. config.json shapes that disagree with tensor shapes
-// are checked by the planner's family rules, not here.
+// across shards), a shard-named file (model-NNNNN-of-NNNNN.safetensors) that the index names no
+// tensor of but that holds a tensor the index does not know (Corrupt naming both), invalid index
+// JSON or structure, a path leaving the model folder (`..`, absolute, or a symlink resolving
+// outside: every file read, config.json and the index included, must resolve inside the canonical
+// model folder; note that this refuses a HuggingFace hub cache snapshot, whose files are symlinks
+// into ../../blobs). Every shard header is validated as in safetensors.h. config.json shapes that
+// disagree with tensor shapes are checked by the planner's family rules, not here.
 //
 // Threading: pure functions over their inputs; a Checkpoint is immutable once returned.
 #pragma once
@@ -29,7 +36,10 @@ namespace hoist::planner {
 // The fields of config.json the planner uses. Missing (or null) optional fields keep their
 // defaults; a missing or null required field (hidden_size, num_hidden_layers,
 // num_attention_heads, vocab_size: all must be positive) is an error, and so is a field of the
-// wrong type (integers must be non-negative JSON integers). Errors are Status::Corrupt naming
+// wrong type (integers must be non-negative JSON integers) or a num_key_value_heads of 0.
+// Sizes are bounded so that nothing derived from them overflows or runs away: every integer at
+// most 2^30, num_hidden_layers and the expert count at most 65536, integer arrays at most 65536
+// entries (Corrupt naming the key, the value and the bound). Errors are Status::Corrupt naming
 // `label` (the config.json path) and the key.
 struct ModelConfig {
   std::string model_type;  // "llama", "qwen2", "qwen3", "qwen3_moe", "deepseek_v3"
@@ -42,13 +52,16 @@ struct ModelConfig {
   std::int64_t head_dim = 0;             // defaults to hidden_size / num_attention_heads
   std::int64_t vocab_size = 0;
   bool tie_word_embeddings = false;
+  bool attention_bias = false;  // GQA families: q/k/v/o biases (Qwen2 always has q/k/v biases)
   // Mixture of experts (Qwen3-MoE: num_experts; DeepSeek-V3: n_routed_experts).
   std::int64_t num_experts = 0;  // also read from n_routed_experts / num_local_experts
   std::int64_t moe_intermediate_size = 0;
   std::int64_t n_shared_experts = 0;
   std::int64_t first_k_dense_replace = 0;     // DeepSeek: layers [0, k) are dense
   std::int64_t decoder_sparse_step = 1;       // Qwen3-MoE
-  std::vector<std::int64_t> mlp_only_layers;  // Qwen3-MoE
+  std::int64_t moe_layer_freq = 1;            // DeepSeek: MoE layers are those with L % freq == 0
+  std::string topk_method;                    // DeepSeek: "noaux_tc" has e_score_correction_bias
+  std::vector<std::int64_t> mlp_only_layers;  // Qwen3-MoE; sorted, no duplicates
   // DeepSeek MLA.
   std::int64_t q_lora_rank = 0;  // 0: no q_a/q_b (plain q_proj)
   std::int64_t kv_lora_rank = 0;

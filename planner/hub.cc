@@ -1,8 +1,11 @@
 #include "planner/hub.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
+
+#include "planner/regular_file.h"
 
 namespace hoist::planner {
 namespace {
@@ -48,6 +51,18 @@ bool IsCommitHash(std::string_view s) {
   return true;
 }
 
+// The first line of a small regular file (planner/regular_file.h: a FIFO never blocks);
+// nullopt when `path` is not a readable regular file.
+std::optional<std::string> FirstLine(const std::string& path) {
+  Result<RegularFile> file = RegularFile::Open(path, /*metadata=*/false);
+  if (!file.ok()) return std::nullopt;
+  char buf[256];
+  const ssize_t n = ::pread(file->fd(), buf, sizeof(buf), 0);
+  if (n < 0) return std::nullopt;
+  const std::string_view text(buf, static_cast<std::size_t>(n));
+  return std::string(text.substr(0, text.find('\n')));
+}
+
 // The snapshot folder of `ref` in the cache `dir`, or nullopt with why not in `why`.
 std::optional<std::string> FindInCache(const std::string& dir, const RepoRef& ref,
                                        std::string* why) {
@@ -61,9 +76,8 @@ std::optional<std::string> FindInCache(const std::string& dir, const RepoRef& re
   }
   const fs::path ref_file = repo / "refs" / ref.revision;
   std::string hash;
-  if (fs::is_regular_file(ref_file, ec)) {
-    std::ifstream in(ref_file);
-    std::getline(in, hash);
+  if (std::optional<std::string> line = FirstLine(ref_file.string())) {
+    hash = *line;
     while (!hash.empty() && (hash.back() == '\r' || hash.back() == ' ')) hash.pop_back();
     if (hash.empty() || !ValidRevision(hash) || hash.find('/') != std::string::npos) {
       *why = ref_file.string() + " (does not hold a commit hash)";

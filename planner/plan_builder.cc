@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "planner/dedup.h"
+#include "planner/model_checks.h"
 #include "planner/rules.h"
 
 namespace hoist::planner {
@@ -135,8 +136,8 @@ Result<Slice> SliceFor(const Source& s, const ModelConfig& cfg, const Topo& topo
       sl.ncols = blocks;
     }
     if (sl.row0 + sl.nrows > R || sl.col0 + sl.ncols > C) {
-      return Status::InvalidArgument(Who() + ": scale shape disagrees with weight '" + w.name +
-                                     "' " + Sizes(w));
+      return Status::Corrupt(Who() + ": scale shape disagrees with weight '" + w.name + "' " +
+                             Sizes(w));
     }
     return sl;
   }
@@ -169,9 +170,8 @@ Result<Slice> SliceFor(const Source& s, const ModelConfig& cfg, const Topo& topo
       const std::uint64_t kvh = static_cast<std::uint64_t>(cfg.num_key_value_heads);
       const std::uint64_t hd = static_cast<std::uint64_t>(cfg.head_dim);
       if (kvh == 0 || kvh * hd != R) {
-        return Status::InvalidArgument(Who() + ": expected num_key_value_heads " +
-                                       std::to_string(kvh) + " x head_dim " + std::to_string(hd) +
-                                       " rows");
+        return Status::Corrupt(Who() + ": expected num_key_value_heads " + std::to_string(kvh) +
+                               " x head_dim " + std::to_string(hd) + " rows");
       }
       if (tp <= kvh) {
         if (kvh % tp != 0) {
@@ -309,36 +309,13 @@ void SortAndCoalesce(RankBuild* b) {
   fs.resize(w);
 }
 
-Result<Topo> ResolveTopology(const PlanOptions& o, const ModelConfig& cfg) {
+// The options were validated (ValidatePlanOptions): sizes are in range, world fits an int.
+Topo ResolveTopology(const PlanOptions& o) {
   Topo t;
-  if (o.tp < 1) return Status::InvalidArgument("tp must be >= 1, got " + std::to_string(o.tp));
-  if (o.ep < 0) return Status::InvalidArgument("ep must be >= 0, got " + std::to_string(o.ep));
-  if (o.alignment == 0 || (o.alignment & (o.alignment - 1)) != 0) {
-    return Status::InvalidArgument("alignment must be a power of two, got " +
-                                   std::to_string(o.alignment));
-  }
   t.tp = o.tp;
-  if (o.ep > 0) {
-    if (o.ep % o.tp != 0) {
-      return Status::InvalidArgument("tp " + std::to_string(o.tp) + " must divide ep " +
-                                     std::to_string(o.ep) + " (world = ep, dp = ep / tp)");
-    }
-    t.ep = o.ep;
-    t.dp = o.ep / o.tp;
-    if (cfg.num_experts > 0 && cfg.num_experts % o.ep != 0) {
-      return Status::InvalidArgument("num_experts " + std::to_string(cfg.num_experts) +
-                                     " is not divisible by ep " + std::to_string(o.ep) +
-                                     "; use an ep that divides it");
-    }
-  } else {
-    if (o.dp < 1) return Status::InvalidArgument("dp must be >= 1, got " + std::to_string(o.dp));
-    t.dp = o.dp;
-  }
+  t.ep = o.ep;
+  t.dp = o.ep > 0 ? o.ep / o.tp : o.dp;
   t.world = t.tp * t.dp;
-  if (!o.locations.empty() && o.locations.size() != static_cast<std::size_t>(t.world)) {
-    return Status::InvalidArgument("locations name " + std::to_string(o.locations.size()) +
-                                   " ranks but world is " + std::to_string(t.world));
-  }
   return t;
 }
 
@@ -364,8 +341,8 @@ Status AddToGroup(std::vector<Group>* groups, std::unordered_map<std::string, in
   }
   Group& g = (*groups)[it->second];
   if (g.kind != kind || g.slots != (kind == Fusion::kNone ? 1 : r.slots)) {
-    return Status::InvalidArgument("tensor '" + s.entry->name + "' maps to output '" + name +
-                                   "', which is also an output of a different kind");
+    return Status::Corrupt("tensor '" + s.entry->name + "' maps to output '" + name +
+                           "', which is also an output of a different kind");
   }
   int* slot = nullptr;
   if (kind == Fusion::kExpertStack) {
@@ -374,8 +351,8 @@ Status AddToGroup(std::vector<Group>* groups, std::unordered_map<std::string, in
     slot = &g.parts[kind == Fusion::kNone ? 0 : r.slot];
   }
   if (*slot >= 0) {
-    return Status::InvalidArgument("tensors '" + sources[*slot].entry->name + "' and '" +
-                                   s.entry->name + "' both map to output '" + name + "'");
+    return Status::Corrupt("tensors '" + sources[*slot].entry->name + "' and '" + s.entry->name +
+                           "' both map to output '" + name + "'");
   }
   *slot = idx;
   g.key = std::min(g.key, std::make_pair(s.file, s.entry->begin));
@@ -386,8 +363,8 @@ Status CheckGroup(const Group& g, const std::vector<Source>& sources) {
   const TensorEntry* first = nullptr;
   auto check = [&](int idx, const std::string& what) -> Status {
     if (idx < 0) {
-      return Status::InvalidArgument("fused output '" + g.name + "' is missing " + what +
-                                     (first ? " (present: '" + first->name + "')" : ""));
+      return Status::Corrupt("fused output '" + g.name + "' is missing " + what +
+                             (first ? " (present: '" + first->name + "')" : ""));
     }
     const TensorEntry& e = *sources[idx].entry;
     if (first == nullptr) {
@@ -396,10 +373,10 @@ Status CheckGroup(const Group& g, const std::vector<Source>& sources) {
     }
     if (e.dtype != first->dtype || e.shape.size() != first->shape.size() ||
         (e.shape.size() >= 2 && Cols(e) != Cols(*first))) {
-      return Status::InvalidArgument("fused output '" + g.name + "': tensor '" + e.name + "' " +
-                                     std::string(DTypeName(e.dtype)) + " " + Sizes(e) +
-                                     " does not stack with '" + first->name + "' " +
-                                     std::string(DTypeName(first->dtype)) + " " + Sizes(*first));
+      return Status::Corrupt("fused output '" + g.name + "': tensor '" + e.name + "' " +
+                             std::string(DTypeName(e.dtype)) + " " + Sizes(e) +
+                             " does not stack with '" + first->name + "' " +
+                             std::string(DTypeName(first->dtype)) + " " + Sizes(*first));
     }
     return Status::Ok();
   };
@@ -423,14 +400,19 @@ Status CheckGroup(const Group& g, const std::vector<Source>& sources) {
 
 Result<proto::LoadPlan> BuildLoadPlan(const Checkpoint& ckpt, const PlanOptions& options) {
   const ModelConfig& cfg = ckpt.config;
+  HOIST_RETURN_IF_ERROR(ValidatePlanOptions(options));
   HOIST_ASSIGN_OR_RETURN(Family family, FamilyOf(cfg));
-  HOIST_ASSIGN_OR_RETURN(Topo topo, ResolveTopology(options, cfg));
+  HOIST_RETURN_IF_ERROR(CheckParallelism(ckpt, family, options));
+  HOIST_RETURN_IF_ERROR(CheckComplete(ckpt, family));
+  const Topo topo = ResolveTopology(options);
   const bool fused = options.layout == proto::LAYOUT_FUSED;
 
   // 1. Classify every indexed tensor, in file order.
   std::vector<Source> sources;
   sources.reserve(ckpt.tensors.size());
   std::uint64_t source_tensors = 0, source_bytes = 0;
+  std::vector<std::string> unexpected;            // no rule of the family knows them
+  std::uint64_t fp8_weights = 0, fp8_scaled = 0;  // FP8 weights that need a scale / have one
   for (std::uint32_t f = 0; f < ckpt.files.size(); ++f) {
     const ShardFile& file = ckpt.files[f];
     for (std::uint32_t i = 0; i < file.header.tensors.size(); ++i) {
@@ -439,8 +421,12 @@ Result<proto::LoadPlan> BuildLoadPlan(const Checkpoint& ckpt, const PlanOptions&
       if (it == ckpt.tensors.end() || it->second.file != f || it->second.entry != i) continue;
       ++source_tensors;
       source_bytes += e.bytes();
-      HOIST_ASSIGN_OR_RETURN(TensorRule rule,
-                             ClassifyTensor(cfg, family, e.name, e.shape, file.rel_path));
+      Result<TensorRule> classified = ClassifyTensor(cfg, family, e.name, e.shape, file.rel_path);
+      if (classified.status().code() == Code::kNotFound) {
+        unexpected.push_back(e.name);
+        continue;
+      }
+      HOIST_ASSIGN_OR_RETURN(TensorRule rule, std::move(classified));
       if (rule.role == Role::kSkip) continue;
       if (DTypeSize(e.dtype) *
               [&] {
@@ -452,19 +438,25 @@ Result<proto::LoadPlan> BuildLoadPlan(const Checkpoint& ckpt, const PlanOptions&
         return Status::Corrupt("tensor '" + e.name + "' in " + file.rel_path + " at offset " +
                                std::to_string(e.begin) + ": dtype x shape != byte count");
       }
+      const bool fp8 = e.dtype == DType::kF8E4M3 || e.dtype == DType::kF8E5M2;
+      if (rule.param == Param::kWeight && rule.scalable && fp8) ++fp8_weights;
       Source s{&e, f, std::move(rule), nullptr};
       if (s.rule.param == Param::kScale) {
         const std::string wname = e.name.substr(0, e.name.size() - 10);  // drop "_scale_inv"
         auto w = ckpt.tensors.find(wname);
         if (w == ckpt.tensors.end()) {
-          return Status::InvalidArgument("tensor '" + e.name + "' in " + file.rel_path +
-                                         ": FP8 scale without its weight '" + wname + "'");
+          return Status::Corrupt("tensor '" + e.name + "' in " + file.rel_path +
+                                 ": FP8 scale without its weight '" + wname + "'");
         }
         s.weight = &ckpt.Entry(w->second);
+        fp8_scaled += s.weight->dtype == DType::kF8E4M3 || s.weight->dtype == DType::kF8E5M2;
       }
       sources.push_back(std::move(s));
     }
   }
+
+  HOIST_RETURN_IF_ERROR(ReportUnexpected(ckpt, family, unexpected, options.unexpected));
+  if (fp8_scaled < fp8_weights) HOIST_RETURN_IF_ERROR(CheckScales(ckpt, family));
 
   // 2. Group into output tensors and check the groups are complete and consistent.
   std::vector<Group> groups;
@@ -591,7 +583,8 @@ Result<proto::LoadPlan> BuildLoadPlan(const Checkpoint& ckpt, const PlanOptions&
     rp->set_arena_bytes(AlignUp(cursor, options.alignment));
     rp->set_payload_bytes(payload);
   }
-  HOIST_RETURN_IF_ERROR(ApplyDedup({options.dedup, options.dedup_step_bytes, options.gpu_peers}, &plan));
+  HOIST_RETURN_IF_ERROR(
+      ApplyDedup({options.dedup, options.dedup_step_bytes, options.gpu_peers}, &plan));
   return plan;
 }
 

@@ -1,5 +1,6 @@
 #include "planner/rules.h"
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <unordered_map>
@@ -143,6 +144,7 @@ struct Compiled {
   Param param = Param::kWeight;
   std::string param_name;
   std::vector<Slot> placeholders;  // numeric components in order
+  bool scalable = false;           // the row lists weight_scale_inv
 };
 
 using Table = std::unordered_map<std::string, Compiled>;
@@ -200,7 +202,9 @@ const Tables_& CompiledTables() {
         }
       }
       for (std::string_view p : Split(row.params, ',')) {
-        Compiled c{&row, ParamOf(p), std::string(p), placeholders};
+        const bool scalable =
+            std::string_view(row.params).find("weight_scale_inv") != std::string_view::npos;
+        Compiled c{&row, ParamOf(p), std::string(p), placeholders, scalable};
         for (int f = 0; f < kFamilies; ++f) {
           if (!(row.families & (1u << f))) continue;
           auto [it, inserted] = t[f].emplace(key + "." + std::string(p), c);
@@ -303,6 +307,24 @@ std::string Instantiate(std::string_view tmpl, int layer, std::string_view param
   return out;
 }
 
+// Canonicalises a split name: numeric components -> '#', numbers collected in order.
+std::string CanonicalKey(const std::vector<std::string_view>& parts,
+                         std::vector<std::int64_t>* numbers) {
+  std::string key;
+  for (std::string_view part : parts) {
+    if (!key.empty()) key += '.';
+    if (AllDigits(part) && part.size() <= 9) {
+      std::int64_t v = 0;
+      std::from_chars(part.data(), part.data() + part.size(), v);
+      numbers->push_back(v);
+      key += '#';
+    } else {
+      key += part;
+    }
+  }
+  return key;
+}
+
 std::string Where(std::string_view name, std::string_view file_label) {
   std::string s = "tensor '" + std::string(name) + "'";
   if (!file_label.empty()) s += " in " + std::string(file_label);
@@ -392,22 +414,9 @@ std::string ShapeString(const std::vector<std::uint64_t>& shape) {
 Result<TensorRule> ClassifyTensor(const ModelConfig& config, Family family, std::string_view name,
                                   const std::vector<std::uint64_t>& shape,
                                   std::string_view file_label) {
-  // Canonicalise: numeric components -> '#', numbers collected in order.
   std::vector<std::string_view> parts = Split(name, '.');
-  std::string key;
-  key.reserve(name.size());
   std::vector<std::int64_t> numbers;
-  for (std::string_view part : parts) {
-    if (!key.empty()) key += '.';
-    if (AllDigits(part) && part.size() <= 9) {
-      std::int64_t v = 0;
-      std::from_chars(part.data(), part.data() + part.size(), v);
-      numbers.push_back(v);
-      key += '#';
-    } else {
-      key += part;
-    }
-  }
+  const std::string key = CanonicalKey(parts, &numbers);
 
   TensorRule rule;
   // Layers past num_hidden_layers: DeepSeek's MTP layer is skipped, elsewhere an error.
@@ -419,31 +428,31 @@ Result<TensorRule> ClassifyTensor(const ModelConfig& config, Family family, std:
         rule.layer = static_cast<int>(parts[2].size() > 9 ? -1 : layer);
         return rule;
       }
-      return Status::InvalidArgument(Where(name, file_label) + ": layer " + std::string(parts[2]) +
-                                     " is out of range: config.json num_hidden_layers is " +
-                                     std::to_string(config.num_hidden_layers));
+      return Status::Corrupt(Where(name, file_label) + ": layer " + std::string(parts[2]) +
+                             " is out of range: config.json num_hidden_layers is " +
+                             std::to_string(config.num_hidden_layers));
     }
   }
 
   const Table& table = CompiledTables().by_family[static_cast<std::size_t>(family)];
   auto it = table.find(key);
   if (it == table.end()) {
-    return Status::InvalidArgument(Where(name, file_label) + ": no " +
-                                   std::string(FamilyName(family)) +
-                                   " rule matches this tensor name (pattern key '" + key + "')");
+    return Status::NotFound(Where(name, file_label) + ": no " + std::string(FamilyName(family)) +
+                            " rule matches this tensor name (pattern key '" + key + "')");
   }
   const Compiled& c = it->second;
   const Row& row = *c.row;
   rule.pattern = row.pattern;
   rule.param = c.param;
+  rule.scalable = c.scalable;
   for (std::size_t i = 0; i < c.placeholders.size() && i < numbers.size(); ++i) {
     if (c.placeholders[i] == Slot::kLayer) rule.layer = static_cast<int>(numbers[i]);
     if (c.placeholders[i] == Slot::kExpert) rule.expert = static_cast<int>(numbers[i]);
   }
   if (rule.expert >= 0 && rule.expert >= config.num_experts) {
-    return Status::InvalidArgument(
-        Where(name, file_label) + ": expert " + std::to_string(rule.expert) +
-        " is out of range: config.json num_experts is " + std::to_string(config.num_experts));
+    return Status::Corrupt(Where(name, file_label) + ": expert " + std::to_string(rule.expert) +
+                           " is out of range: config.json num_experts is " +
+                           std::to_string(config.num_experts));
   }
   if (row.skip_if_tied && config.tie_word_embeddings) {
     rule.role = Role::kSkip;
@@ -461,7 +470,7 @@ Result<TensorRule> ClassifyTensor(const ModelConfig& config, Family family, std:
   if (c.param == Param::kScale) {
     BlockSize block = BlockSizeOf(config);
     if (block.rows == 0) {
-      return Status::InvalidArgument(
+      return Status::Corrupt(
           Where(name, file_label) +
           ": an FP8 block scale, but config.json has no quantization_config.weight_block_size");
     }
@@ -476,9 +485,9 @@ Result<TensorRule> ClassifyTensor(const ModelConfig& config, Family family, std:
     how = d0.how;
   }
   if (shape != rule.expected) {
-    return Status::InvalidArgument(Where(name, file_label) + ": shape " + ShapeString(shape) +
-                                   " disagrees with config.json: expected " +
-                                   ShapeString(rule.expected) + " (" + how + ")");
+    return Status::Corrupt(Where(name, file_label) + ": shape " + ShapeString(shape) +
+                           " disagrees with config.json: expected " + ShapeString(rule.expected) +
+                           " (" + how + ")");
   }
 
   if (row.fusion != Fusion::kNone && !(row.fuse_needs_q_lora && config.q_lora_rank <= 0)) {
@@ -488,6 +497,168 @@ Result<TensorRule> ClassifyTensor(const ModelConfig& config, Family family, std:
     rule.slots = row.slots;
   }
   return rule;
+}
+
+bool HasRule(Family family, std::string_view name) {
+  std::vector<std::int64_t> numbers;
+  const Table& table = CompiledTables().by_family[static_cast<std::size_t>(family)];
+  return table.count(CanonicalKey(Split(name, '.'), &numbers)) > 0;
+}
+
+bool LayerIsSparse(const ModelConfig& c, Family family, std::int64_t layer) {
+  if (c.num_experts <= 0) return false;
+  if (family == Family::kQwen3Moe) {
+    const std::int64_t step = std::max<std::int64_t>(1, c.decoder_sparse_step);
+    const auto& dense = c.mlp_only_layers;
+    const bool listed = dense.size() < 16
+                            ? std::find(dense.begin(), dense.end(), layer) != dense.end()
+                            : std::binary_search(dense.begin(), dense.end(), layer);
+    return !listed && (layer + 1) % step == 0;
+  }
+  if (family == Family::kDeepseekV3) {
+    const std::int64_t freq = std::max<std::int64_t>(1, c.moe_layer_freq);
+    return layer >= c.first_k_dense_replace && layer % freq == 0;
+  }
+  return false;
+}
+
+namespace {
+
+// Why each kind of tensor is implied, built once per ForEachImpliedTensor call.
+struct Reasons {
+  std::string family, layers, experts, shared, q_lora, tied, bias, topk;
+};
+
+Reasons MakeReasons(const ModelConfig& c, Family family) {
+  Reasons r;
+  r.family = "model_type = " + std::string(FamilyName(family));
+  r.layers = "num_hidden_layers = " + std::to_string(c.num_hidden_layers);
+  r.experts = std::string(family == Family::kDeepseekV3 ? "n_routed_experts" : "num_experts") +
+              " = " + std::to_string(c.num_experts);
+  r.shared = "n_shared_experts = " + std::to_string(c.n_shared_experts);
+  r.q_lora = "q_lora_rank = " + std::to_string(c.q_lora_rank);
+  r.tied = "tie_word_embeddings = false";
+  r.bias = family == Family::kQwen2 ? r.family : "attention_bias = true";
+  r.topk = "topk_method = " + c.topk_method;
+  return r;
+}
+
+// Walks the implied names, stopping for good once the callback returns false.
+class Walker {
+ public:
+  Walker(const ModelConfig& c, Family family, const ImpliedFn& fn)
+      : c_(c), family_(family), fn_(fn), why_(MakeReasons(c, family)) {}
+  bool stopped() const { return stopped_; }
+
+  void Embedding() { Emit("model.embed_tokens.weight", {}, {}, why_.family); }
+  void Head() {
+    Emit("model.norm.weight", {}, {}, why_.family);
+    if (!c_.tie_word_embeddings) Emit("lm_head.weight", {}, {}, why_.tied);
+  }
+
+  // Layer l's tensors except the routed experts.
+  void Layer(std::int64_t l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    Emit(p, "input_layernorm", ".weight", why_.layers);
+    Attention(p);
+    Emit(p, "post_attention_layernorm", ".weight", why_.layers);
+    if (!LayerIsSparse(c_, family_, l)) {
+      Mlp(p + "mlp.", why_.layers);
+      return;
+    }
+    Emit(p, "mlp.gate", ".weight", why_.experts);
+    if (family_ == Family::kDeepseekV3 && c_.topk_method == "noaux_tc") {
+      Emit(p, "mlp.gate", ".e_score_correction_bias", why_.topk);
+    }
+    if (family_ == Family::kDeepseekV3 && c_.n_shared_experts > 0) {
+      Mlp(p + "mlp.shared_experts.", why_.shared);
+    }
+  }
+
+  // Routed expert e of layer l (nothing for a dense layer or an expert out of range).
+  void Expert(std::int64_t l, std::int64_t e) {
+    if (l < 0 || l >= c_.num_hidden_layers || e < 0 || e >= c_.num_experts ||
+        !LayerIsSparse(c_, family_, l)) {
+      return;
+    }
+    Mlp("model.layers." + std::to_string(l) + ".mlp.experts." + std::to_string(e) + ".",
+        why_.experts);
+  }
+
+ private:
+  // Calls fn with prefix + part + param, built in one reused buffer.
+  void Emit(std::string_view prefix, std::string_view part, std::string_view param,
+            std::string_view because) {
+    if (stopped_) return;
+    name_.assign(prefix).append(part).append(param);
+    if (!fn_(name_, because)) stopped_ = true;
+  }
+  void Mlp(const std::string& prefix, std::string_view because) {
+    for (const char* proj : {"gate_proj", "up_proj", "down_proj"}) {
+      Emit(prefix, proj, ".weight", because);
+    }
+  }
+  void Attention(const std::string& p) {
+    const std::string a = p + "self_attn.";
+    if (family_ == Family::kDeepseekV3) {
+      if (c_.q_lora_rank > 0) {
+        for (const char* t : {"q_a_proj", "q_a_layernorm", "q_b_proj"}) {
+          Emit(a, t, ".weight", why_.q_lora);
+        }
+      } else {
+        Emit(a, "q_proj", ".weight", why_.layers);
+      }
+      for (const char* t : {"kv_a_proj_with_mqa", "kv_a_layernorm", "kv_b_proj", "o_proj"}) {
+        Emit(a, t, ".weight", why_.layers);
+      }
+      return;
+    }
+    const bool qkv_bias = family_ == Family::kQwen2 || c_.attention_bias;
+    for (const char* t : {"q_proj", "k_proj", "v_proj", "o_proj"}) {
+      Emit(a, t, ".weight", why_.layers);
+      const bool bias = t[0] == 'o' ? family_ != Family::kQwen2 && c_.attention_bias : qkv_bias;
+      if (bias) Emit(a, t, ".bias", why_.bias);
+    }
+    if (family_ == Family::kQwen3 || family_ == Family::kQwen3Moe) {
+      Emit(a, "q_norm", ".weight", why_.family);
+      Emit(a, "k_norm", ".weight", why_.family);
+    }
+  }
+
+  const ModelConfig& c_;
+  Family family_;
+  const ImpliedFn& fn_;
+  Reasons why_;
+  std::string name_;
+  bool stopped_ = false;
+};
+
+}  // namespace
+
+void ForEachImpliedTensor(const ModelConfig& c, Family family, const ImpliedFn& fn,
+                          ImpliedSlice slice) {
+  Walker w(c, family, fn);
+  switch (slice.part) {
+    case ImpliedPart::kModel:
+      w.Embedding();
+      w.Head();
+      return;
+    case ImpliedPart::kLayer:
+      if (slice.layer >= 0 && slice.layer < c.num_hidden_layers) w.Layer(slice.layer);
+      return;
+    case ImpliedPart::kExpert:
+      w.Expert(slice.layer, slice.expert);
+      return;
+    case ImpliedPart::kAll:
+      break;
+  }
+  w.Embedding();
+  for (std::int64_t l = 0; l < c.num_hidden_layers && !w.stopped(); ++l) {
+    w.Layer(l);
+    if (!LayerIsSparse(c, family, l)) continue;
+    for (std::int64_t e = 0; e < c.num_experts && !w.stopped(); ++e) w.Expert(l, e);
+  }
+  w.Head();
 }
 
 }  // namespace hoist::planner

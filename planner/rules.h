@@ -12,15 +12,21 @@
 // rows and is replicated for row-parallel rows (vLLM); `X.weight_scale_inv` (FP8 block scales)
 // follows X.weight's role, sliced in whole blocks by the plan builder.
 //
-// Failure: ClassifyTensor returns Status::InvalidArgument naming the tensor when no rule matches,
-// when a layer or expert index is out of the config's range, or when the tensor's shape
-// disagrees with config.json (expected and actual shapes in the message); FamilyOf returns
-// Unsupported for a model_type with no rows.
+// Which tensors a config implies (ForEachImpliedTensor) follows the same families: per layer
+// the norms, the attention projections (q/k norms for Qwen3, MLA for DeepSeek), a dense MLP or
+// the router, the routed experts and DeepSeek's shared experts, as vLLM builds its layers.
+//
+// Failure: ClassifyTensor returns Status::NotFound naming the tensor when no rule of the family
+// matches its name (the plan builder reports such "unexpected" tensors per
+// PlanOptions::unexpected), and Status::Corrupt when a layer or expert index is out of the
+// config's range, or when the tensor's shape disagrees with config.json (expected and actual
+// shapes in the message); FamilyOf returns Unsupported for a model_type with no rows.
 // Threading: all functions are pure; the compiled table is immutable after a thread-safe
 // one-time initialisation.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -78,6 +84,7 @@ struct TensorRule {
   int slot = 0;              // position inside the fused output
   int slots = 1;             // parts per fused output (per expert for stacks)
   std::string_view pattern;  // the matching row's pattern, for messages
+  bool scalable = false;     // the row accepts X.weight_scale_inv (FP8 block scales)
   std::vector<std::uint64_t> expected;  // shape config.json implies
 };
 
@@ -94,6 +101,42 @@ BlockSize BlockSizeOf(const ModelConfig& config);
 Result<TensorRule> ClassifyTensor(const ModelConfig& config, Family family, std::string_view name,
                                   const std::vector<std::uint64_t>& shape,
                                   std::string_view file_label);
+
+// True when a row of `family` accepts `name` (layer and expert indices are not range-checked).
+bool HasRule(Family family, std::string_view name);
+
+// True when decoder layer `layer` has routed experts (else a dense MLP): Qwen3-MoE: num_experts
+// > 0, not in mlp_only_layers (sorted, as ParseModelConfig leaves it) and
+// (layer + 1) % decoder_sparse_step == 0; DeepSeek-V3:
+// n_routed_experts > 0, layer >= first_k_dense_replace and layer % moe_layer_freq == 0.
+bool LayerIsSparse(const ModelConfig& config, Family family, std::int64_t layer);
+
+// Which part of the implied tensors to walk: all of them (model order: embed_tokens, layer 0
+// with its experts, layer 1, ..., norm, lm_head); the model-level ones (embed_tokens, norm,
+// lm_head); layer `layer`'s tensors without its routed experts; or routed expert `expert` of
+// layer `layer` (nothing for a dense layer). Indices out of the config's range give nothing.
+enum class ImpliedPart : std::uint8_t { kAll, kModel, kLayer, kExpert };
+struct ImpliedSlice {
+  ImpliedPart part = ImpliedPart::kAll;
+  std::int64_t layer = 0;
+  std::int64_t expert = 0;
+};
+
+// Called per implied tensor with the config key and value that imply it ("num_hidden_layers =
+// 36", "num_experts = 8", "tie_word_embeddings = false"; valid during the call only). Returns
+// false to stop the walk.
+using ImpliedFn = std::function<bool(const std::string& name, std::string_view because)>;
+
+// Walks every tensor config.json implies for `family` in `slice`: per layer the two norms, the
+// attention projections (MLA for DeepSeek: q_a/q_a_layernorm/q_b with q_lora_rank, else q_proj),
+// Qwen3's q/k norms, biases (Qwen2's q/k/v; q/k/v/o with attention_bias), then a dense MLP or
+// the router (DeepSeek: e_score_correction_bias with topk_method noaux_tc, shared experts with
+// n_shared_experts) and the routed experts; embed_tokens, norm, and lm_head unless
+// tie_word_embeddings. FP8 scales are not listed: a weight needs one when it is stored in an FP8
+// dtype (model_checks.h checks that), whatever the config says. Cost: one name per call; the
+// config's sizes are bounded by ParseModelConfig.
+void ForEachImpliedTensor(const ModelConfig& config, Family family, const ImpliedFn& fn,
+                          ImpliedSlice slice = {});
 
 // Checks the compiled table: no family has two rows for one name (Status::Internal naming both
 // patterns otherwise).

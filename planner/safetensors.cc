@@ -1,8 +1,6 @@
 // Safetensors header reading and validation. See safetensors.h for the contract.
 #include "planner/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,7 +10,7 @@
 #include <string>
 #include <utility>
 
-#include "planner/io_stats.h"
+#include "planner/regular_file.h"
 #include "planner/strict_json.h"
 
 namespace hoist::planner {
@@ -222,20 +220,6 @@ Status CheckCoverage(std::string_view label, const std::vector<TensorEntry>& ten
 }
 
 // Closes a file descriptor on scope exit.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
 std::string ErrnoText(int err) { return std::strerror(err); }
 
 // Reads exactly `len` bytes at `offset`; a short file is Corrupt, an OS failure IoError.
@@ -318,34 +302,20 @@ Result<SafetensorsHeader> ParseSafetensorsPrefix(std::string_view label, std::st
 }
 
 Result<SafetensorsHeader> ReadSafetensorsHeader(const std::string& path, FileStat* stat) {
-  const int raw_fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  CountHeaderOpen();
-  if (raw_fd < 0) {
-    const int err = errno;
-    std::string message = path + ": open: " + ErrnoText(err);
-    return err == ENOENT ? Status::NotFound(std::move(message))
-                         : Status::IoError(std::move(message));
-  }
-  Fd fd(raw_fd);
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) {
-    return Status::IoError(path + ": fstat: " + ErrnoText(errno));
-  }
-  if (!S_ISREG(st.st_mode)) return Status::InvalidArgument(path + ": not a regular file");
-  const auto file_size = static_cast<std::uint64_t>(st.st_size);
+  HOIST_ASSIGN_OR_RETURN(RegularFile fd, RegularFile::Open(path));
+  const std::uint64_t file_size = fd.size();
   if (stat != nullptr) {
     stat->size = file_size;
-    stat->mtime_ns = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 +
-                     static_cast<std::int64_t>(st.st_mtim.tv_nsec);
+    stat->mtime_ns = fd.mtime_ns();
   }
   if (file_size < kLengthPrefixBytes) return CheckHeaderLength(path, 0, file_size);
   char prefix[kLengthPrefixBytes];
-  HOIST_RETURN_IF_ERROR(PreadFull(path, fd.get(), prefix, kLengthPrefixBytes, 0));
+  HOIST_RETURN_IF_ERROR(PreadFull(path, fd.fd(), prefix, kLengthPrefixBytes, 0));
   const std::uint64_t header_len = DecodeLength(std::string_view(prefix, kLengthPrefixBytes));
   HOIST_RETURN_IF_ERROR(CheckHeaderLength(path, header_len, file_size));
   std::string header_json(header_len, '\0');
   HOIST_RETURN_IF_ERROR(
-      PreadFull(path, fd.get(), header_json.data(), header_len, kLengthPrefixBytes));
+      PreadFull(path, fd.fd(), header_json.data(), header_len, kLengthPrefixBytes));
   return ParseSafetensorsHeader(path, header_json, file_size);
 }
 

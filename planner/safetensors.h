@@ -16,7 +16,8 @@
 // an entry are ignored, as the reference implementation does.
 //
 // Other failures: ReadSafetensorsHeader returns NotFound (no such file), IoError (the OS failed
-// open/fstat/pread), InvalidArgument (not a regular file); ParseSafetensorsPrefix returns
+// stat/open/fstat/pread), Corrupt ("<path> is a FIFO, not a regular file": only regular files
+// are opened, never blocking; planner/regular_file.h); ParseSafetensorsPrefix returns
 // InvalidArgument when the caller's `bytes` is inconsistent with `file_size`.
 //
 // Threading: pure functions, no shared state. Only rank 0 ever calls these.

@@ -192,8 +192,8 @@ class ResidencyProbe {
   }
   // Waits for the measurement and adds the `residency` phase; `live` is what the pipeline found
   // when it asked per chunk (auto mode).
-  Status Finish(const proto::RankPlan& rp, bool exchange, const LoadOptions& o,
-                std::uint64_t live, proto::RankReport* rep) {
+  Status Finish(const proto::RankPlan& rp, bool exchange, const LoadOptions& o, std::uint64_t live,
+                proto::RankReport* rep) {
     if (!done_.valid()) {
       rep->set_bytes_resident_at_start(live);
       AddPhase(rep, "residency", o.origin, start_, start_, live);
@@ -325,9 +325,10 @@ Status Execute(const proto::LoadPlan& plan, const proto::RankPlan& rp, const Loa
   transport::PipelineReport pr;
   ExchangeReport xr;
   {
-    HOIST_ASSIGN_OR_RETURN(
-        transport::SourceSet sources,
-        transport::OpenSources(files.paths, files.used, o.read_mode, o.direct, o.wrap_source));
+    // Host-memory loads release mapped pages once copied (RSS); GPU loads keep them mapped.
+    HOIST_ASSIGN_OR_RETURN(transport::SourceSet sources,
+                           transport::OpenSources(files.paths, files.used, o.read_mode, o.direct,
+                                                  o.wrap_source, !dev.Caps().gpu));
     if (!sources.note.empty()) spdlog::warn("{}", sources.note);
     HOIST_RETURN_IF_ERROR(
         Read(dev, out->arena, plan, rp, o, sources.files, PipelineFor(o, threads), &pr, &xr));

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -77,8 +78,7 @@ std::uint64_t ResidentNow(const std::byte* mapping, std::uint64_t size, std::uin
     n = std::min(n, size - off);
     const std::uint64_t p0 = off / page, p1 = (off + n + page - 1) / page;
     vec.resize(p1 - p0);
-    if (::mincore(const_cast<std::byte*>(mapping) + p0 * page, (p1 - p0) * page, vec.data()) !=
-        0) {
+    if (::mincore(const_cast<std::byte*>(mapping) + p0 * page, (p1 - p0) * page, vec.data()) != 0) {
       return n;  // cannot tell: treat as resident (the mapped read is always correct)
     }
     std::uint64_t got = 0;
@@ -128,6 +128,11 @@ class Runner {
 
   Status Setup() {
     threads_ = o_.threads > 0 ? o_.threads : DefaultFillThreads();
+    if (threads_ > kMaxFillThreads) {
+      return Status::InvalidArgument("pipeline: " + std::to_string(threads_) +
+                                     " fill threads; at most " +
+                                     std::to_string(kMaxFillThreads));
+    }
     if (o_.slots < 1) return Status::InvalidArgument("pipeline: slots must be >= 1");
     if (o_.slot_bytes < 1) return Status::InvalidArgument("pipeline: slot bytes must be >= 1");
     slot_bytes_ = o_.slot_bytes;
@@ -599,10 +604,16 @@ class Runner {
     if (status.ok()) {
       std::vector<std::thread> pool;
       pool.reserve(threads_);
-      for (int t = 0; t < threads_; ++t) {
-        pool.emplace_back([this, t, &spans, &busy, &cold, &resident] {
-          FillLoop(t, &spans[t], &busy[t], &cold[t], &resident[t]);
-        });
+      try {
+        for (int t = 0; t < threads_; ++t) {
+          pool.emplace_back([this, t, &spans, &busy, &cold, &resident] {
+            FillLoop(t, &spans[t], &busy[t], &cold[t], &resident[t]);
+          });
+        }
+      } catch (const std::system_error& e) {  // the OS refused a thread: stop the others
+        Fail(Status::ResourceExhausted("pipeline: could not start fill thread " +
+                                       std::to_string(pool.size()) + " of " +
+                                       std::to_string(threads_) + ": " + e.what()));
       }
       for (auto& th : pool) th.join();
       status = status_;
@@ -970,8 +981,8 @@ Status RunPipeline(Device& device, const DeviceBuffer& arena, const proto::RankP
 }
 
 Result<SourceSet> OpenSources(const std::vector<std::string>& paths, const std::vector<bool>& used,
-                              ReadMode mode, const DirectOptions& direct,
-                              const SourceWrapper& wrap) {
+                              ReadMode mode, const DirectOptions& direct, const SourceWrapper& wrap,
+                              bool release_mapped_pages) {
   SourceSet set;
   set.files.resize(paths.size());
   bool direct_ok = true;
@@ -989,7 +1000,8 @@ Result<SourceSet> OpenSources(const std::vector<std::string>& paths, const std::
       case ReadMode::kMmap:
       case ReadMode::kPageable:
       case ReadMode::kRegistered:
-        primary = OpenMmapSource(paths[f]);
+        primary = OpenMmapSource(
+            paths[f], release_mapped_pages && (mode == ReadMode::kAuto || mode == ReadMode::kMmap));
         break;
     }
     if (!primary.ok()) return std::move(primary).status();

@@ -11,8 +11,9 @@
 //
 // Read modes: buffered (pread), mmap (memcpy from the mapping), direct (O_DIRECT, several requests
 // in flight per thread), auto (per chunk: mmap when at least half its bytes are resident in the
-// page cache, asked just before the chunk is read, O_DIRECT otherwise); pageable (no staging: synchronous copies straight
-// from the mapping) and registered (the mapped file is registered, DMA reads it directly).
+// page cache, asked just before the chunk is read, O_DIRECT otherwise); pageable (no staging:
+// synchronous copies straight from the mapping) and registered (the mapped file is registered, DMA
+// reads it directly).
 //
 // Ownership: the pipeline allocates and frees its staging, streams and events; the arena and the
 // sources belong to the caller. Failure: the first error (read fault, device error, a copy outside
@@ -42,6 +43,7 @@ namespace hoist::transport {
 // staging set-up (touch + cudaHostRegister) grows with the ring and is paid on every load, while
 // 4 slots already keep the DMA engine busy. Chunks of slot/threads, 16 fill threads at most.
 inline constexpr int kDefaultSlots = 4;
+inline constexpr int kMaxFillThreads = 256;
 inline constexpr std::uint64_t kDefaultSlotBytes = 8ull << 20;
 int DefaultFillThreads(int ranks_on_node = 1);
 
@@ -105,7 +107,7 @@ struct PipelineReport {
   std::uint64_t bytes_cold = 0;    // auto: bytes read through the cold (direct) source
   // auto without a precomputed residency: bytes found in the page cache just before reading
   std::uint64_t bytes_resident = 0;
-  std::uint64_t slot_seqs = 0;     // slots filled (ring wraps = slot_seqs / slots)
+  std::uint64_t slot_seqs = 0;  // slots filled (ring wraps = slot_seqs / slots)
   std::uint64_t tasks = 0;
   int slots = 0;
   int threads = 0;
@@ -133,8 +135,10 @@ struct SourceSet {
 };
 // `wrap`, when set, wraps every opened source (tests inject faults this way).
 using SourceWrapper = std::function<std::unique_ptr<Source>(std::unique_ptr<Source>)>;
+// release_mapped_pages: mmap sources release the pages they copied from RSS (host-memory loads).
 Result<SourceSet> OpenSources(const std::vector<std::string>& paths, const std::vector<bool>& used,
                               ReadMode mode, const DirectOptions& direct = {},
-                              const SourceWrapper& wrap = nullptr);
+                              const SourceWrapper& wrap = nullptr,
+                              bool release_mapped_pages = false);
 
 }  // namespace hoist::transport

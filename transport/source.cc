@@ -169,8 +169,8 @@ class BufferedSource final : public Source {
 // ---------------------------------------------------------------------------------------------
 class MmapSource final : public Source {
  public:
-  MmapSource(std::string path, Fd fd, std::byte* map, std::uint64_t size)
-      : path_(std::move(path)), fd_(std::move(fd)), map_(map), size_(size) {
+  MmapSource(std::string path, Fd fd, std::byte* map, std::uint64_t size, bool release)
+      : path_(std::move(path)), fd_(std::move(fd)), map_(map), size_(size), release_(release) {
     registration_ = MappingRegistration(Range());
   }
   ~MmapSource() override {
@@ -194,7 +194,9 @@ class MmapSource final : public Source {
       }
     }
     HOIST_RETURN_IF_ERROR(CopyFromMappingBatch(Range(), reads, n));
-    for (std::size_t k = 0; k < n; ++k) Release(reads[k]);
+    if (release_) {
+      for (std::size_t k = 0; k < n; ++k) Release(reads[k]);
+    }
     return Status::Ok();
   }
 
@@ -224,6 +226,7 @@ class MmapSource final : public Source {
   std::byte* map_;
   std::uint64_t size_;
   MappingRegistration registration_;
+  bool release_ = false;  // drop page-table entries once copied (host-memory loads: RSS)
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -584,7 +587,7 @@ Result<std::unique_ptr<Source>> OpenBufferedSource(const std::string& path) {
   return std::unique_ptr<Source>(new BufferedSource(path, std::move(fs.first), fs.second));
 }
 
-Result<std::unique_ptr<Source>> OpenMmapSource(const std::string& path) {
+Result<std::unique_ptr<Source>> OpenMmapSource(const std::string& path, bool release_pages) {
   HOIST_ASSIGN_OR_RETURN(auto fs, OpenAndStat(path, O_RDONLY));
   std::byte* map = nullptr;
   if (fs.second > 0) {
@@ -595,7 +598,8 @@ Result<std::unique_ptr<Source>> OpenMmapSource(const std::string& path) {
     }
     map = static_cast<std::byte*>(p);
   }
-  return std::unique_ptr<Source>(new MmapSource(path, std::move(fs.first), map, fs.second));
+  return std::unique_ptr<Source>(
+      new MmapSource(path, std::move(fs.first), map, fs.second, release_pages));
 }
 
 Result<std::unique_ptr<Source>> OpenDirectSource(const std::string& path,

@@ -17,13 +17,14 @@
 // file, the range and its size now, never a SIGBUS.
 //
 // RSS: a MAP_SHARED file page that was read stays in the process's RSS while it is mapped (it is
-// page cache, but VmHWM counts it), which made a host-memory load peak at 2x the weights. The
-// mmap source therefore drops its page-table entries for every range of 64 KiB or more once that
-// range is copied (MADV_DONTNEED on the read-only mapping: the page cache keeps the data, a later
-// read of the same range just faults it in again). Chosen over reading such loads with pread so
-// that the `mmap` and `auto` modes still copy from the mapping (on the H200 box they match
-// buffered when hot: docs/BENCHMARKS.md run C). The pageable and registered modes copy straight
-// from the mapping without releasing it (they exist to compare with the naive paths).
+// page cache, but VmHWM counts it), which made a host-memory load peak at 2x the weights. For
+// host-memory loads (release_pages) the mmap source therefore drops its page-table entries for
+// every range of 64 KiB or more once that range is copied (MADV_DONTNEED on the read-only mapping:
+// the page cache keeps the data, a later read of the same range just faults it in again). Chosen
+// over reading such loads with pread so that the `mmap` and `auto` modes still copy from the
+// mapping (on the H200 box they match buffered when hot: docs/BENCHMARKS.md run C). The pageable
+// and registered modes copy straight from the mapping without releasing it (they exist to compare
+// with the naive paths).
 //
 // Ownership: a Source owns its file descriptor and mapping and releases them when destroyed.
 // Failure: every read either fills all requested bytes or returns a Status (IoError, Corrupt for a
@@ -91,9 +92,11 @@ class Source {
 Result<std::unique_ptr<Source>> OpenBufferedSource(const std::string& path);
 
 // A read-only shared mapping of the whole file; ReadAt is a guarded memcpy from the mapping,
-// after which the pages read are released from RSS (see above). An empty file maps to nothing
-// (every non-empty read is out of range). The descriptor stays open for the size checks.
-Result<std::unique_ptr<Source>> OpenMmapSource(const std::string& path);
+// after which, with release_pages, the pages read are released from RSS (see above; GPU loads
+// leave them: a TLB shootdown per chunk buys nothing when the weights are not in host memory).
+// An empty file maps to nothing (every non-empty read is out of range). The descriptor stays
+// open for the size checks.
+Result<std::unique_ptr<Source>> OpenMmapSource(const std::string& path, bool release_pages = false);
 
 struct DirectOptions {
   std::uint64_t alignment = 4096;          // file offset, length and buffer alignment

@@ -144,7 +144,7 @@ TEST_F(CliTest, HelpExitsZero) {
   EXPECT_NE(r.output.find("load"), std::string::npos) << r.output;
   r = Hoist({"load", "--help"});
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("tensor-parallel size (1 to 4096)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("tensor-parallel size (1 to 65536)"), std::string::npos) << r.output;
 }
 
 TEST_F(CliTest, UnknownCommandSuggestsTheNearest) {
@@ -168,7 +168,7 @@ TEST_F(CliTest, UnknownFlagSuggestsTheNearest) {
 
 TEST_F(CliTest, BadFlagValuesSayWhatIsWrongInWords) {
   RunResult r = Hoist({"plan", "--model", Model(), "--tp", "0"});
-  ExpectUsage(r, "--tp 0 is out of range: the tensor-parallel size must be 1 to 4096");
+  ExpectUsage(r, "tp 0 is out of range: tp must be between 1 and 65536");
   EXPECT_EQ(r.output.find("1797693"), std::string::npos) << r.output;
   ExpectUsage(Hoist({"plan", "--model", Model(), "--tp", "abc"}),
               "--tp 'abc' is not valid: --tp takes a whole number");
@@ -197,11 +197,9 @@ TEST_F(CliTest, LoadNumbersOutOfRangeAreUsageErrors) {
        "be a number of seconds above 0 and at most 86400"},
       {{"--peer-timeout-s", "nan"}, "--peer-timeout-s nan is out of range"},
       {{"--peer-timeout-s", "0"}, "--peer-timeout-s 0 is out of range"},
-      {{"--dp", "1000000000"},
-       "--dp 1000000000 is out of range: the data-parallel size must be "
-       "1 to 65536"},
+      {{"--dp", "1000000000"}, "dp 1000000000 is out of range: dp must be between 1 and 65536"},
       {{"--tp", "64", "--dp", "4096"}, "tp 64 x dp 4096 = 262144 ranks is out of range"},
-      {{"--ep", "-1"}, "--ep -1 is out of range"},
+      {{"--ep", "-1"}, "ep -1 is out of range"},
       {{"--tp", "2", "--rank", "2"}, "--rank 2 is out of range: the plan has 2 ranks"},
       {{"--dedup-step-kib", "-5"}, "--dedup-step-kib -5 is out of range"},
   };
@@ -257,13 +255,14 @@ TEST_F(CliTest, NoModelNamesTheFlag) {
 }
 
 TEST_F(CliTest, MissingModelFolderIsAConfigurationError) {
-  RunResult r = Hoist({"plan", "--model", dir_->Sub("no-such-model")});
-  if (r.exit_code == kExitFailure && r.output.find("NotFound") != std::string::npos) {
-    GTEST_SKIP() << "the planner still reports a missing model folder as NotFound (exit 1); "
-                    "its change to InvalidArgument is another branch's: "
-                 << r.output;
-  }
-  ExpectUsage(r, "no-such-model");
+  const std::string missing = dir_->Sub("no-such-model");
+  ExpectUsage(Hoist({"plan", "--model", missing}), "no-such-model");
+  ExpectUsage(Hoist({"load", "--model", missing, "--device", "host"}), "no-such-model");
+  // Under mpirun the planning error reaches every rank with its code; rank 0 alone prints it.
+  RunResult r = Mpirun(2, {"load", "--model", missing, "--tp", "2", "--device", "host"});
+  EXPECT_EQ(r.exit_code, kExitUsage) << r.output;
+  EXPECT_EQ(Count(r.output, "hoist: error: "), 1) << r.output;
+  EXPECT_NE(r.output.find("no-such-model"), std::string::npos) << r.output;
 }
 
 TEST_F(CliTest, SuccessIsZero) {

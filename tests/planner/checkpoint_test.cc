@@ -237,13 +237,15 @@ TEST_F(CheckpointTest, ShardsInSubfoldersAndSymlinksInsideAreAllowed) {
 TEST_F(CheckpointTest, MissingFolder) {
   Result<Checkpoint> r = OpenCheckpoint((root_ / "nope").string());
   ASSERT_FALSE(r.ok());
-  ExpectMessageHas(r.status(), Code::kNotFound, {(root_ / "nope").string()});
+  ExpectMessageHas(r.status(), Code::kInvalidArgument,
+                   {(root_ / "nope").string(), "does not exist"});  // a usage error (exit 2)
 }
 
 TEST_F(CheckpointTest, MissingConfig) {
   WriteSafetensors(model_ / "model.safetensors", kShard1);
   fs::remove(model_ / "config.json");
-  ExpectMessageHas(OpenError(), Code::kNotFound, {"config.json", "missing"});
+  ExpectMessageHas(OpenError(), Code::kInvalidArgument,
+                   {model_.string(), "not a model folder: it has no config.json"});
 }
 
 TEST_F(CheckpointTest, BadConfigNamesConfigJson) {

@@ -674,15 +674,18 @@ TEST(PlanBuilderTest, KvHeadsReplicateWhenTpExceedsThem) {
     }
   }
   // 12 heads / 4 kv heads: tp 3 splits kv heads unevenly; tp 6 > 4 kv heads is not a multiple.
+  // Refused before slicing, naming the config key (planner/model_checks.h).
   const ModelConfig c12 = Dense("qwen3", 1, 64, 192, 12, 4, 16, 1152, true);
   const Mem m12 = MakeMem(c12, DenseSpecs(c12), false);
   for (auto [tp, needle] : std::vector<std::pair<int, std::string>>{
-           {3, "num_key_value_heads 4 is not divisible by tp 3"},
-           {6, "tp 6 is larger than num_key_value_heads 4 but not a multiple of it"}}) {
+           {3, "tp 3 does not divide num_key_value_heads = 4"},
+           {6, "tp 6 is larger than num_key_value_heads = 4 but not a multiple of it"}}) {
     auto p = BuildLoadPlan(m12.ckpt, Opts(tp));
     ASSERT_FALSE(p.ok()) << tp;
+    EXPECT_EQ(p.status().code(), Code::kInvalidArgument);
     EXPECT_NE(p.status().message().find(needle), std::string::npos) << p.status().message();
-    EXPECT_NE(p.status().message().find("k_proj.weight"), std::string::npos)
+    EXPECT_NE(p.status().message().find("tp values that work for this model: 1, 2, 4, 12"),
+              std::string::npos)
         << p.status().message();
   }
   EXPECT_TRUE(BuildLoadPlan(m12.ckpt, Opts(12)).ok());
@@ -827,13 +830,13 @@ TEST(PlanBuilderTest, TopologyErrors) {
     std::string needle;
   };
   std::vector<Bad> bad;
-  bad.push_back({Opts(3, proto::LAYOUT_FUSED, 6), "num_experts 8 is not divisible by ep 6"});
+  bad.push_back({Opts(1, proto::LAYOUT_FUSED, 6), "ep 6 does not divide num_experts = 8"});
   bad.push_back({Opts(4, proto::LAYOUT_FUSED, 2), "tp 4 must divide ep 2"});
-  bad.push_back({Opts(0), "tp must be >= 1"});
+  bad.push_back({Opts(0), "tp 0 is out of range: tp must be between 1 and 65536"});
   PlanOptions loc = Opts(2);
   loc.locations = {{0, 0}};
   bad.push_back({loc, "world is 2"});
-  bad.push_back({Opts(3), "not divisible by tp 3"});  // 64-row q_proj
+  bad.push_back({Opts(3), "tp 3 does not divide num_attention_heads = 4"});  // 4 heads
   for (const Bad& b : bad) {
     auto p = BuildLoadPlan(m.ckpt, b.o);
     ASSERT_FALSE(p.ok()) << b.needle;
@@ -884,7 +887,7 @@ TEST(PlanBuilderTest, LocationsAndFilesAreRecorded) {
   EXPECT_EQ(plain.ranks(1).node(), 0u);
 }
 
-TEST(PlanBuilderTest, FusedGroupWithAMissingPartIsAnError) {
+TEST(PlanBuilderTest, MissingPartOfAFusedGroupIsAnIncompleteCheckpoint) {
   const ModelConfig c = SmallLlama();
   std::vector<Spec> specs = DenseSpecs(c);
   specs.erase(std::remove_if(
@@ -892,32 +895,47 @@ TEST(PlanBuilderTest, FusedGroupWithAMissingPartIsAnError) {
                   [](const Spec& s) { return s.name == "model.layers.1.self_attn.v_proj.weight"; }),
               specs.end());
   const Mem m = MakeMem(c, specs, false);
-  auto p = BuildLoadPlan(m.ckpt, Opts(1));
-  ASSERT_FALSE(p.ok());
-  EXPECT_NE(p.status().message().find("model.layers.1.self_attn.qkv_proj.weight"),
-            std::string::npos)
-      << p.status().message();
-  EXPECT_NE(p.status().message().find("part 2 of 3"), std::string::npos) << p.status().message();
-  // The hf layout does not fuse, so it plans.
-  EXPECT_TRUE(BuildLoadPlan(m.ckpt, Opts(1, proto::LAYOUT_HF)).ok());
+  // Both layouts: an engine needs v_proj whether or not it is fused.
+  for (auto layout : {proto::LAYOUT_FUSED, proto::LAYOUT_HF}) {
+    auto p = BuildLoadPlan(m.ckpt, Opts(1, layout));
+    ASSERT_FALSE(p.ok());
+    EXPECT_EQ(p.status().code(), Code::kCorrupt);
+    EXPECT_NE(p.status().message().find("/mem/model: the checkpoint is incomplete: tensor "
+                                        "'model.layers.1.self_attn.v_proj.weight' is missing, "
+                                        "which config.json implies (num_hidden_layers = 2)"),
+              std::string::npos)
+        << p.status().message();
+  }
 }
 
-TEST(PlanBuilderTest, UnknownTensorAndShapeMismatchFailThePlan) {
+TEST(PlanBuilderTest, UnknownTensorIsSkippedOrRefusedAndShapeMismatchFails) {
   const ModelConfig c = SmallLlama();
   std::vector<Spec> specs = DenseSpecs(c);
   specs.push_back({"model.layers.0.self_attn.rotary_emb.inv_freq", DType::kF32, {8}});
-  auto p = BuildLoadPlan(MakeMem(c, specs, false).ckpt, Opts(1));
+  const Mem m = MakeMem(c, specs, false);
+  PlanOptions strict = Opts(1);
+  strict.unexpected = UnexpectedTensors::kError;
+  auto p = BuildLoadPlan(m.ckpt, strict);
   ASSERT_FALSE(p.ok());
-  EXPECT_NE(p.status().message().find("rotary_emb.inv_freq"), std::string::npos);
-  EXPECT_NE(p.status().message().find("model-00001.safetensors"), std::string::npos);
+  EXPECT_EQ(p.status().code(), Code::kCorrupt);
+  EXPECT_NE(p.status().message().find("1 tensor that no llama rule knows: "
+                                      "\"model.layers.0.self_attn.rotary_emb.inv_freq\""),
+            std::string::npos)
+      << p.status().message();
+  // The default (warn) plans without it.
+  auto warned = BuildLoadPlan(m.ckpt, Opts(1));
+  ASSERT_TRUE(warned.ok()) << warned.status().ToString();
+  EXPECT_EQ(Out(warned->ranks(0), "model.layers.0.self_attn.rotary_emb.inv_freq"), nullptr);
 
   ModelConfig wrong = c;
   wrong.intermediate_size = 256;
   auto q = BuildLoadPlan(MakeMem(wrong, DenseSpecs(c), false).ckpt, Opts(1));
   ASSERT_FALSE(q.ok());
+  EXPECT_EQ(q.status().code(), Code::kCorrupt);
   EXPECT_NE(q.status().message().find("expected [128, 256]"), std::string::npos)
       << q.status().message();
   EXPECT_NE(q.status().message().find("shape [128, 320]"), std::string::npos);
+  EXPECT_NE(q.status().message().find("model-00001.safetensors"), std::string::npos);
 }
 
 ModelConfig TinyDeepseek() {
@@ -1004,7 +1022,7 @@ ModelConfig DeepseekV3() {
   return DeepseekConfig(61, 7168, 18432, 2048, 256, 128, 1536, 512, 128, 64, 128, 129280, 3);
 }
 
-TEST(PlanBuilderTest, DeepseekV3ShapedPlanIsCompactAndFast) {
+TEST(PlanBuilderTest, DeepseekV3ShapedPlanIsCompact) {
   const ModelConfig c = DeepseekV3();
   const Mem m = MakeMem(c, DeepseekSpecs(c), false, 5'000'000'000ull);
   EXPECT_GT(m.ckpt.tensors.size(), 90'000u);
@@ -1031,9 +1049,9 @@ TEST(PlanBuilderTest, DeepseekV3ShapedPlanIsCompactAndFast) {
     std::printf("  DeepSeek-V3 %-34s %8zu KiB serialized, %7zu copies, built in %.3f s\n", k.what,
                 bytes >> 10, copies, s);
     EXPECT_LE(bytes, k.max_bytes) << k.what;
-    // The EP deployments are the shape that matters: well under a second. The tp-only plan has
-    // 8x the copies (every rank touches every expert); allow it more on a loaded CI machine.
-    EXPECT_LT(s, k.o.ep > 0 && k.o.layout == proto::LAYOUT_FUSED ? 1.0 : 2.0) << k.what;
+    // CI never asserts a speed (the time above is printed for people); this only catches a plan
+    // builder that went quadratic and would stall a 94k-tensor checkpoint.
+    EXPECT_LT(s, 60.0) << k.what;
     EXPECT_EQ(p->ranks_size(), 8);
     // Every rank gets 32 of the 256 experts of each of the 58 MoE layers under EP.
     if (k.o.ep == 8 && k.o.layout == proto::LAYOUT_FUSED) {
@@ -1113,7 +1131,9 @@ TEST(PlanBuilderTest, SummaryTableAndJson) {
   EXPECT_NE(table.find("qwen3_moe"), std::string::npos) << table;
   EXPECT_NE(table.find("total"), std::string::npos) << table;
   EXPECT_NE(table.find(std::to_string(plan.ranks(3).payload_bytes())), std::string::npos) << table;
-  EXPECT_EQ(std::count(table.begin(), table.end(), '\n'), 2 + 4 + 1);
+  // Header, column names, 4 ranks, total, and the dedup decision when the plan states one.
+  EXPECT_EQ(std::count(table.begin(), table.end(), '\n'),
+            2 + 4 + 1 + (plan.dedup_reason().empty() ? 0 : 1));
 }
 
 }  // namespace

@@ -221,7 +221,15 @@ TEST_P(TruncatedPipelineTest, LoadFailsNamingTheShard) {
       [&] { return RunPipeline(*dev, *arena, rp, sources->files, o, nullptr); });
   ASSERT_FALSE(s.ok()) << ReadModeName(GetParam());
   EXPECT_NE(s.message().find(path), std::string::npos) << s.ToString();
-  EXPECT_NE(s.message().find("shrank"), std::string::npos) << s.ToString();
+  if (GetParam() == ReadMode::kAuto) {
+    // Auto asks the page cache per chunk: the truncated pages are not resident, so it reads them
+    // with O_DIRECT, which comes up short at the file's new end.
+    EXPECT_TRUE(s.message().find("shrank") != std::string::npos ||
+                s.message().find("short read") != std::string::npos)
+        << s.ToString();
+  } else {
+    EXPECT_NE(s.message().find("shrank"), std::string::npos) << s.ToString();
+  }
   ASSERT_TRUE(dev->Free(*arena).ok());
 }
 

@@ -177,7 +177,8 @@ TEST(MmapSourceTest, ExposesTheMapping) {
 
 TEST(SourceOpenTest, MissingFileIsNotFoundNamingThePath) {
   ScratchDir dir;
-  for (auto open : {OpenBufferedSource, OpenMmapSource}) {
+  for (auto open : {+[](const std::string& p) { return OpenBufferedSource(p); },
+                    +[](const std::string& p) { return OpenMmapSource(p); }}) {
     auto s = open(dir.Sub("nope.safetensors"));
     ASSERT_FALSE(s.ok());
     EXPECT_EQ(s.status().code(), Code::kNotFound);
@@ -302,7 +303,8 @@ TEST(SourceOpenTest, RegularFileOpensReadableInEveryKind) {
   auto data = Pattern(70000, 21);
   WriteFile(dir.Sub("f"), data);
   std::vector<std::unique_ptr<Source>> sources;
-  for (auto open : {OpenBufferedSource, OpenMmapSource}) {
+  for (auto open : {+[](const std::string& p) { return OpenBufferedSource(p); },
+                    +[](const std::string& p) { return OpenMmapSource(p); }}) {
     auto s = open(dir.Sub("f"));
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     sources.push_back(std::move(*s));
@@ -383,7 +385,7 @@ TEST(MmapSourceTest, ReadPagesAreReleasedFromRss) {
   const std::uint64_t size = 16ull << 20;
   auto data = Pattern(size, 23);
   WriteFile(path, data);
-  auto s = OpenMmapSource(path);
+  auto s = OpenMmapSource(path, /*release_pages=*/true);
   ASSERT_TRUE(s.ok());
   std::vector<std::uint8_t> out(size, 0);
   for (std::uint64_t off = 0; off < size; off += 1ull << 20) {

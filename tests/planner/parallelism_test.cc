@@ -1,0 +1,285 @@
+// The planner refuses what vLLM refuses (planner/model_checks.h) and options out of range
+// (planner/plan_options.h), on fresh hoist-mkckpt checkpoints: query heads, kv heads (below and
+// above tp), intermediate sizes, tp-sliced experts, experts over ep, the padded vocab, MLA heads;
+// each error names the config key, its value and the tp (or ep) values that work, and that list
+// is checked against the planner itself (every listed value plans, every other one fails).
+// Ranges: tp / dp / ep, the 64-bit world, alignment, the dedup step, through BuildLoadPlan,
+// launch's ResolveJobSpec and the `hoist plan` binary (dp 10^9 answers at once).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "launch/job_spec.h"
+#include "launch/topology.h"
+#include "planner/plan_builder.h"
+#include "tests/launch/mpirun_util.h"
+#include "tests/planner/ckpt_edit.h"
+#include "tests/scratch_dir.h"
+#include "tests/test_paths.h"
+
+namespace hoist::planner {
+namespace {
+
+namespace fs = std::filesystem;
+using hoist::testing::ScratchDir;
+
+Result<proto::LoadPlan> Plan(const std::string& dir, int tp, int ep = 0, int dp = 1) {
+  HOIST_ASSIGN_OR_RETURN(Checkpoint ckpt, OpenCheckpoint(dir));
+  PlanOptions o;
+  o.tp = tp;
+  o.ep = ep;
+  o.dp = dp;
+  return BuildLoadPlan(ckpt, o);
+}
+
+// The plan's error, which must have `code` and contain every part.
+void ExpectError(const Result<proto::LoadPlan>& r, Code code,
+                 const std::vector<std::string>& parts) {
+  ASSERT_FALSE(r.ok()) << "the plan was expected to fail";
+  EXPECT_EQ(r.status().code(), code) << r.status().ToString();
+  for (const std::string& p : parts) {
+    EXPECT_NE(r.status().message().find(p), std::string::npos)
+        << "missing '" << p << "' in: " << r.status().message();
+  }
+}
+
+std::string Config(const std::string& dir) {
+  return "(" + fs::canonical(dir).string() + "/config.json)";
+}
+
+// The list a message gives must be exactly the tp values in [1, max] that plan.
+void ExpectListIsTruthful(const std::string& dir, const std::string& list, int max, int ep = 0) {
+  std::string planned;
+  for (int tp = 1; tp <= max; ++tp) {
+    if (ep > 0 && ep % tp != 0) continue;
+    if (Plan(dir, tp, ep).ok()) planned += (planned.empty() ? "" : ", ") + std::to_string(tp);
+  }
+  EXPECT_EQ(planned, list);
+}
+
+class ParallelismTest : public ::testing::Test {
+ protected:
+  std::string Fixture(const std::string& preset,
+                      const std::function<void(nlohmann::json&)>& edit = nullptr) {
+    return testedit::Make(scratch_.Sub(preset + std::to_string(n_++)), preset, 1 << 16, edit);
+  }
+  ScratchDir scratch_{"hoist-parallelism"};
+  int n_ = 0;
+};
+
+TEST_F(ParallelismTest, QueryHeadsMustBeDivisibleByTp) {
+  const std::string dir = Fixture("qwen3-tiny");  // 16 heads, 4 kv heads
+  const std::string works = "tp values that work for this model: 1, 2, 4, 8, 16";
+  for (int tp : {32, 64, 3, 5, 6, 12}) {
+    SCOPED_TRACE("tp " + std::to_string(tp));
+    ExpectError(Plan(dir, tp), Code::kInvalidArgument,
+                {"tp " + std::to_string(tp) + " does not divide num_attention_heads = 16 " +
+                 Config(dir) + "; " + works});
+  }
+  ExpectListIsTruthful(dir, "1, 2, 4, 8, 16", 40);
+  // Rank 0 at tp 16 holds exactly one query head: 16 rows of q (head_dim 16) + one kv head.
+  Result<proto::LoadPlan> p = Plan(dir, 16);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  for (const auto& t : p->ranks(0).tensors()) {
+    if (t.name() == "model.layers.0.self_attn.qkv_proj.weight") {
+      EXPECT_EQ(t.shape(0), 16u + 16 + 16);
+    }
+  }
+}
+
+// 12 heads / 4 kv heads: tp 3 splits a kv head (below 4), tp 6 replicates unevenly (above 4).
+TEST_F(ParallelismTest, KvHeadsBelowAndAboveTp) {
+  const std::string dir = Fixture("qwen3-tiny", [](nlohmann::json& c) {
+    c["num_attention_heads"] = 12;
+    c["num_key_value_heads"] = 4;
+    c["intermediate_size"] = 384;
+    c["vocab_size"] = 1536;
+  });
+  const std::string works = "tp values that work for this model: 1, 2, 4, 12";
+  ExpectError(Plan(dir, 3), Code::kInvalidArgument,
+              {"tp 3 does not divide num_key_value_heads = 4 " + Config(dir), works});
+  ExpectError(
+      Plan(dir, 6), Code::kInvalidArgument,
+      {"tp 6 is larger than num_key_value_heads = 4 but not a multiple of it " + Config(dir),
+       "each kv head is replicated on tp / 4 ranks", works});
+  ExpectListIsTruthful(dir, "1, 2, 4, 12", 24);
+}
+
+TEST_F(ParallelismTest, VocabAfterPaddingMustBeDivisible) {
+  const std::string dir = Fixture("qwen3-tiny", [](nlohmann::json& c) {
+    c["num_attention_heads"] = 12;
+    c["num_key_value_heads"] = 4;
+    c["intermediate_size"] = 384;
+    c["vocab_size"] = 1000;  // 1024 after padding: 12 does not divide it
+  });
+  ExpectError(Plan(dir, 12), Code::kInvalidArgument,
+              {"tp 12 does not divide vocab_size = 1000 padded to a multiple of 64 = 1024 " +
+               Config(dir) + "; tp values that work for this model: 1, 2, 4"});
+  ExpectListIsTruthful(dir, "1, 2, 4", 24);
+}
+
+TEST_F(ParallelismTest, IntermediateSizeMustBeDivisible) {
+  const std::string dir =
+      Fixture("qwen3-tiny", [](nlohmann::json& c) { c["intermediate_size"] = 100; });
+  ExpectError(Plan(dir, 8), Code::kInvalidArgument,
+              {"tp 8 does not divide intermediate_size = 100 " + Config(dir) +
+               "; tp values that work for this model: 1, 2, 4"});
+  ExpectListIsTruthful(dir, "1, 2, 4", 20);
+}
+
+// Routed experts are tp-sliced without ep, whole with it.
+TEST_F(ParallelismTest, MoeIntermediateSizeUnlessEp) {
+  const std::string dir =
+      Fixture("qwen3-moe-tiny", [](nlohmann::json& c) { c["moe_intermediate_size"] = 20; });
+  ExpectError(Plan(dir, 8), Code::kInvalidArgument,
+              {"tp 8 does not divide moe_intermediate_size = 20 " + Config(dir) +
+                   "; tp values that work for this model: 1, 2, 4",
+               "--ep"});
+  ExpectListIsTruthful(dir, "1, 2, 4", 16);
+  Result<proto::LoadPlan> ep = Plan(dir, 8, 8);
+  EXPECT_TRUE(ep.ok()) << ep.status().ToString();
+}
+
+TEST_F(ParallelismTest, ExpertsMustDivideOverEp) {
+  const std::string moe = Fixture("qwen3-moe-tiny");  // 8 experts
+  ExpectError(Plan(moe, 1, 3), Code::kInvalidArgument,
+              {"ep 3 does not divide num_experts = 8 " + Config(moe),
+               "ep values that work for this model with tp 1: 1, 2, 4, 8"});
+  const std::string ds = Fixture("deepseek-v3-tiny");
+  ExpectError(Plan(ds, 2, 6), Code::kInvalidArgument,
+              {"ep 6 does not divide n_routed_experts = 8 " + Config(ds),
+               "ep values that work for this model with tp 2: 2, 4, 8"});
+  for (int ep : {1, 2, 4, 8}) EXPECT_TRUE(Plan(moe, 1, ep).ok()) << ep;
+}
+
+// DeepSeek MLA: 4 heads; the list also leaves out tp 4, which splits FP8 scale blocks.
+TEST_F(ParallelismTest, MlaHeadsAndFp8BlocksInTheList) {
+  const std::string dir = Fixture("deepseek-v3-tiny");
+  for (int tp : {3, 8}) {
+    ExpectError(Plan(dir, tp), Code::kInvalidArgument,
+                {"tp " + std::to_string(tp) + " does not divide num_attention_heads = 4 " +
+                 Config(dir) + "; tp values that work for this model: 1, 2"});
+  }
+  ExpectListIsTruthful(dir, "1, 2", 16);
+  ExpectError(Plan(dir, 4), Code::kInvalidArgument, {"FP8 scale block"});
+}
+
+// ---- option ranges ------------------------------------------------------------------------
+
+PlanOptions Opts(int tp, int dp, int ep = 0) {
+  PlanOptions o;
+  o.tp = tp;
+  o.dp = dp;
+  o.ep = ep;
+  return o;
+}
+
+void ExpectInvalid(const Status& s, const std::string& needle) {
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find(needle), std::string::npos) << s.message();
+}
+
+TEST(PlanOptionsTest, RangesNameTheValueAndTheRange) {
+  ExpectInvalid(ValidatePlanOptions(Opts(0, 1)),
+                "tp 0 is out of range: tp must be between 1 and 65536");
+  ExpectInvalid(ValidatePlanOptions(Opts(65537, 1)),
+                "tp 65537 is out of range: tp must be between 1 and 65536");
+  ExpectInvalid(ValidatePlanOptions(Opts(1, 0)),
+                "dp 0 is out of range: dp must be between 1 and 65536");
+  ExpectInvalid(ValidatePlanOptions(Opts(1, 1'000'000'000)),
+                "dp 1000000000 is out of range: dp must be between 1 and 65536");
+  ExpectInvalid(ValidatePlanOptions(Opts(1, 1, -1)),
+                "ep -1 is out of range: ep must be 0 (off) or between 1 and 65536");
+  ExpectInvalid(ValidatePlanOptions(Opts(4, 1, 2)), "tp 4 must divide ep 2");
+  // 65536 x 65536 wraps to 0 in 32 bits; computed in 64 it is refused.
+  ExpectInvalid(ValidatePlanOptions(Opts(65536, 65536)),
+                "tp 65536 x dp 65536 = 4294967296 ranks is out of range: the world (tp x dp, or "
+                "ep) must be between 1 and 65536 ranks");
+  ExpectInvalid(ValidatePlanOptions(Opts(256, 512)), "= 131072 ranks is out of range");
+  EXPECT_TRUE(ValidatePlanOptions(Opts(256, 256)).ok());
+  EXPECT_TRUE(ValidatePlanOptions(Opts(8, 1, 65536)).ok());
+
+  PlanOptions o = Opts(1, 1);
+  o.dedup_step_bytes = 1024;
+  ExpectInvalid(ValidatePlanOptions(o),
+                "dedup step 1 KiB is out of range: it must be between 4 KiB and 1 TiB "
+                "(--dedup-step-kib 4 to 1073741824)");
+  o.dedup_step_bytes = 2ull << 40;
+  ExpectInvalid(ValidatePlanOptions(o), "dedup step 2 TiB is out of range");
+  for (std::uint64_t ok : {4ull << 10, 1ull << 30, 1ull << 40}) {
+    o.dedup_step_bytes = ok;
+    EXPECT_TRUE(ValidatePlanOptions(o).ok()) << ok;
+  }
+  o = Opts(1, 1);
+  for (std::uint64_t bad : {0ull, 3ull, 2ull << 30}) {
+    o.alignment = bad;
+    ExpectInvalid(ValidatePlanOptions(o), "it must be a power of two between 1 and 1073741824");
+  }
+  o = Opts(2, 1);
+  o.locations = {{0, 0}};
+  ExpectInvalid(ValidatePlanOptions(o), "locations name 1 ranks but world is 2");
+  o = Opts(1, 1);
+  o.unexpected = static_cast<UnexpectedTensors>(9);
+  ExpectInvalid(ValidatePlanOptions(o), "is not error, warn or ignore");
+}
+
+TEST_F(ParallelismTest, HugeDpIsRefusedAtOnce) {
+  const std::string dir = Fixture("qwen3-tiny");
+  const auto t0 = std::chrono::steady_clock::now();
+  ExpectError(Plan(dir, 1, 0, 1'000'000'000), Code::kInvalidArgument,
+              {"dp 1000000000 is out of range: dp must be between 1 and 65536"});
+  ExpectError(Plan(dir, 2, 0, 40'000), Code::kInvalidArgument,
+              {"tp 2 x dp 40000 = 80000 ranks is out of range"});
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1.0);
+
+  // launch/ resolves flags and the topology file through the same check.
+  launch::JobSpec spec;
+  spec.model = dir;
+  spec.dp = 1'000'000'000;
+  Result<launch::ResolvedJob> r = launch::ResolveJobSpec(spec);
+  ASSERT_FALSE(r.ok());
+  ExpectInvalid(r.status(), "dp 1000000000 is out of range: dp must be between 1 and 65536");
+  const std::string yaml = scratch_.Sub("t.yaml");
+  testedit::WriteText(yaml, "model: " + dir + "\ntp: 4\ndp: 1000000000\n");
+  launch::JobSpec from_file;
+  from_file.topology = yaml;
+  r = launch::ResolveJobSpec(from_file);
+  ASSERT_FALSE(r.ok());
+  ExpectInvalid(r.status(), "dp 1000000000 is out of range");
+  launch::JobSpec step;
+  step.model = dir;
+  step.dedup_step_kib = 1;
+  r = launch::ResolveJobSpec(step);
+  ASSERT_FALSE(r.ok());
+  ExpectInvalid(r.status(), "dedup step 1 KiB is out of range");
+}
+
+// ---- the command line ---------------------------------------------------------------------
+
+TEST_F(ParallelismTest, HoistPlanRefusesTpThatSplitsHeads) {
+  const std::string dir = Fixture("qwen3-tiny");
+  for (const char* tp : {"32", "3"}) {
+    const testing::RunResult r =
+        testing::RunCommand({testing::HoistBin(), "plan", "--model", dir, "--tp", tp}, 60);
+    EXPECT_NE(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.exit_code, -1) << "timed out";
+    EXPECT_NE(r.output.find(std::string("tp ") + tp + " does not divide num_attention_heads = 16"),
+              std::string::npos)
+        << r.output;
+    EXPECT_NE(r.output.find("tp values that work for this model: 1, 2, 4, 8, 16"),
+              std::string::npos)
+        << r.output;
+  }
+  // A usage error, refused before the model is even read.
+  const testing::RunResult huge =
+      testing::RunCommand({testing::HoistBin(), "plan", "--model", dir, "--dp", "1000000000"}, 30);
+  EXPECT_EQ(huge.exit_code, 2) << huge.output;
+  EXPECT_LT(huge.seconds, 10.0);
+  EXPECT_NE(huge.output.find("dp must be between 1 and 65536"), std::string::npos) << huge.output;
+}
+
+}  // namespace
+}  // namespace hoist::planner
