@@ -12,14 +12,18 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <regex>
 #include <string>
+#include <vector>
 
 #include "coordinator/comm.h"
 #include "coordinator/job.h"
 #include "coordinator/report.h"
+#include "launch/exit_codes.h"
 #include "launch/job_spec.h"
 #include "launch/logging.h"
 #include "launch/serve_cli.h"
+#include "launch/suggest.h"
 #include "launch/topology.h"
 #include "planner/checkpoint.h"
 #include "planner/dedup.h"
@@ -33,9 +37,6 @@ namespace hoist::launch {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-constexpr int kExitFailure = 1;
-constexpr int kExitUsage = 2;
 
 // What `hoist load` adds to the job selection (launch/job_spec.h): outputs and test hooks.
 struct LoadFlags {
@@ -85,30 +86,27 @@ std::function<void(const coordinator::Progress&)> ProgressPrinter() {
   };
 }
 
-int Fail(const Status& s, int code) {
-  std::fprintf(stderr, "hoist: error: %s\n", Printable(s.ToString(), true).c_str());
-  return code;
-}
-
 int RunPlan(const JobSpec& spec, const std::string& log_level, const std::string& json_path,
             const std::string& out_path) {
-  if (Status s = SetUpLogging(log_level, 0, "-"); !s.ok()) return Fail(s, kExitUsage);
+  // Under a launcher every process would plan the same: only rank 0 prints an error.
+  const bool quiet = !PrintsSharedErrors();
+  if (Status s = SetUpLogging(log_level, 0, "-"); !s.ok()) return Fail(s, quiet);
   Result<ResolvedJob> job = ResolveJobSpec(spec);
-  if (!job.ok()) return Fail(job.status(), kExitUsage);
+  if (!job.ok()) return Fail(job.status(), quiet);
   Result<planner::Checkpoint> ckpt = planner::OpenCheckpoint(job->job.model_dir);
-  if (!ckpt.ok()) return Fail(ckpt.status(), kExitFailure);
+  if (!ckpt.ok()) return Fail(ckpt.status(), quiet);
   Result<proto::LoadPlan> plan = planner::BuildLoadPlan(*ckpt, job->job.plan);
-  if (!plan.ok()) return Fail(plan.status(), kExitFailure);
+  if (!plan.ok()) return Fail(plan.status(), quiet);
   std::cout << planner::FormatPlanTable(*plan);
   if (!json_path.empty()) {
     if (Status s = coordinator::WriteFile(json_path, planner::PlanToJson(*plan).dump(2) + "\n");
         !s.ok()) {
-      return Fail(s, kExitFailure);
+      return Fail(s, quiet);
     }
   }
   if (!out_path.empty()) {
     if (Status s = coordinator::WriteFile(out_path, plan->SerializeAsString()); !s.ok()) {
-      return Fail(s, kExitFailure);
+      return Fail(s, quiet);
     }
   }
   return 0;
@@ -193,29 +191,30 @@ std::shared_ptr<std::future<Result<rank::PreparedDevice>>> StartDeviceEarly(
 
 int RunLoad(const JobSpec& spec, const LoadFlags& l, const std::string& log_level, int* argc,
             char*** argv, Clock::time_point origin) {
-  // Before MPI: the job's options (pure) and the device and host topology, which load while
-  // MPI starts.
+  // Before MPI: the job's options (pure; configuration errors are the same on every rank, so
+  // each process finds them here, rank 0 alone prints, and every rank exits with the same code),
+  // then the device and host topology, which load while MPI starts.
   Result<ResolvedJob> resolved = ResolveJobSpec(spec);
-  std::shared_ptr<std::future<Result<rank::PreparedDevice>>> prepared;
-  if (resolved.ok()) prepared = StartDeviceEarly(resolved->job, origin);
+  if (!resolved.ok()) return Fail(resolved.status(), !PrintsSharedErrors());
+  std::shared_ptr<std::future<Result<rank::PreparedDevice>>> prepared =
+      StartDeviceEarly(resolved->job, origin);
   rank::WarmHostTopology();
   std::unique_ptr<coordinator::Comm> comm;
   if (coordinator::LaunchedByMpi()) {
     Result<std::unique_ptr<coordinator::Comm>> c = coordinator::CreateMpiComm(argc, argv);
-    if (!c.ok()) return Fail(c.status(), kExitFailure);
+    if (!c.ok()) return Fail(c.status());
     comm = std::move(c).value();
   } else {
     comm = coordinator::CreateSoloComm();
   }
   const Clock::time_point init_end = Clock::now();
   if (Status s = SetUpLogging(log_level, comm->rank(), comm->host()); !s.ok()) {
-    return Fail(s, kExitUsage);
+    return Fail(s, comm->rank() != 0);
   }
-  // Configuration errors are the same on every rank (same flags, same file), so every rank
-  // returns here and none waits for another.
-  if (!resolved.ok()) return Fail(resolved.status(), kExitUsage);
   coordinator::JobOptions job = std::move(resolved->job);
-  if (Status s = ApplyTestHooks(l, comm->rank(), &job); !s.ok()) return Fail(s, kExitUsage);
+  if (Status s = ApplyTestHooks(l, comm->rank(), &job); !s.ok()) {
+    return Fail(s, comm->rank() != 0);
+  }
   job.prepared = prepared;
   job.load.dump_dir = l.dump;
   job.load.origin = origin;
@@ -224,38 +223,128 @@ int RunLoad(const JobSpec& spec, const LoadFlags& l, const std::string& log_leve
 
   Result<coordinator::JobResult> result = coordinator::RunJob(*comm, std::move(job));
   if (!result.ok()) {
-    const int rc =
-        Fail(result.status(),
-             result.status().code() == Code::kInvalidArgument ? kExitUsage : kExitFailure);
+    // A configuration error (e.g. mpirun started a world the plan does not have) is seen by
+    // every rank alike: rank 0 prints it.
+    const bool shared = result.status().code() == Code::kInvalidArgument;
+    const int rc = Fail(result.status(), shared && comm->rank() != 0);
     // The ranks are out of step (one went silent): MPI_Finalize would wait for it forever.
     if (result.status().code() == Code::kAborted && comm->size() > 1) comm->Abort(rc);
     return rc;
   }
-  int rc = 0;
-  if (comm->rank() == 0) {
-    if (Status s = WriteReports(l, *result); !s.ok()) {
-      Fail(s, kExitFailure);
-      rc = kExitFailure;
-    }
-    if (!result->failure.ok()) rc = Fail(result->failure, kExitFailure);
-  } else if (!result->failure.ok()) {
-    rc = kExitFailure;
+  int rc = kExitOk;
+  if (comm->rank() != 0) {
+    rc = ExitCode(result->failure);
+  } else {
+    if (Status s = WriteReports(l, *result); !s.ok()) rc = Fail(s);
+    if (!result->failure.ok()) rc = Fail(result->failure);
   }
   return rc;
+}
+
+// Command-line mistakes: one "hoist: error:" line (rank 0 only under a launcher), where to look,
+// exit 2.
+int UsageError(const std::string& what, const std::string& command) {
+  if (PrintsSharedErrors()) {
+    std::fprintf(stderr, "hoist: error: %s\nRun '%s --help' for the usage.\n",
+                 Printable(what).c_str(), command.c_str());
+  }
+  return kExitUsage;
+}
+
+std::string DidYouMean(const std::string& word, const std::vector<std::string>& candidates) {
+  const std::string near = Nearest(word, candidates);
+  return near.empty() ? "" : " (did you mean '" + near + "'?)";
+}
+
+std::vector<std::string> CommandNames(CLI::App& app) {
+  std::vector<std::string> names;
+  for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    names.push_back(sub->get_name());
+  }
+  return names;
+}
+
+// The subcommand the command line chose (the app itself when none).
+CLI::App* Chosen(CLI::App& app) {
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    if (sub->parsed()) return sub;
+  }
+  return &app;
+}
+
+// Words for CLI11's parse errors: unknown flags get the nearest flag, values that do not convert
+// say what the flag takes.
+int ParseFailure(CLI::App& app, const CLI::ParseError& e) {
+  CLI::App* sub = Chosen(app);
+  const std::string command = sub == &app ? "hoist" : "hoist " + sub->get_name();
+  const std::vector<std::string> extras = sub->remaining();
+  if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr && !extras.empty()) {
+    const std::string& extra = extras.front();
+    if (extra.rfind("-", 0) != 0) {
+      return UsageError("unexpected argument '" + extra + "' for '" + command + "'", command);
+    }
+    std::vector<std::string> flags;
+    for (const CLI::Option* o : sub->get_options()) {
+      for (const std::string& n : o->get_lnames()) flags.push_back("--" + n);
+    }
+    const std::string flag = extra.substr(0, extra.find('='));
+    return UsageError("unknown flag '" + flag + "' for '" + command + "'" + DidYouMean(flag, flags),
+                      command);
+  }
+  static const std::regex kMissing("(\\S+): \\d+ required (\\S+) missing");
+  static const std::regex kConvert("Could not convert: (\\S+) = (.*)");
+  std::smatch m;
+  const std::string what = e.what();
+  if (std::regex_match(what, m, kMissing)) {
+    return UsageError(m[1].str() + " needs a value", command);
+  }
+  if (std::regex_match(what, m, kConvert)) {
+    const CLI::Option* o = sub->get_option_no_throw(m[1].str());
+    const std::string type = o != nullptr ? o->get_type_name() : "";
+    const std::string takes = type.rfind("INT", 0) == 0     ? "a whole number"
+                              : type.rfind("FLOAT", 0) == 0 ? "a number"
+                                                            : "another kind of value";
+    return UsageError(m[1].str() + " '" + m[2].str() + "' is not valid: " + m[1].str() + " takes " +
+                          takes + " (ranges in the usage)",
+                      command);
+  }
+  return UsageError(what, command);
+}
+
+// `hoist` alone or `hoist WORD` where WORD is no command: say so, suggest the nearest.
+int CheckCommand(CLI::App& app, int argc, char** argv) {
+  const std::vector<std::string> commands = CommandNames(app);
+  std::string list;
+  for (const std::string& c : commands) list += (list.empty() ? "" : ", ") + c;
+  if (argc < 2) return UsageError("no command given: the commands are " + list, "hoist");
+  const std::string word = argv[1];
+  if (word == "-h" || word == "--help" || word == "--help-all") return kExitOk;
+  if (word.rfind("-", 0) == 0) {
+    return UsageError("'" + word + "' comes before a command: write 'hoist COMMAND " + word +
+                          "'; the commands are " + list,
+                      "hoist");
+  }
+  for (const std::string& c : commands) {
+    if (word == c) return kExitOk;
+  }
+  return UsageError(
+      "unknown command '" + word + "'" + DidYouMean(word, commands) + "; the commands are " + list,
+      "hoist");
 }
 
 }  // namespace
 
 int Main(int argc, char** argv) {
   const Clock::time_point origin = Clock::now();
-  CLI::App app{"hoist: lift safetensors checkpoints into GPU memory across many ranks"};
+  CLI::App app{"hoist: lift safetensors checkpoints into GPU memory across many ranks", "hoist"};
   app.require_subcommand(1);
 
   JobSpec plan_spec;
   std::string plan_log_level = "info", json_path, out_path;
   CLI::App* plan = app.add_subcommand("plan", "read headers only and print/write the load plan");
   AddJobFlags(plan, &plan_spec, /*load_flags=*/false);
-  plan->add_option("--log-level", plan_log_level, "trace | debug | info | warn | error | off");
+  plan->add_option("--log-level", plan_log_level, "trace | debug | info | warn | error | off")
+      ->check(LogLevels());
   plan->add_option("--json", json_path, "write the plan summary as JSON");
   plan->add_option("--out", out_path, "write the protobuf plan");
 
@@ -265,7 +354,8 @@ int Main(int argc, char** argv) {
   CLI::App* load =
       app.add_subcommand("load", "load weights (one rank, or every rank under mpirun)");
   AddJobFlags(load, &load_spec, /*load_flags=*/true);
-  load->add_option("--log-level", load_log_level, "trace | debug | info | warn | error | off");
+  load->add_option("--log-level", load_log_level, "trace | debug | info | warn | error | off")
+      ->check(LogLevels());
   load->add_option("--dump", l.dump, "write <DIR>/rank-<R>.safetensors from device memory");
   load->add_option("--report-json", l.report_json, "write the aggregated report as JSON (rank 0)");
   load->add_option("--trace", l.trace, "write Chrome trace events (rank 0)");
@@ -286,10 +376,15 @@ int Main(int argc, char** argv) {
 
   ServeCommands serve_commands(&app);  // `serve` and `ctl` (launch/serve_cli.h)
 
+  if (int rc = CheckCommand(app, argc, argv); rc != kExitOk) return rc;
   try {
     app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);  // prints the usage, exit 0
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : kExitUsage;
+    return ParseFailure(app, e);
   }
   if (*plan) return RunPlan(plan_spec, plan_log_level, json_path, out_path);
   if (serve_commands.Selected()) return serve_commands.Run(&argc, &argv, origin);

@@ -1,9 +1,15 @@
-// What a load needs, as the embedding API (include/hoist/hoist.h) and `hoist serve` state it:
-// an optional topology file plus overrides, resolved into coordinator::JobOptions the same way
-// `hoist load` merges its flags over the file.
+// What a load needs, as the embedding API (include/hoist/hoist.h), `hoist plan`, `hoist load` and
+// `hoist serve` state it: an optional topology file plus overrides, resolved into
+// coordinator::JobOptions the same way `hoist load` merges its flags over the file.
 //
-// Failure: a bad topology, unknown layout/placement/device/read mode or impossible tp/ep/dp is
-// InvalidArgument naming the file or the value. Threading: pure.
+// ResolveJobSpec is the one place where every number of a rank's load is checked against a sane
+// range (kLimits below), whether it came from a flag, the topology file or the embedding API; the
+// message names where the value came from and states the range. The plan's numbers go through
+// the planner's one check (planner::ValidatePlanOptions) from here.
+//
+// Failure: a bad or missing topology file, an unknown layout/placement/dedup/read mode/device/
+// staging kind, a number out of range or an impossible tp/ep/dp is InvalidArgument (exit 2).
+// Threading: pure.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -13,6 +19,7 @@
 #include "coordinator/job.h"
 #include "hoist/status.h"
 #include "launch/topology.h"
+#include "planner/plan_options.h"
 
 namespace hoist::launch {
 
@@ -30,12 +37,30 @@ struct JobSpec {
   int solo_rank = 0;  // without MPI: which rank of the plan this process executes
 };
 
+// The accepted ranges (inclusive) of a rank's load. Sizes where 0 means "the default" accept 0
+// as well. The plan's numbers (tp, dp, ep, the world, the dedup step) are the planner's:
+// planner/plan_options.h (ValidatePlanOptions), which ResolveJobSpec calls.
+struct JobLimits {
+  int max_slots = 1024;
+  int max_slot_mib = 16384;            // 16 GiB per staging slot
+  long long max_staging_mib = 262144;  // slots x slot_mib: 256 GiB of pinned staging per rank
+  int max_threads = 1024;
+  int max_chunk_kib = 16 << 20;       // 16 GiB
+  double max_peer_timeout_s = 86400;  // a day
+  int max_gpu = 255;                  // a GPU ordinal in the topology's nodes list
+};
+inline constexpr JobLimits kLimits{};
+
 // Registers the flags that fill `spec` on a subcommand: the plan selection (--topology, --model,
 // --tp, --ep, --dp, --layout, --placement, --dedup, --dedup-step-kib, --unexpected-tensors) and,
 // with `load_flags`, how a rank loads (--rank, --read, --device, --staging, --slots, --slot-mib,
 // --threads, --chunk-kib, --verify, --peer-timeout-s, --no-numa). `hoist plan`, `hoist load` and
-// `hoist serve` share them.
+// `hoist serve` share them. The flags only parse;
+// ResolveJobSpec checks the values.
 void AddJobFlags(CLI::App* app, JobSpec* spec, bool load_flags);
+
+// The --log-level values (spdlog's names), as a CLI11 check.
+CLI::Validator LogLevels();
 
 struct ResolvedJob {
   coordinator::JobOptions job;

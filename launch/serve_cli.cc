@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -12,8 +13,10 @@
 #include "coordinator/comm.h"
 #include "coordinator/job.h"
 #include "coordinator/report.h"
+#include "launch/exit_codes.h"
 #include "launch/job_spec.h"
 #include "launch/logging.h"
+#include "launch/suggest.h"
 #include "rank/serve.h"
 #include "rank/serve_wire.h"
 #include "util/printable.h"
@@ -21,18 +24,10 @@
 namespace hoist::launch {
 namespace {
 
-constexpr int kExitFailure = 1;
-constexpr int kExitUsage = 2;
-
 std::atomic<rank::Daemon*> g_daemon{nullptr};
 
 void OnStopSignal(int) {
   if (rank::Daemon* d = g_daemon.load()) d->RequestStop();
-}
-
-int Fail(const Status& s, int code) {
-  std::fprintf(stderr, "hoist: error: %s\n", Printable(s.ToString(), true).c_str());
-  return code;
 }
 
 // 395520 -> "386.3 KiB"
@@ -73,18 +68,32 @@ ServeCommands::ServeCommands(CLI::App* app) {
                      "the daemon's own uid)");
   serve_->add_flag("--host-cache", host_cache,
                    "keep a pinned host copy of the weights (hoist ctl release/restore)");
-  serve_->add_option("--max-request-kib", max_request_kib, "largest request accepted (KiB)")
-      ->check(CLI::PositiveNumber);
-  serve_->add_option("--log-level", log_level, "trace | debug | info | warn | error | off");
+  serve_->add_option(
+      "--max-request-kib", max_request_kib,
+      "largest request accepted, KiB (1 to " + std::to_string(rank::kMaxRequestKib) + ")");
+  serve_->add_option("--log-level", log_level, "trace | debug | info | warn | error | off")
+      ->check(LogLevels());
 
   ctl_ = app->add_subcommand("ctl", "talk to a running `hoist serve` rank");
   ctl_->add_option("action", action, "status | release | restore")
       ->required()
-      ->check(CLI::IsMember({"status", "release", "restore"}));
+      ->check(CLI::Validator(
+          [](std::string& a) -> std::string {
+            const std::vector<std::string> actions = {"status", "release", "restore"};
+            for (const std::string& ok : actions) {
+              if (a == ok) return "";
+            }
+            const std::string near = Nearest(a, actions);
+            return "'" + a + "' is not status, release or restore" +
+                   (near.empty() ? "" : " (did you mean '" + near + "'?)");
+          },
+          "status | release | restore"));
   ctl_->add_option("--socket", socket, "the rank's socket (<socket_dir>/rank-<R>.sock)")
       ->required();
   ctl_->add_flag("--json", json, "print the reply as JSON");
-  ctl_->add_option("--timeout-ms", timeout_ms, "how long to wait for the reply");
+  ctl_->add_option("--timeout-s", timeout_s,
+                   "seconds to wait for the daemon's reply (default 10, at most " +
+                       std::to_string(static_cast<int>(kMaxCtlTimeoutS)) + ")");
 }
 
 bool ServeCommands::Selected() const { return serve_->parsed() || ctl_->parsed(); }
@@ -94,55 +103,64 @@ int ServeCommands::Run(int* argc, char*** argv, std::chrono::steady_clock::time_
   return RunServe(argc, argv, origin);
 }
 
+// serve's own numbers and names: the socket directory, allowed uids, request limit.
+Status ServeCommands::ResolveServe(const Topology& t, rank::ServeOptions* so,
+                                   std::string* dir) const {
+  *dir = !socket_dir.empty() ? socket_dir : t.socket_dir.value_or(DefaultSocketDir());
+  const std::vector<long long> uids =
+      !allow_uids.empty() ? allow_uids : t.allow_uids.value_or(std::vector<long long>{});
+  for (long long u : uids) {
+    if (u < 0 || u > 0xfffffffell) {
+      return Status::InvalidArgument("--allow-uid " + std::to_string(u) + " is not a uid");
+    }
+    so->allow_uids.push_back(static_cast<uid_t>(u));
+  }
+  so->host_cache = host_cache || t.host_cache.value_or(false);
+  HOIST_ASSIGN_OR_RETURN(so->max_request_bytes, rank::MaxRequestBytesFromKib(max_request_kib));
+  return Status::Ok();
+}
+
 int ServeCommands::RunServe(int* argc, char*** argv, std::chrono::steady_clock::time_point origin) {
+  // Configuration errors are every rank's alike: found before MPI starts, printed by rank 0.
+  Result<ResolvedJob> resolved = ResolveJobSpec(spec_);
+  if (!resolved.ok()) return Fail(resolved.status(), !PrintsSharedErrors());
+  rank::ServeOptions so;
+  std::string dir;
+  if (Status s = ResolveServe(resolved->topology, &so, &dir); !s.ok()) {
+    return Fail(s, !PrintsSharedErrors());
+  }
   std::unique_ptr<coordinator::Comm> comm;
   if (coordinator::LaunchedByMpi()) {
     Result<std::unique_ptr<coordinator::Comm>> c = coordinator::CreateMpiComm(argc, argv);
-    if (!c.ok()) return Fail(c.status(), kExitFailure);
+    if (!c.ok()) return Fail(c.status());
     comm = std::move(c).value();
   } else {
     comm = coordinator::CreateSoloComm();
   }
   const auto init_end = std::chrono::steady_clock::now();
   if (Status s = SetUpLogging(log_level, comm->rank(), comm->host()); !s.ok()) {
-    return Fail(s, kExitUsage);
+    return Fail(s, comm->rank() != 0);
   }
-  Result<ResolvedJob> resolved = ResolveJobSpec(spec_);
-  if (!resolved.ok()) return Fail(resolved.status(), kExitUsage);
   coordinator::JobOptions& job = resolved->job;
   job.load.origin = origin;
   job.init_s = std::chrono::duration<double>(init_end - origin).count();
-
-  const Topology& t = resolved->topology;
-  rank::ServeOptions so;
-  const std::string dir =
-      !socket_dir.empty() ? socket_dir : t.socket_dir.value_or(DefaultSocketDir());
-  std::vector<long long> uids =
-      !allow_uids.empty() ? allow_uids : t.allow_uids.value_or(std::vector<long long>{});
-  for (long long u : uids) {
-    if (u < 0 || u > 0xfffffffell) {
-      return Fail(Status::InvalidArgument("--allow-uid " + std::to_string(u) + " is not a uid"),
-                  kExitUsage);
-    }
-    so.allow_uids.push_back(static_cast<uid_t>(u));
-  }
-  so.host_cache = host_cache || t.host_cache.value_or(false);
-  Result<std::uint32_t> limit = rank::MaxRequestBytesFromKib(max_request_kib);
-  if (!limit.ok()) return Fail(limit.status(), kExitUsage);
-  so.max_request_bytes = *limit;
   if (Result<rank::Admission> a = rank::PrepareSocketDir(dir, so.allow_uids); !a.ok()) {
-    return Fail(a.status(), kExitUsage);
+    // The directory is the user's choice (flag, topology or default): a configuration error.
+    return Fail(Status(Code::kInvalidArgument, a.status().message()));
   }
 
   Result<coordinator::JobResult> result = coordinator::RunJob(*comm, std::move(job));
-  if (!result.ok()) return Fail(result.status(), kExitFailure);
+  if (!result.ok()) {
+    const bool shared = result.status().code() == Code::kInvalidArgument;
+    return Fail(result.status(), shared && comm->rank() != 0);
+  }
   if (comm->rank() == 0 && !result->reports.empty()) {
     const coordinator::Aggregate agg =
         coordinator::AggregateReports(result->reports, result->wall_s);
     std::cerr << coordinator::FormatTable(result->plan, result->reports, agg);
   }
-  if (!result->failure.ok()) return Fail(result->failure, kExitFailure);
-  if (!result->local) return Fail(Status::Internal("serve: the load left no arena"), kExitFailure);
+  if (!result->failure.ok()) return Fail(result->failure);
+  if (!result->local) return Fail(Status::Internal("serve: the load left no arena"));
 
   const auto my_rank = result->local->report.rank();
   so.socket_path = RankSocketPath(dir, static_cast<int>(my_rank));
@@ -151,7 +169,7 @@ int ServeCommands::RunServe(int* argc, char*** argv, std::chrono::steady_clock::
   Result<std::unique_ptr<rank::Daemon>> daemon =
       rank::Daemon::Start(std::move(*result->local), result->plan, my_rank, so);
   result->local.reset();
-  if (!daemon.ok()) return Fail(daemon.status(), kExitFailure);
+  if (!daemon.ok()) return Fail(daemon.status());
 
   g_daemon.store(daemon->get());
   struct sigaction sa {};
@@ -167,14 +185,23 @@ int ServeCommands::RunServe(int* argc, char*** argv, std::chrono::steady_clock::
   Status s = (*daemon)->Serve();
   g_daemon.store(nullptr);
   daemon->reset();
-  if (!s.ok()) return Fail(s, kExitFailure);
-  return 0;
+  if (!s.ok()) return Fail(s);
+  return kExitOk;
 }
 
 int ServeCommands::RunCtl() {
+  if (!std::isfinite(timeout_s) || timeout_s <= 0 || timeout_s > kMaxCtlTimeoutS) {
+    char v[32];
+    std::snprintf(v, sizeof v, "%g", timeout_s);
+    return Fail(Status::InvalidArgument(std::string("--timeout-s ") + v +
+                                        " is out of range: the reply timeout must be a number of "
+                                        "seconds above 0 and at most " +
+                                        std::to_string(static_cast<int>(kMaxCtlTimeoutS))));
+  }
+  const int timeout_ms = static_cast<int>(std::ceil(timeout_s * 1000));
   Result<std::unique_ptr<rank::DaemonConnection>> conn =
       rank::DaemonConnection::Connect(socket, timeout_ms);
-  if (!conn.ok()) return Fail(conn.status(), kExitFailure);
+  if (!conn.ok()) return Fail(conn.status());
   proto::DaemonRequest req;
   if (action == "status") {
     req.mutable_status();
@@ -184,7 +211,7 @@ int ServeCommands::RunCtl() {
     req.mutable_restore();
   }
   Result<proto::DaemonResponse> r = (*conn)->Call(req);
-  if (!r.ok()) return Fail(r.status(), kExitFailure);
+  if (!r.ok()) return Fail(r.status());
   if (json) {  // 64-bit counts as JSON numbers (rank/serve_wire.h)
     std::cout << rank::MessageJson(*r).dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
               << "\n";

@@ -2,9 +2,10 @@
 // or every rank under mpirun) and `hoist ctl status|release|restore --socket PATH`.
 // launch/cli.cc registers them with one object and hands over when one of them was chosen.
 //
-// Exit codes as the rest of the CLI: 0 ok (serve: stopped by SIGTERM/SIGINT), 1 a load, serve or
-// daemon failure, 2 a usage or configuration error. Threading: main thread; serve installs
-// SIGTERM/SIGINT handlers that only wake its loop.
+// Exit codes as the rest of the CLI (launch/exit_codes.h): 0 ok (serve: stopped by SIGTERM/SIGINT),
+// 1 a load, serve or daemon failure, 2 a usage or configuration error. `hoist ctl` waits at most
+// --timeout-s (default 10 s) for a reply, so a stopped or hung daemon ends it with exit 1.
+// Threading: main thread; serve installs SIGTERM/SIGINT handlers that only wake its loop.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -13,8 +14,11 @@
 #include <vector>
 
 #include "launch/job_spec.h"
+#include "rank/serve.h"
 
 namespace hoist::launch {
+
+inline constexpr double kMaxCtlTimeoutS = 3600;  // --timeout-s of `hoist ctl`
 
 class ServeCommands {
  public:
@@ -27,6 +31,7 @@ class ServeCommands {
  private:
   int RunServe(int* argc, char*** argv, std::chrono::steady_clock::time_point origin);
   int RunCtl();
+  Status ResolveServe(const Topology& t, rank::ServeOptions* so, std::string* dir) const;
 
   CLI::App* serve_ = nullptr;
   CLI::App* ctl_ = nullptr;
@@ -40,7 +45,7 @@ class ServeCommands {
   // ctl
   std::string action, socket;
   bool json = false;
-  int timeout_ms = 600000;
+  double timeout_s = 10;
 };
 
 // The default socket directory: $XDG_RUNTIME_DIR/hoist, else /tmp/hoist-<uid>.

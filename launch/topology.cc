@@ -1,10 +1,18 @@
 #include "launch/topology.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
-#include <fstream>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <map>
 #include <set>
-#include <sstream>
+#include <type_traits>
+
+#include "util/printable.h"
 
 namespace hoist::launch {
 namespace {
@@ -19,42 +27,94 @@ const std::set<std::string> kTopKeys = {"model", "tp", "ep", "dp", "layout", "pl
 const std::set<std::string> kStagingKeys = {"slots", "slot_mib", "threads"};
 const std::set<std::string> kNodeKeys = {"name", "gpus"};
 
+// Every key of `map` is a string, appears once and is one of `ok`.
 Status CheckKeys(const std::string& label, const YAML::Node& map, const std::set<std::string>& ok,
                  const std::string& where) {
+  std::map<std::string, int> seen;  // key -> line (1-based)
   for (const auto& kv : map) {
-    const std::string key = kv.first.as<std::string>();
+    const int line = kv.first.Mark().line + 1;
+    if (!kv.first.IsScalar()) {
+      return Status::InvalidArgument(label + ": line " + std::to_string(line) + ": a key" + where +
+                                     " is not a string");
+    }
+    const std::string key = kv.first.Scalar();
     if (!ok.count(key)) {
       std::string allowed;
       for (const auto& k : ok) allowed += (allowed.empty() ? "" : ", ") + k;
-      return Status::InvalidArgument(label + ": unknown key '" + key + "'" + where +
+      return Status::InvalidArgument(label + ": unknown key '" + Printable(key) + "'" + where +
                                      " (allowed: " + allowed + ")");
+    }
+    if (auto [it, fresh] = seen.emplace(key, line); !fresh) {
+      return Status::InvalidArgument(label + ": key '" + key + "'" + where +
+                                     " appears twice (lines " + std::to_string(it->second) +
+                                     " and " + std::to_string(line) + ")");
     }
   }
   return Status::Ok();
 }
 
+// What a key of type T must hold, for messages.
+template <typename T>
+const char* Expected() {
+  if constexpr (std::is_same_v<T, bool>) return "true or false";
+  if constexpr (std::is_same_v<T, int> || std::is_same_v<T, long long>) return "a whole number";
+  if constexpr (std::is_same_v<T, double>) return "a number";
+  if constexpr (std::is_same_v<T, std::string>) return "a string";
+  return "a list of whole numbers";
+}
+
 template <typename T>
 Status Get(const std::string& label, const YAML::Node& map, const char* key,
            std::optional<T>* out) {
-  if (!map[key]) return Status::Ok();
+  const YAML::Node v = map[key];
+  if (!v) return Status::Ok();
   try {
-    *out = map[key].as<T>();
+    *out = v.as<T>();
   } catch (const YAML::Exception& e) {
-    return Status::InvalidArgument(label + ": key '" + key + "' has the wrong type (line " +
-                                   std::to_string(map[key].Mark().line + 1) + ")");
+    const std::string shown = v.IsScalar() ? " '" + Printable(v.Scalar()) + "'" : "";
+    return Status::InvalidArgument(
+        label + ": line " + std::to_string(v.Mark().line + 1) + ": key '" + key + "' must be " +
+        Expected<T>() + ", not" +
+        (shown.empty() ? " a " + std::string(v.IsMap() ? "mapping" : "list") : shown));
   }
   return Status::Ok();
 }
 
-}  // namespace
-
-Result<Topology> ParseTopology(const std::string& label, const std::string& yaml_text) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(yaml_text);
-  } catch (const YAML::Exception& e) {
-    return Status::InvalidArgument(label + ": invalid YAML: " + e.what());
+// The nodes list: each entry a mapping {name, gpus}, names unique, gpus non-empty. The GPU
+// ordinals' range is checked with the other numbers (launch/job_spec.h).
+Status ParseNodes(const std::string& label, const YAML::Node& nodes, std::vector<NodeSpec>* out) {
+  if (!nodes.IsSequence()) return Status::InvalidArgument(label + ": 'nodes' must be a list");
+  std::set<std::string> names;
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const YAML::Node n = nodes[i];
+    const std::string where = " in nodes[" + std::to_string(i) + "]";
+    if (!n.IsMap()) {
+      return Status::InvalidArgument(label + ": nodes[" + std::to_string(i) +
+                                     "] must be a mapping");
+    }
+    HOIST_RETURN_IF_ERROR(CheckKeys(label, n, kNodeKeys, where));
+    NodeSpec spec;
+    std::optional<std::string> name;
+    std::optional<std::vector<int>> gpus;
+    HOIST_RETURN_IF_ERROR(Get(label, n, "name", &name));
+    HOIST_RETURN_IF_ERROR(Get(label, n, "gpus", &gpus));
+    spec.name = name.value_or("node" + std::to_string(i));
+    if (!names.insert(spec.name).second) {
+      return Status::InvalidArgument(label + ": node name '" + Printable(spec.name) +
+                                     "' appears twice");
+    }
+    if (!gpus || gpus->empty()) {
+      return Status::InvalidArgument(label + ": 'gpus' missing or empty" + where);
+    }
+    // A GPU may appear twice: two ranks sharing one device is legal (and how one-GPU machines
+    // run multi-rank jobs).
+    spec.gpus = *gpus;
+    out->push_back(spec);
   }
+  return Status::Ok();
+}
+
+Result<Topology> ParseRoot(const std::string& label, const YAML::Node& root) {
   if (!root.IsMap()) return Status::InvalidArgument(label + ": top level must be a mapping");
   HOIST_RETURN_IF_ERROR(CheckKeys(label, root, kTopKeys, ""));
   Topology t;
@@ -70,22 +130,9 @@ Result<Topology> ParseTopology(const std::string& label, const std::string& yaml
   HOIST_RETURN_IF_ERROR(Get(label, root, "device", &t.device));
   HOIST_RETURN_IF_ERROR(Get(label, root, "verify", &t.verify));
   HOIST_RETURN_IF_ERROR(Get(label, root, "dedup", &t.dedup));
-  if (t.dedup && *t.dedup != "none" && *t.dedup != "node" && *t.dedup != "job" &&
-      *t.dedup != "auto") {
-    return Status::InvalidArgument(label + ": dedup '" + *t.dedup +
-                                   "' is not auto, none, node or job");
-  }
   HOIST_RETURN_IF_ERROR(Get(label, root, "cpu_bind", &t.cpu_bind));
   HOIST_RETURN_IF_ERROR(Get(label, root, "peer_timeout_s", &t.peer_timeout_s));
-  if (t.peer_timeout_s && !(*t.peer_timeout_s > 0)) {
-    return Status::InvalidArgument(label + ": peer_timeout_s must be > 0");
-  }
   HOIST_RETURN_IF_ERROR(Get(label, root, "unexpected_tensors", &t.unexpected_tensors));
-  if (t.unexpected_tensors && *t.unexpected_tensors != "error" && *t.unexpected_tensors != "warn" &&
-      *t.unexpected_tensors != "ignore") {
-    return Status::InvalidArgument(label + ": unexpected_tensors '" + *t.unexpected_tensors +
-                                   "' is not error, warn or ignore");
-  }
   HOIST_RETURN_IF_ERROR(Get(label, root, "socket_dir", &t.socket_dir));
   HOIST_RETURN_IF_ERROR(Get(label, root, "allow_uids", &t.allow_uids));
   HOIST_RETURN_IF_ERROR(Get(label, root, "host_cache", &t.host_cache));
@@ -103,52 +150,57 @@ Result<Topology> ParseTopology(const std::string& label, const std::string& yaml
     HOIST_RETURN_IF_ERROR(Get(label, st, "threads", &t.threads));
   }
   if (const YAML::Node nodes = root["nodes"]) {
-    if (!nodes.IsSequence()) return Status::InvalidArgument(label + ": 'nodes' must be a list");
-    std::set<std::string> names;
-    for (std::size_t i = 0; i < nodes.size(); ++i) {
-      const YAML::Node n = nodes[i];
-      const std::string where = " in nodes[" + std::to_string(i) + "]";
-      if (!n.IsMap())
-        return Status::InvalidArgument(label + ": nodes[" + std::to_string(i) +
-                                       "] must be a mapping");
-      HOIST_RETURN_IF_ERROR(CheckKeys(label, n, kNodeKeys, where));
-      NodeSpec spec;
-      std::optional<std::string> name;
-      std::optional<std::vector<int>> gpus;
-      HOIST_RETURN_IF_ERROR(Get(label, n, "name", &name));
-      HOIST_RETURN_IF_ERROR(Get(label, n, "gpus", &gpus));
-      spec.name = name.value_or("node" + std::to_string(i));
-      if (!names.insert(spec.name).second) {
-        return Status::InvalidArgument(label + ": node name '" + spec.name + "' appears twice");
-      }
-      if (!gpus || gpus->empty()) {
-        return Status::InvalidArgument(label + ": 'gpus' missing or empty" + where);
-      }
-      // A GPU may appear twice: two ranks sharing one device is legal (and how one-GPU
-      // machines run multi-rank jobs).
-      for (int g : *gpus) {
-        if (g < 0) {
-          return Status::InvalidArgument(label + ": gpu " + std::to_string(g) + " is negative" +
-                                         where);
-        }
-      }
-      spec.gpus = *gpus;
-      t.nodes.push_back(spec);
-    }
+    HOIST_RETURN_IF_ERROR(ParseNodes(label, nodes, &t.nodes));
   }
-  for (const auto* v : {&t.tp, &t.dp, &t.slots, &t.slot_mib, &t.threads}) {
-    if (*v && **v < 1) return Status::InvalidArgument(label + ": sizes must be >= 1");
-  }
-  if (t.ep && *t.ep < 0) return Status::InvalidArgument(label + ": ep must be >= 0");
   return t;
 }
 
+}  // namespace
+
+Result<Topology> ParseTopology(const std::string& label, const std::string& yaml_text) {
+  // yaml-cpp reports through exceptions; none may leave this function.
+  try {
+    return ParseRoot(label, YAML::Load(yaml_text));
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument(label + ": invalid YAML: " + Printable(e.what()));
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(label + ": cannot read the topology: " + Printable(e.what()));
+  }
+}
+
 Result<Topology> LoadTopology(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Status::NotFound(path + ": cannot open topology file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ParseTopology(path, ss.str());
+  constexpr off_t kMaxBytes = 1 << 20;
+  // Non-blocking, so that a FIFO cannot stall the open; then only a regular file is read.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    return Status::InvalidArgument(path +
+                                   ": cannot open the topology file: " + std::strerror(errno));
+  }
+  struct stat st {};
+  std::string text;
+  Status s;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    s = Status::InvalidArgument(path + ": the topology is not a regular file");
+  } else if (st.st_size > kMaxBytes) {
+    s = Status::InvalidArgument(path + ": the topology file has " + std::to_string(st.st_size) +
+                                " bytes, more than the limit of " + std::to_string(kMaxBytes));
+  } else {
+    text.resize(static_cast<std::size_t>(st.st_size));
+    std::size_t got = 0;
+    while (s.ok() && got < text.size()) {
+      const ssize_t r = ::read(fd, text.data() + got, text.size() - got);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) {
+        s = Status::IoError(
+            path + ": reading the topology file: " + (r < 0 ? std::strerror(errno) : "it shrank"));
+      } else {
+        got += static_cast<std::size_t>(r);
+      }
+    }
+  }
+  ::close(fd);
+  if (!s.ok()) return s;
+  return ParseTopology(path, text);
 }
 
 int NodesWorld(const Topology& t) {

@@ -21,8 +21,11 @@
 //   allow_uids: [1000]      # `hoist serve`: peer uids served (absent: the daemon's own uid)
 //   host_cache: false       # `hoist serve`: keep a pinned host copy for ctl release/restore
 //
-// Failure: unknown keys, wrong types, impossible tp/ep/dp or a node list whose size disagrees
-// with the world are InvalidArgument naming the file and key. Threading: pure.
+// Failure: a file that cannot be opened, is not a regular file or is over 1 MiB, invalid YAML, a
+// key that is not a string, unknown or given twice, and a value of the wrong type are
+// InvalidArgument naming the file, key and line (exit 2). Numbers are range-checked, and the
+// nodes list compared with the world, where flags and file meet: ResolveJobSpec
+// (launch/job_spec.h). Nothing throws. Threading: pure.
 #pragma once
 
 #include <optional>

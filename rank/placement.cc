@@ -166,8 +166,8 @@ std::string CpuListString(const std::vector<int>& cpus) {
   for (std::size_t i = 0; i < cpus.size();) {
     std::size_t j = i;
     while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
-    s += (s.empty() ? "" : ",") + std::to_string(cpus[i]);
-    if (j > i) s += "-" + std::to_string(cpus[j]);
+    s.append(s.empty() ? "" : ",").append(std::to_string(cpus[i]));
+    if (j > i) s.append("-").append(std::to_string(cpus[j]));
     i = j + 1;
   }
   return s;

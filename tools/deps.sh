@@ -5,7 +5,7 @@
 set -euo pipefail
 pkgs=(cmake ninja-build g++ pkg-config libprotobuf-dev protobuf-compiler libspdlog-dev libfmt-dev
       libyaml-cpp-dev libhwloc-dev libopenmpi-dev openmpi-bin libcli11-dev nlohmann-json3-dev
-      libgtest-dev libgmock-dev python3
+      libgtest-dev libgmock-dev python3 python3-venv
       pybind11-dev libdlpack-dev python3-dev python3-numpy  # embedding API, Python module
       python3-torch)  # hoist.torch and the tensor-parallel example engine (gloo on CPU)
 if [[ "${HOIST_FUZZ:-1}" == 1 ]]; then pkgs+=(clang-14 libclang-rt-14-dev); fi

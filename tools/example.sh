@@ -7,7 +7,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-$root/build}"
 HOIST_FUZZ=0 "$root/tools/deps.sh"
 source "$root/tools/env.sh"
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHOIST_WERROR=ON >/dev/null
 cmake --build "$build" -j "$(nproc)" --target hoist hoist-mkckpt
 model="$build/example/qwen3-tiny"
 out="$build/example/out"

@@ -102,7 +102,9 @@ std::string PeerOps::PendingText() const {
 
 std::string GroupString(const PeerGroup& g) {
   std::string s = "[";
-  for (std::size_t i = 0; i < g.ranks.size(); ++i) s += (i ? "," : "") + std::to_string(g.ranks[i]);
+  for (std::size_t i = 0; i < g.ranks.size(); ++i) {
+    s.append(i ? "," : "").append(std::to_string(g.ranks[i]));
+  }
   return s + "]";
 }
 
