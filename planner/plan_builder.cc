@@ -412,6 +412,7 @@ Result<proto::LoadPlan> BuildLoadPlan(const Checkpoint& ckpt, const PlanOptions&
   std::uint64_t source_tensors = 0, source_bytes = 0;
   std::vector<std::string> unexpected;            // no rule of the family knows them
   std::uint64_t fp8_weights = 0, fp8_scaled = 0;  // FP8 weights that need a scale / have one
+  Status orphan_scale;                            // the first scale whose weight is absent
   for (std::uint32_t f = 0; f < ckpt.files.size(); ++f) {
     const ShardFile& file = ckpt.files[f];
     for (std::uint32_t i = 0; i < file.header.tensors.size(); ++i) {
@@ -443,9 +444,12 @@ Result<proto::LoadPlan> BuildLoadPlan(const Checkpoint& ckpt, const PlanOptions&
       if (s.rule.param == Param::kScale) {
         const std::string wname = e.name.substr(0, e.name.size() - 10);  // drop "_scale_inv"
         auto w = ckpt.tensors.find(wname);
-        if (w == ckpt.tensors.end()) {
-          return Status::Corrupt("tensor '" + e.name + "' in " + file.rel_path +
-                                 ": FP8 scale without its weight '" + wname + "'");
+        if (w == ckpt.tensors.end()) {  // reported after the completeness check, which names
+          if (orphan_scale.ok()) {      // the missing weight with the config key implying it
+            orphan_scale = Status::Corrupt("tensor '" + e.name + "' in " + file.rel_path +
+                                           ": FP8 scale without its weight '" + wname + "'");
+          }
+          continue;
         }
         s.weight = &ckpt.Entry(w->second);
         fp8_scaled += s.weight->dtype == DType::kF8E4M3 || s.weight->dtype == DType::kF8E5M2;
@@ -457,6 +461,7 @@ Result<proto::LoadPlan> BuildLoadPlan(const Checkpoint& ckpt, const PlanOptions&
   // A tensor on the wrong kind of layer (step 1) names the config disagreement more exactly than
   // the implied tensors it leaves missing, so completeness is checked after classification.
   HOIST_RETURN_IF_ERROR(CheckComplete(ckpt, family));
+  HOIST_RETURN_IF_ERROR(orphan_scale);
   HOIST_RETURN_IF_ERROR(ReportUnexpected(ckpt, family, unexpected, options.unexpected));
   if (fp8_scaled < fp8_weights) HOIST_RETURN_IF_ERROR(CheckScales(ckpt, family));
 

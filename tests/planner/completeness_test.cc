@@ -263,12 +263,15 @@ TEST_F(CompletenessTest, UnexpectedTensorsFlagAndTopologyKey) {
   job = launch::ResolveJobSpec(spec);
   ASSERT_TRUE(job.ok()) << job.status().ToString();
   EXPECT_EQ(job->job.plan.unexpected, UnexpectedTensors::kError);
-  Result<launch::Topology> t = launch::ParseTopology("t.yaml", "unexpected_tensors: often\n");
-  ASSERT_FALSE(t.ok());
-  EXPECT_EQ(t.status().code(), Code::kInvalidArgument);
-  EXPECT_NE(t.status().message().find("unexpected_tensors 'often' is not error, warn or ignore"),
+  // A value no mode has is a configuration error when the job is resolved, naming the value.
+  testedit::WriteText(yaml, "model: " + dir + "\nunexpected_tensors: often\n");
+  spec.unexpected_tensors.reset();
+  job = launch::ResolveJobSpec(spec);
+  ASSERT_FALSE(job.ok());
+  EXPECT_EQ(job.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(job.status().message().find("unexpected_tensors 'often' is not error, warn or ignore"),
             std::string::npos)
-      << t.status().message();
+      << job.status().message();
 }
 
 // ---- the index ------------------------------------------------------------------------------
