@@ -320,6 +320,8 @@ def main():
     ap.add_argument("--work", default="/tmp/hoist-engine-check-work")
     ap.add_argument("--build-pkg", default=os.path.join(ROOT, "build", "python", "pkg"))
     ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--only", default="", help="comma-separated subset of: qwen3, qwen3-moe, "
+                    "qwen3-moe-step2 (default: all)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     os.makedirs(a.work, exist_ok=True)
@@ -342,6 +344,8 @@ def main():
     results = []
     for name, make_cfg in (("qwen3", dense_config), ("qwen3-moe", moe_config),
                            ("qwen3-moe-step2", moe_step2_config)):
+        if a.only and name not in a.only.split(","):
+            continue
         folder = os.path.join(a.work, name)
         try:
             log(f"{name}: writing the checkpoint with save_pretrained (bf16) into {folder}")

@@ -4,7 +4,7 @@
 # tp 1 (and tp 2 / ep 2 with NCCL under mpirun when 2 GPUs are visible), logits and greedy
 # tokens compared with from_pretrained's. Assumes hoist is built (BUILD, default build/, else
 # build-bench/ as bench/bench.sh builds it). Results: $OUT/engine_check.md and .jsonl.
-#   bench/engine_check.sh          (env: OUT, BUILD, PYTHON, STEPS)
+#   bench/engine_check.sh          (env: OUT, BUILD, PYTHON, STEPS, ONLY=qwen3-moe,...)
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -44,7 +44,7 @@ if ! err=$(PYTHONPATH="$pkg" "$PYTHON" -c "import hoist, hoist.torch" 2>&1); the
 fi
 say "running bench/engine_check.py"
 PYTHONPATH="$pkg${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" bench/engine_check.py --out "$OUT" \
-  --build-pkg "$pkg" --steps "${STEPS:-8}"
+  --build-pkg "$pkg" --steps "${STEPS:-8}" ${ONLY:+--only "$ONLY"}
 rc=$?
 say "done: exit $rc; results in $OUT/engine_check.md"
 exit $rc
