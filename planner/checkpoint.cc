@@ -17,6 +17,7 @@
 
 #include "planner/regular_file.h"
 #include "planner/strict_json.h"
+#include "util/file_kind.h"
 
 namespace hoist::planner {
 namespace {

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "planner/io_stats.h"
+#include "util/file_kind.h"
 
 namespace hoist::planner {
 namespace {
@@ -19,29 +20,14 @@ Status OsError(const std::string& path, const char* call, int err) {
   return err == ENOENT ? Status::NotFound(std::move(message)) : Status::IoError(std::move(message));
 }
 
-Status NotRegular(const std::string& path, mode_t mode) {
-  return Status::Corrupt(path + " is " + std::string(FileKindName(mode)) + ", not a regular file");
-}
-
 }  // namespace
-
-std::string_view FileKindName(mode_t mode) {
-  if (S_ISREG(mode)) return "a regular file";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  if (S_ISLNK(mode)) return "a symbolic link";
-  return "a special file";
-}
 
 Result<RegularFile> RegularFile::Open(const std::string& path, bool metadata) {
   // 1. stat (following symlinks: the caller has already checked where they lead) so that a
   //    FIFO or a device is never opened at all.
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return OsError(path, "stat", errno);
-  if (!S_ISREG(st.st_mode)) return NotRegular(path, st.st_mode);
+  if (!S_ISREG(st.st_mode)) return Status::Corrupt(NotARegularFile(path, st.st_mode));
   // 2. Non-blocking open: if the file was swapped for a FIFO since the stat, this returns at
   //    once instead of waiting for a writer.
   if (metadata) CountHeaderOpen();
@@ -50,7 +36,7 @@ Result<RegularFile> RegularFile::Open(const std::string& path, bool metadata) {
   RegularFile file(fd, 0, 0);
   // 3. What was opened is what is read.
   if (::fstat(fd, &st) != 0) return OsError(path, "fstat", errno);
-  if (!S_ISREG(st.st_mode)) return NotRegular(path, st.st_mode);
+  if (!S_ISREG(st.st_mode)) return Status::Corrupt(NotARegularFile(path, st.st_mode));
   const int flags = ::fcntl(fd, F_GETFL);
   if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
     return OsError(path, "fcntl", errno);

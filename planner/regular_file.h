@@ -44,8 +44,4 @@ class RegularFile {
   std::int64_t mtime_ns_ = 0;
 };
 
-// "a FIFO", "a directory", "a character device", "a block device", "a socket", "a symbolic
-// link", "a regular file", or "a special file" for anything else.
-std::string_view FileKindName(mode_t mode);
-
 }  // namespace hoist::planner

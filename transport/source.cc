@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "transport/mapped_read.h"
+#include "util/file_kind.h"
 
 namespace hoist::transport {
 namespace {
@@ -80,21 +81,6 @@ class Fd {
   int fd_ = -1;
 };
 
-// "a FIFO", "a directory", ...: what a path that is not a regular file is.
-std::string_view FileKindName(mode_t mode) {
-  if (S_ISREG(mode)) return "a regular file";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "a special file";
-}
-
-Status NotRegular(const std::string& path, mode_t mode) {
-  return Status::Corrupt(path + " is " + std::string(FileKindName(mode)) + ", not a regular file");
-}
-
 Status OpenError(const std::string& path, const char* call, int err) {
   if (err == ENOENT) return Status::NotFound(path + ": " + call + ": " + Errno(err));
   return Status::IoError(path + ": " + call + ": " + Errno(err));
@@ -107,13 +93,13 @@ Status OpenError(const std::string& path, const char* call, int err) {
 Result<std::pair<Fd, std::uint64_t>> OpenAndStat(const std::string& path, int flags) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return OpenError(path, "stat", errno);
-  if (!S_ISREG(st.st_mode)) return NotRegular(path, st.st_mode);
+  if (!S_ISREG(st.st_mode)) return Status::Corrupt(NotARegularFile(path, st.st_mode));
   const int direct = flags & O_DIRECT;
   int fd = ::open(path.c_str(), (flags & ~O_DIRECT) | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
   if (fd < 0) return OpenError(path, "open", errno);
   Fd owned(fd);
   if (::fstat(fd, &st) != 0) return OpenError(path, "fstat", errno);
-  if (!S_ISREG(st.st_mode)) return NotRegular(path, st.st_mode);
+  if (!S_ISREG(st.st_mode)) return Status::Corrupt(NotARegularFile(path, st.st_mode));
   const int fl = ::fcntl(fd, F_GETFL);
   if (fl < 0 || ::fcntl(fd, F_SETFL, (fl & ~O_NONBLOCK) | direct) != 0) {
     const int err = errno;
