@@ -1,1 +1,0 @@
-// coordinator: rank 0 role (to be written)
