@@ -4,10 +4,10 @@
 
 #include <chrono>
 
+#include "config/job_spec.h"
 #include "coordinator/job.h"
 #include "embed/model_state.h"
 #include "hoist/hoist.h"
-#include "launch/job_spec.h"
 #include "planner/dtype.h"
 
 namespace hoist {
@@ -142,7 +142,7 @@ Status Model::Release() {
 
 Result<Model> Load(const LoadOptions& options) {
   const Clock::time_point origin = Clock::now();
-  launch::JobSpec spec;
+  config::JobSpec spec;
   spec.topology = options.topology_file;
   if (!options.model.empty()) spec.model = options.model;
   spec.tp = options.tp;
@@ -155,7 +155,7 @@ Result<Model> Load(const LoadOptions& options) {
   spec.threads = options.threads;
   if (options.verify) spec.verify = true;
   spec.solo_rank = options.rank;
-  HOIST_ASSIGN_OR_RETURN(launch::ResolvedJob resolved, launch::ResolveJobSpec(spec));
+  HOIST_ASSIGN_OR_RETURN(config::ResolvedJob resolved, config::ResolveJobSpec(spec));
   coordinator::JobOptions& job = resolved.job;
 
   std::unique_ptr<coordinator::Comm> comm;

@@ -16,15 +16,15 @@
 #include <string>
 #include <vector>
 
+#include "config/job_spec.h"
 #include "coordinator/comm.h"
 #include "coordinator/job.h"
 #include "coordinator/report.h"
 #include "launch/exit_codes.h"
-#include "launch/job_spec.h"
+#include "launch/job_flags.h"
 #include "launch/logging.h"
 #include "launch/serve_cli.h"
 #include "launch/suggest.h"
-#include "launch/topology.h"
 #include "planner/checkpoint.h"
 #include "planner/dedup.h"
 #include "planner/plan_builder.h"
@@ -38,7 +38,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// What `hoist load` adds to the job selection (launch/job_spec.h): outputs and test hooks.
+// What `hoist load` adds to the job selection (config/job_spec.h, flags in launch/job_flags.h):
+// outputs and test hooks.
 struct LoadFlags {
   std::string dump;
   std::string report_json, trace, timeline, metrics;
@@ -86,12 +87,12 @@ std::function<void(const coordinator::Progress&)> ProgressPrinter() {
   };
 }
 
-int RunPlan(const JobSpec& spec, const std::string& log_level, const std::string& json_path,
+int RunPlan(const config::JobSpec& spec, const std::string& log_level, const std::string& json_path,
             const std::string& out_path) {
   // Under a launcher every process would plan the same: only rank 0 prints an error.
   const bool quiet = !PrintsSharedErrors();
   if (Status s = SetUpLogging(log_level, 0, "-"); !s.ok()) return Fail(s, quiet);
-  Result<ResolvedJob> job = ResolveJobSpec(spec);
+  Result<config::ResolvedJob> job = config::ResolveJobSpec(spec);
   if (!job.ok()) return Fail(job.status(), quiet);
   Result<planner::Checkpoint> ckpt = planner::OpenCheckpoint(job->job.model_dir);
   if (!ckpt.ok()) return Fail(ckpt.status(), quiet);
@@ -189,12 +190,12 @@ std::shared_ptr<std::future<Result<rank::PreparedDevice>>> StartDeviceEarly(
       std::async(std::launch::async, rank::PrepareDevice, job.load.device, gpu, origin));
 }
 
-int RunLoad(const JobSpec& spec, const LoadFlags& l, const std::string& log_level, int* argc,
-            char*** argv, Clock::time_point origin) {
+int RunLoad(const config::JobSpec& spec, const LoadFlags& l, const std::string& log_level,
+            int* argc, char*** argv, Clock::time_point origin) {
   // Before MPI: the job's options (pure; configuration errors are the same on every rank, so
   // each process finds them here, rank 0 alone prints, and every rank exits with the same code),
   // then the device and host topology, which load while MPI starts.
-  Result<ResolvedJob> resolved = ResolveJobSpec(spec);
+  Result<config::ResolvedJob> resolved = config::ResolveJobSpec(spec);
   if (!resolved.ok()) return Fail(resolved.status(), !PrintsSharedErrors());
   std::shared_ptr<std::future<Result<rank::PreparedDevice>>> prepared =
       StartDeviceEarly(resolved->job, origin);
@@ -339,7 +340,7 @@ int Main(int argc, char** argv) {
   CLI::App app{"hoist: lift safetensors checkpoints into GPU memory across many ranks", "hoist"};
   app.require_subcommand(1);
 
-  JobSpec plan_spec;
+  config::JobSpec plan_spec;
   std::string plan_log_level = "info", json_path, out_path;
   CLI::App* plan = app.add_subcommand("plan", "read headers only and print/write the load plan");
   AddJobFlags(plan, &plan_spec, /*load_flags=*/false);
@@ -348,7 +349,7 @@ int Main(int argc, char** argv) {
   plan->add_option("--json", json_path, "write the plan summary as JSON");
   plan->add_option("--out", out_path, "write the protobuf plan");
 
-  JobSpec load_spec;
+  config::JobSpec load_spec;
   LoadFlags l;
   std::string load_log_level = "info";
   CLI::App* load =

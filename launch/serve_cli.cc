@@ -10,11 +10,12 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "config/job_spec.h"
 #include "coordinator/comm.h"
 #include "coordinator/job.h"
 #include "coordinator/report.h"
 #include "launch/exit_codes.h"
-#include "launch/job_spec.h"
+#include "launch/job_flags.h"
 #include "launch/logging.h"
 #include "launch/suggest.h"
 #include "rank/serve.h"
@@ -104,7 +105,7 @@ int ServeCommands::Run(int* argc, char*** argv, std::chrono::steady_clock::time_
 }
 
 // serve's own numbers and names: the socket directory, allowed uids, request limit.
-Status ServeCommands::ResolveServe(const Topology& t, rank::ServeOptions* so,
+Status ServeCommands::ResolveServe(const config::Topology& t, rank::ServeOptions* so,
                                    std::string* dir) const {
   *dir = !socket_dir.empty() ? socket_dir : t.socket_dir.value_or(DefaultSocketDir());
   const std::vector<long long> uids =
@@ -122,7 +123,7 @@ Status ServeCommands::ResolveServe(const Topology& t, rank::ServeOptions* so,
 
 int ServeCommands::RunServe(int* argc, char*** argv, std::chrono::steady_clock::time_point origin) {
   // Configuration errors are every rank's alike: found before MPI starts, printed by rank 0.
-  Result<ResolvedJob> resolved = ResolveJobSpec(spec_);
+  Result<config::ResolvedJob> resolved = config::ResolveJobSpec(spec_);
   if (!resolved.ok()) return Fail(resolved.status(), !PrintsSharedErrors());
   rank::ServeOptions so;
   std::string dir;

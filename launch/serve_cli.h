@@ -13,7 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "launch/job_spec.h"
+#include "config/job_spec.h"
+#include "launch/job_flags.h"
 #include "rank/serve.h"
 
 namespace hoist::launch {
@@ -31,12 +32,13 @@ class ServeCommands {
  private:
   int RunServe(int* argc, char*** argv, std::chrono::steady_clock::time_point origin);
   int RunCtl();
-  Status ResolveServe(const Topology& t, rank::ServeOptions* so, std::string* dir) const;
+  Status ResolveServe(const config::Topology& t, rank::ServeOptions* so, std::string* dir) const;
 
   CLI::App* serve_ = nullptr;
   CLI::App* ctl_ = nullptr;
-  // serve: the job selection shared with `hoist load` (launch/job_spec.h), then its own flags
-  JobSpec spec_;
+  // serve: the job selection shared with `hoist load` (config/job_spec.h, flags in
+  // launch/job_flags.h), then its own flags
+  config::JobSpec spec_;
   std::string log_level = "info";
   std::string socket_dir;
   std::vector<long long> allow_uids;

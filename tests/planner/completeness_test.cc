@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "launch/job_spec.h"
-#include "launch/topology.h"
+#include "config/job_spec.h"
+#include "config/topology.h"
 #include "planner/plan_builder.h"
 #include "planner/rules.h"
 #include "tests/launch/mpirun_util.h"
@@ -254,19 +254,19 @@ TEST_F(CompletenessTest, UnexpectedTensorsFlagAndTopologyKey) {
 
   const std::string yaml = scratch_.Sub("t.yaml");
   testedit::WriteText(yaml, "model: " + dir + "\nunexpected_tensors: ignore\n");
-  launch::JobSpec spec;
+  config::JobSpec spec;
   spec.topology = yaml;
-  Result<launch::ResolvedJob> job = launch::ResolveJobSpec(spec);
+  Result<config::ResolvedJob> job = config::ResolveJobSpec(spec);
   ASSERT_TRUE(job.ok()) << job.status().ToString();
   EXPECT_EQ(job->job.plan.unexpected, UnexpectedTensors::kIgnore);
   spec.unexpected_tensors = "error";  // the flag wins over the file
-  job = launch::ResolveJobSpec(spec);
+  job = config::ResolveJobSpec(spec);
   ASSERT_TRUE(job.ok()) << job.status().ToString();
   EXPECT_EQ(job->job.plan.unexpected, UnexpectedTensors::kError);
   // A value no mode has is a configuration error when the job is resolved, naming the value.
   testedit::WriteText(yaml, "model: " + dir + "\nunexpected_tensors: often\n");
   spec.unexpected_tensors.reset();
-  job = launch::ResolveJobSpec(spec);
+  job = config::ResolveJobSpec(spec);
   ASSERT_FALSE(job.ok());
   EXPECT_EQ(job.status().code(), Code::kInvalidArgument);
   EXPECT_NE(job.status().message().find("unexpected_tensors 'often' is not error, warn or ignore"),

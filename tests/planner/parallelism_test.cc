@@ -4,7 +4,7 @@
 // each error names the config key, its value and the tp (or ep) values that work, and that list
 // is checked against the planner itself (every listed value plans, every other one fails).
 // Ranges: tp / dp / ep, the 64-bit world, alignment, the dedup step, through BuildLoadPlan,
-// launch's ResolveJobSpec and the `hoist plan` binary (dp 10^9 answers at once).
+// config's ResolveJobSpec and the `hoist plan` binary (dp 10^9 answers at once).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "launch/job_spec.h"
-#include "launch/topology.h"
+#include "config/job_spec.h"
+#include "config/topology.h"
 #include "planner/plan_builder.h"
 #include "tests/launch/mpirun_util.h"
 #include "tests/planner/ckpt_edit.h"
@@ -235,24 +235,24 @@ TEST_F(ParallelismTest, HugeDpIsRefusedAtOnce) {
               {"tp 2 x dp 40000 = 80000 ranks is out of range"});
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1.0);
 
-  // launch/ resolves flags and the topology file through the same check.
-  launch::JobSpec spec;
+  // config/ resolves flags and the topology file through the same check.
+  config::JobSpec spec;
   spec.model = dir;
   spec.dp = 1'000'000'000;
-  Result<launch::ResolvedJob> r = launch::ResolveJobSpec(spec);
+  Result<config::ResolvedJob> r = config::ResolveJobSpec(spec);
   ASSERT_FALSE(r.ok());
   ExpectInvalid(r.status(), "dp 1000000000 is out of range: dp must be between 1 and 65536");
   const std::string yaml = scratch_.Sub("t.yaml");
   testedit::WriteText(yaml, "model: " + dir + "\ntp: 4\ndp: 1000000000\n");
-  launch::JobSpec from_file;
+  config::JobSpec from_file;
   from_file.topology = yaml;
-  r = launch::ResolveJobSpec(from_file);
+  r = config::ResolveJobSpec(from_file);
   ASSERT_FALSE(r.ok());
   ExpectInvalid(r.status(), "dp 1000000000 is out of range");
-  launch::JobSpec step;
+  config::JobSpec step;
   step.model = dir;
   step.dedup_step_kib = 1;
-  r = launch::ResolveJobSpec(step);
+  r = config::ResolveJobSpec(step);
   ASSERT_FALSE(r.ok());
   ExpectInvalid(r.status(), "dedup step 1 KiB is out of range");
 }

@@ -1,6 +1,8 @@
 // What a load needs, as the embedding API (include/hoist/hoist.h), `hoist plan`, `hoist load` and
 // `hoist serve` state it: an optional topology file plus overrides, resolved into
-// coordinator::JobOptions the same way `hoist load` merges its flags over the file.
+// coordinator::JobOptions the same way `hoist load` merges its flags over the file. The flags
+// that fill a JobSpec are the command line's (launch/job_flags.h): config/ has no CLI11, so
+// libhoist.so resolves a load through it without linking the command line.
 //
 // ResolveJobSpec is the one place where every number of a rank's load is checked against a sane
 // range (kLimits below), whether it came from a flag, the topology file or the embedding API; the
@@ -12,16 +14,15 @@
 // Threading: pure.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <optional>
 #include <string>
 
+#include "config/topology.h"
 #include "coordinator/job.h"
 #include "hoist/status.h"
-#include "launch/topology.h"
 #include "planner/plan_options.h"
 
-namespace hoist::launch {
+namespace hoist::config {
 
 // Every field left unset falls back to the topology file, then to the default.
 struct JobSpec {
@@ -51,17 +52,6 @@ struct JobLimits {
 };
 inline constexpr JobLimits kLimits{};
 
-// Registers the flags that fill `spec` on a subcommand: the plan selection (--topology, --model,
-// --tp, --ep, --dp, --layout, --placement, --dedup, --dedup-step-kib, --unexpected-tensors) and,
-// with `load_flags`, how a rank loads (--rank, --read, --device, --staging, --slots, --slot-mib,
-// --threads, --chunk-kib, --verify, --peer-timeout-s, --no-numa). `hoist plan`, `hoist load` and
-// `hoist serve` share them. The flags only parse;
-// ResolveJobSpec checks the values.
-void AddJobFlags(CLI::App* app, JobSpec* spec, bool load_flags);
-
-// The --log-level values (spdlog's names), as a CLI11 check.
-CLI::Validator LogLevels();
-
 struct ResolvedJob {
   coordinator::JobOptions job;
   Topology topology;  // as read from the file (serve keys included)
@@ -69,4 +59,4 @@ struct ResolvedJob {
 
 Result<ResolvedJob> ResolveJobSpec(const JobSpec& spec);
 
-}  // namespace hoist::launch
+}  // namespace hoist::config

@@ -25,7 +25,7 @@
 // key that is not a string, unknown or given twice, and a value of the wrong type are
 // InvalidArgument naming the file, key and line (exit 2). Numbers are range-checked, and the
 // nodes list compared with the world, where flags and file meet: ResolveJobSpec
-// (launch/job_spec.h). Nothing throws. Threading: pure.
+// (config/job_spec.h). Nothing throws. Threading: pure.
 #pragma once
 
 #include <optional>
@@ -34,7 +34,7 @@
 
 #include "hoist/status.h"
 
-namespace hoist::launch {
+namespace hoist::config {
 
 struct NodeSpec {
   std::string name;
@@ -65,4 +65,4 @@ Result<Topology> ParseTopology(const std::string& label, const std::string& yaml
 // World size implied by the nodes list (sum of GPUs), 0 when absent.
 int NodesWorld(const Topology& t);
 
-}  // namespace hoist::launch
+}  // namespace hoist::config

@@ -1,4 +1,4 @@
-#include "launch/topology.h"
+#include "config/topology.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -14,7 +14,7 @@
 
 #include "util/printable.h"
 
-namespace hoist::launch {
+namespace hoist::config {
 namespace {
 
 const std::set<std::string> kTopKeys = {"model", "tp", "ep", "dp", "layout", "placement", "read",
@@ -81,7 +81,7 @@ Status Get(const std::string& label, const YAML::Node& map, const char* key,
 }
 
 // The nodes list: each entry a mapping {name, gpus}, names unique, gpus non-empty. The GPU
-// ordinals' range is checked with the other numbers (launch/job_spec.h).
+// ordinals' range is checked with the other numbers (config/job_spec.h).
 Status ParseNodes(const std::string& label, const YAML::Node& nodes, std::vector<NodeSpec>* out) {
   if (!nodes.IsSequence()) return Status::InvalidArgument(label + ": 'nodes' must be a list");
   std::set<std::string> names;
@@ -209,4 +209,4 @@ int NodesWorld(const Topology& t) {
   return n;
 }
 
-}  // namespace hoist::launch
+}  // namespace hoist::config

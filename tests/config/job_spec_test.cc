@@ -1,6 +1,6 @@
 // One resolution of flags over the topology file for `hoist plan`, `hoist load`, `hoist serve`
 // and the embedding API.
-#include "launch/job_spec.h"
+#include "config/job_spec.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace hoist::launch {
+namespace hoist::config {
 namespace {
 
 namespace fs = std::filesystem;
@@ -45,32 +45,6 @@ TEST_F(JobSpecTest, TheFileFillsWhatTheFlagsLeaveUnset) {
   EXPECT_EQ(j.load.slot_bytes, 2ull << 20);
   EXPECT_EQ(j.load.threads, 5);
   EXPECT_TRUE(j.load.verify);
-}
-
-TEST_F(JobSpecTest, FlagsOverrideTheFile) {
-  JobSpec spec;
-  spec.topology = path_.string();
-  CLI::App app;
-  AddJobFlags(&app, &spec, /*load_flags=*/true);
-  const char* argv[] = {"hoist",       "--model",   "/other",  "--tp",     "4",
-                        "--dp",        "1",         "--dedup", "job",      "--read",
-                        "direct",      "--threads", "9",       "--layout", "fused",
-                        "--chunk-kib", "64",        "--rank",  "3",        "--no-numa"};
-  ASSERT_NO_THROW(app.parse(static_cast<int>(std::size(argv)), const_cast<char**>(argv)));
-  Result<ResolvedJob> r = ResolveJobSpec(spec);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
-  const coordinator::JobOptions& j = r->job;
-  EXPECT_EQ(j.model_dir, "/other");
-  EXPECT_EQ(j.plan.tp, 4);
-  EXPECT_EQ(j.plan.dp, 1);
-  EXPECT_EQ(j.plan.layout, proto::LAYOUT_FUSED);
-  EXPECT_EQ(j.plan.dedup, proto::DEDUP_JOB);
-  EXPECT_EQ(j.load.read_mode, transport::ReadMode::kDirect);
-  EXPECT_EQ(j.load.threads, 9);
-  EXPECT_EQ(j.load.slots, 3);  // not given: still the file's
-  EXPECT_EQ(j.load.chunk_bytes, 64u << 10);
-  EXPECT_FALSE(j.load.bind_numa);
-  EXPECT_EQ(j.solo_rank, 3);
 }
 
 TEST_F(JobSpecTest, BadValuesAreNamed) {
@@ -269,4 +243,4 @@ TEST(JobSpecFile, AMissingTopologyIsAConfigurationError) {
 }
 
 }  // namespace
-}  // namespace hoist::launch
+}  // namespace hoist::config

@@ -1,4 +1,4 @@
-#include "launch/topology.h"
+#include "config/topology.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -11,7 +11,7 @@
 #include "tests/scratch_dir.h"
 #include "tests/test_paths.h"
 
-namespace hoist::launch {
+namespace hoist::config {
 namespace {
 
 TEST(Topology, ParsesEveryKey) {
@@ -201,4 +201,4 @@ TEST(Topology, ShippedConfigsParse) {
 }
 
 }  // namespace
-}  // namespace hoist::launch
+}  // namespace hoist::config
