@@ -7,7 +7,10 @@
 // last task enqueues its host->device copies (1-D or 2-D, one per plan copy piece) on one stream,
 // bracketed by two timing events; the only synchronisation between DMA and refill is the slot's
 // end event, waited by the first thread that needs the slot again. Fills run ahead while DMA
-// drains. Plan Fills become device memsets enqueued first.
+// drains. Plan Fills become device memsets enqueued first. The cutting into slots, pieces and tasks
+// is the pure CutStaged/CutDirect (transport/slot_plan.h); pipeline.cc runs the cut with one
+// executor per mode family: staged (fill threads over a ring of slots and its DMA), pageable,
+// registered.
 //
 // Read modes: buffered (pread), mmap (memcpy from the mapping), direct (O_DIRECT, several requests
 // in flight per thread), auto (per chunk: mmap when at least half its bytes are resident in the

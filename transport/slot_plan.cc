@@ -1,0 +1,159 @@
+#include "transport/slot_plan.h"
+
+#include <algorithm>
+
+namespace hoist::transport {
+namespace {
+
+// A copy's shape after packing: rows packed on both sides become one row.
+struct Shape {
+  std::uint64_t width, rows, src_pitch, dst_pitch;
+};
+
+Shape Packed(const proto::Copy& c) {
+  Shape s{c.width(), c.rows(), c.src_pitch(), c.dst_pitch()};
+  if (s.rows > 1 && s.src_pitch == s.width && s.dst_pitch == s.width) {
+    s.width *= s.rows;
+    s.rows = 1;
+  }
+  return s;
+}
+
+// Appends pieces of at most `chunk` bytes covering rows of width at src (src_pitch) -> dst
+// (dst_pitch): runs of whole rows when a row fits, otherwise single-row pieces. `staged`: pieces
+// land packed in a slot (dst_pitch 0) and single-row pieces keep the source pitch; direct pieces
+// keep both pitches on whole rows and none on single-row pieces (as the device copies expect).
+void AddPieces(std::vector<SlotPiece>* out, bool staged, std::uint32_t file, std::uint32_t seq,
+               std::uint64_t src, std::uint64_t src_pitch, std::uint64_t width, std::uint64_t rows,
+               std::uint64_t dst, std::uint64_t dst_pitch, std::uint64_t chunk) {
+  if (rows > 1 && width <= chunk) {
+    const std::uint64_t per = std::max<std::uint64_t>(1, chunk / width);
+    for (std::uint64_t r = 0; r < rows; r += per) {
+      out->push_back(SlotPiece{file, seq, src + r * src_pitch, src_pitch, width,
+                               std::min(per, rows - r), dst + r * dst_pitch,
+                               staged ? 0 : dst_pitch});
+    }
+    return;
+  }
+  for (std::uint64_t r = 0; r < rows; ++r) {
+    for (std::uint64_t c = 0; c < width; c += chunk) {
+      out->push_back(SlotPiece{file, seq, src + r * src_pitch + c, staged ? src_pitch : 0,
+                               std::min(chunk, width - c), 1, dst + r * dst_pitch + c, 0});
+    }
+  }
+}
+
+// Consecutive pieces of one slot, at most `chunk` bytes a task.
+void GroupTasks(SlotPlan* cut, std::uint64_t chunk) {
+  SlotTask cur{0, 0, 0, 0};
+  for (std::size_t i = 0; i < cut->pieces.size(); ++i) {
+    const SlotPiece& p = cut->pieces[i];
+    if (cur.end > cur.begin && (p.seq != cur.seq || cur.bytes + p.bytes() > chunk)) {
+      cut->tasks.push_back(cur);
+      cur = SlotTask{p.seq, i, i, 0};
+    }
+    if (cur.end == cur.begin) cur = SlotTask{p.seq, i, i, 0};
+    cur.end = i + 1;
+    cur.bytes += p.bytes();
+  }
+  if (cur.end > cur.begin) cut->tasks.push_back(cur);
+}
+
+// Walks the packed byte stream slot by slot.
+class StagedCutter {
+ public:
+  StagedCutter(std::uint64_t slot_bytes, std::uint64_t chunk, SlotPlan* cut)
+      : slot_bytes_(slot_bytes), chunk_(chunk), cut_(*cut) {
+    cut_.seq_ops.push_back(0);
+  }
+
+  // Cuts one copy with bytes; returns the last slot holding its bytes.
+  std::int64_t Add(const proto::Copy& c) {
+    const Shape s = Packed(c);
+    std::uint64_t row = 0, col = 0;
+    while (row < s.rows) {
+      const std::uint64_t rem = slot_bytes_ - pos_;
+      const std::uint64_t src = c.src_offset() + row * s.src_pitch + col;
+      const std::uint64_t dst = c.dst_offset() + row * s.dst_pitch + col;
+      if (col == 0 && s.width <= rem) {  // whole rows fit
+        const std::uint64_t n = std::min(s.rows - row, rem / s.width);
+        Emit(c.file(), src, s.src_pitch, s.width, n, dst, s.dst_pitch);
+        row += n;
+      } else {  // a part of one row, up to the slot's end
+        const std::uint64_t len = std::min(s.width - col, rem);
+        Emit(c.file(), src, 0, len, 1, dst, 0);
+        col += len;
+        if (col == s.width) {
+          col = 0;
+          ++row;
+        }
+      }
+      if (pos_ == slot_bytes_) NextSlot();
+    }
+    return pos_ == 0 && seq_ > 0 ? seq_ - 1 : seq_;  // ended exactly at a slot boundary
+  }
+
+  void Finish() {
+    if (pos_ > 0) NextSlot();
+  }
+
+ private:
+  void Emit(std::uint32_t file, std::uint64_t src, std::uint64_t src_pitch, std::uint64_t width,
+            std::uint64_t rows, std::uint64_t dst, std::uint64_t dst_pitch) {
+    cut_.ops.push_back(SlotOp{pos_, dst, dst_pitch, width, rows});
+    AddPieces(&cut_.pieces, /*staged=*/true, file, seq_, src, src_pitch, width, rows, pos_, width,
+              chunk_);
+    pos_ += rows * width;
+  }
+
+  void NextSlot() {
+    cut_.seq_bytes.push_back(pos_);
+    ++seq_;
+    pos_ = 0;
+    cut_.seq_ops.push_back(cut_.ops.size());
+  }
+
+  const std::uint64_t slot_bytes_, chunk_;
+  SlotPlan& cut_;
+  std::uint32_t seq_ = 0;
+  std::uint64_t pos_ = 0;
+};
+
+}  // namespace
+
+SlotPlan CutStaged(const proto::RankPlan& plan, std::uint64_t slot_bytes,
+                   std::uint64_t chunk_bytes) {
+  SlotPlan cut;
+  StagedCutter cutter(slot_bytes, chunk_bytes, &cut);
+  cut.copy_last_seq.assign(plan.copies_size(), -1);
+  std::int64_t last_seq = -1;  // of the latest copy with bytes
+  for (int ci = 0; ci < plan.copies_size(); ++ci) {
+    const proto::Copy& c = plan.copies(ci);
+    if (c.width() != 0 && c.rows() != 0) last_seq = cutter.Add(c);
+    cut.copy_last_seq[ci] = last_seq;
+  }
+  cutter.Finish();
+  GroupTasks(&cut, chunk_bytes);
+  return cut;
+}
+
+SlotPlan CutDirect(const proto::RankPlan& plan, std::uint64_t chunk_bytes) {
+  SlotPlan cut;
+  for (const proto::Copy& c : plan.copies()) {
+    if (c.width() == 0 || c.rows() == 0) continue;
+    const Shape s = Packed(c);
+    AddPieces(&cut.pieces, /*staged=*/false, c.file(), 0, c.src_offset(), s.src_pitch, s.width,
+              s.rows, c.dst_offset(), s.dst_pitch, chunk_bytes);
+  }
+  for (std::size_t i = 0; i < cut.pieces.size(); ++i) {
+    cut.tasks.push_back(SlotTask{0, i, i + 1, cut.pieces[i].bytes()});
+  }
+  return cut;
+}
+
+std::int64_t LastSeqOfCopies(const SlotPlan& cut, int copies) {
+  if (copies <= 0 || cut.copy_last_seq.empty()) return -1;
+  return cut.copy_last_seq[std::min<std::size_t>(copies, cut.copy_last_seq.size()) - 1];
+}
+
+}  // namespace hoist::transport
