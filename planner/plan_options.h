@@ -1,5 +1,5 @@
 // What a load plan is built for (PlanOptions) and the one place its ranges are checked
-// (ValidatePlanOptions): BuildLoadPlan calls it first, and launch/ calls it while resolving
+// (ValidatePlanOptions): BuildLoadPlan calls it first, and config/ calls it while resolving
 // flags and the topology file, so that an absurd value is refused at once with its range
 // (e.g. dp 10^9 never reaches the per-rank loop).
 //
