@@ -13,6 +13,7 @@
 #include "proto/control.pb.h"
 #include "rank/placement.h"
 #include "rank/rank_job.h"
+#include "transport/phase.h"
 
 namespace hoist::coordinator {
 namespace {
@@ -21,16 +22,6 @@ using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
-}
-
-void AddPhase(proto::RankReport* report, const char* name, Clock::time_point origin,
-              Clock::time_point start, Clock::time_point end, std::uint64_t bytes = 0) {
-  proto::Phase* p = report->add_phases();
-  p->set_name(name);
-  p->set_start_s(Seconds(origin, start));
-  p->set_seconds(Seconds(start, end));
-  p->set_busy_s(Seconds(start, end));
-  p->set_bytes(bytes);
 }
 
 // Waits for one message from `from` on `channel`, bounded by timeout_s.
@@ -186,22 +177,6 @@ std::uint64_t CopyBytes(const proto::RankPlan& rp) {
   return n;
 }
 
-// Rank 0: the job's error, naming the rank that failed on its own (not one stopped by it).
-Status Blame(const std::vector<proto::RankReport>& reports) {
-  const proto::RankReport* first = nullptr;
-  for (const proto::RankReport& r : reports) {
-    if (r.ok()) continue;
-    if (first == nullptr) first = &r;
-    if (r.stopped_by() < 0 && !rank::CausedByPeer(r.error())) {
-      first = &r;
-      break;
-    }
-  }
-  if (first == nullptr) return Status::Ok();
-  return Status(Code::kAborted, "rank " + std::to_string(first->rank()) + " on " + first->host() +
-                                    " failed: " + first->error());
-}
-
 // What the driver needs besides the options: the progress total and who runs, and how a rank's
 // report is completed before it is sent (rank, host, init and plan phases).
 struct DriverSetup {
@@ -227,13 +202,16 @@ class Driver {
   Status Run(rank::RankJob* job, const Status& early) {
     start_ = Clock::now();
     LocalState mine;
-    if (job == nullptr) Finish(Result<rank::LoadedRank>(early), &mine);
+    if (job == nullptr) Finish(Result<rank::LoadedRank>(early), false, &mine);
     for (int spin = 0;; ++spin) {
       if (job != nullptr && !mine.finished) {
         job->Poll();
         mine.bytes = job->bytes_done();
         mine.stage = static_cast<std::uint32_t>(job->stage());
-        if (job->finished()) Finish(job->Finish(), &mine);
+        if (job->finished()) {
+          Result<rank::LoadedRank> r = job->Finish();
+          Finish(std::move(r), job->peer_timed_out(), &mine);
+        }
       }
       Result<const JobView*> view = loop_.Poll(mine);
       if (!view.ok()) {
@@ -257,7 +235,8 @@ class Driver {
   std::vector<proto::RankReport>& reports() { return reports_; }
 
  private:
-  void Finish(Result<rank::LoadedRank> r, LocalState* mine) {
+  // `peer_timed_out`: a failure that was a timeout waiting for another rank.
+  void Finish(Result<rank::LoadedRank> r, bool peer_timed_out, LocalState* mine) {
     if (r.ok()) {
       report_ = r->report;
       local_.emplace(std::move(r).value());
@@ -269,6 +248,7 @@ class Driver {
     }
     report_.set_ok(r.ok());
     report_.set_stopped_by(cancelled_ && !r.ok() ? stopped_by_ : -1);
+    report_.set_peer_timed_out(!r.ok() && peer_timed_out);
     setup_.complete(report_);
     if (o_.before_report) o_.before_report(my_rank_);
     mine->finished = true;
@@ -337,6 +317,25 @@ Status CheckWorld(const Comm& comm, const JobOptions& o, bool mpi_world) {
 }
 
 }  // namespace
+
+bool StoppedByAnotherRank(const proto::RankReport& report) {
+  return !report.ok() && (report.stopped_by() >= 0 || report.peer_timed_out());
+}
+
+Status Blame(const std::vector<proto::RankReport>& reports) {
+  const proto::RankReport* first = nullptr;
+  for (const proto::RankReport& r : reports) {
+    if (r.ok()) continue;
+    if (first == nullptr) first = &r;
+    if (!StoppedByAnotherRank(r)) {
+      first = &r;
+      break;
+    }
+  }
+  if (first == nullptr) return Status::Ok();
+  return Status(Code::kAborted, "rank " + std::to_string(first->rank()) + " on " + first->host() +
+                                    " failed: " + first->error());
+}
 
 int PlannedWorld(const planner::PlanOptions& plan) {
   const long long world =
@@ -422,10 +421,11 @@ Result<JobResult> RunJob(Comm& comm, JobOptions options) {
     report.set_origin_epoch_s(
         std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() -
         Seconds(origin, Clock::now()));
-    AddPhase(&report, "init", origin, origin,
-             origin + std::chrono::duration_cast<Clock::duration>(
-                          std::chrono::duration<double>(options.init_s)));
-    AddPhase(&report, "plan", origin, plan_start, plan_end, wire_bytes);
+    const transport::PhaseRecorder phases(&report, origin);
+    phases.Record(transport::Phase::kInit, origin,
+                  origin + std::chrono::duration_cast<Clock::duration>(
+                               std::chrono::duration<double>(options.init_s)));
+    phases.Record(transport::Phase::kPlan, plan_start, plan_end, wire_bytes);
   };
   Driver driver(comm, options, start, my_rank, std::move(setup));
   HOIST_RETURN_IF_ERROR(driver.Run(job.get(), early));

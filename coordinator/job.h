@@ -81,6 +81,16 @@ struct JobResult {
   Status failure;
 };
 
+// Whether a failed rank's report says another rank caused its failure: it was stopped because
+// that rank failed (stopped_by >= 0) or gave up waiting for a rank that did not answer
+// (peer_timed_out). Decided by these fields only, never by the error's text.
+bool StoppedByAnotherRank(const proto::RankReport& report);
+
+// Rank 0: the job's error (Aborted), naming the first failed rank (in report order) that was not
+// stopped by another rank, or the first failed rank when every one was: "rank 3 on host-b
+// failed: <its error>". OK when every rank succeeded.
+Status Blame(const std::vector<proto::RankReport>& reports);
+
 // The number of ranks a plan with these options has (tp x dp, or ep when expert parallel).
 int PlannedWorld(const planner::PlanOptions& plan);
 

@@ -27,12 +27,18 @@ std::string Fmt(const char* fmt, double v) {
 
 std::string Ms(double s) { return Fmt("%.1f", s * 1e3); }
 
-const proto::Phase* FindPhase(const proto::RankReport& r, const std::string& name) {
+using transport::Phase;
+
+// The report's entry for `phase` (the first, if a rank repeated it).
+const proto::Phase* FindPhase(const proto::RankReport& r, Phase phase) {
   for (const auto& p : r.phases()) {
-    if (p.name() == name) return &p;
+    if (p.name() == transport::PhaseName(phase)) return &p;
   }
   return nullptr;
 }
+
+// Whether a reported phase (by wire name) is `phase`.
+bool Is(const proto::Phase& p, Phase phase) { return p.name() == transport::PhaseName(phase); }
 
 // Printable (XML 1.0 forbids most control characters) and XML-escaped.
 std::string XmlEscape(const std::string& s) {
@@ -76,13 +82,6 @@ std::string RankLabels(const proto::RankReport& r) {
 
 }  // namespace
 
-const std::vector<std::string>& PhaseNames() {
-  static const std::vector<std::string> kNames = {
-      "init", "device_init", "plan", "bind",  "residency", "arena_alloc", "staging_alloc", "read",
-      "h2d",  "peer_init",   "peer", "drain", "verify",    "dump",        "staging_free",  "total"};
-  return kNames;
-}
-
 Aggregate AggregateReports(const std::vector<proto::RankReport>& reports, double wall_s) {
   Aggregate agg;
   agg.wall_s = wall_s;
@@ -96,12 +95,14 @@ Aggregate AggregateReports(const std::vector<proto::RankReport>& reports, double
     agg.bytes_resident_at_start += r.bytes_resident_at_start();
   }
   agg.nodes = static_cast<int>(nodes.size());
-  for (const std::string& name : PhaseNames()) {
+  for (const Phase phase : transport::AllPhases()) {
+    if (!transport::PhaseInLoadReport(phase)) continue;
     std::vector<std::pair<double, std::uint32_t>> v;
     PhaseStats ps;
-    ps.name = name;
+    ps.phase = phase;
+    ps.name = std::string(transport::PhaseName(phase));
     for (const auto& r : reports) {
-      if (const proto::Phase* p = FindPhase(r, name)) {
+      if (const proto::Phase* p = FindPhase(r, phase)) {
         v.emplace_back(p->seconds(), r.rank());
         ps.bytes += p->bytes();
       }
@@ -137,9 +138,8 @@ std::string FormatTable(const proto::LoadPlan& plan, const std::vector<proto::Ra
   os << line;
   for (const auto& p : agg.phases) {
     // A rate only where the phase moves bytes (allocation and free phases carry sizes, not flow).
-    static const std::set<std::string> kMoving = {"read", "h2d", "peer", "verify", "dump", "total"};
     std::string rate = "";
-    if (kMoving.count(p.name) && p.bytes > 0 && p.max_s > 0 && p.ranks > 0) {
+    if (transport::PhaseMovesBytes(p.phase) && p.bytes > 0 && p.max_s > 0 && p.ranks > 0) {
       rate = HumanRate(static_cast<double>(p.bytes) / p.ranks / p.max_s);
     }
     std::snprintf(line, sizeof(line), "%-14s %6d %10s %10s %10s %8u %12s\n",
@@ -153,7 +153,7 @@ std::string FormatTable(const proto::LoadPlan& plan, const std::vector<proto::Ra
   for (const auto& [node, rs] : by_node) {
     os << "node " << node << ":\n";
     for (const proto::RankReport* r : rs) {
-      const proto::Phase* total = FindPhase(*r, "total");
+      const proto::Phase* total = FindPhase(*r, Phase::kTotal);
       const double t = total ? total->seconds() : 0;
       const double bytes = static_cast<double>(r->bytes_h2d());
       std::snprintf(line, sizeof(line),
@@ -282,7 +282,7 @@ nlohmann::json ChromeTrace(const std::vector<proto::RankReport>& reports) {
     };
     const double offset = r.clock_offset_s();
     for (const auto& p : r.phases()) {
-      if (p.name() == "total") continue;
+      if (Is(p, Phase::kTotal)) continue;
       events.push_back({{"ph", "X"},
                         {"pid", pid},
                         {"tid", 0},
@@ -396,7 +396,7 @@ std::string TimelineSvg(const std::vector<proto::RankReport>& reports) {
     const std::string rank = "rank " + std::to_string(r.rank());
     std::vector<Box> phases;
     for (const auto& p : r.phases()) {
-      if (p.name() == "total" || p.name() == "read" || p.name() == "h2d" || p.seconds() <= 0) {
+      if (Is(p, Phase::kTotal) || Is(p, Phase::kRead) || Is(p, Phase::kH2d) || p.seconds() <= 0) {
         continue;
       }
       phases.push_back({p.start_s() + off, p.seconds(), p.name(), p.bytes()});
@@ -447,16 +447,12 @@ std::string TimelineSvg(const std::vector<proto::RankReport>& reports) {
      << " ms from process start (fill = a thread filling pinned slots, h2d = DMA of a slot; gaps "
         "in "
         "h2d are DMA bubbles)</text>\n";
+  // Span lanes: DMA streams and fill threads; phases: their kind's colour (transport/phase.h).
+  static constexpr std::string_view kH2dColor = "#3b7dd8", kFillColor = "#e8a33d";
   auto color = [](const std::string& what, const std::string& label) {
-    if (label.find("h2d") != std::string::npos || what.rfind("h2d", 0) == 0) return "#3b7dd8";
-    if (label.find("fill") != std::string::npos || what.rfind("fill", 0) == 0) return "#e8a33d";
-    if (what == "arena_alloc" || what == "staging_alloc" || what == "staging_free")
-      return "#9b59b6";
-    if (what == "verify" || what == "dump") return "#27ae60";
-    if (what == "plan" || what == "init") return "#7f8c8d";
-    if (what == "device_init") return "#c0392b";
-    if (what == "peer") return "#16a085";
-    return "#d35400";
+    if (label.find("h2d") != std::string::npos || what.rfind("h2d", 0) == 0) return kH2dColor;
+    if (label.find("fill") != std::string::npos || what.rfind("fill", 0) == 0) return kFillColor;
+    return transport::PhaseColor(what);
   };
   for (size_t i = 0; i < rows.size(); ++i) {
     const int y = top + static_cast<int>(i) * row_h;
@@ -490,15 +486,15 @@ std::string TimelineSvg(const std::vector<proto::RankReport>& reports) {
   // Legend.
   const int ly = legend_y;
   int lx = label_w;
-  for (const auto& [name, col] :
-       std::vector<std::pair<std::string, std::string>>{{"device_init", "#c0392b"},
-                                                        {"plan/init", "#7f8c8d"},
-                                                        {"alloc/free", "#9b59b6"},
-                                                        {"residency/bind/drain", "#d35400"},
-                                                        {"fill", "#e8a33d"},
-                                                        {"h2d", "#3b7dd8"},
-                                                        {"verify/dump", "#27ae60"},
-                                                        {"peer", "#16a085"}}) {
+  for (const auto& [name, col] : std::vector<std::pair<std::string, std::string_view>>{
+           {"device_init", transport::PhaseColor(Phase::kDeviceInit)},
+           {"plan/init", transport::PhaseColor(Phase::kPlan)},
+           {"alloc/free", transport::PhaseColor(Phase::kArenaAlloc)},
+           {"residency/bind/drain", transport::PhaseColor(Phase::kResidency)},
+           {"fill", kFillColor},
+           {"h2d", kH2dColor},
+           {"verify/dump", transport::PhaseColor(Phase::kVerify)},
+           {"peer", transport::PhaseColor(Phase::kPeer)}}) {
     os << "<rect x=\"" << lx << "\" y=\"" << ly - 9 << "\" width=\"10\" height=\"10\" fill=\""
        << col << "\"/><text x=\"" << lx + 14 << "\" y=\"" << ly << "\">" << name << "</text>\n";
     lx += 24 + 7 * static_cast<int>(name.size());

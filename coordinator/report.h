@@ -12,15 +12,16 @@
 
 #include "hoist/status.h"
 #include "proto/plan.pb.h"
+#include "transport/phase.h"
 
 namespace hoist::coordinator {
 
-// Phases in report order.
-const std::vector<std::string>& PhaseNames();
-
+// One phase over all ranks; the aggregate lists the load phases the ranks reported, in report
+// order (transport/phase.h).
 struct PhaseStats {
-  std::string name;
-  int ranks = 0;  // ranks that reported the phase
+  transport::Phase phase = transport::Phase::kInit;
+  std::string name;  // its wire name
+  int ranks = 0;     // ranks that reported the phase
   double min_s = 0, median_s = 0, max_s = 0;
   std::uint32_t slowest_rank = 0;
   std::uint64_t bytes = 0;  // summed over ranks

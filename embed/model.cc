@@ -9,6 +9,7 @@
 #include "embed/model_state.h"
 #include "hoist/hoist.h"
 #include "planner/dtype.h"
+#include "transport/phase.h"
 
 namespace hoist {
 namespace internal {
@@ -278,9 +279,14 @@ Result<Model> Attach(const std::string& socket_path, const AttachOptions& option
   HOIST_ASSIGN_OR_RETURN(state->tensors, internal::BuildTensorTable(a.tensors(), imported->ptr,
                                                                     imported->bytes, socket_path));
   const Clock::time_point t2 = Clock::now();
-  state->phases.push_back({"connect", std::chrono::duration<double>(t1 - t0).count(), 0});
-  state->phases.push_back({"map", std::chrono::duration<double>(t2 - t1).count(), a.arena_bytes()});
-  state->phases.push_back({"total", std::chrono::duration<double>(t2 - t0).count(), 0});
+  auto phase = [](transport::Phase p, Clock::time_point from, Clock::time_point to,
+                  std::uint64_t bytes) {
+    return Phase{std::string(transport::PhaseName(p)),
+                 std::chrono::duration<double>(to - from).count(), bytes};
+  };
+  state->phases.push_back(phase(transport::Phase::kConnect, t0, t1, 0));
+  state->phases.push_back(phase(transport::Phase::kMap, t1, t2, a.arena_bytes()));
+  state->phases.push_back(phase(transport::Phase::kTotal, t0, t2, 0));
   return Model(std::move(state));
 }
 

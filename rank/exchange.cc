@@ -307,6 +307,7 @@ Status Exchange::CheckStalled() {
   std::snprintf(secs, sizeof secs, "%.1f s", options_.timeout_s);
   const std::string pending = peer_.PendingText();
   peer_.Abort();
+  stalled_ = true;
   return Status::Aborted(peer_.Name() + " peer (rank " + std::to_string(rank_plan_.rank()) +
                          "): timed out after " + secs + " waiting for transfers (" + pending +
                          "): " + transport::kPeerFailureNote);

@@ -18,7 +18,8 @@
 // Failure: failures are agreed by the coordinator's control plane, not here: a rank whose reads
 // fail stops issuing steps and reports; the others are told and call Abort(). Poll() fails (and
 // aborts the peer) when the peer fails or when the oldest group in flight has waited longer than
-// timeout_s, naming the transfers still pending (with transport::kPeerFailureNote).
+// timeout_s, naming the transfers still pending (with transport::kPeerFailureNote for the reader;
+// timed_out() tells code).
 // Threading: Create, Poll, Abort and Report run on the driver thread; the milestone callback the
 // pipeline calls (AttachTo) may run on any thread.
 #pragma once
@@ -56,7 +57,9 @@ struct ExchangeReport {
   int steps = 0;
 };
 
-// True when a rank's error says it stopped because of another rank (transport::kPeerFailureNote).
+// True when an error message carries transport::kPeerFailureNote (what a reader is told when a
+// rank stopped because of another). Code never decides by it: failure blame reads the report's
+// stopped_by and peer_timed_out (Exchange::timed_out, transport::Peer::timed_out).
 bool CausedByPeer(std::string_view error);
 
 // The copies the rank reads from storage: its steps' reads and own reads with an exchange,
@@ -96,6 +99,10 @@ class Exchange {
   // Driver thread: stops forwarding (another rank failed, or this rank's reads did).
   void Abort();
 
+  // True once Poll failed because another rank did not answer in time: a group waited longer
+  // than timeout_s, or the peer timed out (set-up or transfers). Not this rank's own failure.
+  bool timed_out() const { return stalled_ || peer_.timed_out(); }
+
   // When the peer became ready (for the peer_init phase); unset until then.
   std::optional<std::chrono::steady_clock::time_point> ready_at() const { return ready_at_; }
   ExchangeReport Report(std::chrono::steady_clock::time_point origin) const;
@@ -118,6 +125,7 @@ class Exchange {
   std::deque<std::chrono::steady_clock::time_point> issued_at_;  // groups in flight
   std::optional<std::chrono::steady_clock::time_point> ready_at_, first_issue_, last_complete_;
   bool aborted_ = false;
+  bool stalled_ = false;  // CheckStalled gave up
 };
 
 }  // namespace hoist::rank

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "transport/phase.h"
+
 namespace hoist::rank {
 
 RankJob::RankJob(const proto::LoadPlan& plan, LoadOptions options,
@@ -40,8 +42,11 @@ RankJob::~RankJob() {
 
 transport::Peer* RankJob::peer() { return peer_.get(); }
 
-void RankJob::EndExchange(Status s) {
-  if (!s.ok() && first_error_.ok()) first_error_ = s;
+void RankJob::EndExchange(Status s, bool timed_out) {
+  if (!s.ok() && first_error_.ok()) {
+    first_error_ = s;
+    first_error_timed_out_ = timed_out;
+  }
   if (!s.ok()) cancel_.store(true);
   exchange_done_ = true;
   exchange_ = nullptr;
@@ -74,7 +79,7 @@ void RankJob::PollPeerSetUp() {
     peer_status_ = ready.status();
     std::lock_guard lock(mu_);
     if (exchange_ != nullptr) exchange_->Abort();
-    EndExchange(peer_status_);
+    EndExchange(peer_status_, peer_->timed_out());
     return;
   }
   if (*ready) peer_ready_ = Clock::now();
@@ -101,7 +106,7 @@ void RankJob::Poll() {
   if (peer_ != nullptr) received_.store(peer_->bytes_received());
   if (done.ok() && !*done) return;
   std::lock_guard lock(mu_);
-  EndExchange(done.status());
+  EndExchange(done.status(), x->timed_out());
 }
 
 void RankJob::Cancel(const Status& why) {
@@ -120,15 +125,14 @@ Result<LoadedRank> RankJob::Finish() {
     std::lock_guard lock(mu_);
     // The first cause wins: a load stopped by Cancel or by an exchange failure reports that, not
     // the "cancelled" its pipeline saw.
-    if (!r.ok() && !first_error_.ok())
+    if (!r.ok() && !first_error_.ok()) {
       r = Status(first_error_).Annotate("rank " + std::to_string(rank_));
+      peer_timed_out_ = first_error_timed_out_;
+    }
   }
   if (r.ok() && peer_ready_) {
-    proto::Phase* p = r->report.add_phases();
-    p->set_name("peer_init");
-    p->set_start_s(std::chrono::duration<double>(peer_started_ - options_.origin).count());
-    p->set_seconds(std::chrono::duration<double>(*peer_ready_ - peer_started_).count());
-    p->set_busy_s(p->seconds());
+    transport::PhaseRecorder(&r->report, options_.origin)
+        .Record(transport::Phase::kPeerInit, peer_started_, *peer_ready_);
   }
   return r;
 }

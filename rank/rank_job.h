@@ -6,7 +6,8 @@
 // Ownership: a RankJob owns the worker thread and the peer (which outlives the load). Destroying
 // an unfinished RankJob cancels the load and joins it (Poll must not be needed for that: the
 // exchange is aborted first). Failure: the load's Status (Aborted with `why` after Cancel; a
-// peer set-up or transfer failure as the exchange reports it) comes back from Finish.
+// peer set-up or transfer failure as the exchange reports it) comes back from Finish, and
+// peer_timed_out() says whether that failure was a timeout waiting for another rank.
 // Threading: every method is for the driver thread; the worker thread talks to it through the
 // ExchangeHost interface (rank/worker.h).
 #pragma once
@@ -56,6 +57,9 @@ class RankJob final : private ExchangeHost {
 
   // Once finished(): the load's result (peer_init added to its report).
   Result<LoadedRank> Finish();
+  // After Finish() returned an error: true when its cause was another rank not answering in time
+  // (the peer's set-up or the exchange's transfers timed out), not this rank's own failure.
+  bool peer_timed_out() const { return peer_timed_out_; }
 
  private:
   RankJob(const proto::LoadPlan& plan, LoadOptions options, std::unique_ptr<transport::Peer> peer,
@@ -68,8 +72,9 @@ class RankJob final : private ExchangeHost {
   Status Finish(const Status& reads) override;
 
   void PollPeerSetUp();
-  // mu_ held: ends the exchange with `s` and wakes the worker.
-  void EndExchange(Status s);
+  // mu_ held: ends the exchange with `s` (`timed_out`: a timeout waiting for another rank) and
+  // wakes the worker.
+  void EndExchange(Status s, bool timed_out = false);
 
   const proto::LoadPlan& plan_;
   std::uint32_t rank_ = 0;
@@ -94,6 +99,8 @@ class RankJob final : private ExchangeHost {
   bool reads_done_ = false;
   bool exchange_done_ = false;
   Status first_error_;  // the first failure of reads, exchange, peer set-up or Cancel's reason
+  bool first_error_timed_out_ = false;  // first_error_ was a timeout waiting for another rank
+  bool peer_timed_out_ = false;         // Finish's error is first_error_ and that was a timeout
 };
 
 }  // namespace hoist::rank

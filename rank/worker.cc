@@ -11,37 +11,24 @@
 #include <vector>
 
 #include "rank/verify.h"
+#include "transport/phase.h"
 #include "transport/pipeline.h"
 
 namespace hoist::rank {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using transport::Phase;
 
 double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-void AddPhase(proto::RankReport* r, const std::string& name, Clock::time_point origin,
-              Clock::time_point a, Clock::time_point b, std::uint64_t bytes = 0) {
-  proto::Phase* p = r->add_phases();
-  p->set_name(name);
-  p->set_start_s(Seconds(origin, a));
-  p->set_seconds(Seconds(a, b));
-  p->set_busy_s(Seconds(a, b));
-  p->set_bytes(bytes);
-}
-
 // Every phase is reported, so reports of all modes aggregate alike; a phase a mode does not
 // have (e.g. staging in pageable mode) is zero seconds at `fallback_start_s`.
-void AddPhase(proto::RankReport* r, const std::string& name, const transport::PhaseTiming& t,
-              double fallback_start_s) {
-  proto::Phase* p = r->add_phases();
-  p->set_name(name);
-  p->set_start_s(t.ran ? t.start_s : fallback_start_s);
-  p->set_seconds(t.seconds);
-  p->set_busy_s(t.busy_s);
-  p->set_bytes(t.bytes);
+void RecordTiming(const transport::PhaseRecorder& rec, Phase phase, const transport::PhaseTiming& t,
+                  double fallback_start_s) {
+  rec.Record(phase, t.ran ? t.start_s : fallback_start_s, t.seconds, t.busy_s, t.bytes);
 }
 
 void SetStage(const LoadOptions& o, LoadStage s) {
@@ -101,11 +88,8 @@ Result<std::unique_ptr<transport::Device>> TakeDevice(const LoadOptions& o,
     Result<PreparedDevice> prepared = o.prepared->get();
     if (!prepared.ok()) return std::move(prepared).status();
     if (prepared->ordinal == ordinal) {
-      proto::Phase* p = rep->add_phases();
-      p->set_name("device_init");
-      p->set_start_s(prepared->start_s);
-      p->set_seconds(prepared->seconds);
-      p->set_busy_s(prepared->seconds);
+      transport::PhaseRecorder(rep, o.origin)
+          .Record(Phase::kDeviceInit, prepared->start_s, prepared->seconds, prepared->seconds);
       *t_start = Clock::now();
       return std::move(prepared->device);
     }
@@ -196,7 +180,7 @@ class ResidencyProbe {
                 proto::RankReport* rep) {
     if (!done_.valid()) {
       rep->set_bytes_resident_at_start(live);
-      AddPhase(rep, "residency", o.origin, start_, start_, live);
+      transport::PhaseRecorder(rep, o.origin).Record(Phase::kResidency, start_, start_, live);
       return Status::Ok();
     }
     HOIST_RETURN_IF_ERROR(done_.get());
@@ -207,7 +191,7 @@ class ResidencyProbe {
                                                       c->rows());
     }
     rep->set_bytes_resident_at_start(resident);
-    AddPhase(rep, "residency", o.origin, start_, end_, resident);
+    transport::PhaseRecorder(rep, o.origin).Record(Phase::kResidency, start_, end_, resident);
     return Status::Ok();
   }
 
@@ -272,11 +256,12 @@ void AddPipelineReport(const transport::PipelineReport& pr, const LoadOptions& o
                        proto::RankReport* rep) {
   const double after_pipeline = Seconds(o.origin, Clock::now());
   const double read_start = pr.read.ran ? pr.read.start_s : after_pipeline;
-  AddPhase(rep, "staging_alloc", pr.staging_alloc, read_start);
-  AddPhase(rep, "read", pr.read, read_start);
-  AddPhase(rep, "h2d", pr.h2d, read_start);
-  AddPhase(rep, "drain", pr.drain, after_pipeline);
-  AddPhase(rep, "staging_free", pr.staging_free, after_pipeline);
+  const transport::PhaseRecorder rec(rep, o.origin);
+  RecordTiming(rec, Phase::kStagingAlloc, pr.staging_alloc, read_start);
+  RecordTiming(rec, Phase::kRead, pr.read, read_start);
+  RecordTiming(rec, Phase::kH2d, pr.h2d, read_start);
+  RecordTiming(rec, Phase::kDrain, pr.drain, after_pipeline);
+  RecordTiming(rec, Phase::kStagingFree, pr.staging_free, after_pipeline);
   rep->set_bytes_read(pr.bytes_read);
   rep->set_bytes_h2d(pr.bytes_h2d);
   rep->set_fill_threads(static_cast<std::uint32_t>(pr.threads));
@@ -291,7 +276,7 @@ void AddPipelineReport(const transport::PipelineReport& pr, const LoadOptions& o
 }
 
 void AddExchangeReport(const proto::RankPlan& rp, bool exchange, const ExchangeReport& xr,
-                       proto::RankReport* report) {
+                       Clock::time_point origin, proto::RankReport* report) {
   std::uint64_t storage = 0;
   for (const proto::Copy* c : StorageReads(rp, exchange)) storage += c->width() * c->rows();
   report->set_bytes_read_from_storage(storage);
@@ -299,7 +284,7 @@ void AddExchangeReport(const proto::RankPlan& rp, bool exchange, const ExchangeR
   report->set_bytes_sent(xr.bytes_sent);
   report->set_bytes_received(xr.bytes_received);
   report->set_peer(xr.peer_name);
-  AddPhase(report, "peer", xr.peer, xr.peer.start_s);
+  RecordTiming(transport::PhaseRecorder(report, origin), Phase::kPeer, xr.peer, xr.peer.start_s);
 }
 
 // The load after the device is open: bind, arena, reads (and exchange), verify, dump.
@@ -307,18 +292,19 @@ Status Execute(const proto::LoadPlan& plan, const proto::RankPlan& rp, const Loa
                const Files& files, ResidencyProbe& residency, LoadedRank* out) {
   transport::Device& dev = *out->device;
   proto::RankReport& rep = out->report;
+  const transport::PhaseRecorder rec(&rep, o.origin);
   const bool exchange = ExchangeActive(plan, o);
   Clock::time_point a = Clock::now();
   int threads = 1;
   HOIST_ASSIGN_OR_RETURN(std::unique_ptr<ThreadBinding> binding,
                          Place(plan, rp, o, dev, &rep, &threads));
-  AddPhase(&rep, "bind", o.origin, a, Clock::now());
+  rec.Record(Phase::kBind, a, Clock::now());
 
   SetStage(o, LoadStage::kArena);
   a = Clock::now();
   HOIST_ASSIGN_OR_RETURN(out->arena, o.allocate_arena ? o.allocate_arena(dev, rp.arena_bytes())
                                                       : dev.Allocate(rp.arena_bytes()));
-  AddPhase(&rep, "arena_alloc", o.origin, a, Clock::now(), rp.arena_bytes());
+  rec.Record(Phase::kArenaAlloc, a, Clock::now(), rp.arena_bytes());
   HOIST_RETURN_IF_ERROR(Cancelled(o));
 
   SetStage(o, LoadStage::kReading);
@@ -341,20 +327,20 @@ Status Execute(const proto::LoadPlan& plan, const proto::RankPlan& rp, const Loa
   binding.reset();
   HOIST_RETURN_IF_ERROR(residency.Finish(rp, exchange, o, pr.bytes_resident, &rep));
   AddPipelineReport(pr, o, &rep);
-  AddExchangeReport(rp, exchange, xr, &rep);
+  AddExchangeReport(rp, exchange, xr, o.origin, &rep);
 
   if (o.verify) {
     SetStage(o, LoadStage::kVerify);
     a = Clock::now();
     HOIST_RETURN_IF_ERROR(VerifyArena(dev, out->arena, plan, rp));
-    AddPhase(&rep, "verify", o.origin, a, Clock::now(), pr.bytes_h2d + pr.bytes_filled);
+    rec.Record(Phase::kVerify, a, Clock::now(), pr.bytes_h2d + pr.bytes_filled);
     rep.set_verified(true);
   }
   if (!o.dump_dir.empty()) {
     SetStage(o, LoadStage::kDump);
     a = Clock::now();
     HOIST_ASSIGN_OR_RETURN(std::string path, DumpArena(dev, out->arena, rp, o.dump_dir));
-    AddPhase(&rep, "dump", o.origin, a, Clock::now(), rp.payload_bytes());
+    rec.Record(Phase::kDump, a, Clock::now(), rp.payload_bytes());
     spdlog::info("rank {}: dumped {}", rp.rank(), path);
   }
   return Status::Ok();
@@ -388,7 +374,8 @@ Result<LoadedRank> Load(const proto::LoadPlan& plan, std::uint32_t rank, const L
   HOIST_ASSIGN_OR_RETURN(out.device, TakeDevice(o, rp, &rep, &t_start));
   rep.set_device(out.device->Name());
   HOIST_RETURN_IF_ERROR(Execute(plan, rp, o, files, residency, &out));
-  AddPhase(&rep, "total", o.origin, t_start, Clock::now(), rep.bytes_h2d());
+  transport::PhaseRecorder(&rep, o.origin)
+      .Record(Phase::kTotal, t_start, Clock::now(), rep.bytes_h2d());
   SetStage(o, LoadStage::kDone);
   return out;
 }

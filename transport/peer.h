@@ -90,6 +90,11 @@ class Peer {
   // Bytes moved by completed ops.
   virtual std::uint64_t bytes_sent() const = 0;
   virtual std::uint64_t bytes_received() const = 0;
+
+  // True once an error of this peer was a timeout waiting for other ranks (set-up or transfers
+  // not done within their bound; the message carries kPeerFailureNote): another rank stalled or
+  // died, this one did not fail on its own. Failure blame reads this, never the message.
+  virtual bool timed_out() const { return false; }
 };
 
 // MPI peer on `mpi_comm` (a pointer to the job's MPI_Comm, whose ranks are the global ranks;
@@ -129,7 +134,8 @@ enum class PeerFault { kError, kStall };
 std::unique_ptr<Peer> WrapFaultyPeer(std::unique_ptr<Peer> peer, PeerFault fault);
 
 // Every error a rank reports because of another rank (a timeout waiting for a peer, a job that
-// stopped because a rank failed) contains this text.
+// stopped because a rank failed) contains this text, for the reader; code decides by
+// Peer::timed_out() and the report's stopped_by / peer_timed_out, not by this text.
 inline constexpr char kPeerFailureNote[] = "a peer failed, stalled or died";
 
 }  // namespace hoist::transport

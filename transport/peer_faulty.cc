@@ -54,6 +54,7 @@ class FaultyPeer final : public Peer {
   void Abort() override { real_->Abort(); }
   std::uint64_t bytes_sent() const override { return real_->bytes_sent(); }
   std::uint64_t bytes_received() const override { return real_->bytes_received(); }
+  bool timed_out() const override { return real_->timed_out(); }
 
  private:
   std::unique_ptr<Peer> real_;

@@ -118,6 +118,7 @@ class MpiPeer final : public Peer {
       HOIST_ASSIGN_OR_RETURN(bool done, Test());
       if (done) return Status::Ok();
       if (PeerOps::Clock::now() > deadline) {
+        timed_out_ = true;
         return Fail("timed out after " + SecondsText(timeout_s) + " with " +
                     std::to_string(ops_.PendingOps()) + " transfers pending (" +
                     ops_.PendingText() + "): " + kPeerFailureNote);
@@ -153,6 +154,7 @@ class MpiPeer final : public Peer {
 
   std::uint64_t bytes_sent() const override { return ops_.bytes_sent(); }
   std::uint64_t bytes_received() const override { return ops_.bytes_received(); }
+  bool timed_out() const override { return timed_out_; }
 
  private:
   // The MPI side of one group in flight (parallel to its ops in ops_.inflight()).
@@ -210,6 +212,7 @@ class MpiPeer final : public Peer {
   PeerOps ops_;
   PeerCaps caps_;
   bool aborted_ = false;
+  bool timed_out_ = false;  // an error was a timeout waiting for other ranks
   std::deque<Posted> posted_;
   std::vector<int> indices_;
   std::vector<MPI_Status> statuses_;

@@ -215,10 +215,13 @@ class ExchangeTest : public ::testing::Test {
   };
 
   // Loads every rank of `plan` as a RankJob, polling them all from this thread; when one fails,
-  // cancels the others as the coordinator's stop order would.
+  // cancels the others as the coordinator's stop order would. `timed_out` (optional) gets each
+  // job's peer_timed_out().
   static std::vector<Result<LoadedRank>> LoadAll(const proto::LoadPlan& plan, const Tweak& tweak,
-                                                 int gpu_claim_rank = -1) {
+                                                 int gpu_claim_rank = -1,
+                                                 std::vector<bool>* timed_out = nullptr) {
     const int n = plan.ranks_size();
+    if (timed_out != nullptr) timed_out->assign(n, false);
     Hub hub(n);
     std::vector<std::unique_ptr<RankJob>> jobs;
     for (int r = 0; r < n; ++r) {
@@ -239,6 +242,7 @@ class ExchangeTest : public ::testing::Test {
         jobs[r]->Poll();
         if (!jobs[r]->finished()) continue;
         out[r] = jobs[r]->Finish();
+        if (timed_out != nullptr) (*timed_out)[r] = jobs[r]->peer_timed_out();
         --left;
         if (out[r]->ok()) continue;
         for (int k = 0; k < n; ++k) {
@@ -437,6 +441,64 @@ TEST_F(ExchangeTest, APeerForTheWrongMemoryIsRefusedBeforeAnythingMoves) {
     ASSERT_FALSE(results[r].ok());
     EXPECT_TRUE(CausedByPeer(results[r].status().message())) << results[r].status().ToString();
   }
+}
+
+// Blame reads structure, not text: RankJob::peer_timed_out is set exactly for a timeout waiting
+// for another rank, whatever the messages say.
+TEST_F(ExchangeTest, OnlyATimeoutWaitingForAnotherRankIsMarkedAsSuch) {
+  const proto::LoadPlan dd = Plan(proto::DEDUP_JOB);
+  std::vector<bool> stalled_flags, setup_flags, error_flags;
+  auto stalled = testtransport::WithWatchdog(
+      [&] {
+        Tweak t;
+        t.timeout_s = 1;
+        t.peer = [](int r, std::unique_ptr<InProcPeer> p) -> std::unique_ptr<transport::Peer> {
+          if (r != 2) return p;
+          return transport::WrapFaultyPeer(std::move(p), transport::PeerFault::kStall);
+        };
+        return LoadAll(dd, t, -1, &stalled_flags);
+      },
+      std::chrono::seconds(60));
+  int timed_out = 0;
+  for (int r = 0; r < 4; ++r) {
+    ASSERT_FALSE(stalled[r].ok()) << "rank " << r;
+    const bool waited =
+        stalled[r].status().message().find("timed out after 1.0 s waiting") != std::string::npos;
+    EXPECT_EQ(stalled_flags[r], waited) << stalled[r].status().ToString();
+    timed_out += waited;
+  }
+  EXPECT_GT(timed_out, 0);
+
+  // Rank 3's set-up error carries the peer-failure note in its text, but its peer did not time
+  // out: it failed on its own.
+  auto setup = testtransport::WithWatchdog(
+      [&] {
+        Tweak t;
+        t.peer = [](int r, std::unique_ptr<InProcPeer> p) -> std::unique_ptr<transport::Peer> {
+          if (r == 3) p->FailSetUp();
+          return p;
+        };
+        return LoadAll(dd, t, -1, &setup_flags);
+      },
+      std::chrono::seconds(60));
+  ASSERT_FALSE(setup[3].ok());
+  EXPECT_NE(setup[3].status().message().find(transport::kPeerFailureNote), std::string::npos);
+  EXPECT_FALSE(setup_flags[3]);
+
+  // A transport error of rank 1's own is not a timeout; nor is a stop order to the others.
+  auto error = testtransport::WithWatchdog(
+      [&] {
+        Tweak t;
+        t.timeout_s = 30;
+        t.peer = [](int r, std::unique_ptr<InProcPeer> p) -> std::unique_ptr<transport::Peer> {
+          if (r != 1) return p;
+          return transport::WrapFaultyPeer(std::move(p), transport::PeerFault::kError);
+        };
+        return LoadAll(dd, t, -1, &error_flags);
+      },
+      std::chrono::seconds(60));
+  ASSERT_FALSE(error[1].ok());
+  for (int r = 0; r < 4; ++r) EXPECT_FALSE(error_flags[r]) << error[r].status().ToString();
 }
 
 }  // namespace

@@ -132,6 +132,7 @@ class IpcPeer final : public Peer {
       HOIST_ASSIGN_OR_RETURN(bool done, Test());
       if (done) return Status::Ok();
       if (PeerOps::Clock::now() > deadline) {
+        timed_out_ = true;
         return Fail("timed out after " + SecondsText(timeout_s) + " with " +
                     std::to_string(ops_.PendingOps()) + " transfers pending (" +
                     ops_.PendingText() + "): " + kPeerFailureNote);
@@ -166,6 +167,7 @@ class IpcPeer final : public Peer {
 
   std::uint64_t bytes_sent() const override { return ops_.bytes_sent(); }
   std::uint64_t bytes_received() const override { return ops_.bytes_received(); }
+  bool timed_out() const override { return timed_out_; }
 
  private:
   // One op of a group in flight: a posted notice (send) or an enqueued pull (recv).
@@ -339,6 +341,7 @@ class IpcPeer final : public Peer {
   PeerCaps caps_;
   cudaStream_t stream_ = nullptr;
   bool aborted_ = false;
+  bool timed_out_ = false;           // an error was a timeout waiting for other ranks
   std::byte* arena_base_ = nullptr;  // this rank's arena allocation (exported)
   std::uint64_t base_offset_ = 0;
   cudaIpcMemHandle_t handle_{};

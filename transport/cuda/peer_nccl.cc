@@ -73,6 +73,7 @@ class NcclPeer final : public Peer {
     if (rc != ncclSuccess) return Fail("ncclCommGetAsyncError: " + NcclText(rc));
     if (state == ncclInProgress) {
       if (Clock::now() <= init_deadline_) return false;
+      timed_out_ = true;
       return Fail("ncclCommInitRank did not complete within " + SecondsText(timeout_s_) +
                   ": a rank of the group did not join (" + kPeerFailureNote + ")");
     }
@@ -148,6 +149,7 @@ class NcclPeer final : public Peer {
       HOIST_ASSIGN_OR_RETURN(bool done, Test());
       if (done) return Status::Ok();
       if (Clock::now() > deadline) {
+        timed_out_ = true;
         return Fail("timed out after " + SecondsText(timeout_s) + " with " +
                     std::to_string(ops_.PendingOps()) + " transfers in flight (" +
                     ops_.PendingText() + "): " + kPeerFailureNote);
@@ -173,6 +175,7 @@ class NcclPeer final : public Peer {
 
   std::uint64_t bytes_sent() const override { return ops_.bytes_sent(); }
   std::uint64_t bytes_received() const override { return ops_.bytes_received(); }
+  bool timed_out() const override { return timed_out_; }
 
  private:
   void Finalize() {
@@ -263,6 +266,7 @@ class NcclPeer final : public Peer {
   cudaStream_t stream_ = nullptr;
   bool ready_ = false;
   bool aborted_ = false;
+  bool timed_out_ = false;          // an error was a timeout waiting for other ranks
   std::deque<cudaEvent_t> events_;  // one per group in flight, in issue order
   std::vector<cudaEvent_t> free_events_;
 };
