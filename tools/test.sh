@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds hoist and runs every test: unit, mpirun integration, the README and docs commands, the
-# install into a fresh prefix, and a bounded fuzz run of the safetensors header parser; then a
-# Release build of the main binaries with a smoke run. Warnings are errors here (never in a
-# user's own build). Usage: tools/test.sh [build-dir]   (default: build; Release: <build-dir>-release)
+# install into a fresh prefix, a bounded fuzz run of the safetensors header parser and the
+# crafted-input tests under ASan + UBSan (tools/sanitize.sh); then a Release build of the main
+# binaries with a smoke run. Warnings are errors here (never in a user's own build).
+# Usage: tools/test.sh [build-dir]   (default: build; Release: <build-dir>-release; sanitized:
+# <build-dir>-asan; HOIST_SANITIZE_TESTS=0 skips that part)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-$root/build}"
@@ -20,6 +22,11 @@ if [[ "${HOIST_FUZZ:-1}" == 1 && -x "$root/tests/fuzz/run_fuzz.sh" ]]; then
   "$root/tests/fuzz/run_fuzz.sh" "${HOIST_FUZZ_SECONDS:-60}"
 fi
 (cd "$build" && ctest --output-on-failure -j "$jobs" --timeout 900)
+
+# The crafted-input tests again under AddressSanitizer and UndefinedBehaviorSanitizer.
+if [[ "${HOIST_SANITIZE_TESTS:-1}" == 1 ]]; then
+  "$root/tools/sanitize.sh" "${build%/}-asan"
+fi
 
 # Release, as a user builds it: the main binaries, warning-free, then plan and load a checkpoint.
 if [[ "${HOIST_RELEASE:-1}" == 1 ]]; then
