@@ -167,7 +167,7 @@ std::string FormatTable(const proto::LoadPlan& plan, const std::vector<proto::Ra
       os << line << (r->ok() ? "ok" : "FAILED: " + Printable(r->error())) << "\n";
       if (!r->cpus().empty()) {
         os << "            cpus " << Printable(r->cpus()) << " (" << r->cpu_bind() << "), "
-           << r->fill_threads() << " fill threads\n";
+           << r->fill_threads() << (r->fill_threads() == 1 ? " fill thread\n" : " fill threads\n");
       }
       if (plan.dedup() != proto::DEDUP_NONE) {
         std::snprintf(line, sizeof(line), "            from storage %12s, sent %12s, received %12s",

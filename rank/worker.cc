@@ -211,7 +211,8 @@ Result<std::unique_ptr<ThreadBinding>> Place(const proto::LoadPlan& plan, const 
   rep->set_cpu_bind(std::string(CpuBindName(cpus.mode)));
   const int available = std::max<int>(1, static_cast<int>(cpus.cpus.size()));
   *threads = o.threads > 0 ? o.threads : std::clamp(available, 1, 16);
-  spdlog::info("rank {}: {}; {} fill threads", rp.rank(), cpus.how, *threads);
+  spdlog::info("rank {}: {}; {} fill thread{}", rp.rank(), cpus.how, *threads,
+               *threads == 1 ? "" : "s");
   if (*threads > available) {
     spdlog::warn("rank {}: {} fill threads on {} cpus ({}): they will share cores", rp.rank(),
                  *threads, available, cpus.list);

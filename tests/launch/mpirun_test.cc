@@ -288,7 +288,7 @@ TEST_F(MpirunTest, TwoRanksBoundToCoresShareTheMachineDisjointly) {
   EXPECT_TRUE(std::adjacent_find(seen.begin(), seen.end()) == seen.end()) << "overlapping cpus";
   EXPECT_EQ(seen, MachineCpus());
   // The text table names them too.
-  EXPECT_NE(r.output.find("fill threads"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(" fill thread"), std::string::npos) << r.output;
 }
 
 TEST_F(MpirunTest, LauncherModeKeepsTheLaunchersBinding) {
