@@ -332,6 +332,46 @@ TEST_F(MpirunTest, AStoppedRankZeroIsNamedByTheOthers) {
   EXPECT_NE(r.output.find(" sent nothing for "), std::string::npos) << r.output;
 }
 
+// Four ranks, two replicas with node dedup (so the stopped rank is also someone's peer), with
+// and without the progress display: the job still ends within the peer timeout plus a few
+// seconds naming the stopped rank, and no hoist process of the job is left behind.
+TEST_F(MpirunTest, AStoppedRankOfFourWithDedupIsNamedAndNothingIsLeft) {
+  for (const bool progress : {false, true}) {
+    const fs::path out = Out(progress ? "stop4-progress.json" : "stop4-quiet.json");
+    std::vector<std::string> cmd = {"mpirun",
+                                    "-np",
+                                    "4",
+                                    Hoist(),
+                                    "load",
+                                    "--model",
+                                    Model("qwen3-tiny").string(),
+                                    "--tp",
+                                    "2",
+                                    "--dp",
+                                    "2",
+                                    "--dedup",
+                                    "node",
+                                    "--device",
+                                    "host",
+                                    "--peer-timeout-s",
+                                    "3",
+                                    "--inject-stop-rank",
+                                    "2",
+                                    "--report-json",
+                                    out.string()};
+    if (!progress) cmd.push_back("--no-progress");
+    const RunResult r = RunCommand(cmd, 120);
+    EXPECT_NE(r.exit_code, -1) << "hung: " << r.output;
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_LT(r.seconds, 60) << r.output;
+    EXPECT_NE(r.output.find("rank 2 on "), std::string::npos) << r.output;
+    // The report path is unique to this run: no hoist process that carries it may remain (the
+    // bracket keeps the pattern from matching the shell that runs pgrep).
+    const std::string left = "pgrep -f -- 'hois[t] load .*" + out.string() + "' > /dev/null";
+    EXPECT_NE(std::system(left.c_str()), 0) << "a process of the job is left: " << out;
+  }
+}
+
 // Without mpirun, a plan of several ranks loads one of them and says so; progress counts only
 // that rank's bytes.
 TEST_F(MpirunTest, ASoloRankOfALargerPlanSaysSoAndCountsItsOwnBytes) {
