@@ -62,22 +62,11 @@ std::string PathOf(const std::vector<Frame>& stack) {
   return path.empty() ? "the top level" : path;
 }
 
-// nlohmann's messages quote the input ("last read: ..."): escape what is not printable ASCII
-// and keep them short, since the input is hostile.
+// nlohmann's messages quote the input ("last read: ..."): made printable as all of hoist's
+// output is (hoist::Printable) and kept short, since the input is hostile.
 std::string SanitizeParserMessage(std::string_view what) {
-  static constexpr char kHex[] = "0123456789abcdef";
   constexpr std::size_t kMaxLen = 300;
-  std::string out;
-  for (std::size_t i = 0; i < what.size() && i < kMaxLen; ++i) {
-    const auto c = static_cast<unsigned char>(what[i]);
-    if (c < 0x20 || c >= 0x7f) {
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 0xf];
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
+  std::string out = Printable(what.substr(0, kMaxLen));
   if (what.size() > kMaxLen) out += "...";
   return out;
 }

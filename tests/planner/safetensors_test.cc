@@ -282,7 +282,7 @@ TEST(SafetensorsHeader, TruncatedJsonIsRejected) {
 
 TEST(SafetensorsHeader, InvalidUtf8IsRejectedAndNotEchoedRaw) {
   Result<SafetensorsHeader> r = Parse("{\"w\xff\x01\":" + Entry("U8", {4}, 0, 4) + "}", 4);
-  ExpectCorrupt(r, {"invalid JSON at byte 11", "\\xff"});
+  ExpectCorrupt(r, {"invalid JSON at byte 11", "\\xFF"});
   for (char c : r.status().message()) {
     EXPECT_TRUE(c >= 0x20 && c < 0x7f) << "unescaped byte " << static_cast<int>(c);
   }
