@@ -69,12 +69,13 @@ def main():
         for rank in ranks:
             mine = [k for r in rs for k in r["ranks"] if k["rank"] == rank and k["load_s"] > 0]
             rates.append("r%d %.1f" % (rank, med([k["bytes"] / GiB / k["load_s"] for k in mine])))
+            if temp != "hot":
+                continue
             pcie = med([k["bytes_h2d"] / GiB / k["load_s"] for k in mine])
-            if temp == "hot" and h2d_conc.get(rank):
+            if h2d_conc.get(rank):
                 vs.append("r%d %.1f = %.0f%%" % (rank, pcie, 100 * pcie / h2d_conc[rank]))
-            if temp == "hot":
-                read = med([k["storage"] / GiB / k["load_s"] for k in mine])
-                fastest_read[rank] = max(fastest_read.get(rank, 0.0), read)
+            read = med([k["storage"] / GiB / k["load_s"] for k in mine])
+            fastest_read[rank] = max(fastest_read.get(rank, 0.0), read)
         storage = med([sum(k["storage"] for k in r["ranks"]) for r in rs])
         gap = [r["process_s"] - max(k["load_s"] for k in r["ranks"]) for r in rs]
         launch = med([r.get("launch_s", float("nan")) for r in rs])
