@@ -62,13 +62,18 @@ for i in 1 2; do $build/bench/hoist-bench-h2d 8 7 | sed 's/^{/{"kind":"h2d_ceili
 
 log "O_DIRECT read ceiling (cold): threads x request size sweep"
 [[ "${ONLY_SERVE:-0}" == 1 ]] && IO_SWEEP=none
-IO_SWEEP="${IO_SWEEP:-16:8 32:8 64:4 64:1 128:1}"
+IO_SWEEP="${IO_SWEEP:-16:8 64:4 128:1 8:1:32 16:4:16}"
 [[ "$IO_SWEEP" == none ]] && IO_SWEEP=""
-for cfg in $IO_SWEEP; do
-  t=${cfg%%:*}; c=${cfg##*:}
-  drop; $build/bench/hoist-bench-io --threads $t --chunk-mib $c "${files[@]}" | sed "s/^{/{\"kind\":\"io_ceiling\",\"temp\":\"cold\",\"chunk_mib\":$c,/" >> "$res"
+for cfg in $IO_SWEEP; do  # threads:chunk_mib[:depth] (depth: requests in flight per thread, AIO)
+  IFS=: read -r t c d <<< "$cfg"
+  drop; $build/bench/hoist-bench-io --threads $t --chunk-mib $c --depth "${d:-0}" "${files[@]}" | sed "s/^{/{\"kind\":\"io_ceiling\",\"temp\":\"cold\",\"chunk_mib\":$c,/" >> "$res"
 done
 [[ "${ONLY_SERVE:-0}" == 1 ]] || warm "$m4b"; [[ "${ONLY_SERVE:-0}" == 1 ]] || $build/bench/hoist-bench-io --buffered --threads 16 "${files[@]}" | sed 's/^{/{"kind":"io_ceiling","temp":"hot",/' >> "$res"
+
+if [[ "${RING:-1}" == 1 && -x $build/bench/hoist-bench-ring ]]; then
+  log "ring DMA ceiling per pinned-memory kind (no reading)"
+  $build/bench/hoist-bench-ring 8 5 >> "$res"
+fi
 
 run_hoist() {  # label temp extra-args...
   local label=$1 temp=$2; shift 2
@@ -114,6 +119,13 @@ if [[ -n "${SLOT_SWEEP:-}" ]]; then
   for ck in ${CHUNK_SWEEP:-}; do
     for i in 1 2 3; do run_hoist "tp2r1-chunk${ck}KiB" hot --tp 2 --rank 1 --chunk-kib $ck; done
   done
+fi
+
+if [[ "${RELOAD:-1}" == 1 ]]; then
+  log "repeated loads in one process (embedding API; the staging ring is kept between loads)"
+  warm "$m4b"
+  $build/bench/hoist-bench-reload "$m4b" $((RUNS_HOT + 1)) 1 0 >> "$res" 2>> "$AUX/reload.log" || log "reload FAILED"
+  $build/bench/hoist-bench-reload "$m4b" $((RUNS_HOT + 1)) 2 1 >> "$res" 2>> "$AUX/reload.log" || log "reload FAILED"
 fi
 
 if [[ "${PEER:-1}" == 1 ]]; then
