@@ -124,8 +124,8 @@ fi
 if [[ "${RELOAD:-1}" == 1 ]]; then
   log "repeated loads in one process (embedding API; the staging ring is kept between loads)"
   warm "$m4b"
-  $build/bench/hoist-bench-reload "$m4b" $((RUNS_HOT + 1)) 1 0 >> "$res" 2>> "$AUX/reload.log" || log "reload FAILED"
-  $build/bench/hoist-bench-reload "$m4b" $((RUNS_HOT + 1)) 2 1 >> "$res" 2>> "$AUX/reload.log" || log "reload FAILED"
+  { $build/bench/hoist-bench-reload "$m4b" $((RUNS_HOT + 1)) 1 0 2>> "$AUX/reload.log" || log "reload FAILED"; } | grep "^{" >> "$res" || true
+  { $build/bench/hoist-bench-reload "$m4b" $((RUNS_HOT + 1)) 2 1 2>> "$AUX/reload.log" || log "reload FAILED"; } | grep "^{" >> "$res" || true
 fi
 
 if [[ "${PEER:-1}" == 1 ]]; then

@@ -23,7 +23,7 @@ def med(xs):
 
 
 def main():
-    rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+    rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
     machine = open(sys.argv[2]).read().strip() if len(sys.argv) > 2 else ""
     h2d = [r for r in rows if r["kind"] == "h2d_ceiling"]
     ceil_gibs = med([r["gib_s"] for r in h2d])
