@@ -3,7 +3,8 @@
 # cold page cache, several runs each: the pinned-H2D ceiling, the O_DIRECT read ceiling, `hoist
 # load` in each read mode (tp 1, and tp 2 rank 1), and safetensors.load_file(device="cuda").
 # Writes results.jsonl and BENCHMARKS.md (table) under $OUT, plus verify runs and a timeline.
-#   bench/bench.sh            (env: RUNS_HOT=5 RUNS_COLD=3 MODES="auto buffered direct mmap pageable registered")
+#   bench/bench.sh            (env: RUNS_HOT=5 RUNS_COLD=3 MODES="auto buffered direct mmap pageable registered",
+#                              MODES_HOT / MODES_COLD override MODES for one temperature)
 # On a machine with several GPUs it first runs bench/multi.sh (MULTI=0 skips it, ONLY_MULTI=1
 # runs only it).
 set -euo pipefail
@@ -97,7 +98,8 @@ PY
 
 for temp in ${TEMPS-hot cold}; do
   runs=$RUNS_HOT; [[ $temp == cold ]] && runs=$RUNS_COLD
-  for mode in $MODES; do
+  modes=$MODES; [[ $temp == hot ]] && modes=${MODES_HOT:-$MODES}; [[ $temp == cold ]] && modes=${MODES_COLD:-$MODES}
+  for mode in $modes; do
     log "hoist tp1 --read $mode ($temp x $runs)"
     [[ $temp == hot ]] && run_hoist "warmup" hot --read $mode > /dev/null
     for i in $(seq $runs); do run_hoist "tp1-$mode" $temp --read $mode; done
