@@ -187,8 +187,9 @@ PY
       echo "$line" >&2
       python3 - "$line" >> "$res" <<'PY'
 import json, re, sys
-m = re.search(r"restored: .* in ([0-9.]+) s \(([0-9.]+) GiB/s\)", sys.argv[1])
-if m: print(json.dumps({"kind": "restore", "seconds": float(m.group(1)), "gib_s": float(m.group(2))}))
+m = re.search(r"restored: .* in ([0-9.]+) s \(([0-9.]+) GiB/s\); DMA ([0-9.]+) s .*allocation ([0-9.]+) ms", sys.argv[1])
+if m: print(json.dumps({"kind": "restore", "seconds": float(m.group(1)), "gib_s": float(m.group(2)),
+                        "dma_s": float(m.group(3)), "alloc_ms": float(m.group(4))}))
 PY
     done
   else

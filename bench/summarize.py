@@ -139,6 +139,14 @@ def main():
         vs = f"{med(g) / ceil_gibs * 100:.0f}% of the pinned-H2D ceiling" if h2d else ""
         out.append(f"| `hoist ctl restore` from the pinned host cache | {len(g)} | {med(s_) * 1e3:.1f} ms [{min(s_) * 1e3:.1f}-{max(s_) * 1e3:.1f}], "
                    f"{med(g):.2f} GiB/s | {vs} |")
+        dma = [r for r in restore if "dma_s" in r]
+        if dma:
+            d = med([r["dma_s"] for r in dma])
+            rate = restore[0]["gib_s"] * restore[0]["seconds"] / d
+            vs_d = f", {rate / ceil_gibs * 100:.0f}% of the ceiling" if h2d else ""
+            out.append(f"| the same restores, DMA alone (events on the stream) / new arena's allocation | {len(dma)} | "
+                       f"{d * 1e3:.1f} ms ({rate:.2f} GiB/s{vs_d}) / {med([r['alloc_ms'] for r in dma]):.1f} ms | "
+                       f"host-side overhead {(med(s_) - d) * 1e3:.1f} ms |")
     if failed:
         out.append("")
         out.append("Failed runs: " + ", ".join(f"{r['label']} {r['temp']}" for r in failed))
