@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "codec/checksum.h"
 #include "codec/layout.h"
 #include "transport/cuda/codec_decode.h"
 
@@ -183,6 +184,57 @@ Status CodecDecodeError(int* d_error, std::string_view name) {
   if (e != cudaSuccess) return CudaFailed("resetting the error flag", e);
   return Status::Corrupt(std::string(name) + ": codec stream: block " + std::to_string(flag - 1) +
                          " does not decode on the GPU (its sub-streams do not match its bits)");
+}
+
+namespace {
+
+class DeviceMemory {  // cudaMalloc'ed bytes, freed on destruction
+ public:
+  ~DeviceMemory() {
+    if (ptr_ != nullptr) cudaFree(ptr_);
+  }
+  Status Allocate(std::uint64_t bytes) {
+    const cudaError_t e = cudaMalloc(&ptr_, bytes == 0 ? 1 : bytes);
+    return e == cudaSuccess ? Status::Ok() : CudaFailed("cudaMalloc", e);
+  }
+  void* get() const { return ptr_; }
+
+ private:
+  void* ptr_ = nullptr;
+};
+
+}  // namespace
+
+Status DecodeOnGpu(std::span<const std::uint8_t> stream, std::span<std::uint8_t> out,
+                   std::string_view name) {
+  HOIST_ASSIGN_OR_RETURN(codec::StreamInfo info, codec::ParseStream(stream, name));
+  if (out.size() != info.original_bytes) {
+    return Status::InvalidArgument(std::string(name) + ": codec stream decodes to " +
+                                   std::to_string(info.original_bytes) + " bytes, not " +
+                                   std::to_string(out.size()));
+  }
+  DeviceMemory d_stream, d_out, d_lut, d_error;
+  HOIST_RETURN_IF_ERROR(d_stream.Allocate(stream.size()));
+  HOIST_RETURN_IF_ERROR(d_out.Allocate(out.size()));
+  HOIST_RETURN_IF_ERROR(d_lut.Allocate(sizeof(info.lut)));
+  HOIST_RETURN_IF_ERROR(d_error.Allocate(sizeof(int)));
+  cudaError_t e = cudaMemcpy(d_stream.get(), stream.data(), stream.size(), cudaMemcpyHostToDevice);
+  if (e == cudaSuccess) e = cudaMemset(d_error.get(), 0, sizeof(int));
+  if (e != cudaSuccess) return CudaFailed("copying the stream", e);
+  auto* lut = static_cast<std::uint16_t*>(d_lut.get());
+  auto* error = static_cast<int*>(d_error.get());
+  HOIST_RETURN_IF_ERROR(UploadCodecLut(info, lut, nullptr));
+  HOIST_RETURN_IF_ERROR(LaunchCodecDecode(info, d_stream.get(), d_out.get(), lut, error, nullptr));
+  e = cudaDeviceSynchronize();
+  if (e != cudaSuccess) return CudaFailed("decode kernel", e);
+  HOIST_RETURN_IF_ERROR(CodecDecodeError(error, name));
+  e = cudaMemcpy(out.data(), d_out.get(), out.size(), cudaMemcpyDeviceToHost);
+  if (e != cudaSuccess) return CudaFailed("copying the result back", e);
+  if (codec::Xxh64(out.data(), out.size()) != info.content_checksum) {
+    return Status::Corrupt(std::string(name) +
+                           ": codec stream: byte 32: GPU-decoded bytes fail the tensor checksum");
+  }
+  return Status::Ok();
 }
 
 }  // namespace hoist::transport::cuda

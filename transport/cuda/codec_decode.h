@@ -45,4 +45,11 @@ std::uint64_t CodecDecodeSharedBytes(const codec::StreamInfo& info);
 // Corrupt naming `name` and the block. Resets *d_error to 0.
 Status CodecDecodeError(int* d_error, std::string_view name);
 
+// The whole GPU path in one synchronous call, for tests and checks: parses `stream` on the host,
+// copies it to the current device, decodes it there, copies the result back into `out`
+// (info.original_bytes) and compares its XXH64 with the stream's. Corrupt on a bad stream or a
+// mismatch; Internal on a CUDA failure. Allocates and frees its own device memory.
+Status DecodeOnGpu(std::span<const std::uint8_t> stream, std::span<std::uint8_t> out,
+                   std::string_view name);
+
 }  // namespace hoist::transport::cuda
