@@ -15,21 +15,34 @@ Status Bad(std::string_view name, std::uint64_t offset, const std::string& what)
                          ": " + what);
 }
 
-class BitReader {  // the coded words of one block; reads past the end see zeros
+class BitStream {  // the coded words of one block, read in order; reads past the end see zeros
  public:
-  BitReader(const std::uint8_t* words, std::uint64_t count) : words_(words), count_(count) {}
-  std::uint32_t Peek12(std::uint64_t pos) const {
-    const std::uint64_t i = pos >> 5;
-    const std::uint64_t pair = std::uint64_t{Word(i)} << 32 | Word(i + 1);
-    return static_cast<std::uint32_t>((pair << (pos & 31)) >> (64 - kLutBits));
+  BitStream(const std::uint8_t* words, std::uint64_t count) : words_(words), count_(count) {
+    Refill();
   }
-
- private:
+  std::uint32_t Peek12() const { return static_cast<std::uint32_t>(buf_ >> (64 - kLutBits)); }
+  void Skip(int len) {  // len <= kLutBits
+    buf_ <<= len;
+    have_ -= len;
+    pos_ += static_cast<std::uint64_t>(len);
+    if (have_ < 32) Refill();
+  }
+  std::uint64_t pos() const { return pos_; }
   std::uint32_t Word(std::uint64_t i) const {
     return i < count_ ? Load<std::uint32_t>(words_ + 4 * i) : 0;
   }
+
+ private:
+  void Refill() {  // keeps at least 32 bits buffered
+    buf_ |= std::uint64_t{Word(next_++)} << (32 - have_);
+    have_ += 32;
+  }
   const std::uint8_t* words_;
   std::uint64_t count_;
+  std::uint64_t buf_ = 0;  // the next bits, most significant first
+  int have_ = 0;
+  std::uint64_t next_ = 0;
+  std::uint64_t pos_ = 0;
 };
 
 // Padding bytes [from, to) must be zero (so that every changed byte of a stream is noticed).
@@ -41,12 +54,27 @@ Status CheckZero(const std::uint8_t* stream, std::uint64_t from, std::uint64_t t
   return Status::Ok();
 }
 
-inline void PutValue(DType dtype, std::uint8_t* out, std::uint8_t sym, std::uint8_t raw) {
+template <bool kBf16>
+inline void PutValue(std::uint8_t* out, std::uint32_t sym, std::uint32_t raw) {
   const std::uint16_t v =
-      dtype == DType::kBF16
-          ? static_cast<std::uint16_t>((raw & 0x80) << 8 | sym << 7 | (raw & 0x7F))
-          : static_cast<std::uint16_t>(sym << 8 | raw);
+      kBf16 ? static_cast<std::uint16_t>((raw & 0x80) << 8 | sym << 7 | (raw & 0x7F))
+            : static_cast<std::uint16_t>(sym << 8 | raw);
   layout::Store<std::uint16_t>(out, v);
+}
+
+// Decodes sub-stream values k = t, t + T, ... < n from `bits` up to bit `stop`; false when a
+// bit pattern has no code or a code crosses `stop`.
+template <bool kBf16>
+bool DecodeSubStream(const DecodeLut& lut, BitStream& bits, std::uint64_t stop, std::uint64_t t,
+                     std::uint64_t T, std::uint64_t n, const std::uint8_t* raw, std::uint8_t* out) {
+  for (std::uint64_t k = t; k < n; k += T) {
+    const std::uint16_t e = lut[bits.Peek12()];
+    const int len = e >> 8;
+    if (len == 0 || bits.pos() + static_cast<std::uint64_t>(len) > stop) return false;
+    bits.Skip(len);
+    PutValue<kBf16>(out + 2 * k, e & 0xFF, raw[k]);
+  }
+  return true;
 }
 
 Status DecodeHuffmanBlock(const StreamInfo& info, const std::uint8_t* stream, std::uint32_t b,
@@ -58,44 +86,38 @@ Status DecodeHuffmanBlock(const StreamInfo& info, const std::uint8_t* stream, st
   const std::uint64_t lengths_at = begin + layout::RawRegionBytes(n);
   const std::uint64_t words_at = lengths_at + layout::LengthsRegionBytes(T);
   const std::uint64_t word_count = (end - words_at) / 4;
-  const BitReader reader(stream + words_at, word_count);
+  BitStream bits(stream + words_at, word_count);
   const std::uint8_t* raw = stream + begin;
   HOIST_RETURN_IF_ERROR(CheckZero(stream, begin + n, lengths_at, b, name));
   HOIST_RETURN_IF_ERROR(CheckZero(stream, lengths_at + 2 * T, words_at, b, name));
-  std::uint64_t pos = 0;
+  const bool bf16 = info.dtype == DType::kBF16;
   for (std::uint32_t t = 0; t < T; ++t) {
-    const std::uint64_t stop = pos + Load<std::uint16_t>(stream + lengths_at + 2 * t);
+    const std::uint64_t stop = bits.pos() + Load<std::uint16_t>(stream + lengths_at + 2 * t);
+    auto where = [&] { return "block " + std::to_string(b) + " sub-stream " + std::to_string(t); };
     if (stop > 32 * word_count) {
-      return Bad(name, lengths_at + 2 * t,
-                 "block " + std::to_string(b) + " sub-stream " + std::to_string(t) +
-                     " ends past the block's " + std::to_string(32 * word_count) + " coded bits");
+      return Bad(
+          name, lengths_at + 2 * t,
+          where() + " ends past the block's " + std::to_string(32 * word_count) + " coded bits");
     }
-    for (std::uint64_t k = t; k < n; k += T) {
-      const std::uint16_t e = info.lut[reader.Peek12(pos)];
-      const int len = e >> 8;
-      if (len == 0 || pos + len > stop) {
-        return Bad(
-            name, words_at + pos / 8,
-            "block " + std::to_string(b) + " sub-stream " + std::to_string(t) +
-                (len == 0 ? ": no code matches the bits at bit " : ": code overruns at bit ") +
-                std::to_string(pos));
-      }
-      pos += len;
-      PutValue(info.dtype, out + 2 * k, static_cast<std::uint8_t>(e), raw[k]);
+    const bool ok = bf16 ? DecodeSubStream<true>(info.lut, bits, stop, t, T, n, raw, out)
+                         : DecodeSubStream<false>(info.lut, bits, stop, t, T, n, raw, out);
+    if (!ok) {
+      return Bad(name, words_at + bits.pos() / 8,
+                 where() + ": no code, or a code past the sub-stream's end, at bit " +
+                     std::to_string(bits.pos()));
     }
-    if (pos != stop) {
+    if (bits.pos() != stop) {
       return Bad(name, lengths_at + 2 * t,
-                 "block " + std::to_string(b) + " sub-stream " + std::to_string(t) + " has " +
-                     std::to_string(stop - pos) + " bits left over");
+                 where() + " has " + std::to_string(stop - bits.pos()) + " bits left over");
     }
   }
+  const std::uint64_t pos = bits.pos();
   if ((pos + 31) / 32 != word_count) {
     return Bad(name, words_at,
                "block " + std::to_string(b) + " has " + std::to_string(word_count) +
                    " coded words for " + std::to_string(pos) + " bits");
   }
-  if (pos % 32 != 0 &&
-      (reader.Peek12(pos) != 0 || reader.Peek12(pos + 12) != 0 || reader.Peek12(pos + 24) != 0)) {
+  if (pos % 32 != 0 && (bits.Word(word_count - 1) & ((1u << (32 - pos % 32)) - 1)) != 0) {
     return Bad(name, words_at + pos / 8, "block " + std::to_string(b) + " padding bits are not 0");
   }
   return Status::Ok();
