@@ -36,30 +36,28 @@ inline std::uint64_t Merge(std::uint64_t acc, std::uint64_t v) {
 
 std::uint64_t Xxh64(const void* data, std::size_t size, std::uint64_t seed) {
   const auto* p = static_cast<const unsigned char*>(data);
-  const unsigned char* const end = p + size;
+  std::size_t i = 0;  // offsets, not pointer arithmetic: `data` may be null when size is 0
   std::uint64_t h;
   if (size >= 32) {
     std::uint64_t v1 = seed + kP1 + kP2, v2 = seed + kP2, v3 = seed, v4 = seed - kP1;
-    const unsigned char* const limit = end - 32;
-    do {
-      v1 = Round(v1, Read64(p));
-      v2 = Round(v2, Read64(p + 8));
-      v3 = Round(v3, Read64(p + 16));
-      v4 = Round(v4, Read64(p + 24));
-      p += 32;
-    } while (p <= limit);
+    for (; i + 32 <= size; i += 32) {
+      v1 = Round(v1, Read64(p + i));
+      v2 = Round(v2, Read64(p + i + 8));
+      v3 = Round(v3, Read64(p + i + 16));
+      v4 = Round(v4, Read64(p + i + 24));
+    }
     h = Rotl(v1, 1) + Rotl(v2, 7) + Rotl(v3, 12) + Rotl(v4, 18);
     h = Merge(Merge(Merge(Merge(h, v1), v2), v3), v4);
   } else {
     h = seed + kP5;
   }
   h += static_cast<std::uint64_t>(size);
-  for (; p + 8 <= end; p += 8) h = Rotl(h ^ Round(0, Read64(p)), 27) * kP1 + kP4;
-  if (p + 4 <= end) {
-    h = Rotl(h ^ (static_cast<std::uint64_t>(Read32(p)) * kP1), 23) * kP2 + kP3;
-    p += 4;
+  for (; i + 8 <= size; i += 8) h = Rotl(h ^ Round(0, Read64(p + i)), 27) * kP1 + kP4;
+  if (i + 4 <= size) {
+    h = Rotl(h ^ (static_cast<std::uint64_t>(Read32(p + i)) * kP1), 23) * kP2 + kP3;
+    i += 4;
   }
-  for (; p < end; ++p) h = Rotl(h ^ (*p * kP5), 11) * kP1;
+  for (; i < size; ++i) h = Rotl(h ^ (p[i] * kP5), 11) * kP1;
   h ^= h >> 33;
   h *= kP2;
   h ^= h >> 29;

@@ -66,7 +66,6 @@ std::vector<std::uint8_t> EncodeHuffmanBlock(const Plan& p, std::uint64_t first,
   std::vector<std::uint32_t> words;
   words.reserve(n * 4 / 32 + 4);
   BitWriter writer(words);
-  std::uint64_t total_bits = 0;
   for (std::uint32_t t = 0; t < T; ++t) {
     std::uint64_t bits = 0;
     for (std::uint64_t k = t; k < n; k += T) {
@@ -75,7 +74,6 @@ std::vector<std::uint8_t> EncodeHuffmanBlock(const Plan& p, std::uint64_t first,
       bits += p.lengths[sym];
     }
     Store<std::uint16_t>(lengths + 2 * t, static_cast<std::uint16_t>(bits));
-    total_bits += bits;
   }
   writer.Flush();
   const std::size_t head = out.size();
