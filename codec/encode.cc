@@ -20,26 +20,30 @@ inline std::uint8_t RawByte(DType dtype, std::uint16_t v) {
                                : static_cast<std::uint8_t>(v);
 }
 
-class BitWriter {  // most significant bit first, into little-endian 32-bit words
+class BitWriter {  // most significant bit first, into little-endian 32-bit words at `out`
  public:
-  explicit BitWriter(std::vector<std::uint32_t>& words) : words_(words) {}
+  explicit BitWriter(std::uint8_t* out) : out_(out) {}
   void Put(std::uint32_t code, int len) {
     acc_ = acc_ << len | code;
     bits_ += len;
     if (bits_ >= 32) {
       bits_ -= 32;
-      words_.push_back(static_cast<std::uint32_t>(acc_ >> bits_));
+      Emit(static_cast<std::uint32_t>(acc_ >> bits_));
       acc_ &= (std::uint64_t{1} << bits_) - 1;
     }
   }
   void Flush() {
-    if (bits_ > 0) words_.push_back(static_cast<std::uint32_t>(acc_ << (32 - bits_)));
+    if (bits_ > 0) Emit(static_cast<std::uint32_t>(acc_ << (32 - bits_)));
     acc_ = 0;
     bits_ = 0;
   }
 
  private:
-  std::vector<std::uint32_t>& words_;
+  void Emit(std::uint32_t word) {
+    Store<std::uint32_t>(out_, word);
+    out_ += 4;
+  }
+  std::uint8_t* out_;
   std::uint64_t acc_ = 0;
   int bits_ = 0;
 };
@@ -58,14 +62,21 @@ std::uint16_t ValueAt(const std::uint8_t* data, std::uint64_t i) {
   return layout::Load<std::uint16_t>(data + 2 * i);
 }
 
-std::vector<std::uint8_t> EncodeHuffmanBlock(const Plan& p, std::uint64_t first, std::uint64_t n) {
+// The encoded size of a Huffman block of `n` values from value `first`.
+std::uint64_t HuffmanBlockBytes(const Plan& p, std::uint64_t first, std::uint64_t n) {
+  std::uint64_t bits = 0;
+  for (std::uint64_t k = 0; k < n; ++k)
+    bits += p.lengths[CodedByte(p.dtype, ValueAt(p.data, first + k))];
+  return layout::RawRegionBytes(n) + layout::LengthsRegionBytes(p.sub_streams) +
+         (bits + 31) / 32 * 4;
+}
+
+// Writes a Huffman block into `out` (HuffmanBlockBytes bytes, zeroed).
+void EncodeHuffmanBlock(const Plan& p, std::uint64_t first, std::uint64_t n, std::uint8_t* out) {
   const std::uint32_t T = p.sub_streams;
-  std::vector<std::uint8_t> out(layout::RawRegionBytes(n) + layout::LengthsRegionBytes(T), 0);
   for (std::uint64_t k = 0; k < n; ++k) out[k] = RawByte(p.dtype, ValueAt(p.data, first + k));
-  std::uint8_t* lengths = out.data() + layout::RawRegionBytes(n);
-  std::vector<std::uint32_t> words;
-  words.reserve(n * 4 / 32 + 4);
-  BitWriter writer(words);
+  std::uint8_t* lengths = out + layout::RawRegionBytes(n);
+  BitWriter writer(lengths + layout::LengthsRegionBytes(T));
   for (std::uint32_t t = 0; t < T; ++t) {
     std::uint64_t bits = 0;
     for (std::uint64_t k = t; k < n; k += T) {
@@ -76,10 +87,6 @@ std::vector<std::uint8_t> EncodeHuffmanBlock(const Plan& p, std::uint64_t first,
     Store<std::uint16_t>(lengths + 2 * t, static_cast<std::uint16_t>(bits));
   }
   writer.Flush();
-  const std::size_t head = out.size();
-  out.resize(head + 4 * words.size());
-  std::memcpy(out.data() + head, words.data(), 4 * words.size());
-  return out;
 }
 
 SymbolCounts Histogram(DType dtype, const std::uint8_t* data, std::uint64_t values, int threads) {
@@ -126,39 +133,27 @@ Status CheckOptions(DType dtype, std::uint64_t bytes, const EncodeOptions& o) {
   return Status::Ok();
 }
 
-std::vector<std::uint8_t> Assemble(DType dtype, Method method, const EncodeOptions& o,
-                                   std::span<const std::uint8_t> data, const CodeLengths& lengths,
-                                   const std::vector<std::vector<std::uint8_t>>& blocks,
-                                   const std::vector<std::uint32_t>& sums) {
-  const std::uint64_t n = blocks.size();
-  const std::uint64_t header = layout::HeaderBytes(n);
-  std::uint64_t payload = 0;
-  for (const auto& b : blocks) payload += b.size();
-  std::vector<std::uint8_t> out(header + payload, 0);
-  std::uint8_t* p = out.data();
+// The header, for blocks of the given sizes (the checksums are filled in later).
+void WriteHeader(DType dtype, Method method, const EncodeOptions& o, std::uint64_t original,
+                 std::uint64_t checksum, const CodeLengths& lengths,
+                 const std::vector<std::uint64_t>& offsets, std::uint8_t* p) {
+  const std::uint64_t n = offsets.size() - 1;
   std::memcpy(p, kMagic, 4);
   Store<std::uint16_t>(p + 4, kFormatVersion);
   p[6] = static_cast<std::uint8_t>(dtype);
   p[7] = static_cast<std::uint8_t>(method);
-  Store<std::uint64_t>(p + 8, data.size());
+  Store<std::uint64_t>(p + 8, original);
   Store<std::uint32_t>(p + 16, o.block_values);
   const bool coded = method == Method::kHuffman;
   Store<std::uint16_t>(p + 20, static_cast<std::uint16_t>(coded ? o.sub_streams : 0));
   p[22] = static_cast<std::uint8_t>(coded ? o.max_code_len : 0);
   Store<std::uint32_t>(p + 24, static_cast<std::uint32_t>(n));
-  Store<std::uint32_t>(p + 28, static_cast<std::uint32_t>(header));
-  Store<std::uint64_t>(p + 32, Xxh64(data.data(), data.size()));
+  Store<std::uint32_t>(p + 28, static_cast<std::uint32_t>(layout::HeaderBytes(n)));
+  Store<std::uint64_t>(p + 32, checksum);
   if (coded) std::memcpy(p + 40, lengths.data(), 256);
-  std::uint64_t off = 0;
-  for (std::uint64_t b = 0; b < n; ++b) {
-    Store<std::uint64_t>(p + layout::kFixedHeaderBytes + 8 * b, off);
-    Store<std::uint32_t>(p + layout::kFixedHeaderBytes + 8 * (n + 1) + 4 * b, sums[b]);
-    std::memcpy(p + header + off, blocks[b].data(), blocks[b].size());
-    off += blocks[b].size();
+  for (std::uint64_t b = 0; b <= n; ++b) {
+    Store<std::uint64_t>(p + layout::kFixedHeaderBytes + 8 * b, offsets[b]);
   }
-  Store<std::uint64_t>(p + layout::kFixedHeaderBytes + 8 * n, off);
-  Store<std::uint64_t>(p + header - 8, Xxh64(p, header - 8));
-  return out;
 }
 
 }  // namespace
@@ -180,29 +175,39 @@ Result<std::vector<std::uint8_t>> Encode(DType dtype, std::span<const std::uint8
     if (bits / 8 + values < data.size()) method = Method::kHuffman;  // else coding cannot win
     plan.codes = CanonicalCodes(plan.lengths);
   }
-  std::vector<std::vector<std::uint8_t>> blocks(n);
-  std::vector<std::uint32_t> sums(n);
+  // Block sizes, then one buffer: header, then each block written in place by its thread.
+  std::vector<std::uint64_t> offsets(n + 1, 0);
+  layout::ParallelFor(n, o.threads, [&](std::uint64_t b) {
+    const std::uint64_t first = b * o.block_values;
+    const std::uint64_t count = std::min<std::uint64_t>(o.block_values, values - first);
+    offsets[b + 1] =
+        method == Method::kHuffman ? HuffmanBlockBytes(plan, first, count) : count * elem;
+  });
+  for (std::uint64_t b = 0; b < n; ++b) offsets[b + 1] += offsets[b];
+  if (method == Method::kHuffman && offsets[n] >= data.size()) {  // overheads ate the gain
+    EncodeOptions stored = o;
+    stored.allow_huffman = false;
+    return Encode(dtype, data, stored);
+  }
+  const std::uint64_t header = layout::HeaderBytes(n);
+  std::vector<std::uint8_t> out(header + offsets[n], 0);
+  WriteHeader(dtype, method, o, data.size(), Xxh64(data.data(), data.size()), plan.lengths, offsets,
+              out.data());
+  std::uint8_t* const sums = out.data() + layout::kFixedHeaderBytes + 8 * (n + 1);
   layout::ParallelFor(n, o.threads, [&](std::uint64_t b) {
     const std::uint64_t first = b * o.block_values;
     const std::uint64_t count = std::min<std::uint64_t>(o.block_values, values - first);
     const std::uint8_t* src = data.data() + first * elem;
-    sums[b] = static_cast<std::uint32_t>(Xxh64(src, count * elem));
+    Store<std::uint32_t>(sums + 4 * b, static_cast<std::uint32_t>(Xxh64(src, count * elem)));
+    std::uint8_t* dst = out.data() + header + offsets[b];
     if (method == Method::kHuffman) {
-      blocks[b] = EncodeHuffmanBlock(plan, first, count);
+      EncodeHuffmanBlock(plan, first, count, dst);
     } else {
-      blocks[b].assign(src, src + count * elem);
+      std::memcpy(dst, src, count * elem);
     }
   });
-  if (method == Method::kHuffman) {
-    std::uint64_t coded = 0;
-    for (const auto& b : blocks) coded += b.size();
-    if (coded >= data.size()) {  // the block overheads ate the gain: store instead
-      EncodeOptions stored = o;
-      stored.allow_huffman = false;
-      return Encode(dtype, data, stored);
-    }
-  }
-  return Assemble(dtype, method, o, data, plan.lengths, blocks, sums);
+  Store<std::uint64_t>(out.data() + header - 8, Xxh64(out.data(), header - 8));
+  return out;
 }
 
 }  // namespace hoist::codec
