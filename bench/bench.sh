@@ -62,11 +62,11 @@ log "pinned H2D ceiling"
 for i in 1 2; do $build/bench/hoist-bench-h2d 8 7 | sed 's/^{/{"kind":"h2d_ceiling",/' >> "$res"; done
 
 # The codec (issue 15, docs/CODEC.md): sizes per dtype, CPU and GPU decode, H2D of the compressed
-# bytes, on the qwen3-4b fixture and on synthetic normal BF16 weights (CODEC=0 skips it).
+# bytes, on the qwen3-4b fixture and on 1 GiB of synthetic normal BF16 weights (CODEC=0 skips it).
 if [[ "${CODEC:-1}" == 1 ]]; then
   if [[ -x $build/bench/hoist-bench-codec ]]; then
-    log "codec: hoist-bench-codec on qwen3-4b and on 2 GiB of synthetic normal BF16"
-    for src in "--model $m4b" "--synthetic-gib 2"; do
+    log "codec: hoist-bench-codec on qwen3-4b and on 1 GiB of synthetic normal BF16"
+    for src in "--model $m4b" "--synthetic-gib 1"; do
       # shellcheck disable=SC2086
       $build/bench/hoist-bench-codec $src --runs 5 >> "$res" 2> "$AUX/codec.log" || { log "codec FAILED: $src"; tail -5 "$AUX/codec.log" >&2; }
     done

@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -109,7 +110,9 @@ std::vector<std::uint8_t> ReadAt(int fd, std::uint64_t offset, std::uint64_t n,
 
 std::vector<Tensor> LoadModel(const std::string& dir, double max_gib) {
   std::vector<std::filesystem::path> files;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) Fail(dir + ": not a folder", 2);
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
     if (e.path().extension() == ".safetensors") files.push_back(e.path());
   }
   std::sort(files.begin(), files.end());
@@ -122,13 +125,22 @@ std::vector<Tensor> LoadModel(const std::string& dir, double max_gib) {
     std::uint64_t len = 0;
     const auto head = ReadAt(fd, 0, 8, path);
     std::memcpy(&len, head.data(), 8);
+    if (len > (100u << 20)) Fail(path.string() + ": header length " + std::to_string(len));
     const auto text = ReadAt(fd, 8, len, path);
     const auto header = nlohmann::json::parse(text.begin(), text.end(), nullptr, false);
-    if (header.is_discarded()) Fail(path.string() + ": bad header");
+    if (header.is_discarded() || !header.is_object()) Fail(path.string() + ": bad header");
     for (const auto& [name, t] : header.items()) {
       if (name == "__metadata__") continue;
-      const auto dtype = hoist::codec::DTypeFromName(t.at("dtype").get<std::string>());
-      const std::uint64_t b = t.at("data_offsets")[0], e = t.at("data_offsets")[1];
+      std::optional<DType> dtype;
+      std::uint64_t b = 0, e = 0;
+      try {
+        dtype = hoist::codec::DTypeFromName(t.at("dtype").get<std::string>());
+        b = t.at("data_offsets").at(0).get<std::uint64_t>();
+        e = t.at("data_offsets").at(1).get<std::uint64_t>();
+      } catch (const nlohmann::json::exception& x) {
+        Fail(path.string() + ": tensor " + name + ": " + x.what());
+      }
+      if (e < b) Fail(path.string() + ": tensor " + name + ": data_offsets decrease");
       if (max_gib > 0 && Gib(static_cast<double>(total + e - b)) > max_gib) break;
       Tensor tensor;
       tensor.name = name;
