@@ -141,7 +141,10 @@ std::vector<Tensor> LoadModel(const std::string& dir, double max_gib) {
         Fail(path.string() + ": tensor " + name + ": " + x.what());
       }
       if (e < b) Fail(path.string() + ": tensor " + name + ": data_offsets decrease");
-      if (max_gib > 0 && Gib(static_cast<double>(total + e - b)) > max_gib) break;
+      if (max_gib > 0 && Gib(static_cast<double>(total + e - b)) > max_gib) {
+        ::close(fd);
+        return out;  // enough
+      }
       Tensor tensor;
       tensor.name = name;
       tensor.dtype = dtype.value_or(DType::kBytes);
