@@ -90,8 +90,9 @@ inline constexpr OptionInfo kOptions[] = {
      "where fill threads run: auto (the GPU's NUMA cores, shared among the node's ranks), "
      "launcher (as mpirun bound them) or none",
      "auto | launcher | none", "auto", 0, 0, false, HOIST_FIELD(cpu_bind)},
-    {"numa", Concern::kStaging, OptionType::kBool, false, "bind to the GPU's NUMA node", "", "true",
-     0, 0, false, HOIST_FIELD(numa)},
+    {"numa", Concern::kStaging, OptionType::kBool, false,
+     "bind staging memory to the NUMA nodes of the fill threads' cores", "", "true", 0, 0, false,
+     HOIST_FIELD(numa)},
     {"dedup", Concern::kPeer, OptionType::kString, true,
      "read bytes several ranks need once per node (or job) and forward them (auto: node where "
      "it pays)",

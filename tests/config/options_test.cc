@@ -10,10 +10,12 @@
 #include <regex>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "config/job_spec.h"
 #include "tests/config/option_samples.h"
 #include "tests/scratch_dir.h"
+#include "tests/test_paths.h"
 
 namespace hoist::config {
 namespace {
@@ -175,6 +177,23 @@ TEST_F(OptionFileTest, TheDeprecatedStagingMappingWorksAndWarns) {
   ASSERT_FALSE(both.ok());
   EXPECT_NE(both.status().message().find("'slots' is given twice"), std::string::npos)
       << both.status().message();
+}
+
+// README.md's option table has one row per entry of the table, in its order, and no other.
+TEST(OptionTable, TheReadmeListsEveryOption) {
+  std::ifstream readme(hoist::testing::SourceDir() + "/README.md");
+  ASSERT_TRUE(readme.good());
+  const std::regex row("^\\| `([a-z_]+)` \\|.*");
+  std::vector<std::string> rows;
+  bool in_section = false;
+  for (std::string line; std::getline(readme, line);) {
+    if (line.rfind("## ", 0) == 0) in_section = line == "## Options";
+    std::smatch m;
+    if (in_section && std::regex_match(line, m, row)) rows.push_back(m[1].str());
+  }
+  std::vector<std::string> names;
+  for (const OptionInfo& o : kOptions) names.emplace_back(o.name);
+  EXPECT_EQ(rows, names);
 }
 
 }  // namespace
