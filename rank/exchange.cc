@@ -210,10 +210,6 @@ Status CheckPairing(const proto::LoadPlan& plan, const proto::RankPlan& rp,
 
 }  // namespace
 
-bool CausedByPeer(std::string_view error) {
-  return error.find(transport::kPeerFailureNote) != std::string_view::npos;
-}
-
 std::vector<const proto::Copy*> StorageReads(const proto::RankPlan& rp, bool exchange) {
   std::vector<const proto::Copy*> out;
   if (!exchange) {
@@ -314,10 +310,7 @@ Status Exchange::IssueStep(int b) {
   HOIST_RETURN_IF_ERROR(peer_.GroupEnd());
   const auto now = std::chrono::steady_clock::now();
   issued_at_.push_back(now);
-  if (!first_issue_) {
-    first_issue_ = now;
-    if (options_.after_first_group) options_.after_first_group();
-  }
+  if (!first_issue_) first_issue_ = now;
   return Status::Ok();
 }
 
