@@ -3,7 +3,8 @@
 # cold page cache, several runs each: the pinned-H2D ceiling, the O_DIRECT read ceiling, `hoist
 # load` in each read mode (tp 1, and tp 2 rank 1), and safetensors.load_file(device="cuda").
 # Writes results.jsonl and BENCHMARKS.md (table) under $OUT, plus verify runs and a timeline.
-#   bench/bench.sh            (env: RUNS_HOT=5 RUNS_COLD=3 MODES="auto buffered direct mmap pageable registered")
+#   bench/bench.sh            (env: RUNS_HOT=5 RUNS_COLD=3 MODES="auto buffered direct mmap pageable registered",
+#                              MODES_HOT / MODES_COLD override MODES for one temperature)
 # On a machine with several GPUs it first runs bench/multi.sh (MULTI=0 skips it, ONLY_MULTI=1
 # runs only it).
 set -euo pipefail
@@ -62,13 +63,18 @@ for i in 1 2; do $build/bench/hoist-bench-h2d 8 7 | sed 's/^{/{"kind":"h2d_ceili
 
 log "O_DIRECT read ceiling (cold): threads x request size sweep"
 [[ "${ONLY_SERVE:-0}" == 1 ]] && IO_SWEEP=none
-IO_SWEEP="${IO_SWEEP:-16:8 32:8 64:4 64:1 128:1}"
+IO_SWEEP="${IO_SWEEP:-16:8 64:4 128:1 8:1:32 16:4:16}"
 [[ "$IO_SWEEP" == none ]] && IO_SWEEP=""
-for cfg in $IO_SWEEP; do
-  t=${cfg%%:*}; c=${cfg##*:}
-  drop; $build/bench/hoist-bench-io --threads $t --chunk-mib $c "${files[@]}" | sed "s/^{/{\"kind\":\"io_ceiling\",\"temp\":\"cold\",\"chunk_mib\":$c,/" >> "$res"
+for cfg in $IO_SWEEP; do  # threads:chunk_mib[:depth] (depth: requests in flight per thread, AIO)
+  IFS=: read -r t c d <<< "$cfg"
+  drop; $build/bench/hoist-bench-io --threads $t --chunk-mib $c --depth "${d:-0}" "${files[@]}" | sed "s/^{/{\"kind\":\"io_ceiling\",\"temp\":\"cold\",\"chunk_mib\":$c,/" >> "$res"
 done
 [[ "${ONLY_SERVE:-0}" == 1 ]] || warm "$m4b"; [[ "${ONLY_SERVE:-0}" == 1 ]] || $build/bench/hoist-bench-io --buffered --threads 16 "${files[@]}" | sed 's/^{/{"kind":"io_ceiling","temp":"hot",/' >> "$res"
+
+if [[ "${RING:-1}" == 1 && -x $build/bench/hoist-bench-ring ]]; then
+  log "ring DMA ceiling per pinned-memory kind (no reading)"
+  $build/bench/hoist-bench-ring 8 5 >> "$res"
+fi
 
 run_hoist() {  # label temp extra-args...
   local label=$1 temp=$2; shift 2
@@ -92,7 +98,8 @@ PY
 
 for temp in ${TEMPS-hot cold}; do
   runs=$RUNS_HOT; [[ $temp == cold ]] && runs=$RUNS_COLD
-  for mode in $MODES; do
+  modes=$MODES; [[ $temp == hot ]] && modes=${MODES_HOT:-$MODES}; [[ $temp == cold ]] && modes=${MODES_COLD:-$MODES}
+  for mode in $modes; do
     log "hoist tp1 --read $mode ($temp x $runs)"
     [[ $temp == hot ]] && run_hoist "warmup" hot --read $mode > /dev/null
     for i in $(seq $runs); do run_hoist "tp1-$mode" $temp --read $mode; done
@@ -114,6 +121,13 @@ if [[ -n "${SLOT_SWEEP:-}" ]]; then
   for ck in ${CHUNK_SWEEP:-}; do
     for i in 1 2 3; do run_hoist "tp2r1-chunk${ck}KiB" hot --tp 2 --rank 1 --chunk-kib $ck; done
   done
+fi
+
+if [[ "${RELOAD:-1}" == 1 ]]; then
+  log "repeated loads in one process (embedding API; the staging ring is kept between loads)"
+  warm "$m4b"
+  { $build/bench/hoist-bench-reload "$m4b" $((RUNS_HOT + 1)) 1 0 2>> "$AUX/reload.log" || log "reload FAILED"; } | grep "^{" >> "$res" || true
+  { $build/bench/hoist-bench-reload "$m4b" $((RUNS_HOT + 1)) 2 1 2>> "$AUX/reload.log" || log "reload FAILED"; } | grep "^{" >> "$res" || true
 fi
 
 if [[ "${PEER:-1}" == 1 ]]; then
@@ -173,8 +187,9 @@ PY
       echo "$line" >&2
       python3 - "$line" >> "$res" <<'PY'
 import json, re, sys
-m = re.search(r"restored: .* in ([0-9.]+) s \(([0-9.]+) GiB/s\)", sys.argv[1])
-if m: print(json.dumps({"kind": "restore", "seconds": float(m.group(1)), "gib_s": float(m.group(2))}))
+m = re.search(r"restored: .* in ([0-9.]+) s \(([0-9.]+) GiB/s\); DMA ([0-9.]+) s .*allocation ([0-9.]+) ms", sys.argv[1])
+if m: print(json.dumps({"kind": "restore", "seconds": float(m.group(1)), "gib_s": float(m.group(2)),
+                        "dma_s": float(m.group(3)), "alloc_ms": float(m.group(4))}))
 PY
     done
   else

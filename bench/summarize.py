@@ -23,7 +23,7 @@ def med(xs):
 
 
 def main():
-    rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+    rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
     machine = open(sys.argv[2]).read().strip() if len(sys.argv) > 2 else ""
     h2d = [r for r in rows if r["kind"] == "h2d_ceiling"]
     ceil_gibs = med([r["gib_s"] for r in h2d])
@@ -51,7 +51,16 @@ def main():
     if best_io:
         out.append(f"O_DIRECT cold read ceiling (hoist-bench-io, best of a threads x request-size sweep): "
                    f"{best_io['gib_s']:.2f} GiB/s (" + ", ".join(
-                       f"{r['threads']} thr x {r.get('chunk_mib', 8)} MiB {r['gib_s']:.2f}" for r in io_cold) + ").")
+                       f"{r['threads']} thr x {r.get('chunk_mib', 8)} MiB"
+                       + (f" x {r['depth']} queued" if r.get("depth", 1) > 1 else "")
+                       + f" {r['gib_s']:.2f}" for r in io_cold) + ").")
+    ring = [r for r in rows if r["kind"] == "ring_ceiling"]
+    if ring:
+        out.append("Ring DMA ceiling (hoist-bench-ring: a " + f"{ring[0]['slots']} x {ring[0]['slot_mib']} MiB"
+                   " ring copied into an 8 GiB arena, no reading), warm arena / fresh arena: " + ", ".join(
+                       f"{r['host']} {r['gib_s']:.2f} / {r['fresh_gib_s']:.2f} GiB/s"
+                       + (f" ({r['ring_huge_kib'] >> 10} MiB on huge pages)" if r["ring_huge_kib"] >= 0 else "")
+                       for r in ring) + ".")
     if io_hot:
         out.append(f"Buffered pread from page cache, 16 threads, to a plain buffer: {io_hot[0]['gib_s']:.2f} GiB/s.")
     out.append("")
@@ -67,6 +76,8 @@ def main():
         rate = nbytes / GiB / lm
         if temp == "hot":
             vs = f"{(nbytes / GiB / ceil_gibs) / lm * 100:.0f}% of H2D" if h2d else "-"
+            if io_hot:
+                vs += f", {rate / io_hot[0]['gib_s'] * 100:.0f}% of host copy"
         else:
             vs = f"{rate / best_io['gib_s'] * 100:.0f}% of O_DIRECT" if best_io else "-"
         res = med([r["resident"] / max(1, r["bytes_read"]) for r in rs]) * 100
@@ -80,14 +91,32 @@ def main():
                    f"| - | - | {nbytes / GiB / med(s):.2f} | - | - | 1.0x |")
     out.append("")
     # Per-phase medians for the default mode, where the time goes.
-    for temp in ("hot", "cold"):
-        rs = groups.get(("tp1-auto", temp))
+    for label, temp in (("tp1-auto", "hot"), ("tp1-auto", "cold"), ("tp2r1-auto", "hot")):
+        rs = groups.get((label, temp))
         if not rs:
             continue
         names = [n for n in rs[0]["phases"].keys()]
         cells = [f"{n} {med([r['phases'].get(n, 0) for r in rs]) * 1e3:.1f}" for n in names]
-        out.append(f"Phases, tp1 auto {temp} (median ms): " + ", ".join(cells) +
+        out.append(f"Phases, {label} {temp} (median ms): " + ", ".join(cells) +
                    f"; read busy (summed over threads) {med([r['read_busy_s'] for r in rs]) * 1e3:.0f} ms.")
+    reload = defaultdict(list)
+    for r in rows:
+        if r["kind"] == "reload":
+            reload[(r["tp"], r["rank"])].append(r)
+    if reload:
+        out.append("")
+        out.append("| repeated loads in one process (hoist::Load, hot) | bytes | first load ms (staging_alloc) "
+                   "| later loads ms, median [min-max] (staging_alloc) | GiB/s later | vs H2D |")
+        out.append("| --- | --- | --- | --- | --- | --- |")
+        for (tp, rank), rs in sorted(reload.items()):
+            first, later = rs[0], rs[1:]
+            tot = [r["phases_ms"]["total"] for r in later]
+            stg = med([r["phases_ms"].get("staging_alloc", 0) for r in later])
+            rate = first["bytes"] / GiB / (med(tot) / 1e3) if tot else float("nan")
+            vs = f"{rate / ceil_gibs * 100:.0f}%" if h2d else "-"
+            out.append(f"| tp {tp} rank {rank} | {first['bytes'] / 1e9:.2f} GB | {first['phases_ms']['total']:.1f} "
+                       f"({first['phases_ms'].get('staging_alloc', 0):.1f}) | {med(tot):.1f} [{min(tot):.1f}-{max(tot):.1f}] "
+                       f"({stg:.1f}) | {rate:.2f} | {vs} |")
     attach = [r for r in rows if r["kind"] == "attach_engine"]
     attach_py = [r for r in rows if r["kind"] == "attach_py"]
     restore = [r for r in rows if r["kind"] == "restore"]
@@ -110,6 +139,14 @@ def main():
         vs = f"{med(g) / ceil_gibs * 100:.0f}% of the pinned-H2D ceiling" if h2d else ""
         out.append(f"| `hoist ctl restore` from the pinned host cache | {len(g)} | {med(s_) * 1e3:.1f} ms [{min(s_) * 1e3:.1f}-{max(s_) * 1e3:.1f}], "
                    f"{med(g):.2f} GiB/s | {vs} |")
+        dma = [r for r in restore if "dma_s" in r]
+        if dma:
+            d = med([r["dma_s"] for r in dma])
+            rate = restore[0]["gib_s"] * restore[0]["seconds"] / d
+            vs_d = f", {rate / ceil_gibs * 100:.0f}% of the ceiling" if h2d else ""
+            out.append(f"| the same restores, DMA alone (events on the stream) / new arena's allocation | {len(dma)} | "
+                       f"{d * 1e3:.1f} ms ({rate:.2f} GiB/s{vs_d}) / {med([r['alloc_ms'] for r in dma]):.1f} ms | "
+                       f"host-side overhead {(med(s_) - d) * 1e3:.1f} ms |")
     if failed:
         out.append("")
         out.append("Failed runs: " + ", ".join(f"{r['label']} {r['temp']}" for r in failed))

@@ -243,8 +243,13 @@ int ServeCommands::RunCtl() {
     if (r->restore().bytes() == 0) {
       std::printf("restore: already resident\n");
     } else {
-      std::printf("restored: %s in %.3f s (%.1f GiB/s)\n", Gib(r->restore().bytes()).c_str(),
-                  r->restore().seconds(), r->restore().gib_per_s());
+      const proto::RestoreReply& rr = r->restore();
+      std::printf(
+          "restored: %s in %.3f s (%.1f GiB/s); DMA %.3f s (%.1f GiB/s); arena allocation "
+          "%.1f ms\n",
+          Gib(rr.bytes()).c_str(), rr.seconds(), rr.gib_per_s(), rr.dma_seconds(),
+          rr.dma_seconds() > 0 ? rr.bytes() / rr.dma_seconds() / (1ull << 30) : 0.0,
+          rr.alloc_seconds() * 1e3);
     }
   }
   return 0;

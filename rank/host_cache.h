@@ -18,7 +18,8 @@ namespace hoist::rank {
 
 struct RestoreTiming {
   std::uint64_t bytes = 0;
-  double seconds = 0;  // allocation excluded: the copy alone, enqueue to completion
+  double seconds = 0;      // allocation excluded: the copy alone, enqueue to completion (host)
+  double dma_seconds = 0;  // the copies alone, between two events on the stream (device clock)
   double alloc_seconds = 0;
 };
 
@@ -38,6 +39,7 @@ class HostCache {
   const std::byte* data() const { return buffer_.ptr; }
 
  private:
+  Status CopyIn(const transport::DeviceBuffer& arena, double* dma_seconds);
   HostCache(transport::Device& device, transport::HostBuffer buffer)
       : device_(device), buffer_(buffer) {}
   transport::Device& device_;

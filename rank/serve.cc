@@ -463,6 +463,8 @@ proto::DaemonResponse Daemon::Restore() {
   r.mutable_restore()->set_bytes(t.bytes);
   r.mutable_restore()->set_seconds(t.seconds);
   r.mutable_restore()->set_gib_per_s(last_restore_gib_s_);
+  r.mutable_restore()->set_dma_seconds(t.dma_seconds);
+  r.mutable_restore()->set_alloc_seconds(t.alloc_seconds);
   return r;
 }
 

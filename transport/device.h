@@ -92,7 +92,10 @@ class Device {
   virtual Result<DeviceBuffer> Allocate(std::uint64_t bytes) = 0;
   virtual Status Free(DeviceBuffer& buffer) = 0;
 
-  // Staging: DMA-able host memory (the calling thread's NUMA policy decides placement).
+  // Staging: DMA-able host memory (the calling thread's NUMA policy decides placement). The CUDA
+  // backend keeps freed staging in a process-wide pool (transport/staging_pool.h) and hands it
+  // back to the next request of the same size and kind: a second load in one process skips the
+  // set-up (the memory then sits where the first load's threads placed it).
   virtual Result<HostBuffer> AllocateStaging(std::uint64_t bytes, StagingKind kind) = 0;
   virtual Status FreeStaging(HostBuffer& buffer) = 0;
 

@@ -462,6 +462,11 @@ TEST(Serve, HostCacheReleaseAndRestoreThroughCtl) {
 
   out = Ctl("restore", d.socket());
   EXPECT_NE(out.find("restored"), std::string::npos) << out;
+  // The copy is also timed on the device's stream (host backend: its copy thread) and the new
+  // arena's allocation apart from it.
+  EXPECT_NE(out.find("; DMA "), std::string::npos) << out;
+  EXPECT_EQ(out.find("DMA 0.000 s (0.0 GiB/s)"), std::string::npos) << out;
+  EXPECT_NE(out.find("arena allocation "), std::string::npos) << out;
   s = d.Status();
   ASSERT_TRUE(s.ok());
   EXPECT_TRUE(s->resident());

@@ -2,6 +2,9 @@
 // cudaMallocHost), cudaMemcpyAsync / cudaMemcpy2DAsync on non-blocking streams, cudaEvent
 // record/synchronize. Every CUDA return code becomes a Status naming the device, the call, the
 // CUDA error and the sizes involved. Compiled only where the CUDA toolkit is found.
+// Freed staging goes to one process-wide StagingPool (transport/staging_pool.h), so a process
+// that loads again (the embedding API, the daemon) reuses its registered ring instead of setting
+// it up again; what the pool keeps stays pinned until the process exits.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -11,14 +14,23 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
 #include "transport/device.h"
 #include "transport/host_memory.h"
+#include "transport/staging_pool.h"
 
 namespace hoist::transport {
 namespace {
+
+// Never destroyed: its buffers stay registered with the primary context until the process exits
+// (unregistering from a static destructor would run after the CUDA runtime has shut down).
+StagingPool& KeptStaging() {
+  static StagingPool* pool = new StagingPool();
+  return *pool;
+}
 
 std::string P(const void* p) {
   char buf[32];
@@ -173,7 +185,9 @@ class CudaDevice final : public Device {
     HOIST_RETURN_IF_ERROR(Current());
     if (kind == StagingKind::kAuto) kind = StagingKind::kRegister;
     HostBuffer b{nullptr, bytes, kind};
-    if (kind == StagingKind::kMallocHost) {
+    if (std::optional<HostBuffer> kept = KeptStaging().Take(ordinal_, kind, bytes)) {
+      b = *kept;
+    } else if (kind == StagingKind::kMallocHost) {
       void* p = nullptr;
       HOIST_RETURN_IF_ERROR(
           Check(cudaMallocHost(&p, bytes), "cudaMallocHost(" + std::to_string(bytes) + " bytes)"));
@@ -204,9 +218,13 @@ class CudaDevice final : public Device {
       staging_.erase(it);
     }
     HOIST_RETURN_IF_ERROR(Current());
-    HOIST_RETURN_IF_ERROR(ReleaseStaging(b));
+    Status status;
+    for (const HostBuffer& evicted : KeptStaging().Give(ordinal_, b)) {
+      Status s = ReleaseStaging(evicted);
+      if (status.ok()) status = s;
+    }
     buffer = HostBuffer{};
-    return Status::Ok();
+    return status;
   }
 
   Status RegisterHost(const void* ptr, std::uint64_t bytes, bool read_only) override {

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# A/B in one call on the GPU box: the same `hoist load` commands from two builds, alternated run
+# by run on one machine, hot page cache, so that a change is judged against the code before it
+# under identical conditions (machines of one kind differ by more than most changes).
+#   bench/ab.sh OLD_HOIST NEW_HOIST MODEL_DIR      (env RUNS=5, CASES="tp1|... ;")
+# CASES: ';'-separated argument lists for `hoist load`; each case runs RUNS times per build.
+# Prints one JSON line per run (build, case, load ms, phases) on stdout.
+set -euo pipefail
+old=$1 new=$2 model=$3
+RUNS="${RUNS:-5}"
+CASES="${CASES:---read auto;--read auto --staging mallochost;--tp 2 --rank 1}"
+tmp=$(mktemp -d)
+warm() { cat "$model"/*.safetensors > /dev/null; }
+IFS=';' read -r -a cases <<< "$CASES"
+for c in "${cases[@]}"; do
+  for b in old new; do warm; ${!b} load --model "$model" --log-level warn $c > /dev/null 2>&1 || true; done
+  for i in $(seq "$RUNS"); do
+    for b in old new; do
+      warm
+      if ${!b} load --model "$model" --log-level warn --report-json "$tmp/r.json" $c > "$tmp/log" 2>&1; then
+        python3 - "$tmp/r.json" "$b" "$c" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1])); k = r["ranks"][0]
+print(json.dumps({"kind": "ab", "build": sys.argv[2], "case": sys.argv[3],
+                  "ms": k["phases"]["total"]["seconds"] * 1e3, "bytes": k["bytes_h2d"],
+                  "phases": {n: round(p["seconds"] * 1e3, 2) for n, p in k["phases"].items()}}))
+PY
+      else
+        echo "{\"kind\": \"ab\", \"build\": \"$b\", \"case\": \"$c\", \"failed\": true}"; tail -3 "$tmp/log" >&2
+      fi
+    done
+  done
+done
+rm -rf "$tmp"

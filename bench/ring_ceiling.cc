@@ -1,0 +1,137 @@
+// The ring DMA ceiling: the host-to-device rate that hoist's staging pattern can reach, for each
+// kind of pinned host memory, with no reading or filling at all. K slots of M bytes (default
+// 4 x 8 MiB, hoist's default ring) are copied round-robin into successive offsets of an N-byte
+// cudaMalloc arena on one non-blocking stream, timed with CUDA events.
+//   host kinds: mallochost (cudaMallocHost), register-thp (mmap + MADV_HUGEPAGE + touch +
+//   cudaHostRegister: hoist's default staging), register-4k (the same with MADV_NOHUGEPAGE).
+// Each kind reports the first pass into a freshly allocated arena ("fresh", as a daemon restore
+// or a first load sees it) apart from the median of later passes into the same arena ("warm"),
+// and how much of the ring the kernel backed with huge pages.
+// Usage: hoist-bench-ring [GiB=8] [runs=5] [slots=4] [slot_mib=8]; one JSON line per kind.
+#include <cuda_runtime.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#define CHECK(x)                                                                             \
+  do {                                                                                       \
+    cudaError_t e = (x);                                                                     \
+    if (e != cudaSuccess) {                                                                  \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e)); \
+      std::exit(1);                                                                          \
+    }                                                                                        \
+  } while (0)
+
+namespace {
+
+// AnonHugePages (KiB) of the mapping that starts at `p`, from /proc/self/smaps; -1 if not found.
+long HugeKib(const void* p) {
+  char start[32];
+  std::snprintf(start, sizeof start, "%lx-", reinterpret_cast<unsigned long>(p));
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool in = false;
+  while (std::getline(smaps, line)) {
+    if (line.rfind(start, 0) == 0) in = true;
+    if (in && line.rfind("AnonHugePages:", 0) == 0) return std::atol(line.c_str() + 14);
+  }
+  return -1;
+}
+
+struct Ring {
+  std::string kind;
+  unsigned char* ptr = nullptr;
+  size_t bytes = 0;
+  long huge_kib = -1;
+};
+
+Ring MakeRing(const std::string& kind, size_t bytes) {
+  Ring r{kind, nullptr, bytes};
+  if (kind == "mallochost") {
+    void* p = nullptr;
+    CHECK(cudaMallocHost(&p, bytes));
+    r.ptr = static_cast<unsigned char*>(p);
+  } else {
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) std::exit(1);
+    madvise(p, bytes, kind == "register-thp" ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+    r.ptr = static_cast<unsigned char*>(p);
+    std::memset(r.ptr, 0, bytes);
+    r.huge_kib = HugeKib(p);
+    CHECK(cudaHostRegister(p, bytes, cudaHostRegisterDefault));
+  }
+  for (size_t i = 0; i < bytes; ++i) r.ptr[i] = static_cast<unsigned char>(i * 131 + (i >> 12));
+  return r;
+}
+
+void FreeRing(Ring& r) {
+  if (r.kind == "mallochost") {
+    CHECK(cudaFreeHost(r.ptr));
+  } else {
+    CHECK(cudaHostUnregister(r.ptr));
+    munmap(r.ptr, r.bytes);
+  }
+}
+
+// One pass: the arena filled slot by slot from the ring, in hoist's order. Milliseconds.
+float Pass(const Ring& ring, unsigned char* arena, size_t n, size_t slot, cudaStream_t s,
+           cudaEvent_t a, cudaEvent_t b) {
+  const size_t slots = ring.bytes / slot;
+  CHECK(cudaEventRecord(a, s));
+  for (size_t off = 0, i = 0; off < n; off += slot, ++i) {
+    CHECK(cudaMemcpyAsync(arena + off, ring.ptr + (i % slots) * slot, std::min(slot, n - off),
+                          cudaMemcpyHostToDevice, s));
+  }
+  CHECK(cudaEventRecord(b, s));
+  CHECK(cudaEventSynchronize(b));
+  float ms = 0;
+  CHECK(cudaEventElapsedTime(&ms, a, b));
+  return ms;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const double gib = argc > 1 ? std::atof(argv[1]) : 8.0;
+  const int runs = argc > 2 ? std::atoi(argv[2]) : 5;
+  const size_t slots = argc > 3 ? std::atoi(argv[3]) : 4;
+  const size_t slot = (argc > 4 ? std::atoi(argv[4]) : 8) * (1ull << 20);
+  const size_t n = static_cast<size_t>(gib * (1ull << 30));
+  CHECK(cudaSetDevice(0));
+  CHECK(cudaFree(nullptr));
+  cudaStream_t s;
+  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaEvent_t a, b;
+  CHECK(cudaEventCreate(&a));
+  CHECK(cudaEventCreate(&b));
+  for (const char* kind : {"register-thp", "mallochost", "register-4k"}) {
+    Ring ring = MakeRing(kind, slots * slot);
+    void* dev = nullptr;
+    CHECK(cudaMalloc(&dev, n));
+    const float fresh = Pass(ring, static_cast<unsigned char*>(dev), n, slot, s, a, b);
+    std::vector<float> warm;
+    for (int r = 0; r < runs; ++r)
+      warm.push_back(Pass(ring, static_cast<unsigned char*>(dev), n, slot, s, a, b));
+    std::sort(warm.begin(), warm.end());
+    const float med = warm[warm.size() / 2];
+    std::ostringstream runs_ms;
+    for (size_t i = 0; i < warm.size(); ++i) runs_ms << (i ? ", " : "") << warm[i];
+    std::printf(
+        "{\"kind\": \"ring_ceiling\", \"host\": \"%s\", \"slots\": %zu, \"slot_mib\": %zu, "
+        "\"bytes\": %zu, \"ring_huge_kib\": %ld, \"fresh_ms\": %.3f, \"warm_ms\": [%s], "
+        "\"median_ms\": %.3f, \"gib_s\": %.3f, \"fresh_gib_s\": %.3f}\n",
+        kind, slots, slot >> 20, n, ring.huge_kib, fresh, runs_ms.str().c_str(), med,
+        n / (1024.0 * 1024 * 1024) / (med / 1e3), n / (1024.0 * 1024 * 1024) / (fresh / 1e3));
+    std::fflush(stdout);
+    CHECK(cudaFree(dev));
+    FreeRing(ring);
+  }
+  return 0;
+}

@@ -1,0 +1,31 @@
+#!/usr/bin/env python3
+"""Medians of bench/ab.sh's JSON lines: one row per case, old against new, with the phases that
+moved most. Usage: summarize_ab.py AB.jsonl [h2d_ceiling_gib_s]"""
+import json
+import statistics
+import sys
+from collections import defaultdict
+
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith("{")]
+ceiling = float(sys.argv[2]) if len(sys.argv) > 2 else None
+by = defaultdict(list)
+for r in rows:
+    if r.get("kind") == "ab" and not r.get("failed"):
+        by[(r["case"], r["build"])].append(r)
+print("| case | build | n | load ms (median [min-max]) | GiB/s | vs H2D | read | h2d | staging_alloc |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+for case in dict.fromkeys(c for c, _ in by):
+    for b in ("old", "new"):
+        rs = by.get((case, b), [])
+        if not rs:
+            continue
+        ms = [r["ms"] for r in rs]
+        med = statistics.median(ms)
+        gib = rs[0]["bytes"] / 2**30 / (med / 1e3)
+        ph = lambda n: statistics.median([r["phases"].get(n, 0) for r in rs])
+        vs = f"{gib / ceiling:.0%}" if ceiling else "-"
+        print(f"| {case} | {b} | {len(rs)} | {med:.1f} [{min(ms):.1f}-{max(ms):.1f}] | {gib:.2f} | {vs} "
+              f"| {ph('read'):.1f} | {ph('h2d'):.1f} | {ph('staging_alloc'):.1f} |")
+fails = [r for r in rows if r.get("failed")]
+if fails:
+    print(f"\n{len(fails)} failed runs: " + ", ".join(f"{r['build']} {r['case']}" for r in fails))
