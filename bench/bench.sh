@@ -121,7 +121,7 @@ for temp in ${TEMPS-hot cold}; do
   done
   if [[ $temp == hot ]]; then
     log "hoist tp1 auto, staging via cudaMallocHost (hot)"
-    for i in $(seq $runs); do run_hoist "tp1-auto-mallochost" hot --staging mallochost; done
+    for i in $(seq $runs); do run_hoist "tp1-auto-mallochost" hot --pinning mallochost; done
   fi
   log "hoist tp2 rank1 auto ($temp)"
   for i in $(seq $runs); do run_hoist "tp2r1-auto" $temp --tp 2 --rank 1; done
