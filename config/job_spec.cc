@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <map>
 
 #include "planner/dedup.h"
 #include "planner/hub.h"
@@ -11,29 +12,55 @@
 namespace hoist::config {
 namespace {
 
-// A value and where it came from, for messages: "--tp" (a flag, or the embedding API's field of
-// the same name), "FILE: tp" (the topology file) or "tp (default)".
-template <typename T>
-struct Sourced {
-  T value;
-  std::string from;
+// Every option's value after flags (or API fields) over the file over the defaults, and where
+// each came from, for messages: "--tp" (a flag, or the embedding API's field of the same name),
+// "FILE: tp" (the topology file) or "tp (default)".
+struct Merged {
+  JobOptionSet set;
+  std::map<std::string_view, std::string> from;
+  const std::string& From(std::string_view name) const { return from.at(name); }
 };
 
 template <typename T>
-Sourced<T> Pick(const std::optional<T>& flag, const std::optional<T>& file, T fallback,
-                const std::string& flag_name, const std::string& key, const std::string& path) {
-  if (flag) return {*flag, flag_name};
-  if (file) return {*file, path + ": " + key};
-  return {fallback, key + " (default)"};
+bool Copy(std::optional<T>* to, const std::optional<T>* value) {
+  if (!value->has_value()) return false;
+  *to = *value;
+  return true;
 }
 
-// "--threads 1000000 is out of range: fill threads must be 1 to 1024 (or 0: the default)"
-template <typename T>
-Status CheckRange(const Sourced<T>& v, const std::string& what, long long lo, long long hi,
-                  bool zero_is_default = false) {
-  const long long x = static_cast<long long>(v.value);
+// Copies option `o` from `src` to `dst` when `src` has it; true when it did.
+bool CopyOption(const OptionInfo& o, JobOptionSet& src, JobOptionSet* dst) {
+  const OptionField to = o.field(*dst);
+  const OptionField from = o.field(src);
+  return std::visit(
+      [&](auto* t) { return Copy(t, std::get<std::remove_reference_t<decltype(t)>>(from)); }, to);
+}
+
+Merged Merge(const JobSpec& spec, const Topology& file) {
+  JobSpec s = spec;
+  Topology t = file;
+  if (s.model && s.model->empty()) s.model.reset();
+  Merged m;
+  for (const OptionInfo& o : kOptions) {
+    if (CopyOption(o, s, &m.set)) {
+      m.from[o.name] = FlagName(o.name);
+    } else if (CopyOption(o, t, &m.set)) {
+      m.from[o.name] = spec.topology + ": " + t.keys.at(std::string(o.name));
+    } else {
+      m.from[o.name] = std::string(o.name) + " (default)";
+      // The defaults are the table's own text: they convert (tests/config/options_test.cc).
+      if (!o.default_is.empty()) (void)SetOption(o, o.default_is, m.from[o.name], &m.set);
+    }
+  }
+  return m;
+}
+
+// "--threads 1000000 is out of range: the number of fill threads must be 1 to 1024 (or 0: the
+// default)"
+Status CheckRange(const std::string& from, long long x, const std::string& what, long long lo,
+                  long long hi, bool zero_is_default = false) {
   if ((x >= lo && x <= hi) || (zero_is_default && x == 0)) return Status::Ok();
-  return Status::InvalidArgument(v.from + " " + std::to_string(x) + " is out of range: " + what +
+  return Status::InvalidArgument(from + " " + std::to_string(x) + " is out of range: " + what +
                                  " must be " + std::to_string(lo) + " to " + std::to_string(hi) +
                                  (zero_is_default ? " (or 0: the default)" : ""));
 }
@@ -41,33 +68,29 @@ Status CheckRange(const Sourced<T>& v, const std::string& what, long long lo, lo
 // The plan selection: tp, ep, dp, layout, placement, dedup, unexpected tensors and the dedup
 // step, then the planner's range check of all of them (planner::ValidatePlanOptions, the one
 // place for the plan's numbers, which BuildLoadPlan repeats).
-Status ResolvePlanOptions(const JobSpec& s, const Topology& t, planner::PlanOptions* p) {
-  p->tp = s.tp.value_or(t.tp.value_or(1));
-  p->ep = s.ep.value_or(t.ep.value_or(0));
-  p->dp = s.dp.value_or(t.dp.value_or(1));
-  const std::string layout = s.layout.value_or(t.layout.value_or("fused"));
-  if (layout != "fused" && layout != "hf") {
-    return Status::InvalidArgument("layout '" + layout + "' is not fused or hf");
+Status ResolvePlanOptions(const Merged& m, planner::PlanOptions* p) {
+  const JobOptionSet& o = m.set;
+  p->tp = *o.tp;
+  p->ep = *o.ep;
+  p->dp = *o.dp;
+  if (*o.layout != "fused" && *o.layout != "hf") {
+    return Status::InvalidArgument("layout '" + *o.layout + "' is not fused or hf");
   }
-  p->layout = layout == "hf" ? proto::LAYOUT_HF : proto::LAYOUT_FUSED;
-  const std::string placement = s.placement.value_or(t.placement.value_or("linear"));
-  if (placement != "linear" && placement != "round_robin") {
-    return Status::InvalidArgument("placement '" + placement + "' is not linear or round_robin");
+  p->layout = *o.layout == "hf" ? proto::LAYOUT_HF : proto::LAYOUT_FUSED;
+  if (*o.placement != "linear" && *o.placement != "round_robin") {
+    return Status::InvalidArgument("placement '" + *o.placement + "' is not linear or round_robin");
   }
   p->placement =
-      placement == "round_robin" ? proto::PLACEMENT_ROUND_ROBIN : proto::PLACEMENT_LINEAR;
-  const std::string dedup = s.dedup.value_or(t.dedup.value_or("auto"));
-  if (!planner::ParseDedup(dedup, &p->dedup)) {
-    return Status::InvalidArgument("dedup '" + dedup + "' is not auto, none, node or job");
+      *o.placement == "round_robin" ? proto::PLACEMENT_ROUND_ROBIN : proto::PLACEMENT_LINEAR;
+  if (!planner::ParseDedup(*o.dedup, &p->dedup)) {
+    return Status::InvalidArgument("dedup '" + *o.dedup + "' is not auto, none, node or job");
   }
-  const std::string unexpected =
-      s.unexpected_tensors.value_or(t.unexpected_tensors.value_or("warn"));
-  if (!planner::ParseUnexpectedTensors(unexpected, &p->unexpected)) {
-    return Status::InvalidArgument("unexpected_tensors '" + unexpected +
+  if (!planner::ParseUnexpectedTensors(*o.unexpected_tensors, &p->unexpected)) {
+    return Status::InvalidArgument("unexpected_tensors '" + *o.unexpected_tensors +
                                    "' is not error, warn or ignore");
   }
-  if (const int kib = s.dedup_step_kib.value_or(0); kib < 0) {
-    return Status::InvalidArgument("--dedup-step-kib " + std::to_string(kib) +
+  if (const int kib = *o.dedup_step_kib; kib < 0) {
+    return Status::InvalidArgument(m.From("dedup_step_kib") + " " + std::to_string(kib) +
                                    " is out of range: it must be 0 (the default) or a size in KiB");
   } else if (kib > 0) {
     p->dedup_step_bytes = static_cast<std::uint64_t>(kib) << 10;
@@ -85,85 +108,87 @@ Status ResolveNodes(const std::string& file, const Topology& t, planner::PlanOpt
   }
   for (std::size_t n = 0; n < t.nodes.size(); ++n) {
     for (int g : t.nodes[n].gpus) {
-      const Sourced<int> gpu{g, file + ": nodes[" + std::to_string(n) + "].gpus:"};
-      HOIST_RETURN_IF_ERROR(CheckRange(gpu, "a GPU ordinal", 0, kLimits.max_gpu));
+      HOIST_RETURN_IF_ERROR(CheckRange(file + ": nodes[" + std::to_string(n) + "].gpus:", g,
+                                       "a GPU ordinal", 0, kLimits.max_gpu));
       p->locations.push_back({static_cast<std::uint32_t>(n), static_cast<std::uint32_t>(g)});
     }
   }
   return Status::Ok();
 }
 
-// Read mode, device and staging kind (names).
-Status ResolveLoadChoices(const JobSpec& s, const Topology& t, rank::LoadOptions* l) {
-  const std::string read = s.read.value_or(t.read.value_or("auto"));
-  std::optional<transport::ReadMode> mode = transport::ParseReadMode(read);
+// Read mode, device, pinning kind and CPU binding (names).
+Status ResolveLoadChoices(const JobOptionSet& o, rank::LoadOptions* l) {
+  std::optional<transport::ReadMode> mode = transport::ParseReadMode(*o.read);
   if (!mode) {
-    return Status::InvalidArgument("read mode '" + read +
+    return Status::InvalidArgument("read mode '" + *o.read +
                                    "' is not auto, buffered, direct, mmap, pageable or registered");
   }
   l->read_mode = *mode;
-  const std::string device = s.device.value_or(t.device.value_or("auto"));
-  if (device == "auto") {
+  if (*o.device == "auto") {
     l->device = rank::DeviceKind::kAuto;
-  } else if (device == "cuda") {
+  } else if (*o.device == "cuda") {
     l->device = rank::DeviceKind::kCuda;
-  } else if (device == "host") {
+  } else if (*o.device == "host") {
     l->device = rank::DeviceKind::kHost;
   } else {
-    return Status::InvalidArgument("device '" + device + "' is not auto, cuda or host");
+    return Status::InvalidArgument("device '" + *o.device + "' is not auto, cuda or host");
   }
-  const std::string staging = s.staging.value_or("auto");
-  std::optional<transport::StagingKind> kind = transport::ParseStagingKind(staging);
+  std::optional<transport::StagingKind> kind = transport::ParseStagingKind(*o.pinning);
   if (!kind) {
-    return Status::InvalidArgument("staging '" + staging + "' is not auto, register or mallochost");
+    return Status::InvalidArgument("pinning '" + *o.pinning +
+                                   "' is not auto, register or mallochost");
   }
   l->staging = *kind;
+  std::optional<rank::CpuBind> bind = rank::ParseCpuBind(*o.cpu_bind);
+  if (!bind) {
+    return Status::InvalidArgument("cpu_bind '" + *o.cpu_bind + "' is not auto, launcher or none");
+  }
+  l->cpu_bind = *bind;
+  return Status::Ok();
+}
+
+// Every whole number of a rank's load (not the plan's) against its range in kOptions.
+Status CheckLoadNumbers(const Merged& m) {
+  JobOptionSet o = m.set;
+  for (const OptionInfo& info : kOptions) {
+    if (info.type != OptionType::kInt || info.plan) continue;
+    const int v = **std::get<std::optional<int>*>(info.field(o));
+    HOIST_RETURN_IF_ERROR(CheckRange(m.From(info.name), v, std::string(info.help),
+                                     static_cast<long long>(info.lo),
+                                     static_cast<long long>(info.hi), info.zero_is_default));
+  }
   return Status::Ok();
 }
 
 // Staging ring, fill threads, chunk size and the peer timeout.
-Status ResolveLoadNumbers(const JobSpec& s, const Topology& t, coordinator::JobOptions* job) {
+Status ResolveLoadNumbers(const Merged& m, coordinator::JobOptions* job) {
+  HOIST_RETURN_IF_ERROR(CheckLoadNumbers(m));
+  const JobOptionSet& o = m.set;
   rank::LoadOptions* l = &job->load;
-  const std::string& f = s.topology;
-  const auto slots = Pick(s.slots, t.slots, 0, "--slots", "staging.slots", f);
-  const auto slot_mib = Pick(s.slot_mib, t.slot_mib, 0, "--slot-mib", "staging.slot_mib", f);
-  const auto threads = Pick(s.threads, t.threads, 0, "--threads", "staging.threads", f);
-  const Sourced<int> chunk_kib{s.chunk_kib.value_or(0), "--chunk-kib"};
-  HOIST_RETURN_IF_ERROR(CheckRange(slots, "the number of staging slots", 1, kLimits.max_slots,
-                                   /*zero_is_default=*/true));
-  HOIST_RETURN_IF_ERROR(CheckRange(slot_mib, "the staging slot size in MiB", 1,
-                                   kLimits.max_slot_mib, /*zero_is_default=*/true));
-  HOIST_RETURN_IF_ERROR(CheckRange(threads, "the number of fill threads", 1, kLimits.max_threads,
-                                   /*zero_is_default=*/true));
-  HOIST_RETURN_IF_ERROR(CheckRange(chunk_kib, "the fill chunk in KiB", 1, kLimits.max_chunk_kib,
-                                   /*zero_is_default=*/true));
   const long long ring_mib =
-      static_cast<long long>(slots.value > 0 ? slots.value : transport::kDefaultSlots) *
-      (slot_mib.value > 0 ? slot_mib.value
-                          : static_cast<long long>(transport::kDefaultSlotBytes >> 20));
+      static_cast<long long>(*o.slots > 0 ? *o.slots : transport::kDefaultSlots) *
+      (*o.slot_mib > 0 ? *o.slot_mib : static_cast<long long>(transport::kDefaultSlotBytes >> 20));
   if (ring_mib > kLimits.max_staging_mib) {
     return Status::InvalidArgument("staging of " + std::to_string(ring_mib) + " MiB (" +
-                                   slots.from + " x " + slot_mib.from +
+                                   m.From("slots") + " x " + m.From("slot_mib") +
                                    ") is out of range: slots x slot_mib must be at most " +
                                    std::to_string(kLimits.max_staging_mib) + " MiB per rank");
   }
-  l->slots = slots.value;
-  l->slot_bytes = static_cast<std::uint64_t>(slot_mib.value) << 20;
-  l->threads = threads.value;
-  l->chunk_bytes = static_cast<std::uint64_t>(chunk_kib.value) << 10;
+  l->slots = *o.slots;
+  l->slot_bytes = static_cast<std::uint64_t>(*o.slot_mib) << 20;
+  l->threads = *o.threads;
+  l->chunk_bytes = static_cast<std::uint64_t>(*o.chunk_kib) << 10;
 
-  const auto timeout = Pick(s.peer_timeout_s, t.peer_timeout_s, job->exchange.timeout_s,
-                            "--peer-timeout-s", "peer_timeout_s", f);
-  if (!std::isfinite(timeout.value) || timeout.value <= 0 ||
-      timeout.value > kLimits.max_peer_timeout_s) {
+  const double timeout = *o.peer_timeout_s;
+  if (!std::isfinite(timeout) || timeout <= 0 || timeout > kLimits.max_peer_timeout_s) {
     char v[32];
-    std::snprintf(v, sizeof v, "%g", timeout.value);
-    return Status::InvalidArgument(timeout.from + " " + v +
+    std::snprintf(v, sizeof v, "%g", timeout);
+    return Status::InvalidArgument(m.From("peer_timeout_s") + " " + v +
                                    " is out of range: the peer timeout must be a number of "
                                    "seconds above 0 and at most " +
                                    std::to_string(static_cast<int>(kLimits.max_peer_timeout_s)));
   }
-  job->exchange.timeout_s = timeout.value;
+  job->exchange.timeout_s = timeout;
   return Status::Ok();
 }
 
@@ -175,8 +200,11 @@ Result<ResolvedJob> ResolveJobSpec(const JobSpec& s) {
   if (!s.topology.empty()) {
     HOIST_ASSIGN_OR_RETURN(t, LoadTopology(s.topology));
   }
+  out.warnings = s.warnings;
+  out.warnings.insert(out.warnings.end(), t.warnings.begin(), t.warnings.end());
+  const Merged m = Merge(s, t);
   coordinator::JobOptions& job = out.job;
-  job.model_dir = s.model ? *s.model : t.model;
+  job.model_dir = m.set.model.value_or("");
   if (job.model_dir.empty()) {
     return Status::InvalidArgument(
         "no model: give --model DIR (LoadOptions::model) or 'model:' in the topology file");
@@ -184,7 +212,7 @@ Result<ResolvedJob> ResolveJobSpec(const JobSpec& s) {
   // A Hugging Face repo id (owner/name[@revision]) becomes its snapshot in the local cache.
   HOIST_ASSIGN_OR_RETURN(job.model_dir,
                          planner::ResolveModelPath(job.model_dir, planner::HubEnv::FromProcess()));
-  HOIST_RETURN_IF_ERROR(ResolvePlanOptions(s, t, &job.plan));
+  HOIST_RETURN_IF_ERROR(ResolvePlanOptions(m, &job.plan));
   HOIST_RETURN_IF_ERROR(ResolveNodes(s.topology, t, &job.plan));
   const planner::PlanOptions& p = job.plan;
   const int world = p.ep > 0 ? p.ep : p.tp * p.dp;  // at most planner::kMaxWorld
@@ -194,17 +222,44 @@ Result<ResolvedJob> ResolveJobSpec(const JobSpec& s) {
                                    " ranks, so the rank must be 0 to " + std::to_string(world - 1));
   }
   rank::LoadOptions& l = job.load;
-  HOIST_RETURN_IF_ERROR(ResolveLoadChoices(s, t, &l));
-  HOIST_RETURN_IF_ERROR(ResolveLoadNumbers(s, t, &job));
-  l.verify = s.verify.value_or(t.verify.value_or(false));
-  l.bind_numa = !s.no_numa;
-  const std::string cpu_bind = s.cpu_bind.value_or(t.cpu_bind.value_or("auto"));
-  std::optional<rank::CpuBind> bind = rank::ParseCpuBind(cpu_bind);
-  if (!bind) {
-    return Status::InvalidArgument("cpu_bind '" + cpu_bind + "' is not auto, launcher or none");
-  }
-  l.cpu_bind = *bind;
+  HOIST_RETURN_IF_ERROR(ResolveLoadChoices(m.set, &l));
+  HOIST_RETURN_IF_ERROR(ResolveLoadNumbers(m, &job));
+  l.verify = *m.set.verify;
+  l.bind_numa = *m.set.numa;
   job.solo_rank = s.solo_rank;
+  return out;
+}
+
+std::string DescribeJob(const coordinator::JobOptions& j) {
+  const planner::PlanOptions& p = j.plan;
+  const rank::LoadOptions& l = j.load;
+  std::string out = "model_dir=" + j.model_dir + "\n";
+  auto add = [&out](const char* name, auto v) {
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "%.17g", static_cast<double>(v));
+    out += std::string(name) + "=" + buf + "\n";
+  };
+  add("plan.tp", p.tp);
+  add("plan.ep", p.ep);
+  add("plan.dp", p.dp);
+  add("plan.layout", p.layout);
+  add("plan.placement", p.placement);
+  add("plan.unexpected", static_cast<int>(p.unexpected));
+  add("plan.dedup", p.dedup);
+  add("plan.dedup_step_bytes", p.dedup_step_bytes);
+  add("plan.locations", p.locations.size());
+  add("load.device", static_cast<int>(l.device));
+  add("load.read_mode", static_cast<int>(l.read_mode));
+  add("load.staging", static_cast<int>(l.staging));
+  add("load.slots", l.slots);
+  add("load.slot_bytes", l.slot_bytes);
+  add("load.threads", l.threads);
+  add("load.chunk_bytes", l.chunk_bytes);
+  add("load.cpu_bind", static_cast<int>(l.cpu_bind));
+  add("load.bind_numa", l.bind_numa);
+  add("load.verify", l.verify);
+  add("exchange.timeout_s", j.exchange.timeout_s);
+  add("solo_rank", j.solo_rank);
   return out;
 }
 

@@ -11,21 +11,26 @@
 #include <map>
 #include <set>
 #include <type_traits>
+#include <variant>
 
+#include "config/options.h"
 #include "util/printable.h"
+#include "util/suggest.h"
 
 namespace hoist::config {
 namespace {
 
-const std::set<std::string> kTopKeys = {"model", "tp", "ep", "dp", "layout", "placement", "read",
-                                        "device", "staging", "verify", "nodes",
-                                        // `hoist serve`
-                                        "socket_dir", "allow_uids", "host_cache",
-                                        // dedup (planner/dedup.h, rank/exchange.h)
-                                        "dedup", "peer_timeout_s", "cpu_bind",
-                                        "unexpected_tensors"};  // planner/plan_options.h
+// The keys besides the options (config/options.h): the nodes list, `hoist serve`'s, and the
+// deprecated staging mapping.
+const char* const kOtherKeys[] = {"nodes", "socket_dir", "allow_uids", "host_cache", "staging"};
 const std::set<std::string> kStagingKeys = {"slots", "slot_mib", "threads"};
 const std::set<std::string> kNodeKeys = {"name", "gpus"};
+
+std::set<std::string> TopKeys() {
+  std::set<std::string> keys(std::begin(kOtherKeys), std::end(kOtherKeys));
+  for (const OptionInfo& o : kOptions) keys.emplace(o.name);
+  return keys;
+}
 
 // Every key of `map` is a string, appears once and is one of `ok`.
 Status CheckKeys(const std::string& label, const YAML::Node& map, const std::set<std::string>& ok,
@@ -39,10 +44,13 @@ Status CheckKeys(const std::string& label, const YAML::Node& map, const std::set
     }
     const std::string key = kv.first.Scalar();
     if (!ok.count(key)) {
+      const std::string near = Nearest(key, std::vector<std::string>(ok.begin(), ok.end()));
       std::string allowed;
       for (const auto& k : ok) allowed += (allowed.empty() ? "" : ", ") + k;
-      return Status::InvalidArgument(label + ": unknown key '" + Printable(key) + "'" + where +
-                                     " (allowed: " + allowed + ")");
+      return Status::InvalidArgument(label + ": line " + std::to_string(line) + ": unknown key '" +
+                                     Printable(key) + "'" + where +
+                                     (near.empty() ? "" : " (did you mean '" + near + "'?)") +
+                                     "; the keys are " + allowed);
     }
     if (auto [it, fresh] = seen.emplace(key, line); !fresh) {
       return Status::InvalidArgument(label + ": key '" + key + "'" + where +
@@ -114,25 +122,43 @@ Status ParseNodes(const std::string& label, const YAML::Node& nodes, std::vector
   return Status::Ok();
 }
 
+// One option's value, typed by its entry in kOptions.
+Status GetOption(const std::string& label, const YAML::Node& map, const OptionInfo& info,
+                 Topology* t) {
+  const OptionField field = info.field(*t);
+  return std::visit([&](auto* out) { return Get(label, map, std::string(info.name).c_str(), out); },
+                    field);
+}
+
+// The deprecated `staging: {slots, slot_mib, threads}` mapping: each key there is the option of
+// the same name, and must not also be given at the top level.
+Status ParseStagingMapping(const std::string& label, const YAML::Node& st, Topology* t) {
+  if (!st.IsMap()) return Status::InvalidArgument(label + ": 'staging' must be a mapping");
+  HOIST_RETURN_IF_ERROR(CheckKeys(label, st, kStagingKeys, " in 'staging'"));
+  t->warnings.push_back(label + ": line " + std::to_string(st.Mark().line + 1) + ": " +
+                        std::string(kDeprecatedStagingKey));
+  for (const auto& kv : st) {
+    const std::string key = kv.first.Scalar();
+    if (t->keys.count(key)) {
+      return Status::InvalidArgument(label + ": '" + key +
+                                     "' is given twice, as a top-level key "
+                                     "and in 'staging'");
+    }
+    HOIST_RETURN_IF_ERROR(GetOption(label, st, *FindOption(key), t));
+    t->keys[key] = "staging." + key;
+  }
+  return Status::Ok();
+}
+
 Result<Topology> ParseRoot(const std::string& label, const YAML::Node& root) {
   if (!root.IsMap()) return Status::InvalidArgument(label + ": top level must be a mapping");
-  HOIST_RETURN_IF_ERROR(CheckKeys(label, root, kTopKeys, ""));
+  HOIST_RETURN_IF_ERROR(CheckKeys(label, root, TopKeys(), ""));
   Topology t;
-  std::optional<std::string> model;
-  HOIST_RETURN_IF_ERROR(Get(label, root, "model", &model));
-  if (model) t.model = *model;
-  HOIST_RETURN_IF_ERROR(Get(label, root, "tp", &t.tp));
-  HOIST_RETURN_IF_ERROR(Get(label, root, "ep", &t.ep));
-  HOIST_RETURN_IF_ERROR(Get(label, root, "dp", &t.dp));
-  HOIST_RETURN_IF_ERROR(Get(label, root, "layout", &t.layout));
-  HOIST_RETURN_IF_ERROR(Get(label, root, "placement", &t.placement));
-  HOIST_RETURN_IF_ERROR(Get(label, root, "read", &t.read));
-  HOIST_RETURN_IF_ERROR(Get(label, root, "device", &t.device));
-  HOIST_RETURN_IF_ERROR(Get(label, root, "verify", &t.verify));
-  HOIST_RETURN_IF_ERROR(Get(label, root, "dedup", &t.dedup));
-  HOIST_RETURN_IF_ERROR(Get(label, root, "cpu_bind", &t.cpu_bind));
-  HOIST_RETURN_IF_ERROR(Get(label, root, "peer_timeout_s", &t.peer_timeout_s));
-  HOIST_RETURN_IF_ERROR(Get(label, root, "unexpected_tensors", &t.unexpected_tensors));
+  for (const OptionInfo& o : kOptions) {
+    if (!root[std::string(o.name)]) continue;
+    HOIST_RETURN_IF_ERROR(GetOption(label, root, o, &t));
+    t.keys[std::string(o.name)] = std::string(o.name);
+  }
   HOIST_RETURN_IF_ERROR(Get(label, root, "socket_dir", &t.socket_dir));
   HOIST_RETURN_IF_ERROR(Get(label, root, "allow_uids", &t.allow_uids));
   HOIST_RETURN_IF_ERROR(Get(label, root, "host_cache", &t.host_cache));
@@ -143,11 +169,7 @@ Result<Topology> ParseRoot(const std::string& label, const YAML::Node& root) {
     }
   }
   if (const YAML::Node st = root["staging"]) {
-    if (!st.IsMap()) return Status::InvalidArgument(label + ": 'staging' must be a mapping");
-    HOIST_RETURN_IF_ERROR(CheckKeys(label, st, kStagingKeys, " in 'staging'"));
-    HOIST_RETURN_IF_ERROR(Get(label, st, "slots", &t.slots));
-    HOIST_RETURN_IF_ERROR(Get(label, st, "slot_mib", &t.slot_mib));
-    HOIST_RETURN_IF_ERROR(Get(label, st, "threads", &t.threads));
+    HOIST_RETURN_IF_ERROR(ParseStagingMapping(label, st, &t));
   }
   if (const YAML::Node nodes = root["nodes"]) {
     HOIST_RETURN_IF_ERROR(ParseNodes(label, nodes, &t.nodes));

@@ -1,9 +1,18 @@
-// The C API (include/hoist/hoist_c.h) over the C++ one.
+// The C API (include/hoist/hoist_c.h) over the C++ one. Its options are the table's
+// (config/options.h) under the same names: kCFields maps each to its field of
+// hoist_load_options; tests/embed check that every table entry has one.
+#include <optional>
 #include <string>
+#include <variant>
+#include <vector>
 
+#include "config/options.h"
+#include "embed/options.h"
 #include "hoist/hoist.h"
 #include "hoist/hoist_c.h"
 #include "hoist/hoist_dlpack.h"
+#include "util/printable.h"
+#include "util/suggest.h"
 
 struct hoist_model {
   hoist::Model model;
@@ -34,7 +43,114 @@ int Null(const char* what) {
   return Report(hoist::Status::InvalidArgument(std::string(what) + " is NULL"));
 }
 
+using CString = const char* hoist_load_options::*;
+using CInt = int hoist_load_options::*;
+using CDouble = double hoist_load_options::*;
+
+struct CField {
+  const char* name;  // the option's name in config/options.h
+  std::variant<CString, CInt, CDouble> field;
+  int unset = 0;  // the int that means "unset" (booleans: always 0)
+};
+
+using O = hoist_load_options;
+const CField kCFields[] = {
+    {"model", &O::model},
+    {"tp", &O::tp},
+    {"ep", &O::ep, -1},
+    {"dp", &O::dp},
+    {"layout", &O::layout},
+    {"placement", &O::placement},
+    {"unexpected_tensors", &O::unexpected_tensors},
+    {"device", &O::device},
+    {"read", &O::read},
+    {"pinning", &O::pinning},
+    {"slots", &O::slots},
+    {"slot_mib", &O::slot_mib},
+    {"threads", &O::threads},
+    {"chunk_kib", &O::chunk_kib},
+    {"cpu_bind", &O::cpu_bind},
+    {"numa", &O::numa},
+    {"dedup", &O::dedup},
+    {"dedup_step_kib", &O::dedup_step_kib},
+    {"peer_timeout_s", &O::peer_timeout_s},
+    {"verify", &O::verify},
+};
+
+// C field -> option: set when the C value is not its "unset".
+struct ToOption {
+  const hoist_load_options& c;
+  const CField& f;
+  bool operator()(CString m, std::optional<std::string>* o) const {
+    if (c.*m != nullptr) *o = c.*m;
+    return true;
+  }
+  bool operator()(CInt m, std::optional<int>* o) const {
+    if (c.*m != f.unset) *o = c.*m;
+    return true;
+  }
+  bool operator()(CInt m, std::optional<bool>* o) const {
+    if (c.*m != 0) *o = c.*m > 0;
+    return true;
+  }
+  bool operator()(CDouble m, std::optional<double>* o) const {
+    if (c.*m != 0) *o = c.*m;
+    return true;
+  }
+  template <typename M, typename T>
+  bool operator()(M, T*) const {
+    return false;  // a kCFields entry whose type is not the option's
+  }
+};
+
+// Option (parsed from text) -> C field; a string keeps the caller's pointer.
+struct ToC {
+  hoist_load_options* c;
+  const char* text;
+  bool operator()(CString m, std::optional<std::string>*) const {
+    c->*m = text;
+    return true;
+  }
+  bool operator()(CInt m, std::optional<int>* o) const {
+    c->*m = **o;
+    return true;
+  }
+  bool operator()(CInt m, std::optional<bool>* o) const {
+    c->*m = **o ? 1 : -1;
+    return true;
+  }
+  bool operator()(CDouble m, std::optional<double>* o) const {
+    c->*m = **o;
+    return true;
+  }
+  template <typename M, typename T>
+  bool operator()(M, T*) const {
+    return false;
+  }
+};
+
+hoist::Status WrongType(const char* name) {
+  return hoist::Status::Internal(std::string("the C field of option ") + name +
+                                 " does not have its type");
+}
+
 }  // namespace
+
+namespace hoist::internal {
+
+Status FromC(const hoist_load_options& c, LoadOptions* out) {
+  for (const CField& f : kCFields) {
+    const config::OptionInfo* info = config::FindOption(f.name);
+    if (info == nullptr) return Status::Internal(std::string("C option ") + f.name + " unknown");
+    if (!std::visit(ToOption{c, f}, f.field, info->field(*out))) return WrongType(f.name);
+  }
+  if (c.topology_file) out->topology_file = c.topology_file;
+  out->rank = c.rank;
+  out->mpi_comm = c.mpi_comm;
+  return Status::Ok();
+}
+
+}  // namespace hoist::internal
 
 extern "C" {
 
@@ -44,23 +160,31 @@ void hoist_load_options_init(hoist_load_options* o) {
   o->ep = -1;
 }
 
+int hoist_load_options_set(hoist_load_options* o, const char* key, const char* value) {
+  if (o == nullptr || key == nullptr || value == nullptr) return Null("options, key or value");
+  std::vector<std::string> names;
+  for (const CField& f : kCFields) {
+    names.emplace_back(f.name);
+    if (names.back() != key) continue;
+    hoist::JobOptionSet parsed;
+    const hoist::config::OptionInfo* info = hoist::config::FindOption(key);
+    if (info == nullptr) return Report(hoist::Status::Internal(names.back() + " is no option"));
+    hoist::Status s = hoist::config::SetOption(*info, value, names.back(), &parsed);
+    if (!s.ok()) return Report(s);
+    if (!std::visit(ToC{o, value}, f.field, info->field(parsed))) return Report(WrongType(key));
+    return Report(hoist::Status::Ok());
+  }
+  const std::string near = hoist::Nearest(key, names);
+  return Report(
+      hoist::Status::InvalidArgument("unknown option '" + hoist::Printable(key) + "'" +
+                                     (near.empty() ? "" : " (did you mean '" + near + "'?)")));
+}
+
 int hoist_load(const hoist_load_options* o, hoist_model** out) {
   if (o == nullptr || out == nullptr) return Null("options or out");
   *out = nullptr;
   hoist::LoadOptions lo;
-  if (o->topology_file) lo.topology_file = o->topology_file;
-  if (o->model) lo.model = o->model;
-  if (o->tp > 0) lo.tp = o->tp;
-  if (o->dp > 0) lo.dp = o->dp;
-  if (o->ep >= 0) lo.ep = o->ep;
-  if (o->layout) lo.layout = o->layout;
-  if (o->placement) lo.placement = o->placement;
-  if (o->device) lo.device = o->device;
-  if (o->read) lo.read = o->read;
-  if (o->threads > 0) lo.threads = o->threads;
-  lo.verify = o->verify != 0;
-  lo.rank = o->rank;
-  lo.mpi_comm = o->mpi_comm;
+  if (hoist::Status s = hoist::internal::FromC(*o, &lo); !s.ok()) return Report(s);
   if (o->allocate != nullptr) {
     if (o->deallocate == nullptr) {
       return Report(hoist::Status::InvalidArgument("allocate given without deallocate"));

@@ -7,6 +7,7 @@
 #include "config/job_spec.h"
 #include "coordinator/job.h"
 #include "embed/model_state.h"
+#include "embed/options.h"
 #include "hoist/hoist.h"
 #include "planner/dtype.h"
 #include "transport/phase.h"
@@ -92,6 +93,18 @@ Result<std::vector<Tensor>> BuildTensorTable(
   return table;
 }
 
+config::JobSpec ToJobSpec(const LoadOptions& options) {
+  config::JobSpec spec;
+  static_cast<JobOptionSet&>(spec) = options;  // the same struct: every option carries over
+  spec.topology = options.topology_file;
+  spec.solo_rank = options.rank;
+  return spec;
+}
+
+Result<config::ResolvedJob> ResolveLoadOptions(const LoadOptions& options) {
+  return config::ResolveJobSpec(ToJobSpec(options));
+}
+
 }  // namespace internal
 
 using internal::Clock;
@@ -143,20 +156,7 @@ Status Model::Release() {
 
 Result<Model> Load(const LoadOptions& options) {
   const Clock::time_point origin = Clock::now();
-  config::JobSpec spec;
-  spec.topology = options.topology_file;
-  if (!options.model.empty()) spec.model = options.model;
-  spec.tp = options.tp;
-  spec.ep = options.ep;
-  spec.dp = options.dp;
-  spec.layout = options.layout;
-  spec.placement = options.placement;
-  spec.device = options.device;
-  spec.read = options.read;
-  spec.threads = options.threads;
-  if (options.verify) spec.verify = true;
-  spec.solo_rank = options.rank;
-  HOIST_ASSIGN_OR_RETURN(config::ResolvedJob resolved, config::ResolveJobSpec(spec));
+  HOIST_ASSIGN_OR_RETURN(config::ResolvedJob resolved, internal::ResolveLoadOptions(options));
   coordinator::JobOptions& job = resolved.job;
 
   std::unique_ptr<coordinator::Comm> comm;
@@ -164,6 +164,9 @@ Result<Model> Load(const LoadOptions& options) {
     HOIST_ASSIGN_OR_RETURN(comm, coordinator::WrapMpiComm(options.mpi_comm));
   } else {
     comm = coordinator::CreateSoloComm();
+  }
+  if (comm->rank() == 0) {
+    for (const std::string& w : resolved.warnings) spdlog::warn("hoist: {}", w);
   }
 
   auto state = std::make_shared<ModelState>();

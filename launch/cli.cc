@@ -95,7 +95,7 @@ int RunPlan(const config::JobSpec& spec, const std::string& log_level, const std
   // Under a launcher every process would plan the same: only rank 0 prints an error.
   const bool quiet = !PrintsSharedErrors();
   if (Status s = SetUpLogging(log_level, 0, "-"); !s.ok()) return Fail(s, quiet);
-  Result<config::ResolvedJob> job = config::ResolveJobSpec(spec);
+  Result<config::ResolvedJob> job = ResolveJob(spec);
   if (!job.ok()) return Fail(job.status(), quiet);
   Result<planner::Checkpoint> ckpt = planner::OpenCheckpoint(job->job.model_dir);
   if (!ckpt.ok()) return Fail(ckpt.status(), quiet);
@@ -202,7 +202,7 @@ int RunLoad(const config::JobSpec& spec, const LoadFlags& l, const std::string& 
   // Before MPI: the job's options (pure; configuration errors are the same on every rank, so
   // each process finds them here, rank 0 alone prints, and every rank exits with the same code),
   // then the device and host topology, which load while MPI starts.
-  Result<config::ResolvedJob> resolved = config::ResolveJobSpec(spec);
+  Result<config::ResolvedJob> resolved = ResolveJob(spec);
   if (!resolved.ok()) return Fail(resolved.status(), !PrintsSharedErrors());
   std::shared_ptr<std::future<Result<rank::PreparedDevice>>> prepared =
       StartDeviceEarly(resolved->job, origin);

@@ -1,12 +1,40 @@
 #include "launch/job_flags.h"
 
+#include <cstdio>
 #include <optional>
 #include <string>
+#include <variant>
 
-#include "planner/plan_options.h"
+#include "config/options.h"
+#include "launch/exit_codes.h"
+#include "util/printable.h"
 
 namespace hoist::launch {
 namespace {
+
+std::string Number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.15g", v);
+  return buf;
+}
+
+// "the number of fill threads (1 to 1024, or 0: the default)"; "... (auto | cuda | host;
+// default auto)".
+std::string Help(const config::OptionInfo& o) {
+  std::string h(o.help);
+  std::string more;
+  if (!o.choices.empty()) {
+    more = std::string(o.choices);
+  } else if (o.type == config::OptionType::kInt) {
+    more = Number(o.lo) + " to " + Number(o.hi) + (o.zero_is_default ? ", or 0: the default" : "");
+  } else if (o.type == config::OptionType::kDouble) {
+    more = "above " + Number(o.lo) + ", at most " + Number(o.hi);
+  }
+  if (!o.default_is.empty() && o.default_is != "0") {
+    more += std::string(more.empty() ? "" : "; ") + "default " + std::string(o.default_is);
+  }
+  return more.empty() ? h : h + " (" + more + ")";
+}
 
 // A flag that sets an optional only when given.
 template <typename T>
@@ -16,57 +44,57 @@ CLI::Option* AddOptional(CLI::App* app, const std::string& name, std::optional<T
       name, [out](const T& v) { *out = v; }, help);
 }
 
-std::string Range(long long lo, long long hi) {
-  return " (" + std::to_string(lo) + " to " + std::to_string(hi) + ")";
+CLI::Option* AddOptional(CLI::App* app, const std::string& name, std::optional<bool>* out,
+                         const std::string& help) {
+  const std::string no = "--no-" + name.substr(2);
+  return app->add_flag_function(
+      name + ",!" + no, [out](std::int64_t count) { *out = count > 0; }, help);
+}
+
+void AddOption(CLI::App* app, const config::OptionInfo& o, config::JobSpec* s) {
+  std::visit([&](auto* field) { AddOptional(app, config::FlagName(o.name), field, Help(o)); },
+             o.field(*s));
+}
+
+// Deprecated spellings: hidden, set the option they stand for and record their warning.
+void AddDeprecated(CLI::App* app, config::JobSpec* s) {
+  for (const config::Deprecated& d : config::kDeprecatedFlags) {
+    const config::OptionInfo* o = config::FindOption(d.option);
+    app->add_option_function<std::string>(
+           std::string(d.old_spelling),
+           [o, s, d](const std::string& v) {
+             s->warnings.emplace_back(d.warning);
+             // A string option: the conversion cannot fail.
+             (void)config::SetOption(*o, v, std::string(d.old_spelling), s);
+           },
+           std::string(d.warning))
+        ->group("");
+  }
 }
 
 }  // namespace
 
 void AddJobFlags(CLI::App* app, config::JobSpec* s, bool load_flags) {
-  const config::JobLimits& k = config::kLimits;
   app->add_option("--topology", s->topology, "YAML topology file (flags override it)");
-  AddOptional(app, "--model", &s->model,
-              "checkpoint folder, or a Hugging Face repo id owner/name[@revision] in the local "
-              "cache (never downloaded)");
-  const long long world = planner::kMaxWorld;
-  AddOptional(app, "--tp", &s->tp, "tensor-parallel size" + Range(1, world));
-  AddOptional(app, "--ep", &s->ep, "expert-parallel size (= world; 0: off)" + Range(0, world));
-  AddOptional(app, "--dp", &s->dp, "data-parallel groups (without --ep)" + Range(1, world));
-  AddOptional(app, "--layout", &s->layout, "fused | hf");
-  AddOptional(app, "--placement", &s->placement, "expert placement under ep: linear | round_robin");
-  AddOptional(app, "--dedup", &s->dedup,
-              "auto | none | node | job: read bytes several ranks need once per node (or job) "
-              "and forward them (auto: node where it pays)");
-  AddOptional(app, "--dedup-step-kib", &s->dedup_step_kib,
-              "dedup: KiB of shared bytes per exchange step (0: 64 MiB)" +
-                  Range(planner::kMinDedupStepBytes >> 10, planner::kMaxDedupStepBytes >> 10));
-  AddOptional(app, "--unexpected-tensors", &s->unexpected_tensors,
-              "error | warn | ignore: checkpoint tensors no family rule knows (default warn)");
+  for (const config::OptionInfo& o : config::kOptions) {
+    if (o.plan) AddOption(app, o, s);
+  }
   if (!load_flags) return;
   app->add_option("--rank", s->solo_rank, "without mpirun: which rank of the plan to run");
-  AddOptional(app, "--read", &s->read, "auto | buffered | direct | mmap | pageable | registered");
-  AddOptional(app, "--device", &s->device, "auto | cuda | host");
-  AddOptional(app, "--staging", &s->staging,
-              "how staging is pinned: auto | register (touch + cudaHostRegister) | mallochost");
-  AddOptional(app, "--slots", &s->slots,
-              "pinned staging slots (0: default)" + Range(0, k.max_slots));
-  AddOptional(app, "--slot-mib", &s->slot_mib,
-              "MiB per staging slot (0: default)" + Range(0, k.max_slot_mib));
-  AddOptional(app, "--threads", &s->threads, "fill threads (0: default)" + Range(0, k.max_threads));
-  AddOptional(app, "--chunk-kib", &s->chunk_kib,
-              "KiB per fill task (0: slot size / threads)" + Range(0, k.max_chunk_kib));
-  app->add_flag_function(
-      "--verify", [s](std::int64_t) { s->verify = true; },
-      "prove every device byte equals the plan's");
-  AddOptional(app, "--cpu-bind", &s->cpu_bind,
-              "where fill threads run: auto (the GPU's NUMA cores, shared among the node's "
-              "ranks) | launcher (as mpirun bound them) | none")
-      ->check(CLI::IsMember({"auto", "launcher", "none"}));
-  AddOptional(app, "--peer-timeout-s", &s->peer_timeout_s,
-              "seconds any wait for another rank may take before the job fails naming it (above 0, "
-              "at most " +
-                  std::to_string(static_cast<int>(k.max_peer_timeout_s)) + ")");
-  app->add_flag("--no-numa", s->no_numa, "do not bind to the GPU's NUMA node");
+  for (const config::OptionInfo& o : config::kOptions) {
+    if (!o.plan) AddOption(app, o, s);
+  }
+  AddDeprecated(app, s);
+}
+
+Result<config::ResolvedJob> ResolveJob(const config::JobSpec& spec) {
+  Result<config::ResolvedJob> r = config::ResolveJobSpec(spec);
+  if (r.ok() && PrintsSharedErrors()) {
+    for (const std::string& w : r->warnings) {
+      std::fprintf(stderr, "hoist: warning: %s\n", Printable(w).c_str());
+    }
+  }
+  return r;
 }
 
 CLI::Validator LogLevels() {

@@ -123,7 +123,7 @@ Status ServeCommands::ResolveServe(const config::Topology& t, rank::ServeOptions
 
 int ServeCommands::RunServe(int* argc, char*** argv, std::chrono::steady_clock::time_point origin) {
   // Configuration errors are every rank's alike: found before MPI starts, printed by rank 0.
-  Result<config::ResolvedJob> resolved = config::ResolveJobSpec(spec_);
+  Result<config::ResolvedJob> resolved = ResolveJob(spec_);
   if (!resolved.ok()) return Fail(resolved.status(), !PrintsSharedErrors());
   rank::ServeOptions so;
   std::string dir;

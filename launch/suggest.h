@@ -1,18 +1,11 @@
-// "Did you mean": the candidate nearest to a mistyped word by edit distance, for unknown
-// subcommands, flags and values. Threading: pure.
+// "Did you mean" for the command line: util/suggest.h (shared with the topology file's keys).
 #pragma once
 
-#include <string>
-#include <string_view>
-#include <vector>
+#include "util/suggest.h"
 
 namespace hoist::launch {
 
-// Levenshtein distance (insertions, deletions, substitutions; each costs 1).
-int EditDistance(std::string_view a, std::string_view b);
-
-// The candidate nearest to `word`, or "" when none is close: a distance of at most 2, and at
-// most a third of the word's length for short words' sake (at least 1). Ties: the first.
-std::string Nearest(std::string_view word, const std::vector<std::string>& candidates);
+using hoist::EditDistance;
+using hoist::Nearest;
 
 }  // namespace hoist::launch

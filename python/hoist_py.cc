@@ -4,6 +4,11 @@
 // tensors, which numpy lacks, as uint16 / uint8 views of the same bytes). load_model /
 // attach_model return the Model itself (tensors with __dlpack__).
 //
+// Keywords: model, topology, rank, comm (and to=) plus every job option of config/options.h's
+// table under its own name (hoist/options.h: tp=2, read="direct", pinning="mallochost",
+// slot_mib=32, dedup="node", verify=True, ...); None or absent leaves it to the topology file,
+// else the default. An unknown keyword is a TypeError naming the nearest option.
+//
 // Communicator: load(comm=None) loads over MPI_COMM_WORLD when the process has initialised MPI
 // (e.g. mpi4py), else alone as `rank`; comm="world" initialises MPI first when needed (hoist then
 // finalises it at exit: mpi_finalize, registered by the package); comm=<mpi4py communicator>
@@ -21,12 +26,19 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <variant>
+#include <vector>
 
+#include "config/job_spec.h"
+#include "config/options.h"
+#include "embed/options.h"
 #include "hoist/hoist.h"
 #include "hoist/hoist_dlpack.h"
 #include "planner/hub.h"
+#include "util/suggest.h"
 
 namespace py = pybind11;
+namespace config = hoist::config;
 
 namespace {
 
@@ -141,25 +153,59 @@ py::dict Convert(const ModelPtr& model, const std::string& to) {
   return out;
 }
 
-ModelPtr LoadModel(const std::string& model, const std::string& topology, std::optional<int> tp,
-                   std::optional<int> ep, std::optional<int> dp, int rank,
-                   std::optional<std::string> device, std::optional<std::string> layout,
-                   std::optional<std::string> placement, std::optional<std::string> read,
-                   std::optional<int> threads, bool verify, const py::object& comm) {
-  const std::optional<MPI_Comm> mpi_comm = ToMpiComm(comm);
+// One job option (config/options.h) from a Python keyword: str, int (not bool), a number, bool;
+// None leaves it unset. TypeError naming the keyword otherwise.
+void SetKeyword(const config::OptionInfo& info, const py::handle& value, hoist::LoadOptions* o) {
+  if (value.is_none()) return;
+  const std::string name(info.name);
+  auto wrong = [&](const char* want) {
+    return py::type_error("hoist: keyword " + name + " takes " + want + ", not " +
+                          std::string(py::str(value.get_type().attr("__name__"))));
+  };
+  const bool is_bool = py::isinstance<py::bool_>(value);
+  const bool is_int = py::isinstance<py::int_>(value) && !is_bool;
+  const config::OptionField field = info.field(*o);
+  if (auto* s = std::get_if<std::optional<std::string>*>(&field)) {
+    if (!py::isinstance<py::str>(value)) throw wrong("a str");
+    **s = value.cast<std::string>();
+  } else if (auto* i = std::get_if<std::optional<int>*>(&field)) {
+    if (!is_int) throw wrong("an int");
+    **i = value.cast<int>();
+  } else if (auto* d = std::get_if<std::optional<double>*>(&field)) {
+    if (!is_int && !py::isinstance<py::float_>(value)) throw wrong("a number");
+    **d = value.cast<double>();
+  } else if (auto* b = std::get_if<std::optional<bool>*>(&field)) {
+    if (!is_bool) throw wrong("a bool");
+    **b = value.cast<bool>();
+  }
+}
+
+// The job options among the keywords; TypeError naming an unknown one and the nearest option.
+hoist::LoadOptions Options(const std::string& model, const std::string& topology, int rank,
+                           const py::kwargs& options) {
   hoist::LoadOptions o;
-  o.model = model;
+  if (!model.empty()) o.model = model;
   o.topology_file = topology;
-  o.tp = tp;
-  o.ep = ep;
-  o.dp = dp;
   o.rank = rank;
-  o.device = device;
-  o.layout = layout;
-  o.placement = placement;
-  o.read = read;
-  o.threads = threads;
-  o.verify = verify;
+  std::vector<std::string> names;
+  for (const config::OptionInfo& info : config::kOptions) names.emplace_back(info.name);
+  for (const auto& [key, value] : options) {
+    const std::string k = py::str(key);
+    const config::OptionInfo* info = config::FindOption(k);
+    if (info == nullptr) {
+      const std::string near = hoist::Nearest(k, names);
+      throw py::type_error("hoist: unknown keyword '" + k + "'" +
+                           (near.empty() ? "" : " (did you mean '" + near + "'?)"));
+    }
+    SetKeyword(*info, value, &o);
+  }
+  return o;
+}
+
+ModelPtr LoadModel(const std::string& model, const std::string& topology, int rank,
+                   const py::object& comm, const py::kwargs& options) {
+  hoist::LoadOptions o = Options(model, topology, rank, options);
+  const std::optional<MPI_Comm> mpi_comm = ToMpiComm(comm);
   if (mpi_comm) o.mpi_comm = &*mpi_comm;
   hoist::Result<hoist::Model> m = [&] {
     py::gil_scoped_release nogil;
@@ -167,6 +213,18 @@ ModelPtr LoadModel(const std::string& model, const std::string& topology, std::o
   }();
   if (!m.ok()) Throw(m.status());
   return std::make_shared<hoist::Model>(std::move(m).value());
+}
+
+// The options as the docstring lists them, from the table.
+std::string OptionsDoc() {
+  std::string doc =
+      "\n\nJob options (keywords; None or absent: the topology file's, else the default):";
+  for (const config::OptionInfo& o : config::kOptions) {
+    doc += "\n  " + std::string(o.name) + ": " + std::string(o.help);
+    if (!o.choices.empty()) doc += " (" + std::string(o.choices) + ")";
+    if (!o.default_is.empty()) doc += "; default " + std::string(o.default_is);
+  }
+  return doc;
 }
 
 ModelPtr AttachModel(const std::string& path, int timeout_ms) {
@@ -263,32 +321,58 @@ PYBIND11_MODULE(_hoist, mod) {
         if (!s.ok()) Throw(s);
       });
 
+  static const std::string load_model_doc =
+      "load_model(model='', topology='', rank=0, comm=None, **options): load this process's rank "
+      "of a checkpoint; returns a Model" +
+      OptionsDoc();
   mod.def("load_model", &LoadModel, py::arg("model") = "", py::arg("topology") = "",
-          py::arg("tp") = py::none(), py::arg("ep") = py::none(), py::arg("dp") = py::none(),
-          py::arg("rank") = 0, py::arg("device") = py::none(), py::arg("layout") = py::none(),
-          py::arg("placement") = py::none(), py::arg("read") = py::none(),
-          py::arg("threads") = py::none(), py::arg("verify") = false, py::arg("comm") = py::none(),
-          "load this process's rank of a checkpoint; returns a Model");
+          py::arg("rank") = 0, py::arg("comm") = py::none(), load_model_doc.c_str());
   mod.def("attach_model", &AttachModel, py::arg("path"), py::arg("timeout_ms") = 10000,
           "attach to a `hoist serve` rank's socket; returns a Model");
+  static const std::string load_doc =
+      "load(model='', topology='', rank=0, comm=None, to='auto', **options): load and return a "
+      "dict of tensors (torch on CUDA, numpy on the host backend)" +
+      OptionsDoc();
   mod.def(
       "load",
-      [](const std::string& model, const std::string& topology, std::optional<int> tp,
-         std::optional<int> ep, std::optional<int> dp, int rank, std::optional<std::string> device,
-         std::optional<std::string> layout, std::optional<std::string> placement,
-         std::optional<std::string> read, std::optional<int> threads, bool verify,
-         const py::object& comm, const std::string& to) {
-        return Convert(LoadModel(model, topology, tp, ep, dp, rank, device, layout, placement, read,
-                                 threads, verify, comm),
-                       to);
+      [](const std::string& model, const std::string& topology, int rank, const py::object& comm,
+         const std::string& to, const py::kwargs& options) {
+        return Convert(LoadModel(model, topology, rank, comm, options), to);
       },
-      py::arg("model") = "", py::arg("topology") = "", py::arg("tp") = py::none(),
-      py::arg("ep") = py::none(), py::arg("dp") = py::none(), py::arg("rank") = 0,
-      py::arg("device") = py::none(), py::arg("layout") = py::none(),
-      py::arg("placement") = py::none(), py::arg("read") = py::none(),
-      py::arg("threads") = py::none(), py::arg("verify") = false, py::arg("comm") = py::none(),
-      py::arg("to") = "auto",
-      "load and return a dict of tensors (torch on CUDA, numpy on the host backend)");
+      py::arg("model") = "", py::arg("topology") = "", py::arg("rank") = 0,
+      py::arg("comm") = py::none(), py::arg("to") = "auto", load_doc.c_str());
+  mod.def(
+      "_options",
+      []() {
+        py::list out;
+        for (const config::OptionInfo& o : config::kOptions) {
+          static const char* kTypes[] = {"str", "int", "float", "bool"};
+          py::dict d;
+          d["name"] = std::string(o.name);
+          d["type"] = kTypes[static_cast<int>(o.type)];
+          d["plan"] = o.plan;
+          d["help"] = std::string(o.help);
+          d["choices"] = std::string(o.choices);
+          d["default"] = std::string(o.default_is);
+          d["lo"] = o.lo;
+          d["hi"] = o.hi;
+          d["zero_is_default"] = o.zero_is_default;
+          out.append(d);
+        }
+        return out;
+      },
+      "internal (tests): the job options' table, config/options.h");
+  mod.def(
+      "_resolve",
+      [](const std::string& model, const std::string& topology, int rank,
+         const py::kwargs& options) {
+        hoist::Result<config::ResolvedJob> r =
+            hoist::internal::ResolveLoadOptions(Options(model, topology, rank, options));
+        if (!r.ok()) Throw(r.status());
+        return config::DescribeJob(r->job);
+      },
+      py::arg("model") = "", py::arg("topology") = "", py::arg("rank") = 0,
+      "internal (tests): what load(...) would run with these options, without loading");
   mod.def(
       "attach",
       [](const std::string& path, int timeout_ms, const std::string& to) {

@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "hoist/options.h"
 #include "hoist/status.h"
 
 namespace hoist {
@@ -62,18 +63,12 @@ struct Allocator {
   std::function<void(void* ptr, std::uint64_t bytes, int device)> deallocate;
 };
 
-struct LoadOptions {
-  // A topology file (YAML, the keys `hoist load` reads: model, tp, ep, dp, layout, placement,
-  // read, device, staging, verify, nodes); the fields below override it when set.
+// Every job option (hoist/options.h: tp, dp, layout, read, pinning, slots, dedup, verify, ...) is a
+// field of the same name, as in the topology file and on the command line; unset fields come
+// from the topology file, then the defaults. `model` empty counts as unset.
+struct LoadOptions : JobOptionSet {
+  // A topology file (YAML, the keys `hoist load` reads: every option, plus nodes).
   std::string topology_file;
-  std::string model;  // checkpoint folder
-  std::optional<int> tp, ep, dp;
-  std::optional<std::string> layout;     // fused | hf
-  std::optional<std::string> placement;  // linear | round_robin
-  std::optional<std::string> device;     // auto | cuda | host
-  std::optional<std::string> read;       // auto | buffered | direct | mmap | pageable | registered
-  std::optional<int> threads;            // fill threads
-  bool verify = false;                   // prove every arena byte equals the checkpoint's
   // Without a communicator: which rank of the plan this process loads.
   int rank = 0;
   // The engine's communicator: a pointer to an MPI_Comm (see hoist/hoist_mpi.h). Every rank of

@@ -34,23 +34,37 @@ typedef enum {
 typedef struct hoist_model hoist_model;
 struct DLManagedTensor;
 
+/* The options of hoist/options.h, each under its own name (as in the topology file, on the
+ * command line and in the C++ API). Unset values (NULL, 0, ep -1; booleans 0) take the topology
+ * file's value, else the default: hoist_load_options_init sets them all. Booleans: > 0 true,
+ * < 0 false. hoist_load_options_set sets any of them by name from text. */
 typedef struct {
   const char* topology_file; /* NULL: none */
   const char* model;         /* checkpoint folder; NULL: the topology's */
-  int tp, dp;                /* 0: from the topology file, else 1 */
-  int ep;                    /* -1: from the topology file, else 0 (off) */
-  const char* layout;        /* fused | hf; NULL: default */
-  const char* placement;     /* linear | round_robin; NULL: default */
-  const char* device;        /* auto | cuda | host; NULL: default */
+  int tp, dp;                /* 0: unset */
+  int ep;                    /* -1: unset (0: expert parallelism off) */
+  const char* layout;        /* fused | hf */
+  const char* placement;     /* linear | round_robin */
+  const char* device;        /* auto | cuda | host */
   const char* read;          /* auto | buffered | direct | mmap | pageable | registered */
-  int threads;               /* 0: default */
-  int verify;                /* non-zero: prove every arena byte */
+  int threads;               /* fill threads; 0: unset */
+  int verify;                /* > 0: prove every arena byte; < 0: do not; 0: unset */
   int rank;                  /* without a communicator: the plan's rank this process loads */
   const void* mpi_comm;      /* pointer to the engine's MPI_Comm, or NULL */
   /* Optional engine allocator for the arena (device == CUDA ordinal, -1 on the host). */
   void* (*allocate)(uint64_t bytes, int device, void* user);
   void (*deallocate)(void* ptr, uint64_t bytes, int device, void* user);
   void* allocator_user;
+  const char* unexpected_tensors; /* error | warn | ignore */
+  const char* pinning;            /* auto | register | mallochost: how staging is pinned */
+  int slots;                      /* staging slots; 0: unset */
+  int slot_mib;                   /* MiB per staging slot; 0: unset */
+  int chunk_kib;                  /* KiB per fill task; 0: unset */
+  const char* cpu_bind;           /* auto | launcher | none */
+  int numa;                       /* > 0: bind to the GPU's NUMA node; < 0: do not; 0: unset */
+  const char* dedup;              /* auto | none | node | job */
+  int dedup_step_kib;             /* 0: unset */
+  double peer_timeout_s;          /* 0: unset */
 } hoist_load_options;
 
 typedef struct {
@@ -65,6 +79,11 @@ typedef struct {
 } hoist_tensor;
 
 void hoist_load_options_init(hoist_load_options* options);
+/* Sets option `key` (its name in hoist/options.h, e.g. "slot_mib") from text: a whole number, a
+ * number, true/false/1/0 or a name. A string value is kept by pointer: it must outlive
+ * hoist_load. HOIST_INVALID_ARGUMENT for an unknown key (naming the nearest) or a value that
+ * does not convert. */
+int hoist_load_options_set(hoist_load_options* options, const char* key, const char* value);
 int hoist_load(const hoist_load_options* options, hoist_model** out);
 /* timeout_ms <= 0: the default (10 s). */
 int hoist_attach(const char* socket_path, int timeout_ms, hoist_model** out);

@@ -196,18 +196,17 @@ def _default_rank():
     return 0
 
 
-def load_into(module, model=None, *, weights=None, attach=None, topology="", tp=None, ep=None,
-              dp=None, rank=None, comm=None, device=None, layout="fused", placement=None,
-              read=None, threads=None, verify=False, timeout_ms=10000, share="auto",
-              allow_missing=(), ignore_unexpected=()):
+def load_into(module, model=None, *, weights=None, attach=None, topology="", rank=None, comm=None,
+              device=None, timeout_ms=10000, share="auto", allow_missing=(), ignore_unexpected=(),
+              **options):
     """Fills `module` (its state_dict: parameters and persistent buffers) in place and returns a
     LoadReport. One source:
 
       weights=   a hoist.Model already loaded or attached (kept: the caller owns it);
       attach=    a `hoist serve` rank's socket path (zero copy where dtype and device match);
-      model= / topology=  an embedded load of this process's rank (hoist.load_model's options:
-                 tp, ep, dp, layout, placement, read, threads, verify; comm=None, "world" or an
-                 mpi4py communicator; rank defaults to torch.distributed's rank; device
+      model= / topology=  an embedded load of this process's rank (**options: hoist.load_model's
+                 job options, e.g. tp, ep, dp, layout, read, threads, verify; comm=None, "world"
+                 or an mpi4py communicator; rank defaults to torch.distributed's rank; device
                  defaults to "host" for a module on the CPU, hoist's auto otherwise).
 
     allow_missing / ignore_unexpected: fnmatch patterns of names to let through."""
@@ -226,10 +225,9 @@ def load_into(module, model=None, *, weights=None, attach=None, topology="", tp=
     else:
         if device is None and _module_device(module).type == "cpu":
             device = "host"
-        hmodel = _hoist.load_model(model or "", topology=topology or "", tp=tp, ep=ep, dp=dp,
+        hmodel = _hoist.load_model(model or "", topology=topology or "",
                                    rank=_default_rank() if rank is None else rank, device=device,
-                                   layout=layout, placement=placement, read=read, threads=threads,
-                                   verify=verify, comm=comm)
+                                   comm=comm, **options)
         where = f"{model or topology}"
     if isinstance(hmodel, dict):
         tensors, rank_note, info = hmodel, "", (-1, 0, {})

@@ -58,10 +58,11 @@ def load_options(extra, model, tp_rank, tp_size, dp_rank=0, dp_size=1, expert_pa
     share = bool(extra.get("share", False))
     if extra.get("socket_dir"):
         return {"attach": f"{extra['socket_dir']}/rank-{rank}.sock", "share": share}
+    verify = extra.get("verify")
     opts = {"model": model, "topology": extra.get("topology", ""), "tp": tp_size,
             "rank": rank, "share": share, "layout": "fused",
             "placement": extra.get("placement", "linear"), "read": extra.get("read"),
-            "threads": extra.get("threads"), "verify": bool(extra.get("verify", False)),
+            "threads": extra.get("threads"), "verify": None if verify is None else bool(verify),
             "device": extra.get("device", "cuda")}
     if expert_parallel:
         opts["ep"] = tp_size * dp_size

@@ -265,6 +265,32 @@ TEST_F(CliTest, MissingModelFolderIsAConfigurationError) {
   EXPECT_NE(r.output.find("no-such-model"), std::string::npos) << r.output;
 }
 
+// Deprecated spellings (--staging for --pinning; the topology's staging mapping) still work and
+// print one warning each, once under mpirun.
+TEST_F(CliTest, DeprecatedSpellingsWorkAndWarnOnce) {
+  RunResult r = Hoist(
+      {"load", "--model", Model(), "--device", "host", "--staging", "register", "--no-progress"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(Count(r.output, "hoist: warning: --staging is deprecated: it is --pinning now"), 1)
+      << r.output;
+  r = Hoist(
+      {"load", "--model", Model(), "--device", "host", "--pinning", "register", "--no-progress"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(Count(r.output, "warning"), 0) << r.output;
+  const std::string file = Write("old-staging.yaml", "tp: 2\nstaging: {slots: 2, threads: 2}\n");
+  r = Mpirun(2,
+             {"load", "--topology", file, "--model", Model(), "--device", "host", "--no-progress"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(Count(r.output, "hoist: warning: " + file +
+                                ": line 2: 'staging: {slots, slot_mib, "
+                                "threads}' is deprecated"),
+            1)
+      << r.output;
+  r = Hoist({"plan", "--topology", file, "--model", Model()});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(Count(r.output, "hoist: warning: "), 1) << r.output;
+}
+
 // The --inject-* test hooks exist exactly in builds with HOIST_TEST_HOOKS (all but Release).
 TEST_F(CliTest, InjectFlagsExistOnlyWithTestHooks) {
   const RunResult r = Hoist(

@@ -8,6 +8,10 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
+
+#include "config/options.h"
+#include "tests/config/option_samples.h"
 
 namespace hoist::launch {
 namespace {
@@ -50,6 +54,84 @@ TEST_F(JobFlagsTest, FlagsOverrideTheFile) {
   EXPECT_EQ(j.load.chunk_bytes, 64u << 10);
   EXPECT_FALSE(j.load.bind_numa);
   EXPECT_EQ(j.solo_rank, 3);
+}
+
+// Parses `args` (after the program name) with the flags of `hoist load` (or `hoist plan`) into a
+// JobSpec; the error text of a parse failure, else "".
+std::string Parse(const std::vector<std::string>& args, config::JobSpec* spec,
+                  bool load_flags = true) {
+  CLI::App app;
+  AddJobFlags(&app, spec, load_flags);
+  std::vector<const char*> argv = {"hoist"};
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  try {
+    app.parse(static_cast<int>(argv.size()), const_cast<char**>(argv.data()));
+  } catch (const CLI::ParseError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Every entry of the option table is a flag (--name, '_' written '-'; a bool --name / --no-name)
+// whose value resolves as the table's own accessor resolves it.
+TEST(JobFlagsTable, EveryOptionIsAFlagThatResolvesLikeTheTable) {
+  const std::string model = "/models/base";
+  for (const config::OptionInfo& o : config::kOptions) {
+    SCOPED_TRACE(std::string(o.name));
+    const std::string text = hoist::testing::SampleText(o, "/models/other");
+    const std::string want = hoist::testing::ResolvedThroughTable(o, text, model);
+    std::vector<std::string> args;
+    if (o.name != "model") args = {"--model", model};
+    if (o.type == config::OptionType::kBool) {
+      args.push_back(text == "true" ? config::FlagName(o.name)
+                                    : "--no-" + config::FlagName(o.name).substr(2));
+    } else {
+      args.insert(args.end(), {config::FlagName(o.name), text});
+    }
+    config::JobSpec spec;
+    ASSERT_EQ(Parse(args, &spec), "");
+    EXPECT_EQ(hoist::testing::Resolved(spec), want);
+    EXPECT_TRUE(spec.warnings.empty());
+  }
+}
+
+// `hoist plan` takes exactly the options that shape the plan; `hoist load` takes them all.
+TEST(JobFlagsTable, PlanTakesThePlanOptionsLoadTakesAll) {
+  for (const bool load_flags : {false, true}) {
+    config::JobSpec spec;
+    CLI::App app;
+    AddJobFlags(&app, &spec, load_flags);
+    for (const config::OptionInfo& o : config::kOptions) {
+      EXPECT_EQ(app.get_option_no_throw(config::FlagName(o.name)) != nullptr, o.plan || load_flags)
+          << o.name << (load_flags ? " (load)" : " (plan)");
+    }
+  }
+}
+
+// `--staging KIND` (the old name of --pinning) still parses, hidden from --help, and records
+// its warning; the value lands where --pinning puts it.
+TEST(JobFlagsTable, TheDeprecatedStagingFlagWorksAndWarns) {
+  const config::OptionInfo& pinning = *config::FindOption("pinning");
+  for (const std::string kind : {"register", "mallochost"}) {
+    config::JobSpec old_spec, new_spec;
+    ASSERT_EQ(Parse({"--model", "/m", "--staging", kind}, &old_spec), "");
+    ASSERT_EQ(Parse({"--model", "/m", "--pinning", kind}, &new_spec), "");
+    EXPECT_EQ(*old_spec.pinning, kind);
+    EXPECT_EQ(hoist::testing::Resolved(old_spec),
+              hoist::testing::ResolvedThroughTable(pinning, kind, "/m"));
+    ASSERT_EQ(old_spec.warnings.size(), 1u);
+    EXPECT_EQ(old_spec.warnings[0], "--staging is deprecated: it is --pinning now (same values)");
+    EXPECT_TRUE(new_spec.warnings.empty());
+    Result<config::ResolvedJob> r = config::ResolveJobSpec(old_spec);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->warnings, old_spec.warnings);
+  }
+  config::JobSpec spec;
+  CLI::App app;
+  AddJobFlags(&app, &spec, /*load_flags=*/true);
+  EXPECT_EQ(app.help().find("--staging"), std::string::npos) << app.help();
+  EXPECT_NE(app.help().find("--pinning"), std::string::npos);
+  EXPECT_NE(Parse({"--staging"}, &spec), "");  // still needs its value
 }
 
 }  // namespace

@@ -1,9 +1,9 @@
-#include "launch/suggest.h"
+#include "util/suggest.h"
 
 #include <algorithm>
 #include <numeric>
 
-namespace hoist::launch {
+namespace hoist {
 
 int EditDistance(std::string_view a, std::string_view b) {
   std::vector<int> row(b.size() + 1);
@@ -34,4 +34,4 @@ std::string Nearest(std::string_view word, const std::vector<std::string>& candi
   return best;
 }
 
-}  // namespace hoist::launch
+}  // namespace hoist

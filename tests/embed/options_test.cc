@@ -1,0 +1,109 @@
+// The embedding API's options are the table's (config/options.h): every entry is a field of
+// hoist::LoadOptions (a JobOptionSet) and a key and field of the C API, and a value given through
+// either resolves as the table's own accessor resolves it (which the topology file and the
+// command line also do: tests/config/options_test.cc, tests/launch/job_flags_test.cc).
+#include "config/options.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "embed/options.h"
+#include "hoist/hoist.h"
+#include "hoist/hoist_c.h"
+#include "tests/config/option_samples.h"
+
+namespace hoist {
+namespace {
+
+constexpr const char* kModel = "/models/base";
+constexpr const char* kOtherModel = "/models/other";
+
+std::string Resolved(const LoadOptions& o) {
+  Result<config::ResolvedJob> r = internal::ResolveLoadOptions(o);
+  return r.ok() ? config::DescribeJob(r->job) : "error: " + r.status().ToString();
+}
+
+std::string ResolvedC(const hoist_load_options& c) {
+  LoadOptions o;
+  Status s = internal::FromC(c, &o);
+  return s.ok() ? Resolved(o) : "error: " + s.ToString();
+}
+
+TEST(EmbedOptions, EveryOptionIsALoadOptionsField) {
+  LoadOptions base;
+  base.model = kModel;
+  const std::string plain = Resolved(base);
+  for (const config::OptionInfo& o : config::kOptions) {
+    SCOPED_TRACE(std::string(o.name));
+    const std::string text = testing::SampleText(o, kOtherModel);
+    const std::string want = testing::ResolvedThroughTable(o, text, kModel);
+    ASSERT_EQ(want.rfind("error", 0), std::string::npos) << want;
+    LoadOptions lo = base;
+    ASSERT_TRUE(config::SetOption(o, text, "test", &lo).ok());
+    EXPECT_EQ(Resolved(lo), want);
+    EXPECT_NE(Resolved(lo), plain);
+  }
+}
+
+// The same by name from the C API: hoist_load_options_set knows every entry of the table (and
+// writes its typed field), and hoist_load reads it back as the table says.
+TEST(EmbedOptions, EveryOptionIsACApiKeyAndField) {
+  for (const config::OptionInfo& o : config::kOptions) {
+    SCOPED_TRACE(std::string(o.name));
+    const std::string text = testing::SampleText(o, kOtherModel);
+    hoist_load_options c;
+    hoist_load_options_init(&c);
+    c.model = kModel;
+    ASSERT_EQ(hoist_load_options_set(&c, std::string(o.name).c_str(), text.c_str()), HOIST_OK)
+        << hoist_last_error();
+    EXPECT_EQ(ResolvedC(c), testing::ResolvedThroughTable(o, text, kModel));
+  }
+}
+
+TEST(EmbedOptions, CApiFieldsUseTheirSentinels) {
+  hoist_load_options c;
+  hoist_load_options_init(&c);
+  c.model = kModel;
+  LoadOptions unset;
+  ASSERT_TRUE(internal::FromC(c, &unset).ok());
+  EXPECT_FALSE(unset.ep || unset.tp || unset.verify || unset.numa || unset.peer_timeout_s ||
+               unset.pinning || unset.slots);
+  c.ep = 0;  // explicit "off", not unset
+  c.numa = -1;
+  c.verify = 1;
+  c.pinning = "mallochost";
+  c.peer_timeout_s = 2.5;
+  c.slot_mib = 3;
+  LoadOptions set;
+  ASSERT_TRUE(internal::FromC(c, &set).ok());
+  EXPECT_EQ(set.ep, 0);
+  EXPECT_EQ(set.numa, false);
+  EXPECT_EQ(set.verify, true);
+  EXPECT_EQ(set.pinning, "mallochost");
+  EXPECT_EQ(set.peer_timeout_s, 2.5);
+  EXPECT_EQ(set.slot_mib, 3);
+}
+
+TEST(EmbedOptions, CApiRefusesUnknownKeysAndBadValuesNamingThem) {
+  hoist_load_options c;
+  hoist_load_options_init(&c);
+  EXPECT_EQ(hoist_load_options_set(&c, "slot_mb", "3"), HOIST_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(hoist_last_error())
+                .find("unknown option 'slot_mb' (did you mean "
+                      "'slot_mib'?)"),
+            std::string::npos)
+      << hoist_last_error();
+  EXPECT_EQ(hoist_load_options_set(&c, "staging", "register"), HOIST_INVALID_ARGUMENT);
+  EXPECT_EQ(hoist_load_options_set(&c, "slots", "three"), HOIST_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(hoist_last_error()).find("slots takes a whole number"), std::string::npos)
+      << hoist_last_error();
+  EXPECT_EQ(c.slots, 0);  // untouched
+  EXPECT_EQ(hoist_load_options_set(&c, "verify", "maybe"), HOIST_INVALID_ARGUMENT);
+  EXPECT_EQ(hoist_load_options_set(nullptr, "tp", "2"), HOIST_INVALID_ARGUMENT);
+  EXPECT_EQ(hoist_load_options_set(&c, "numa", "false"), HOIST_OK);
+  EXPECT_EQ(c.numa, -1);
+}
+
+}  // namespace
+}  // namespace hoist
