@@ -144,7 +144,8 @@ TEST_F(CliTest, HelpExitsZero) {
   EXPECT_NE(r.output.find("load"), std::string::npos) << r.output;
   r = Hoist({"load", "--help"});
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("tensor-parallel size (1 to 65536)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("tensor-parallel size (1 to 65536; default 1)"), std::string::npos)
+      << r.output;
 }
 
 TEST_F(CliTest, UnknownCommandSuggestsTheNearest) {
