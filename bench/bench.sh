@@ -4,7 +4,8 @@
 # load` in each read mode (tp 1, and tp 2 rank 1), and safetensors.load_file(device="cuda").
 # Writes results.jsonl and BENCHMARKS.md (table) under $OUT, plus verify runs and a timeline.
 #   bench/bench.sh            (env: RUNS_HOT=5 RUNS_COLD=3 MODES="auto buffered direct mmap pageable registered",
-#                              MODES_HOT / MODES_COLD override MODES for one temperature)
+#                              MODES_HOT / MODES_COLD override MODES for one temperature,
+#                              CODEC=1: the codec's sizes and decode rates, hoist-bench-codec)
 # On a machine with several GPUs it first runs bench/multi.sh (MULTI=0 skips it, ONLY_MULTI=1
 # runs only it).
 set -euo pipefail
@@ -60,6 +61,20 @@ fi
 if [[ "${ONLY_SERVE:-0}" == 1 ]]; then MODES=""; PEER=0; VERIFY=0; MPI2=0; TEMPS=""; fi
 log "pinned H2D ceiling"
 for i in 1 2; do $build/bench/hoist-bench-h2d 8 7 | sed 's/^{/{"kind":"h2d_ceiling",/' >> "$res"; done
+
+# The codec (issue 15, docs/CODEC.md): sizes per dtype, CPU and GPU decode, H2D of the compressed
+# bytes, on the qwen3-4b fixture and on 1 GiB of synthetic normal BF16 weights (CODEC=0 skips it).
+if [[ "${CODEC:-1}" == 1 ]]; then
+  if [[ -x $build/bench/hoist-bench-codec ]]; then
+    log "codec: hoist-bench-codec on qwen3-4b and on 1 GiB of synthetic normal BF16"
+    for src in "--model $m4b" "--synthetic-gib 1"; do
+      # shellcheck disable=SC2086
+      $build/bench/hoist-bench-codec $src --runs 5 >> "$res" 2> "$AUX/codec.log" || { log "codec FAILED: $src"; tail -5 "$AUX/codec.log" >&2; }
+    done
+  else
+    log "codec: hoist-bench-codec was not built (no nvcc?)"
+  fi
+fi
 
 log "O_DIRECT read ceiling (cold): threads x request size sweep"
 [[ "${ONLY_SERVE:-0}" == 1 ]] && IO_SWEEP=none

@@ -22,6 +22,29 @@ def med(xs):
     return statistics.median(xs) if xs else float("nan")
 
 
+def codec_table(rows, ceil_gibs):
+    """hoist-bench-codec's lines (kind "codec"): sizes per dtype, decode rates on the "all" row."""
+    sizes = [r for r in rows if r["kind"] == "codec" and r.get("what") == "size"]
+    decode = {r["source"]: r for r in rows if r["kind"] == "codec" and r.get("what") == "decode"}
+    if not sizes:
+        return []
+    out = ["", "| codec (hoist-bench-codec) | dtype | tensors (coded) | original GiB | compressed | "
+               "CPU decode GiB/s | GPU decode GiB/s | GPU decode / H2D ceiling | H2D of compressed: GiB/s of original |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in sorted(sizes, key=lambda r: (r["source"], r["dtype"] == "all", r["dtype"])):
+        d = decode.get(r["source"]) if r["dtype"] == "all" else None
+        cells = ["", "", "", ""]
+        if d:
+            cells[0] = f"{d['cpu_decode_gib_s']:.2f} ({d['cpu_threads']} thr; 1 thr {d['cpu_decode_1thread_gib_s']:.2f})"
+            if "gpu_decode_gib_s" in d:
+                cells[1] = f"{d['gpu_decode_gib_s']:.1f}"
+                cells[2] = f"{d['gpu_decode_gib_s'] / ceil_gibs:.1f}x" if ceil_gibs else ""
+                cells[3] = f"{d['effective_h2d_gib_s']:.2f} (compressed {d['h2d_compressed_gib_s']:.2f})"
+        out.append(f"| {r['source'].rstrip('/').split('/')[-1]} | {r['dtype']} | {r['tensors']} ({r['coded_tensors']}) | "
+                   f"{r['original_bytes'] / GiB:.2f} | {r['ratio'] * 100:.1f}% | " + " | ".join(cells) + " |")
+    return out
+
+
 def main():
     rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
     machine = open(sys.argv[2]).read().strip() if len(sys.argv) > 2 else ""
@@ -147,6 +170,7 @@ def main():
             out.append(f"| the same restores, DMA alone (events on the stream) / new arena's allocation | {len(dma)} | "
                        f"{d * 1e3:.1f} ms ({rate:.2f} GiB/s{vs_d}) / {med([r['alloc_ms'] for r in dma]):.1f} ms | "
                        f"host-side overhead {(med(s_) - d) * 1e3:.1f} ms |")
+    out += codec_table(rows, ceil_gibs if h2d else None)
     if failed:
         out.append("")
         out.append("Failed runs: " + ", ".join(f"{r['label']} {r['temp']}" for r in failed))

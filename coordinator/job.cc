@@ -13,6 +13,7 @@
 #include "proto/control.pb.h"
 #include "rank/placement.h"
 #include "rank/rank_job.h"
+#include "transport/peer.h"
 #include "transport/phase.h"
 
 namespace hoist::coordinator {
@@ -120,55 +121,80 @@ proto::JobStart Plan(const JobOptions& o, const std::vector<proto::Hello>& hello
   return start;
 }
 
-// Hello and plan: rank 0 plans once and sends every rank its start; every wait is bounded.
-Result<proto::JobStart> StartJob(Comm& comm, const JobOptions& o, bool mpi_world,
-                                 Clock::time_point* plan_start, std::size_t* wire_bytes) {
-  if (comm.rank() != 0) {
-    HOIST_RETURN_IF_ERROR(comm.Send(0, Channel::kHello, MyHello(comm, o).SerializeAsString()));
-    HOIST_ASSIGN_OR_RETURN(Message m, Await(comm, 0, Channel::kPlan, o.exchange.timeout_s,
-                                            "waiting for rank 0's plan"));
-    *plan_start = Clock::now();
-    *wire_bytes = m.data.size();
-    proto::JobStart start;
-    if (!start.ParseFromString(m.data)) {
-      return Status::Corrupt("rank " + std::to_string(comm.rank()) + ": plan does not parse");
-    }
-    return start;
+// The job's start as this rank saw it: rank 0's JobStart and when planning began and ended here.
+struct Started {
+  proto::JobStart start;
+  Clock::time_point plan_start, plan_end;
+  std::size_t wire_bytes = 0;  // the JobStart's size on the wire
+};
+
+// Ranks other than 0: hello to rank 0, then its start (bounded wait).
+Status ReceiveStart(Comm& comm, const JobOptions& o, Started* s) {
+  HOIST_RETURN_IF_ERROR(comm.Send(0, Channel::kHello, MyHello(comm, o).SerializeAsString()));
+  HOIST_ASSIGN_OR_RETURN(
+      Message m, Await(comm, 0, Channel::kPlan, o.exchange.timeout_s, "waiting for rank 0's plan"));
+  s->plan_start = Clock::now();
+  s->wire_bytes = m.data.size();
+  if (!s->start.ParseFromString(m.data)) {
+    return Status::Corrupt("rank " + std::to_string(comm.rank()) + ": plan does not parse");
   }
-  HOIST_ASSIGN_OR_RETURN(std::vector<proto::Hello> hellos, CollectHellos(comm, o));
-  *plan_start = Clock::now();
-  proto::JobStart start = Plan(o, hellos, mpi_world);
-  const std::string wire = start.SerializeAsString();
-  *wire_bytes = wire.size();
-  for (int r = 1; r < comm.size(); ++r) HOIST_RETURN_IF_ERROR(comm.Send(r, Channel::kPlan, wire));
-  return start;
+  return Status::Ok();
 }
 
-// This rank's peer for a dedup plan (nullptr without dedup or without MPI).
-Result<std::unique_ptr<transport::Peer>> OpenPeer(const Comm& comm, const JobOptions& o,
-                                                  const proto::JobStart& start, int my_rank,
-                                                  bool mpi_world) {
-  const proto::LoadPlan& plan = start.plan();
-  if (!mpi_world || plan.dedup() == proto::DEDUP_NONE) return std::unique_ptr<transport::Peer>();
-  const transport::PeerGroup group = rank::GroupOf(plan, my_rank);
-  const proto::RankPlan& rp = plan.ranks(my_rank);
-  Result<std::unique_ptr<transport::Peer>> peer = Status::Internal("unset");
-  const int gpu = o.load.gpu >= 0 ? o.load.gpu : static_cast<int>(rp.gpu());
-  if (start.peer() == "mpi") {
-    peer = transport::CreateMpiPeer(group, plan.ranks_size(), comm.mpi_handle());
-  } else if (start.peer() == "cuda-ipc") {
-    peer = transport::CreateCudaIpcPeer(group, rank::ResolveOrdinal(o.load.device, gpu),
-                                        plan.ranks_size(), comm.mpi_handle());
-  } else {
-    if (static_cast<int>(rp.peer_group()) >= start.peer_ids_size()) {
-      return Status::Corrupt("no NCCL id for peer group " + std::to_string(rp.peer_group()));
-    }
-    peer = transport::CreateNcclPeer(group, rank::ResolveOrdinal(o.load.device, gpu),
-                                     start.peer_ids(static_cast<int>(rp.peer_group())),
-                                     o.exchange.timeout_s);
+// Rank 0: every rank's hello, the plan (once), and every rank's start.
+Status PlanAndSend(Comm& comm, const JobOptions& o, bool mpi_world, Started* s) {
+  HOIST_ASSIGN_OR_RETURN(std::vector<proto::Hello> hellos, CollectHellos(comm, o));
+  s->plan_start = Clock::now();
+  s->start = Plan(o, hellos, mpi_world);
+  const std::string wire = s->start.SerializeAsString();
+  s->wire_bytes = wire.size();
+  for (int r = 1; r < comm.size(); ++r) HOIST_RETURN_IF_ERROR(comm.Send(r, Channel::kPlan, wire));
+  return Status::Ok();
+}
+
+// Hello and plan: rank 0 plans once and sends every rank its start; every wait is bounded. A
+// planning error comes back on every rank, with rank 0's code.
+Result<Started> StartJob(Comm& comm, const JobOptions& o, bool mpi_world) {
+  Started s;
+  s.plan_start = Clock::now();
+  HOIST_RETURN_IF_ERROR(comm.rank() == 0 ? PlanAndSend(comm, o, mpi_world, &s)
+                                         : ReceiveStart(comm, o, &s));
+  s.plan_end = Clock::now();
+  if (!s.start.ok()) {
+    const Code code = static_cast<Code>(s.start.error_code());
+    if (comm.rank() == 0) return Status(code, s.start.error());
+    return Status(code, "rank 0 failed to plan: " + s.start.error());
   }
-  if (peer.ok() && o.wrap_peer) *peer = o.wrap_peer(std::move(*peer));
-  return peer;
+  return s;
+}
+
+// Which rank of the plan this process executes: its MPI rank, or the solo rank without MPI.
+Result<int> PlanRank(const Comm& comm, const JobOptions& o, const proto::LoadPlan& plan,
+                     bool mpi_world) {
+  const int world = plan.ranks_size();
+  const int my_rank = mpi_world ? comm.rank() : o.solo_rank;
+  if (my_rank < 0 || my_rank >= world) {
+    return Status::InvalidArgument("rank " + std::to_string(my_rank) + " is outside the plan's " +
+                                   std::to_string(world) + " ranks (--rank 0 to " +
+                                   std::to_string(world - 1) + ")");
+  }
+  if (!mpi_world && world > 1) {
+    spdlog::warn(
+        "loading rank {} of the plan's {} alone: start {} processes with mpirun -np {} to load "
+        "every rank",
+        my_rank, world, world, world);
+  }
+  return my_rank;
+}
+
+// The device: opened before MPI by the caller, or here beside planning, on the GPU the planner
+// will assign (LoadRank reopens if it differs).
+void PrepareDeviceBesidePlanning(const Comm& comm, bool mpi_world, JobOptions* o) {
+  if (o->prepared != nullptr) return;
+  const int rank = mpi_world ? comm.rank() : o->solo_rank;
+  const int gpu = ExpectedGpu(o->plan, rank, mpi_world ? comm.local_rank() : o->solo_rank);
+  o->prepared = std::make_shared<std::future<Result<rank::PreparedDevice>>>(
+      std::async(std::launch::async, rank::PrepareDevice, o->load.device, gpu, o->load.origin));
 }
 
 std::uint64_t CopyBytes(const proto::RankPlan& rp) {
@@ -177,25 +203,37 @@ std::uint64_t CopyBytes(const proto::RankPlan& rp) {
   return n;
 }
 
-// What the driver needs besides the options: the progress total and who runs, and how a rank's
-// report is completed before it is sent (rank, host, init and plan phases).
+// What the driver needs besides the options: the progress total and who runs, and what
+// completes this rank's report before it is sent (rank, host, init and plan phases).
 struct DriverSetup {
   std::uint64_t total_bytes = 0;
   int ranks_running = 1;
-  std::function<void(proto::RankReport&)> complete;
+  const Started* started = nullptr;
+  int my_rank = 0;
 };
+
+DriverSetup MakeDriverSetup(const Started& started, int my_rank, bool mpi_world) {
+  DriverSetup setup;
+  const proto::LoadPlan& plan = started.start.plan();
+  setup.ranks_running = mpi_world ? plan.ranks_size() : 1;
+  for (int r = 0; r < plan.ranks_size(); ++r) {
+    if (mpi_world || r == my_rank) setup.total_bytes += CopyBytes(plan.ranks(r));
+  }
+  setup.started = &started;
+  setup.my_rank = my_rank;
+  return setup;
+}
 
 // The driver thread's loop: this rank's load (polled), the control loop, the progress display.
 class Driver {
  public:
-  Driver(Comm& comm, const JobOptions& o, const proto::JobStart& start, int my_rank,
-         DriverSetup setup)
+  Driver(Comm& comm, const JobOptions& o, DriverSetup setup)
       : comm_(comm),
         o_(o),
-        my_rank_(my_rank),
-        setup_(std::move(setup)),
+        my_rank_(setup.my_rank),
+        setup_(setup),
         loop_(comm, o.exchange.timeout_s, o.progress_interval_s,
-              {start.hosts().begin(), start.hosts().end()}) {}
+              {setup.started->start.hosts().begin(), setup.started->start.hosts().end()}) {}
 
   // Runs the control loop until every rank finished; this rank's load is `job` (nullptr when it
   // failed before starting: `early`).
@@ -249,10 +287,32 @@ class Driver {
     report_.set_ok(r.ok());
     report_.set_stopped_by(cancelled_ && !r.ok() ? stopped_by_ : -1);
     report_.set_peer_timed_out(!r.ok() && peer_timed_out);
-    setup_.complete(report_);
-    if (o_.before_report) o_.before_report(my_rank_);
+    Complete(&report_);
+#if HOIST_TEST_HOOKS
+    if (o_.hooks.before_report) o_.hooks.before_report(my_rank_);
+#endif
     mine->finished = true;
     mine->report = report_;
+  }
+
+  // The fields rank 0 needs besides the load's own: who, where, and the init and plan phases.
+  void Complete(proto::RankReport* report) const {
+    const Started& st = *setup_.started;
+    const proto::RankPlan& rp = st.start.plan().ranks(my_rank_);
+    const Clock::time_point origin = o_.load.origin;
+    report->set_rank(static_cast<std::uint32_t>(my_rank_));
+    report->set_host(comm_.host());
+    report->set_node(rp.node());
+    report->set_gpu(rp.gpu());
+    report->set_header_opens(planner::HeaderOpenCount());
+    report->set_origin_epoch_s(
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() -
+        Seconds(origin, Clock::now()));
+    const transport::PhaseRecorder phases(report, origin);
+    phases.Record(transport::Phase::kInit, origin,
+                  origin + std::chrono::duration_cast<Clock::duration>(
+                               std::chrono::duration<double>(o_.init_s)));
+    phases.Record(transport::Phase::kPlan, st.plan_start, st.plan_end, st.wire_bytes);
   }
 
   void Stop(rank::RankJob* job, const JobView& view) {
@@ -305,7 +365,7 @@ class Driver {
 
 // The world check: every rank computes it from the same options, so all return together.
 Status CheckWorld(const Comm& comm, const JobOptions& o, bool mpi_world) {
-  const int planned = PlannedWorld(o.plan);
+  const std::int64_t planned = planner::WorldSize(o.plan);
   if (!mpi_world || comm.size() == planned) return Status::Ok();
   const std::string shape =
       o.plan.ep > 0 ? "ep " + std::to_string(o.plan.ep)
@@ -337,104 +397,48 @@ Status Blame(const std::vector<proto::RankReport>& reports) {
                                     " failed: " + first->error());
 }
 
-int PlannedWorld(const planner::PlanOptions& plan) {
-  const long long world =
-      plan.ep > 0 ? plan.ep : static_cast<long long>(plan.tp) * static_cast<long long>(plan.dp);
-  return static_cast<int>(std::min<long long>(world, 1 << 30));
+int ExpectedGpu(const planner::PlanOptions& plan, int rank, int fallback) {
+  if (rank >= 0 && static_cast<std::size_t>(rank) < plan.locations.size()) {
+    return static_cast<int>(plan.locations[static_cast<std::size_t>(rank)].gpu);
+  }
+  return fallback;
 }
 
 Result<JobResult> RunJob(Comm& comm, JobOptions options) {
-  const Clock::time_point origin = options.load.origin;
   const bool mpi_world = comm.size() > 1 || LaunchedByMpi();
   HOIST_RETURN_IF_ERROR(CheckWorld(comm, options, mpi_world));
   rank::WarmHostTopology();
+  PrepareDeviceBesidePlanning(comm, mpi_world, &options);
 
-  // The device: opened before MPI by the caller, or here beside planning. The ordinal guessed
-  // is what the planner will assign: the topology's gpu for this rank, else the rank's index on
-  // its node; LoadRank reopens if it differs.
-  const int guess_rank = mpi_world ? comm.rank() : options.solo_rank;
-  int gpu_guess = mpi_world ? comm.local_rank() : options.solo_rank;
-  if (guess_rank >= 0 && static_cast<std::size_t>(guess_rank) < options.plan.locations.size()) {
-    gpu_guess = static_cast<int>(options.plan.locations[guess_rank].gpu);
-  }
-  if (options.prepared == nullptr) {
-    options.prepared = std::make_shared<std::future<Result<rank::PreparedDevice>>>(std::async(
-        std::launch::async, rank::PrepareDevice, options.load.device, gpu_guess, origin));
-  }
+  // 1. Hello, plan once on rank 0, and every rank's start.
+  HOIST_ASSIGN_OR_RETURN(const Started started, StartJob(comm, options, mpi_world));
+  HOIST_ASSIGN_OR_RETURN(const int my_rank,
+                         PlanRank(comm, options, started.start.plan(), mpi_world));
+#if HOIST_TEST_HOOKS
+  if (options.hooks.after_plan) options.hooks.after_plan(my_rank);
+#endif
 
-  Clock::time_point plan_start = Clock::now();
-  std::size_t wire_bytes = 0;
-  HOIST_ASSIGN_OR_RETURN(proto::JobStart start,
-                         StartJob(comm, options, mpi_world, &plan_start, &wire_bytes));
-  const Clock::time_point plan_end = Clock::now();
-  if (!start.ok()) {
-    const Code code = static_cast<Code>(start.error_code());
-    if (comm.rank() == 0) return Status(code, start.error());
-    return Status(code, "rank 0 failed to plan: " + start.error());
-  }
-  JobResult result;
-  result.plan = start.plan();
-  const int world = result.plan.ranks_size();
-  const int my_rank = mpi_world ? comm.rank() : options.solo_rank;
-  if (my_rank < 0 || my_rank >= world) {
-    return Status::InvalidArgument("rank " + std::to_string(my_rank) + " is outside the plan's " +
-                                   std::to_string(world) + " ranks (--rank 0 to " +
-                                   std::to_string(world - 1) + ")");
-  }
-  if (!mpi_world && world > 1) {
-    spdlog::warn(
-        "loading rank {} of the plan's {} alone: start {} processes with mpirun -np {} to load "
-        "every rank",
-        my_rank, world, world, world);
-  }
-  if (options.after_plan) options.after_plan(my_rank);
-
-  // This rank's load, with its peer (set up in the background) when the plan dedups.
-  const Clock::time_point peer_started = Clock::now();
-  Result<std::unique_ptr<transport::Peer>> peer =
-      OpenPeer(comm, options, start, my_rank, mpi_world);
-  Status early = peer.status();
-  if (early.ok() && options.fail_rank == my_rank) {
-    early = Status::IoError("injected failure (--inject-fail-rank)");
-  }
+  // 2. This rank's load, through the rank entry point (which opens its peer for a dedup plan).
   rank::LoadOptions load = options.load;
   load.prepared = options.prepared.get();
-  std::unique_ptr<rank::RankJob> job;
-  if (early.ok()) {
-    job = rank::RankJob::Start(result.plan, static_cast<std::uint32_t>(my_rank), load,
-                               std::move(peer).value(), options.exchange, peer_started);
-  } else {
-    early = Status(early).Annotate("rank " + std::to_string(my_rank));
-  }
+  Result<std::unique_ptr<rank::RankJob>> job =
+      rank::RankJob::Open(started.start, static_cast<std::uint32_t>(my_rank), std::move(load),
+                          options.exchange, mpi_world ? comm.mpi_handle() : nullptr, options.hooks);
 
-  DriverSetup setup;
-  setup.ranks_running = mpi_world ? world : 1;
-  for (int r = 0; r < world; ++r) {
-    if (mpi_world || r == my_rank) setup.total_bytes += CopyBytes(result.plan.ranks(r));
-  }
-  setup.complete = [&](proto::RankReport& report) {
-    report.set_rank(static_cast<std::uint32_t>(my_rank));
-    report.set_host(comm.host());
-    report.set_node(result.plan.ranks(my_rank).node());
-    report.set_gpu(result.plan.ranks(my_rank).gpu());
-    report.set_header_opens(planner::HeaderOpenCount());
-    report.set_origin_epoch_s(
-        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() -
-        Seconds(origin, Clock::now()));
-    const transport::PhaseRecorder phases(&report, origin);
-    phases.Record(transport::Phase::kInit, origin,
-                  origin + std::chrono::duration_cast<Clock::duration>(
-                               std::chrono::duration<double>(options.init_s)));
-    phases.Record(transport::Phase::kPlan, plan_start, plan_end, wire_bytes);
-  };
-  Driver driver(comm, options, start, my_rank, std::move(setup));
-  HOIST_RETURN_IF_ERROR(driver.Run(job.get(), early));
+  // 3. The control loop until every rank finished; rank 0 gets every report with the last
+  // message. A load that could not start is reported as this rank's failure.
+  Driver driver(comm, options, MakeDriverSetup(started, my_rank, mpi_world));
+  HOIST_RETURN_IF_ERROR(driver.Run(job.ok() ? job->get() : nullptr, job.status()));
+
+  // 4. Rank 0: blame the first rank that failed on its own.
+  JobResult result;
+  result.plan = started.start.plan();
   result.local = std::move(driver.local());
   result.failure = driver.failure();
   if (comm.rank() == 0) {
     result.reports = std::move(driver.reports());
     result.failure = Blame(result.reports);
-    result.wall_s = Seconds(origin, Clock::now());
+    result.wall_s = Seconds(options.load.origin, Clock::now());
   }
   return result;
 }

@@ -1,9 +1,9 @@
-// One job, as each rank runs it: every rank says hello to rank 0; rank 0 reads the checkpoint's
-// headers once, plans, and sends every rank its JobStart (the protobuf plan and, for dedup on
-// GPUs, the NCCL ids of the peer groups); each rank opens its peer (NCCL set-up runs beside the
-// reads), runs its load (rank/rank_job.h) and takes part in the control loop
-// (coordinator/control.h) until every rank is done; rank 0 gets every report with the last
-// control message and names the rank that failed first.
+// One job, as each rank runs it, in collective steps: every rank says hello to rank 0; rank 0
+// reads the checkpoint's headers once, plans, and sends every rank its JobStart (the protobuf
+// plan, the peer a dedup plan uses and, across hosts, the NCCL ids of the peer groups); each rank
+// starts its load through the rank entry point (rank/rank_job.h, which opens its peer) and takes
+// part in the control loop (coordinator/control.h) until every rank is done; rank 0 gets every
+// report with the last control message, aggregates them and names the rank that failed first.
 //
 // Ownership: RunJob returns this rank's LoadedRank (arena and device) so a caller can keep the
 // weights resident; the reports and the aggregate live in JobResult on rank 0.
@@ -29,9 +29,9 @@
 #include "hoist/status.h"
 #include "planner/plan_builder.h"
 #include "proto/plan.pb.h"
-#include "rank/exchange.h"
+#include "rank/rank_job.h"
+#include "rank/test_hooks.h"
 #include "rank/worker.h"
-#include "transport/peer.h"
 
 namespace hoist::coordinator {
 
@@ -62,13 +62,9 @@ struct JobOptions {
   // A device opened before MPI started (rank::PrepareDevice on a helper thread); nullptr:
   // RunJob opens it itself, beside planning.
   std::shared_ptr<std::future<Result<rank::PreparedDevice>>> prepared;
-  // Tests: wraps this rank's peer (transport fault injection); called after the plan arrives
-  // (the CLI stops or kills the process there); called with this rank's index just before its
-  // final report is sent; fail this rank with an injected error after planning (-1: none).
-  std::function<std::unique_ptr<transport::Peer>(std::unique_ptr<transport::Peer>)> wrap_peer;
-  std::function<void(int)> after_plan;
-  std::function<void(int)> before_report;
-  int fail_rank = -1;
+  // Tests (HOIST_TEST_HOOKS builds; empty otherwise): where the CLI's --inject-* flags make this
+  // rank fail, stop, die or misbehave (rank/test_hooks.h).
+  rank::TestHooks hooks;
 };
 
 struct JobResult {
@@ -91,8 +87,9 @@ bool StoppedByAnotherRank(const proto::RankReport& report);
 // failed: <its error>". OK when every rank succeeded.
 Status Blame(const std::vector<proto::RankReport>& reports);
 
-// The number of ranks a plan with these options has (tp x dp, or ep when expert parallel).
-int PlannedWorld(const planner::PlanOptions& plan);
+// The GPU `rank` will be given before the plan says so: the topology's gpu for it (plan.locations),
+// else `fallback` (its index among the ranks of its host). For opening the device early.
+int ExpectedGpu(const planner::PlanOptions& plan, int rank, int fallback);
 
 // Runs the job on `comm`. The Status is not OK when the job could not run to its end (planning
 // failed, the world does not match the plan, a rank went silent); load failures are in

@@ -374,118 +374,132 @@ bool LaneLess(const std::string& a, const std::string& b) {
   return split(a) < split(b);
 }
 
-}  // namespace
+struct Box {
+  double start, dur;
+  std::string what;
+  std::uint64_t bytes;
+};
 
-std::string TimelineSvg(const std::vector<proto::RankReport>& reports) {
-  // Rows: for each rank, its phases (overlapping phases, e.g. residency during device_init, go
-  // to extra rows), then one row per span lane: fill threads, then DMA streams.
-  struct Box {
-    double start, dur;
-    std::string what;
-    std::uint64_t bytes;
-  };
-  struct Row {
-    std::string label;
-    std::vector<Box> boxes;
-    bool phases = false;
-  };
+struct Row {
+  std::string label;
+  std::vector<Box> boxes;
+  bool phases = false;
+};
+
+// One rank's phases (not total, read or h2d, which its spans show), packed into as few rows as
+// overlap allows (e.g. residency during device_init goes to a second row). Extends *t_end.
+std::vector<Row> PhaseRows(const proto::RankReport& r, const std::string& rank, double* t_end) {
+  const double off = r.clock_offset_s();
+  std::vector<Box> phases;
+  for (const auto& p : r.phases()) {
+    if (Is(p, Phase::kTotal) || Is(p, Phase::kRead) || Is(p, Phase::kH2d) || p.seconds() <= 0) {
+      continue;
+    }
+    phases.push_back({p.start_s() + off, p.seconds(), p.name(), p.bytes()});
+    *t_end = std::max(*t_end, p.start_s() + off + p.seconds());
+  }
+  std::sort(phases.begin(), phases.end(),
+            [](const Box& a, const Box& b) { return a.start < b.start; });
+  std::vector<Row> phase_rows;
+  for (const Box& b : phases) {
+    Row* fit = nullptr;
+    for (Row& row : phase_rows) {
+      const Box& last = row.boxes.back();
+      if (last.start + last.dur <= b.start + 1e-9) {
+        fit = &row;
+        break;
+      }
+    }
+    if (fit == nullptr) {
+      phase_rows.push_back(Row{phase_rows.empty() ? rank + " phases" : "", {}, true});
+      fit = &phase_rows.back();
+    }
+    fit->boxes.push_back(b);
+  }
+  return phase_rows;
+}
+
+// Rows: for each rank, its phases, then one row per span lane: fill threads, then DMA streams.
+// *t_end: the end of the last box (1 ms when there is none).
+std::vector<Row> TimelineRows(const std::vector<proto::RankReport>& reports, double* t_end) {
   std::vector<Row> rows;
-  double t_end = 0;
+  *t_end = 0;
   for (const auto& r : reports) {
     const double off = r.clock_offset_s();
     const std::string rank = "rank " + std::to_string(r.rank());
-    std::vector<Box> phases;
-    for (const auto& p : r.phases()) {
-      if (Is(p, Phase::kTotal) || Is(p, Phase::kRead) || Is(p, Phase::kH2d) || p.seconds() <= 0) {
-        continue;
-      }
-      phases.push_back({p.start_s() + off, p.seconds(), p.name(), p.bytes()});
-      t_end = std::max(t_end, p.start_s() + off + p.seconds());
-    }
-    std::sort(phases.begin(), phases.end(),
-              [](const Box& a, const Box& b) { return a.start < b.start; });
-    std::vector<Row> phase_rows;
-    for (const Box& b : phases) {
-      Row* fit = nullptr;
-      for (Row& row : phase_rows) {
-        const Box& last = row.boxes.back();
-        if (last.start + last.dur <= b.start + 1e-9) {
-          fit = &row;
-          break;
-        }
-      }
-      if (fit == nullptr) {
-        phase_rows.push_back(Row{phase_rows.empty() ? rank + " phases" : "", {}, true});
-        fit = &phase_rows.back();
-      }
-      fit->boxes.push_back(b);
-    }
-    for (Row& row : phase_rows) rows.push_back(std::move(row));
+    for (Row& row : PhaseRows(r, rank, t_end)) rows.push_back(std::move(row));
     std::map<std::string, Row, decltype(&LaneLess)> lanes(&LaneLess);
     for (const auto& s : r.spans()) {
       Row& row = lanes[s.lane()];
       row.label = rank + " " + s.lane();
       row.boxes.push_back({s.start_s() + off, s.seconds(), s.what(), s.bytes()});
-      t_end = std::max(t_end, s.start_s() + off + s.seconds());
+      *t_end = std::max(*t_end, s.start_s() + off + s.seconds());
     }
     for (auto& [lane, row] : lanes) rows.push_back(std::move(row));
   }
-  if (t_end <= 0) t_end = 1e-3;
-  // Geometry: a label column, the plot, and a right margin wide enough for the last axis label
-  // (centred on its tick); below the rows the axis labels, then the legend.
-  const int label_w = 170, plot_w = 1000, right_w = 60, row_h = 18, top = 30;
-  const int axis_y = top + static_cast<int>(rows.size()) * row_h + 12;
-  const int legend_y = axis_y + 24;
-  const int width = label_w + plot_w + right_w, height = legend_y + 14;
-  const double scale = plot_w / t_end;
-  std::ostringstream os;
-  os << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height
-     << "\" viewBox=\"0 0 " << width << " " << height
-     << "\" font-family=\"monospace\" font-size=\"11\">\n"
-     << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-     << "<text x=\"4\" y=\"16\" font-size=\"13\">hoist load timeline, " << Ms(t_end)
-     << " ms from process start (fill = a thread filling pinned slots, h2d = DMA of a slot; gaps "
-        "in "
-        "h2d are DMA bubbles)</text>\n";
-  // Span lanes: DMA streams and fill threads; phases: their kind's colour (transport/phase.h).
-  static constexpr std::string_view kH2dColor = "#3b7dd8", kFillColor = "#e8a33d";
-  auto color = [](const std::string& what, const std::string& label) {
-    if (label.find("h2d") != std::string::npos || what.rfind("h2d", 0) == 0) return kH2dColor;
-    if (label.find("fill") != std::string::npos || what.rfind("fill", 0) == 0) return kFillColor;
-    return transport::PhaseColor(what);
-  };
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const int y = top + static_cast<int>(i) * row_h;
-    os << "<text x=\"4\" y=\"" << y + 13 << "\">" << XmlEscape(rows[i].label) << "</text>\n";
-    os << "<line x1=\"" << label_w << "\" y1=\"" << y + row_h - 1 << "\" x2=\"" << label_w + plot_w
-       << "\" y2=\"" << y + row_h - 1 << "\" stroke=\"#eee\"/>\n";
-    for (const Box& b : rows[i].boxes) {
-      const double x = label_w + b.start * scale;
-      const double w = std::max(0.5, b.dur * scale);
-      os << "<rect x=\"" << Fmt("%.2f", x) << "\" y=\"" << y + 2 << "\" width=\"" << Fmt("%.2f", w)
-         << "\" height=\"" << row_h - 5 << "\" fill=\"" << color(b.what, rows[i].label)
-         << "\"><title>" << XmlEscape(b.what) << " " << Ms(b.dur) << " ms " << b.bytes
-         << " B</title></rect>\n";
-      if (rows[i].phases && w > 7.0 * static_cast<double>(b.what.size())) {
-        os << "<text x=\"" << Fmt("%.1f", x + 3) << "\" y=\"" << y + 12
-           << "\" fill=\"white\" font-size=\"10\">" << XmlEscape(b.what) << "</text>\n";
-      }
+  if (*t_end <= 0) *t_end = 1e-3;
+  return rows;
+}
+
+// Geometry: a label column, the plot, and a right margin wide enough for the last axis label
+// (centred on its tick); below the rows the axis labels, then the legend.
+struct SvgGeometry {
+  static constexpr int kLabelW = 170, kPlotW = 1000, kRightW = 60, kRowH = 18, kTop = 30;
+  explicit SvgGeometry(std::size_t rows, double t_end)
+      : axis_y(kTop + static_cast<int>(rows) * kRowH + 12),
+        legend_y(axis_y + 24),
+        width(kLabelW + kPlotW + kRightW),
+        height(legend_y + 14),
+        scale(kPlotW / t_end) {}
+  int axis_y, legend_y, width, height;
+  double scale;
+};
+
+// Span lanes: DMA streams and fill threads; phases: their kind's colour (transport/phase.h).
+constexpr std::string_view kH2dColor = "#3b7dd8", kFillColor = "#e8a33d";
+
+std::string_view BoxColor(const std::string& what, const std::string& label) {
+  if (label.find("h2d") != std::string::npos || what.rfind("h2d", 0) == 0) return kH2dColor;
+  if (label.find("fill") != std::string::npos || what.rfind("fill", 0) == 0) return kFillColor;
+  return transport::PhaseColor(what);
+}
+
+void SvgRow(std::ostringstream& os, const Row& row, int y, double scale) {
+  using G = SvgGeometry;
+  os << "<text x=\"4\" y=\"" << y + 13 << "\">" << XmlEscape(row.label) << "</text>\n";
+  os << "<line x1=\"" << G::kLabelW << "\" y1=\"" << y + G::kRowH - 1 << "\" x2=\""
+     << G::kLabelW + G::kPlotW << "\" y2=\"" << y + G::kRowH - 1 << "\" stroke=\"#eee\"/>\n";
+  for (const Box& b : row.boxes) {
+    const double x = G::kLabelW + b.start * scale;
+    const double w = std::max(0.5, b.dur * scale);
+    os << "<rect x=\"" << Fmt("%.2f", x) << "\" y=\"" << y + 2 << "\" width=\"" << Fmt("%.2f", w)
+       << "\" height=\"" << G::kRowH - 5 << "\" fill=\"" << BoxColor(b.what, row.label)
+       << "\"><title>" << XmlEscape(b.what) << " " << Ms(b.dur) << " ms " << b.bytes
+       << " B</title></rect>\n";
+    if (row.phases && w > 7.0 * static_cast<double>(b.what.size())) {
+      os << "<text x=\"" << Fmt("%.1f", x + 3) << "\" y=\"" << y + 12
+         << "\" fill=\"white\" font-size=\"10\">" << XmlEscape(b.what) << "</text>\n";
     }
   }
-  // Time axis: labels centred on their ticks, the unit left of the first.
-  os << "<text x=\"" << label_w - 22 << "\" y=\"" << axis_y + 6
+}
+
+// Time axis: labels centred on their ticks, the unit left of the first.
+void SvgAxis(std::ostringstream& os, const SvgGeometry& g, double t_end) {
+  using G = SvgGeometry;
+  os << "<text x=\"" << G::kLabelW - 22 << "\" y=\"" << g.axis_y + 6
      << "\" text-anchor=\"end\">ms</text>\n";
   for (int k = 0; k <= 10; ++k) {
     const double t = t_end * k / 10;
-    const double x = label_w + t * scale;
-    os << "<line x1=\"" << Fmt("%.1f", x) << "\" y1=\"" << top << "\" x2=\"" << Fmt("%.1f", x)
-       << "\" y2=\"" << axis_y - 8 << "\" stroke=\"#ddd\"/>\n"
-       << "<text x=\"" << Fmt("%.1f", x) << "\" y=\"" << axis_y + 6 << "\" text-anchor=\"middle\">"
-       << Ms(t) << "</text>\n";
+    const double x = G::kLabelW + t * g.scale;
+    os << "<line x1=\"" << Fmt("%.1f", x) << "\" y1=\"" << G::kTop << "\" x2=\"" << Fmt("%.1f", x)
+       << "\" y2=\"" << g.axis_y - 8 << "\" stroke=\"#ddd\"/>\n"
+       << "<text x=\"" << Fmt("%.1f", x) << "\" y=\"" << g.axis_y + 6
+       << "\" text-anchor=\"middle\">" << Ms(t) << "</text>\n";
   }
-  // Legend.
-  const int ly = legend_y;
-  int lx = label_w;
+}
+
+void SvgLegend(std::ostringstream& os, int ly) {
+  int lx = SvgGeometry::kLabelW;
   for (const auto& [name, col] : std::vector<std::pair<std::string, std::string_view>>{
            {"device_init", transport::PhaseColor(Phase::kDeviceInit)},
            {"plan/init", transport::PhaseColor(Phase::kPlan)},
@@ -499,6 +513,28 @@ std::string TimelineSvg(const std::vector<proto::RankReport>& reports) {
        << col << "\"/><text x=\"" << lx + 14 << "\" y=\"" << ly << "\">" << name << "</text>\n";
     lx += 24 + 7 * static_cast<int>(name.size());
   }
+}
+
+}  // namespace
+
+std::string TimelineSvg(const std::vector<proto::RankReport>& reports) {
+  double t_end = 0;
+  const std::vector<Row> rows = TimelineRows(reports, &t_end);
+  const SvgGeometry g(rows.size(), t_end);
+  std::ostringstream os;
+  os << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << g.width << "\" height=\""
+     << g.height << "\" viewBox=\"0 0 " << g.width << " " << g.height
+     << "\" font-family=\"monospace\" font-size=\"11\">\n"
+     << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+     << "<text x=\"4\" y=\"16\" font-size=\"13\">hoist load timeline, " << Ms(t_end)
+     << " ms from process start (fill = a thread filling pinned slots, h2d = DMA of a slot; gaps "
+        "in "
+        "h2d are DMA bubbles)</text>\n";
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    SvgRow(os, rows[i], SvgGeometry::kTop + static_cast<int>(i) * SvgGeometry::kRowH, g.scale);
+  }
+  SvgAxis(os, g, t_end);
+  SvgLegend(os, g.legend_y);
   os << "</svg>\n";
   return os.str();
 }

@@ -39,14 +39,17 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // What `hoist load` adds to the job selection (config/job_spec.h, flags in launch/job_flags.h):
-// outputs and test hooks.
+// outputs and, in builds with test hooks (HOIST_TEST_HOOKS: not Release), the hidden --inject-*
+// flags.
 struct LoadFlags {
   std::string dump;
   std::string report_json, trace, timeline, metrics;
+#if HOIST_TEST_HOOKS
   int inject_fail_rank = -1;
   int inject_kill_rank = -1;
   int inject_stop_rank = -1;
   std::string inject_peer_fault;  // KIND:RANK (kill | error | stall), dedup exchange
+#endif
   bool no_progress = false;
 };
 
@@ -135,14 +138,18 @@ Status WriteReports(const LoadFlags& l, const coordinator::JobResult& job) {
   return Status::Ok();
 }
 
-// The test hooks of `hoist load` (hidden flags): a failed, killed, stopped or faulty rank.
+#if HOIST_TEST_HOOKS
+// The test hooks of `hoist load` (hidden flags): a failed, killed, stopped or faulty rank. The
+// signals are raised here, in the executable, by callbacks the library calls
+// (rank/test_hooks.h).
 Status ApplyTestHooks(const LoadFlags& l, int rank, coordinator::JobOptions* job) {
-  job->fail_rank = l.inject_fail_rank;
+  rank::TestHooks& hooks = job->hooks;
+  hooks.fail_rank = l.inject_fail_rank;
   if (l.inject_kill_rank == rank) {
-    job->before_report = [](int) { raise(SIGKILL); };  // a rank that dies before it reports
+    hooks.before_report = [](int) { raise(SIGKILL); };  // a rank that dies before it reports
   }
   if (l.inject_stop_rank == rank) {
-    job->after_plan = [](int r) {  // a rank that stops (as a hung NFS read or frozen host would)
+    hooks.after_plan = [](int r) {  // a rank that stops (as a hung NFS read or frozen host would)
       spdlog::error("rank {}: injected stop: SIGSTOP", r);
       raise(SIGSTOP);
     };
@@ -157,7 +164,7 @@ Status ApplyTestHooks(const LoadFlags& l, int rank, coordinator::JobOptions* job
   }
   if (victim != rank) return Status::Ok();
   if (kind == "kill") {
-    job->exchange.after_first_group = [rank] {
+    hooks.after_first_group = [rank] {
       spdlog::error("rank {}: injected peer fault: killing this rank mid-exchange", rank);
       raise(SIGKILL);
     };
@@ -165,7 +172,7 @@ Status ApplyTestHooks(const LoadFlags& l, int rank, coordinator::JobOptions* job
   }
   const transport::PeerFault fault =
       kind == "error" ? transport::PeerFault::kError : transport::PeerFault::kStall;
-  job->wrap_peer = [rank, fault](std::unique_ptr<transport::Peer> p) {
+  hooks.wrap_peer = [rank, fault](std::unique_ptr<transport::Peer> p) {
     if (fault == transport::PeerFault::kStall) {
       spdlog::error("rank {}: injected peer fault: stalling mid-exchange", rank);
     }
@@ -173,6 +180,7 @@ Status ApplyTestHooks(const LoadFlags& l, int rank, coordinator::JobOptions* job
   };
   return Status::Ok();
 }
+#endif
 
 // Opens this rank's device on a helper thread before MPI starts, so that the CUDA context (about
 // 0.3 s) is created beside MPI_Init. The GPU is the one the planner will assign: the topology's
@@ -180,11 +188,10 @@ Status ApplyTestHooks(const LoadFlags& l, int rank, coordinator::JobOptions* job
 // its host.
 std::shared_ptr<std::future<Result<rank::PreparedDevice>>> StartDeviceEarly(
     const coordinator::JobOptions& job, Clock::time_point origin) {
-  const int rank = coordinator::LaunchedByMpi() ? coordinator::LauncherRank() : job.solo_rank;
-  int gpu = coordinator::LaunchedByMpi() ? coordinator::LauncherLocalRank() : job.solo_rank;
-  if (rank >= 0 && static_cast<std::size_t>(rank) < job.plan.locations.size()) {
-    gpu = static_cast<int>(job.plan.locations[static_cast<std::size_t>(rank)].gpu);
-  }
+  const bool mpi = coordinator::LaunchedByMpi();
+  const int gpu =
+      coordinator::ExpectedGpu(job.plan, mpi ? coordinator::LauncherRank() : job.solo_rank,
+                               mpi ? coordinator::LauncherLocalRank() : job.solo_rank);
   if (gpu < 0) return nullptr;  // unknown before MPI: RunJob opens it beside planning
   return std::make_shared<std::future<Result<rank::PreparedDevice>>>(
       std::async(std::launch::async, rank::PrepareDevice, job.load.device, gpu, origin));
@@ -213,9 +220,11 @@ int RunLoad(const config::JobSpec& spec, const LoadFlags& l, const std::string& 
     return Fail(s, comm->rank() != 0);
   }
   coordinator::JobOptions job = std::move(resolved->job);
+#if HOIST_TEST_HOOKS
   if (Status s = ApplyTestHooks(l, comm->rank(), &job); !s.ok()) {
     return Fail(s, comm->rank() != 0);
   }
+#endif
   job.prepared = prepared;
   job.load.dump_dir = l.dump;
   job.load.origin = origin;
@@ -364,6 +373,7 @@ int Main(int argc, char** argv) {
   load->add_option("--metrics", l.metrics, "write Prometheus text (rank 0)");
   load->add_flag("--no-progress", l.no_progress,
                  "no progress display (rank 0: a bar on a terminal, else a log line a second)");
+#if HOIST_TEST_HOOKS
   load->add_option("--inject-fail-rank", l.inject_fail_rank, "testing: fail this rank's load")
       ->group("");
   load->add_option("--inject-kill-rank", l.inject_kill_rank, "testing: SIGKILL this rank")
@@ -374,6 +384,7 @@ int Main(int argc, char** argv) {
   load->add_option("--inject-peer-fault", l.inject_peer_fault,
                    "testing: kill:RANK, error:RANK or stall:RANK mid-exchange (dedup)")
       ->group("");
+#endif
 
   ServeCommands serve_commands(&app);  // `serve` and `ctl` (launch/serve_cli.h)
 

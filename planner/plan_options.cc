@@ -101,12 +101,16 @@ Status ValidatePlanOptions(const PlanOptions& o) {
     return Status::InvalidArgument("unexpected-tensors mode " + N(static_cast<int>(o.unexpected)) +
                                    " is not error, warn or ignore");
   }
-  const std::int64_t world = o.ep > 0 ? o.ep : static_cast<std::int64_t>(o.tp) * o.dp;
+  const std::int64_t world = WorldSize(o);
   if (!o.locations.empty() && static_cast<std::int64_t>(o.locations.size()) != world) {
     return Status::InvalidArgument("locations name " + std::to_string(o.locations.size()) +
                                    " ranks but world is " + N(world));
   }
   return Status::Ok();
+}
+
+std::int64_t WorldSize(const PlanOptions& o) {
+  return o.ep > 0 ? o.ep : static_cast<std::int64_t>(o.tp) * o.dp;
 }
 
 }  // namespace hoist::planner

@@ -59,4 +59,8 @@ struct PlanOptions {
 
 Status ValidatePlanOptions(const PlanOptions& options);
 
+// The number of ranks a plan with these options has: ep when expert parallel, else tp x dp
+// (computed in 64 bits; within kMaxWorld once ValidatePlanOptions passed).
+std::int64_t WorldSize(const PlanOptions& options);
+
 }  // namespace hoist::planner

@@ -72,11 +72,143 @@ std::vector<Pairing> TransfersWith(const proto::RankPlan& rp, std::uint32_t peer
   return out;
 }
 
-}  // namespace
+constexpr char kWho[] = "exchange plan: ";
 
-bool CausedByPeer(std::string_view error) {
-  return error.find(transport::kPeerFailureNote) != std::string_view::npos;
+// A transfer goes to another rank of the peer group and lies inside the arena.
+Status CheckTransfer(const proto::LoadPlan& plan, const proto::RankPlan& rp,
+                     const transport::PeerGroup& group, const proto::Transfer& t, int step,
+                     bool send) {
+  const std::uint64_t arena = rp.arena_bytes();
+  const std::string what = std::string(send ? "send to" : "recv from") + " rank " +
+                           std::to_string(t.peer()) + " in step " + std::to_string(step);
+  if (t.peer() == rp.rank() ||
+      !std::binary_search(group.ranks.begin(), group.ranks.end(), static_cast<int>(t.peer())) ||
+      t.peer() >= static_cast<std::uint32_t>(plan.ranks_size())) {
+    return Status::Corrupt(kWho + what + ": not another rank of its peer group");
+  }
+  if (t.offset() > arena || t.bytes() > arena - t.offset()) {
+    return Status::Corrupt(kWho + what + ": arena bytes [" + std::to_string(t.offset()) + ", +" +
+                           std::to_string(t.bytes()) + ") outside the arena of " +
+                           std::to_string(arena) + " bytes");
+  }
+  return Status::Ok();
 }
+
+// Every transfer is well formed, and every send lies in bytes this rank has read by its step.
+Status CheckSends(const proto::LoadPlan& plan, const proto::RankPlan& rp,
+                  const transport::PeerGroup& group) {
+  std::vector<Range> read_so_far;
+  for (int b = 0; b < rp.steps_size(); ++b) {
+    const proto::ExchangeStep& st = rp.steps(b);
+    for (const proto::Copy& c : st.reads()) AddCopyRanges(c, &read_so_far);
+    read_so_far = MergeRanges(std::move(read_so_far));
+    for (const proto::Transfer& t : st.sends()) {
+      HOIST_RETURN_IF_ERROR(CheckTransfer(plan, rp, group, t, b, true));
+      if (!Covered(read_so_far, t.offset(), t.offset() + t.bytes())) {
+        return Status::Corrupt(std::string(kWho) + "send to rank " + std::to_string(t.peer()) +
+                               " in step " + std::to_string(b) + " of " +
+                               std::to_string(t.bytes()) + " bytes at " + Where(rp, t.offset()) +
+                               " is not covered by this rank's reads up to that step");
+      }
+    }
+    for (const proto::Transfer& t : st.recvs()) {
+      HOIST_RETURN_IF_ERROR(CheckTransfer(plan, rp, group, t, b, false));
+    }
+  }
+  return Status::Ok();
+}
+
+// One arena range written by the rank's reads, receives or fills.
+struct Write {
+  std::uint64_t lo, hi;
+  const char* what;
+};
+
+// Every arena range the rank writes during an exchange load, sorted.
+std::vector<Write> ExchangeWrites(const proto::RankPlan& rp) {
+  std::vector<Write> writes;
+  std::vector<Range> tmp;
+  auto add_copy = [&](const proto::Copy& c, const char* what) {
+    tmp.clear();
+    AddCopyRanges(c, &tmp);
+    for (const Range& r : tmp) writes.push_back({r.first, r.second, what});
+  };
+  for (const proto::ExchangeStep& st : rp.steps()) {
+    for (const proto::Copy& c : st.reads()) add_copy(c, "a read");
+    for (const proto::Transfer& t : st.recvs()) {
+      writes.push_back({t.offset(), t.offset() + t.bytes(), "a receive"});
+    }
+  }
+  for (const proto::Copy& c : rp.own_reads()) add_copy(c, "a read");
+  for (const proto::Fill& f : rp.fills()) {
+    writes.push_back({f.dst_offset(), f.dst_offset() + f.bytes(), "a fill"});
+  }
+  std::sort(writes.begin(), writes.end(), [](const Write& a, const Write& b) {
+    return std::tie(a.lo, a.hi) < std::tie(b.lo, b.hi);
+  });
+  return writes;
+}
+
+// Reads + receives + fills tile the arena bytes that copies + fills define, once each.
+Status CheckTiling(const proto::RankPlan& rp) {
+  const std::uint64_t arena = rp.arena_bytes();
+  std::vector<Range> got;
+  for (const Write& w : ExchangeWrites(rp)) {
+    if (w.lo == w.hi) continue;
+    if (w.hi > arena) {
+      return Status::Corrupt(kWho + std::string(w.what) + " ends past the arena at " +
+                             std::to_string(w.hi));
+    }
+    if (!got.empty() && w.lo < got.back().second) {
+      return Status::Corrupt(kWho + std::string(w.what) + " and an earlier write both land at " +
+                             Where(rp, w.lo));
+    }
+    if (!got.empty() && got.back().second == w.lo) {
+      got.back().second = w.hi;
+    } else {
+      got.emplace_back(w.lo, w.hi);
+    }
+  }
+  std::vector<Range> want;
+  for (const proto::Copy& c : rp.copies()) AddCopyRanges(c, &want);
+  for (const proto::Fill& f : rp.fills()) {
+    want.emplace_back(f.dst_offset(), f.dst_offset() + f.bytes());
+  }
+  want = MergeRanges(std::move(want));
+  for (std::size_t i = 0; got != want && i < std::max(got.size(), want.size()); ++i) {
+    const Range g = i < got.size() ? got[i] : Range{~0ull, ~0ull};
+    const Range w = i < want.size() ? want[i] : Range{~0ull, ~0ull};
+    if (g == w) continue;
+    const std::uint64_t at = std::min(
+        g.first == w.first ? std::min(g.second, w.second) : std::min(g.first, w.first), arena);
+    return Status::Corrupt(std::string(kWho) +
+                           "reads, receives and fills do not cover exactly the bytes its "
+                           "copies and fills define; they first differ at " +
+                           Where(rp, at));
+  }
+  return Status::Ok();
+}
+
+// Every send/recv pairs with the peer's plan, in order and size.
+Status CheckPairing(const proto::LoadPlan& plan, const proto::RankPlan& rp,
+                    const transport::PeerGroup& group) {
+  for (int p : group.ranks) {
+    if (p == static_cast<int>(rp.rank())) continue;
+    const proto::RankPlan& other = plan.ranks(p);
+    const auto up = static_cast<std::uint32_t>(p);
+    if (TransfersWith(rp, up, true) != TransfersWith(other, rp.rank(), false)) {
+      return Status::Corrupt(std::string(kWho) + "its sends to rank " + std::to_string(p) +
+                             " do not pair with that rank's receives (order, step or size)");
+    }
+    if (TransfersWith(rp, up, false) != TransfersWith(other, rp.rank(), true)) {
+      return Status::Corrupt(std::string(kWho) + "its receives from rank " + std::to_string(p) +
+                             " do not pair with that rank's sends (order, step or size)");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 std::vector<const proto::Copy*> StorageReads(const proto::RankPlan& rp, bool exchange) {
   std::vector<const proto::Copy*> out;
@@ -105,125 +237,16 @@ transport::PeerGroup GroupOf(const proto::LoadPlan& plan, int rank) {
 
 Status ValidateExchange(const proto::LoadPlan& plan, const proto::RankPlan& rp,
                         const transport::PeerGroup& group) {
-  const std::string who = "exchange plan: ";
-  const std::uint64_t arena = rp.arena_bytes();
   for (const proto::RankPlan& other : plan.ranks()) {
     if (other.steps_size() != rp.steps_size()) {
-      return Status::Corrupt(who + std::to_string(rp.steps_size()) + " steps but rank " +
+      return Status::Corrupt(kWho + std::to_string(rp.steps_size()) + " steps but rank " +
                              std::to_string(other.rank()) + " has " +
                              std::to_string(other.steps_size()));
     }
   }
-  auto check_transfer = [&](const proto::Transfer& t, int step, bool send) -> Status {
-    const std::string what = std::string(send ? "send to" : "recv from") + " rank " +
-                             std::to_string(t.peer()) + " in step " + std::to_string(step);
-    if (t.peer() == rp.rank() ||
-        !std::binary_search(group.ranks.begin(), group.ranks.end(), static_cast<int>(t.peer())) ||
-        t.peer() >= static_cast<std::uint32_t>(plan.ranks_size())) {
-      return Status::Corrupt(who + what + ": not another rank of its peer group");
-    }
-    if (t.offset() > arena || t.bytes() > arena - t.offset()) {
-      return Status::Corrupt(who + what + ": arena bytes [" + std::to_string(t.offset()) + ", +" +
-                             std::to_string(t.bytes()) + ") outside the arena of " +
-                             std::to_string(arena) + " bytes");
-    }
-    return Status::Ok();
-  };
-
-  // Every send lies in bytes this rank has read by its step.
-  std::vector<Range> read_so_far;
-  for (int b = 0; b < rp.steps_size(); ++b) {
-    const proto::ExchangeStep& st = rp.steps(b);
-    for (const proto::Copy& c : st.reads()) AddCopyRanges(c, &read_so_far);
-    read_so_far = MergeRanges(std::move(read_so_far));
-    for (const proto::Transfer& t : st.sends()) {
-      HOIST_RETURN_IF_ERROR(check_transfer(t, b, true));
-      if (!Covered(read_so_far, t.offset(), t.offset() + t.bytes())) {
-        return Status::Corrupt(who + "send to rank " + std::to_string(t.peer()) + " in step " +
-                               std::to_string(b) + " of " + std::to_string(t.bytes()) +
-                               " bytes at " + Where(rp, t.offset()) +
-                               " is not covered by this rank's reads up to that step");
-      }
-    }
-    for (const proto::Transfer& t : st.recvs()) HOIST_RETURN_IF_ERROR(check_transfer(t, b, false));
-  }
-
-  // Reads + receives + fills tile the arena bytes that copies + fills define, once each.
-  struct Write {
-    std::uint64_t lo, hi;
-    const char* what;
-  };
-  std::vector<Write> writes;
-  std::vector<Range> tmp;
-  auto add_copy = [&](const proto::Copy& c, const char* what) {
-    tmp.clear();
-    AddCopyRanges(c, &tmp);
-    for (const Range& r : tmp) writes.push_back({r.first, r.second, what});
-  };
-  for (const proto::ExchangeStep& st : rp.steps()) {
-    for (const proto::Copy& c : st.reads()) add_copy(c, "a read");
-    for (const proto::Transfer& t : st.recvs()) {
-      writes.push_back({t.offset(), t.offset() + t.bytes(), "a receive"});
-    }
-  }
-  for (const proto::Copy& c : rp.own_reads()) add_copy(c, "a read");
-  for (const proto::Fill& f : rp.fills()) {
-    writes.push_back({f.dst_offset(), f.dst_offset() + f.bytes(), "a fill"});
-  }
-  std::sort(writes.begin(), writes.end(), [](const Write& a, const Write& b) {
-    return std::tie(a.lo, a.hi) < std::tie(b.lo, b.hi);
-  });
-  std::vector<Range> got;
-  for (std::size_t i = 0; i < writes.size(); ++i) {
-    if (writes[i].lo == writes[i].hi) continue;
-    if (writes[i].hi > arena) {
-      return Status::Corrupt(who + std::string(writes[i].what) + " ends past the arena at " +
-                             std::to_string(writes[i].hi));
-    }
-    if (!got.empty() && writes[i].lo < got.back().second) {
-      return Status::Corrupt(who + std::string(writes[i].what) +
-                             " and an earlier write both land at " + Where(rp, writes[i].lo));
-    }
-    if (!got.empty() && got.back().second == writes[i].lo) {
-      got.back().second = writes[i].hi;
-    } else {
-      got.emplace_back(writes[i].lo, writes[i].hi);
-    }
-  }
-  std::vector<Range> want;
-  for (const proto::Copy& c : rp.copies()) AddCopyRanges(c, &want);
-  for (const proto::Fill& f : rp.fills())
-    want.emplace_back(f.dst_offset(), f.dst_offset() + f.bytes());
-  want = MergeRanges(std::move(want));
-  if (got != want) {
-    for (std::size_t i = 0; i < std::max(got.size(), want.size()); ++i) {
-      const Range g = i < got.size() ? got[i] : Range{~0ull, ~0ull};
-      const Range w = i < want.size() ? want[i] : Range{~0ull, ~0ull};
-      if (g == w) continue;
-      const std::uint64_t at = std::min(
-          g.first == w.first ? std::min(g.second, w.second) : std::min(g.first, w.first), arena);
-      return Status::Corrupt(who +
-                             "reads, receives and fills do not cover exactly the bytes its "
-                             "copies and fills define; they first differ at " +
-                             Where(rp, at));
-    }
-  }
-
-  // Every send/recv pairs with the peer's plan, in order and size.
-  for (int p : group.ranks) {
-    if (p == static_cast<int>(rp.rank())) continue;
-    const proto::RankPlan& other = plan.ranks(p);
-    const auto up = static_cast<std::uint32_t>(p);
-    if (TransfersWith(rp, up, true) != TransfersWith(other, rp.rank(), false)) {
-      return Status::Corrupt(who + "its sends to rank " + std::to_string(p) +
-                             " do not pair with that rank's receives (order, step or size)");
-    }
-    if (TransfersWith(rp, up, false) != TransfersWith(other, rp.rank(), true)) {
-      return Status::Corrupt(who + "its receives from rank " + std::to_string(p) +
-                             " do not pair with that rank's sends (order, step or size)");
-    }
-  }
-  return Status::Ok();
+  HOIST_RETURN_IF_ERROR(CheckSends(plan, rp, group));
+  HOIST_RETURN_IF_ERROR(CheckTiling(rp));
+  return CheckPairing(plan, rp, group);
 }
 
 Exchange::Exchange(transport::Device& device, const transport::DeviceBuffer& arena,
@@ -287,10 +310,7 @@ Status Exchange::IssueStep(int b) {
   HOIST_RETURN_IF_ERROR(peer_.GroupEnd());
   const auto now = std::chrono::steady_clock::now();
   issued_at_.push_back(now);
-  if (!first_issue_) {
-    first_issue_ = now;
-    if (options_.after_first_group) options_.after_first_group();
-  }
+  if (!first_issue_) first_issue_ = now;
   return Status::Ok();
 }
 

@@ -28,26 +28,19 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
-#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "hoist/status.h"
 #include "proto/plan.pb.h"
+#include "rank/exchange_options.h"
 #include "transport/device.h"
 #include "transport/peer.h"
 #include "transport/pipeline.h"
 
 namespace hoist::rank {
-
-struct ExchangeOptions {
-  double timeout_s = 120;  // bound on any wait for a peer (set-up, transfers)
-  // Tests: called on the driver thread right after the first group was issued (the CLI's fault
-  // injection kills the process here).
-  std::function<void()> after_first_group;
-};
 
 struct ExchangeReport {
   std::string peer_name;        // "mpi", "nccl"
@@ -56,11 +49,6 @@ struct ExchangeReport {
   std::uint64_t bytes_received = 0;
   int steps = 0;
 };
-
-// True when an error message carries transport::kPeerFailureNote (what a reader is told when a
-// rank stopped because of another). Code never decides by it: failure blame reads the report's
-// stopped_by and peer_timed_out (Exchange::timed_out, transport::Peer::timed_out).
-bool CausedByPeer(std::string_view error);
 
 // The copies the rank reads from storage: its steps' reads and own reads with an exchange,
 // otherwise all its copies.
@@ -102,6 +90,8 @@ class Exchange {
   // True once Poll failed because another rank did not answer in time: a group waited longer
   // than timeout_s, or the peer timed out (set-up or transfers). Not this rank's own failure.
   bool timed_out() const { return stalled_ || peer_.timed_out(); }
+  // True once the first group was issued.
+  bool issued_any() const { return first_issue_.has_value(); }
 
   // When the peer became ready (for the peer_init phase); unset until then.
   std::optional<std::chrono::steady_clock::time_point> ready_at() const { return ready_at_; }

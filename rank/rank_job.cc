@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "rank/exchange.h"
 #include "transport/phase.h"
 
 namespace hoist::rank {
@@ -23,15 +24,64 @@ RankJob::RankJob(const proto::LoadPlan& plan, LoadOptions options,
 std::unique_ptr<RankJob> RankJob::Start(const proto::LoadPlan& plan, std::uint32_t rank,
                                         LoadOptions options, std::unique_ptr<transport::Peer> peer,
                                         ExchangeOptions exchange, Clock::time_point peer_started) {
+  return Launch(plan, rank, std::move(options), std::move(peer), std::move(exchange), peer_started,
+                TestHooks());
+}
+
+std::unique_ptr<RankJob> RankJob::Launch(const proto::LoadPlan& plan, std::uint32_t rank,
+                                         LoadOptions options, std::unique_ptr<transport::Peer> peer,
+                                         ExchangeOptions exchange, Clock::time_point peer_started,
+                                         TestHooks hooks) {
   std::unique_ptr<RankJob> job(
       new RankJob(plan, std::move(options), std::move(peer), std::move(exchange), peer_started));
   job->rank_ = rank;
+  job->hooks_ = std::move(hooks);
   RankJob* self = job.get();
   job->worker_ = std::thread([self, rank] {
     self->result_.emplace(LoadRank(self->plan_, rank, self->options_));
     self->finished_.store(true);
   });
   return job;
+}
+
+Result<std::unique_ptr<transport::Peer>> OpenPeer(const proto::JobStart& start, std::uint32_t rank,
+                                                  const LoadOptions& load,
+                                                  const ExchangeOptions& exchange,
+                                                  const void* mpi_comm) {
+  const proto::LoadPlan& plan = start.plan();
+  if (mpi_comm == nullptr || plan.dedup() == proto::DEDUP_NONE) {
+    return std::unique_ptr<transport::Peer>();
+  }
+  const transport::PeerGroup group = GroupOf(plan, static_cast<int>(rank));
+  const proto::RankPlan& rp = plan.ranks(static_cast<int>(rank));
+  if (start.peer() == "mpi") return transport::CreateMpiPeer(group, plan.ranks_size(), mpi_comm);
+  if (start.peer() == "cuda-ipc") {
+    return transport::CreateCudaIpcPeer(group, RankOrdinal(load, rp), plan.ranks_size(), mpi_comm);
+  }
+  if (static_cast<int>(rp.peer_group()) >= start.peer_ids_size()) {
+    return Status::Corrupt("no NCCL id for peer group " + std::to_string(rp.peer_group()));
+  }
+  return transport::CreateNcclPeer(group, RankOrdinal(load, rp),
+                                   start.peer_ids(static_cast<int>(rp.peer_group())),
+                                   exchange.timeout_s);
+}
+
+Result<std::unique_ptr<RankJob>> RankJob::Open(const proto::JobStart& start, std::uint32_t rank,
+                                               LoadOptions options, ExchangeOptions exchange,
+                                               const void* mpi_comm, TestHooks hooks) {
+  const Clock::time_point peer_started = Clock::now();
+  Result<std::unique_ptr<transport::Peer>> peer =
+      OpenPeer(start, rank, options, exchange, mpi_comm);
+  Status s = peer.status();
+#if HOIST_TEST_HOOKS
+  if (s.ok() && hooks.wrap_peer && *peer != nullptr) *peer = hooks.wrap_peer(std::move(*peer));
+  if (s.ok() && hooks.fail_rank == static_cast<int>(rank)) {
+    s = Status::IoError("injected failure (--inject-fail-rank)");
+  }
+#endif
+  if (!s.ok()) return s.Annotate("rank " + std::to_string(rank));
+  return Launch(start.plan(), rank, std::move(options), std::move(peer).value(),
+                std::move(exchange), peer_started, std::move(hooks));
 }
 
 RankJob::~RankJob() {
@@ -104,6 +154,12 @@ void RankJob::Poll() {
   }
   Result<bool> done = x->Poll();
   if (peer_ != nullptr) received_.store(peer_->bytes_received());
+#if HOIST_TEST_HOOKS
+  if (!first_group_seen_ && x->issued_any()) {
+    first_group_seen_ = true;
+    if (hooks_.after_first_group) hooks_.after_first_group();
+  }
+#endif
   if (done.ok() && !*done) return;
   std::lock_guard lock(mu_);
   EndExchange(done.status(), x->timed_out());

@@ -1,7 +1,11 @@
-// One rank's whole load inside a job, as its driver thread (the thread that owns MPI) sees it:
-// Start() runs LoadRank on a worker thread; Poll() sets up the peer and progresses the dedup
-// exchange (rank/exchange.h); the driver reads bytes_done() and stage() for the control plane,
-// Cancel()s the load when another rank failed, and Finish() joins and returns the result.
+// The rank entry point: one rank's whole load inside a job, as its driver thread (the thread
+// that owns MPI) sees it. Open() opens the rank's peer for the plan rank 0 sent (a dedup plan's
+// exchange: MPI for host arenas, CUDA IPC within a host, NCCL across hosts) and starts the load;
+// Start() does the same with a peer the caller made (tests). The load runs LoadRank on a worker
+// thread; Poll() sets up the peer and progresses the dedup exchange (rank/exchange.h); the driver
+// reads bytes_done() and stage() for the control plane, Cancel()s the load when another rank
+// failed, and Finish() joins and returns the result. The coordinator (coordinator/job.h) only
+// plans, broadcasts, runs the control loop and gathers; it never sees the peer.
 //
 // Ownership: a RankJob owns the worker thread and the peer (which outlives the load). Destroying
 // an unfinished RankJob cancels the load and joins it (Poll must not be needed for that: the
@@ -22,16 +26,35 @@
 #include <thread>
 
 #include "hoist/status.h"
+#include "proto/control.pb.h"
 #include "proto/plan.pb.h"
-#include "rank/exchange.h"
+#include "rank/exchange_options.h"
+#include "rank/test_hooks.h"
 #include "rank/worker.h"
 #include "transport/peer.h"
 
 namespace hoist::rank {
 
+// The peer plan.ranks(rank) uses for a dedup plan, as rank 0 chose it in `start` (start.peer:
+// "mpi", "cuda-ipc" or "nccl" with start.peer_ids per peer group), on the job's communicator
+// `mpi_comm` (a pointer to an MPI_Comm); its GPU is the one the rank loads into (RankOrdinal).
+// nullptr without dedup, or without an MPI world (mpi_comm nullptr): the rank then reads every
+// copy itself. Creating it starts its set-up; RankJob::Poll completes it.
+Result<std::unique_ptr<transport::Peer>> OpenPeer(const proto::JobStart& start, std::uint32_t rank,
+                                                  const LoadOptions& load,
+                                                  const ExchangeOptions& exchange,
+                                                  const void* mpi_comm);
+
 class RankJob final : private ExchangeHost {
  public:
   using Clock = std::chrono::steady_clock;
+
+  // Opens plan.ranks(rank)'s peer (OpenPeer) and starts its load; `start` must outlive the
+  // RankJob. An error (the peer could not be opened, or a test hook's injected failure) names the
+  // rank; the load then never started.
+  static Result<std::unique_ptr<RankJob>> Open(const proto::JobStart& start, std::uint32_t rank,
+                                               LoadOptions options, ExchangeOptions exchange,
+                                               const void* mpi_comm, TestHooks hooks = {});
 
   // Starts plan.ranks(rank)'s load (`plan` must outlive the RankJob). `peer` (dedup plans; nullptr
   // otherwise) was created at `peer_started` and may still be setting up.
@@ -64,6 +87,10 @@ class RankJob final : private ExchangeHost {
  private:
   RankJob(const proto::LoadPlan& plan, LoadOptions options, std::unique_ptr<transport::Peer> peer,
           ExchangeOptions exchange, Clock::time_point peer_started);
+  static std::unique_ptr<RankJob> Launch(const proto::LoadPlan& plan, std::uint32_t rank,
+                                         LoadOptions options, std::unique_ptr<transport::Peer> peer,
+                                         ExchangeOptions exchange, Clock::time_point peer_started,
+                                         TestHooks hooks);
 
   // ExchangeHost (worker thread).
   transport::Peer* peer() override;
@@ -78,6 +105,10 @@ class RankJob final : private ExchangeHost {
 
   const proto::LoadPlan& plan_;
   std::uint32_t rank_ = 0;
+  TestHooks hooks_;
+#if HOIST_TEST_HOOKS
+  bool first_group_seen_ = false;  // the exchange issued its first group (hooks_)
+#endif
   LoadOptions options_;
   std::unique_ptr<transport::Peer> peer_;
   ExchangeOptions exchange_options_;

@@ -156,39 +156,88 @@ void Daemon::RequestStop() {
   }
 }
 
+int Daemon::PollSet(std::vector<pollfd>* pfds) const {
+  pfds->clear();
+  pfds->push_back({wake_[0], POLLIN, 0});
+  pfds->push_back({listen_fd_, POLLIN, 0});
+  int timeout_ms = -1;
+  const Clock::time_point now = Clock::now();
+  auto until = [&](Clock::time_point deadline) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
+    const int ms = static_cast<int>(std::max<long long>(left, 0) + 1);
+    timeout_ms = timeout_ms < 0 ? ms : std::min(timeout_ms, ms);
+  };
+  for (const auto& [fd, deadline] : lingering_) {
+    pfds->push_back({fd, POLLIN, 0});
+    until(deadline);
+  }
+  for (const auto& c : clients_) {
+    short events = 0;
+    if (c->out_sent < c->out.size()) {
+      events |= POLLOUT;
+    } else if (!c->close_after_flush) {
+      events |= POLLIN;
+    }
+    pfds->push_back({c->fd, events, 0});
+    if (!c->in.empty()) {
+      until(c->last_progress + std::chrono::milliseconds(options_.request_timeout_ms));
+    }
+  }
+  return timeout_ms;
+}
+
+void Daemon::ServeLingering(const pollfd* polled) {
+  const Clock::time_point now = Clock::now();
+  for (std::size_t i = 0; i < lingering_.size(); ++i) {
+    auto& [fd, deadline] = lingering_[i];
+    bool done = now >= deadline;
+    if (!done && polled[i].revents != 0) {
+      char sink[4096];
+      const ssize_t r = ::recv(fd, sink, sizeof sink, MSG_DONTWAIT);
+      done = r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR);
+    }
+    if (done) {
+      ::close(fd);
+      fd = -1;
+    }
+  }
+  std::erase_if(lingering_, [](const auto& l) { return l.first < 0; });
+}
+
+void Daemon::ServeClients(const pollfd* polled, std::size_t count) {
+  for (std::size_t i = 0; i < count; ++i) {
+    Client& c = *clients_[i];
+    const short re = polled[i].revents;
+    if (c.fd < 0 || re == 0) continue;
+    if (re & POLLOUT) Flush(c);
+    if (c.fd >= 0 && (re & POLLIN)) ReadFrom(c);
+    if (c.fd >= 0 && (re & (POLLERR | POLLHUP | POLLNVAL)) && !(re & POLLIN)) {
+      Drop(c, c.in.empty() ? "" : "client vanished mid-request");
+    }
+  }
+}
+
+void Daemon::DropStalledClients() {
+  const Clock::time_point now = Clock::now();
+  for (auto& c : clients_) {
+    if (c->fd >= 0 && !c->in.empty() &&
+        now - c->last_progress > std::chrono::milliseconds(options_.request_timeout_ms)) {
+      ++bad_requests_;
+      Drop(*c, "incomplete request: no progress for " +
+                   std::to_string(options_.request_timeout_ms) + " ms");
+    }
+  }
+  clients_.erase(
+      std::remove_if(clients_.begin(), clients_.end(), [](const auto& c) { return c->fd < 0; }),
+      clients_.end());
+}
+
 Status Daemon::Serve() {
   std::vector<pollfd> pfds;
   for (;;) {
-    pfds.clear();
-    pfds.push_back({wake_[0], POLLIN, 0});
-    pfds.push_back({listen_fd_, POLLIN, 0});
-    int timeout_ms = -1;
-    const Clock::time_point now = Clock::now();
-    for (const auto& [fd, deadline] : lingering_) {
-      pfds.push_back({fd, POLLIN, 0});
-      const auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
-      const int ms = static_cast<int>(std::max<long long>(left, 0) + 1);
-      timeout_ms = timeout_ms < 0 ? ms : std::min(timeout_ms, ms);
-    }
-    const std::size_t first_client = pfds.size();
-    for (const auto& c : clients_) {
-      short events = 0;
-      if (c->out_sent < c->out.size()) {
-        events |= POLLOUT;
-      } else if (!c->close_after_flush) {
-        events |= POLLIN;
-      }
-      pfds.push_back({c->fd, events, 0});
-      if (!c->in.empty()) {
-        const auto left =
-            std::chrono::duration_cast<std::chrono::milliseconds>(
-                c->last_progress + std::chrono::milliseconds(options_.request_timeout_ms) - now)
-                .count();
-        const int ms = static_cast<int>(std::max<long long>(left, 0) + 1);
-        timeout_ms = timeout_ms < 0 ? ms : std::min(timeout_ms, ms);
-      }
-    }
+    const int timeout_ms = PollSet(&pfds);
+    // pfds: the wake pipe, the listening socket, the lingering refusals, then the clients.
+    const std::size_t lingering = lingering_.size(), existing = clients_.size();
     const int n = ::poll(pfds.data(), pfds.size(), timeout_ms);
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -198,46 +247,11 @@ Status Daemon::Serve() {
     }
     if (pfds[0].revents & POLLIN) break;
     // Refused connections: discard what they send; close on EOF, error or deadline.
-    const Clock::time_point polled = Clock::now();
-    for (std::size_t i = 0; i < lingering_.size(); ++i) {
-      auto& [fd, deadline] = lingering_[i];
-      bool done = polled >= deadline;
-      if (!done && pfds[2 + i].revents != 0) {
-        char sink[4096];
-        const ssize_t r = ::recv(fd, sink, sizeof sink, MSG_DONTWAIT);
-        done = r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR);
-      }
-      if (done) {
-        ::close(fd);
-        fd = -1;
-      }
-    }
-    std::erase_if(lingering_, [](const auto& l) { return l.first < 0; });
-    // Clients (their indices in pfds start at first_client), then new connections.
-    const std::size_t existing = clients_.size();
-    for (std::size_t i = 0; i < existing; ++i) {
-      Client& c = *clients_[i];
-      const short re = pfds[first_client + i].revents;
-      if (c.fd < 0 || re == 0) continue;
-      if (re & POLLOUT) Flush(c);
-      if (c.fd >= 0 && (re & POLLIN)) ReadFrom(c);
-      if (c.fd >= 0 && (re & (POLLERR | POLLHUP | POLLNVAL)) && !(re & POLLIN)) {
-        Drop(c, c.in.empty() ? "" : "client vanished mid-request");
-      }
-    }
+    ServeLingering(pfds.data() + 2);
+    // Clients, then new connections.
+    ServeClients(pfds.data() + 2 + lingering, existing);
     if (pfds[1].revents & POLLIN) Accept();
-    const Clock::time_point later = Clock::now();
-    for (auto& c : clients_) {
-      if (c->fd >= 0 && !c->in.empty() &&
-          later - c->last_progress > std::chrono::milliseconds(options_.request_timeout_ms)) {
-        ++bad_requests_;
-        Drop(*c, "incomplete request: no progress for " +
-                     std::to_string(options_.request_timeout_ms) + " ms");
-      }
-    }
-    clients_.erase(
-        std::remove_if(clients_.begin(), clients_.end(), [](const auto& c) { return c->fd < 0; }),
-        clients_.end());
+    DropStalledClients();
   }
   spdlog::info("serve: stopping ({}): refusing new clients, freeing the arena",
                options_.socket_path);

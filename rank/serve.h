@@ -21,6 +21,7 @@
 // thread or after Serve() returned.
 #pragma once
 
+#include <poll.h>
 #include <sys/types.h>
 
 #include <chrono>
@@ -77,6 +78,12 @@ class Daemon {
   Daemon(LoadedRank loaded, const proto::LoadPlan& plan, std::uint32_t rank, ServeOptions options);
   Status Bind();
   Status ExportHandle();
+  // One turn of Serve: the poll set (the wake pipe, the listening socket, the lingering refusals,
+  // the clients) and the poll timeout (-1: none) the nearest deadline asks for.
+  int PollSet(std::vector<pollfd>* pfds) const;
+  void ServeLingering(const pollfd* polled);                   // polled: lingering_'s entries
+  void ServeClients(const pollfd* polled, std::size_t count);  // the first `count` clients
+  void DropStalledClients();
   void Accept();
   void ReadFrom(Client& c);
   void Handle(Client& c, const std::string& body);

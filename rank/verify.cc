@@ -69,19 +69,9 @@ class FileCache {
   std::map<std::uint32_t, int> fds_;
 };
 
-}  // namespace
-
-std::string DescribeArenaOffset(const proto::RankPlan& rp, std::uint64_t off) {
-  for (const proto::TensorOut& t : rp.tensors()) {
-    if (off >= t.arena_offset() && off - t.arena_offset() < t.bytes()) {
-      return "tensor " + t.name() + " byte " + std::to_string(off - t.arena_offset());
-    }
-  }
-  return "arena offset " + std::to_string(off) + " (no tensor)";
-}
-
-Status VerifyArena(transport::Device& device, const transport::DeviceBuffer& arena,
-                   const proto::LoadPlan& plan, const proto::RankPlan& rp) {
+// The copies and fills of `rp` in arena order (a copy spans its first to its last row), each
+// checked to lie inside the arena of `arena_bytes`.
+Result<std::vector<Item>> ArenaItems(const proto::RankPlan& rp, std::uint64_t arena_bytes) {
   std::vector<Item> items;
   for (int i = 0; i < rp.copies_size(); ++i) {
     const proto::Copy& c = rp.copies(i);
@@ -97,12 +87,89 @@ Status VerifyArena(transport::Device& device, const transport::DeviceBuffer& are
   std::stable_sort(items.begin(), items.end(),
                    [](const Item& a, const Item& b) { return a.start < b.start; });
   for (const Item& it : items) {
-    if (it.end > arena.bytes || it.end < it.start) {
+    if (it.end > arena_bytes || it.end < it.start) {
       return Status::Corrupt("verify: " + std::string(it.copy >= 0 ? "copy " : "fill ") +
                              std::to_string(it.copy >= 0 ? it.copy : it.fill) +
                              " reaches outside the arena");
     }
   }
+  return items;
+}
+
+// Arena bytes copied to the host: `bytes` holds the arena from offset `start` on.
+struct Window {
+  const std::byte* bytes;
+  std::uint64_t start;
+};
+
+// Fill `fill` of `rp` holds its value in every byte.
+Status CheckFill(const Window& w, const proto::RankPlan& rp, int fill) {
+  const proto::Fill& f = rp.fills(fill);
+  const auto want = static_cast<unsigned char>(f.value());
+  for (std::uint64_t b = 0; b < f.bytes(); ++b) {
+    const auto got = static_cast<unsigned char>(w.bytes[f.dst_offset() - w.start + b]);
+    if (got != want) {
+      return Status::Corrupt("verify: " + DescribeArenaOffset(rp, f.dst_offset() + b) +
+                             " (arena offset " + std::to_string(f.dst_offset() + b) +
+                             "): device has " + Hex(got) + ", expected fill value " + Hex(want) +
+                             " (fill " + std::to_string(fill) + ")");
+    }
+  }
+  return Status::Ok();
+}
+
+// Copy `copy` of `rp`: every row in the arena equals its bytes in the checkpoint file (read
+// whole into *src when its extent fits the window, else row by row).
+Status CheckCopy(const Window& w, const proto::LoadPlan& plan, const proto::RankPlan& rp, int copy,
+                 FileCache* files, std::vector<std::byte>* src) {
+  const proto::Copy& c = rp.copies(copy);
+  if (c.file() >= static_cast<std::uint32_t>(plan.files_size())) {
+    return Status::Corrupt("verify: copy " + std::to_string(copy) + " names file " +
+                           std::to_string(c.file()) + " outside the plan");
+  }
+  const std::string& path = plan.files(c.file()).path();
+  HOIST_ASSIGN_OR_RETURN(int fd, files->Get(c.file(), path));
+  const std::uint64_t sext = (c.rows() - 1) * c.src_pitch() + c.width();
+  const bool whole = sext <= kWindow;
+  src->resize(whole ? sext : c.width());
+  if (whole) HOIST_RETURN_IF_ERROR(PreadAll(fd, path, c.src_offset(), src->data(), sext));
+  for (std::uint64_t r = 0; r < c.rows(); ++r) {
+    const std::byte* want = src->data();
+    if (whole) {
+      want += r * c.src_pitch();
+    } else {
+      HOIST_RETURN_IF_ERROR(
+          PreadAll(fd, path, c.src_offset() + r * c.src_pitch(), src->data(), c.width()));
+    }
+    const std::uint64_t dst = c.dst_offset() + r * c.dst_pitch();
+    const std::byte* got = w.bytes + (dst - w.start);
+    if (std::memcmp(got, want, c.width()) == 0) continue;
+    std::uint64_t b = 0;
+    while (got[b] == want[b]) ++b;
+    return Status::Corrupt("verify: " + DescribeArenaOffset(rp, dst + b) + " (arena offset " +
+                           std::to_string(dst + b) + "): device has " +
+                           Hex(static_cast<unsigned char>(got[b])) + ", expected " +
+                           Hex(static_cast<unsigned char>(want[b])) + " from " + path + " offset " +
+                           std::to_string(c.src_offset() + r * c.src_pitch() + b) + " (copy " +
+                           std::to_string(copy) + ", row " + std::to_string(r) + ")");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string DescribeArenaOffset(const proto::RankPlan& rp, std::uint64_t off) {
+  for (const proto::TensorOut& t : rp.tensors()) {
+    if (off >= t.arena_offset() && off - t.arena_offset() < t.bytes()) {
+      return "tensor " + t.name() + " byte " + std::to_string(off - t.arena_offset());
+    }
+  }
+  return "arena offset " + std::to_string(off) + " (no tensor)";
+}
+
+Status VerifyArena(transport::Device& device, const transport::DeviceBuffer& arena,
+                   const proto::LoadPlan& plan, const proto::RankPlan& rp) {
+  HOIST_ASSIGN_OR_RETURN(const std::vector<Item> items, ArenaItems(rp, arena.bytes));
   FileCache files;
   std::vector<std::byte> window, src;
   const auto* base = static_cast<const std::byte*>(arena.ptr);
@@ -117,57 +184,11 @@ Status VerifyArena(transport::Device& device, const transport::DeviceBuffer& are
     }
     window.resize(wend - wstart);
     HOIST_RETURN_IF_ERROR(device.CopyToHost(window.data(), base + wstart, wend - wstart));
+    const Window w{window.data(), wstart};
     for (std::size_t k = i; k < j; ++k) {
-      const Item& it = items[k];
-      if (it.fill >= 0) {
-        const proto::Fill& f = rp.fills(it.fill);
-        const auto want = static_cast<unsigned char>(f.value());
-        for (std::uint64_t b = 0; b < f.bytes(); ++b) {
-          const auto got = static_cast<unsigned char>(window[f.dst_offset() - wstart + b]);
-          if (got != want) {
-            return Status::Corrupt("verify: " + DescribeArenaOffset(rp, f.dst_offset() + b) +
-                                   " (arena offset " + std::to_string(f.dst_offset() + b) +
-                                   "): device has " + Hex(got) + ", expected fill value " +
-                                   Hex(want) + " (fill " + std::to_string(it.fill) + ")");
-          }
-        }
-        continue;
-      }
-      const proto::Copy& c = rp.copies(it.copy);
-      if (c.file() >= static_cast<std::uint32_t>(plan.files_size())) {
-        return Status::Corrupt("verify: copy " + std::to_string(it.copy) + " names file " +
-                               std::to_string(c.file()) + " outside the plan");
-      }
-      const std::string& path = plan.files(c.file()).path();
-      HOIST_ASSIGN_OR_RETURN(int fd, files.Get(c.file(), path));
-      const std::uint64_t sext = (c.rows() - 1) * c.src_pitch() + c.width();
-      const bool whole = sext <= kWindow;
-      if (whole) {
-        src.resize(sext);
-        HOIST_RETURN_IF_ERROR(PreadAll(fd, path, c.src_offset(), src.data(), sext));
-      } else {
-        src.resize(c.width());
-      }
-      for (std::uint64_t r = 0; r < c.rows(); ++r) {
-        const std::byte* want = src.data();
-        if (whole) {
-          want += r * c.src_pitch();
-        } else {
-          HOIST_RETURN_IF_ERROR(
-              PreadAll(fd, path, c.src_offset() + r * c.src_pitch(), src.data(), c.width()));
-        }
-        const std::uint64_t dst = c.dst_offset() + r * c.dst_pitch();
-        const std::byte* got = window.data() + (dst - wstart);
-        if (std::memcmp(got, want, c.width()) == 0) continue;
-        std::uint64_t b = 0;
-        while (got[b] == want[b]) ++b;
-        return Status::Corrupt(
-            "verify: " + DescribeArenaOffset(rp, dst + b) + " (arena offset " +
-            std::to_string(dst + b) + "): device has " + Hex(static_cast<unsigned char>(got[b])) +
-            ", expected " + Hex(static_cast<unsigned char>(want[b])) + " from " + path +
-            " offset " + std::to_string(c.src_offset() + r * c.src_pitch() + b) + " (copy " +
-            std::to_string(it.copy) + ", row " + std::to_string(r) + ")");
-      }
+      HOIST_RETURN_IF_ERROR(items[k].fill >= 0
+                                ? CheckFill(w, rp, items[k].fill)
+                                : CheckCopy(w, plan, rp, items[k].copy, &files, &src));
     }
     i = j;
   }

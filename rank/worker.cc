@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "rank/exchange.h"
 #include "rank/verify.h"
 #include "transport/phase.h"
 #include "transport/pipeline.h"
@@ -67,10 +68,6 @@ Status CheckFiles(const proto::LoadPlan& plan, const std::vector<bool>& used) {
   return Status::Ok();
 }
 
-int WantedGpu(const LoadOptions& o, const proto::RankPlan& rp) {
-  return o.gpu >= 0 ? o.gpu : static_cast<int>(rp.gpu());
-}
-
 Result<std::unique_ptr<transport::Device>> OpenOrdinal(int ordinal) {
   if (ordinal < 0) return transport::OpenHostDevice();
   return transport::OpenCudaDevice(ordinal);
@@ -83,7 +80,7 @@ Result<std::unique_ptr<transport::Device>> TakeDevice(const LoadOptions& o,
                                                       proto::RankReport* rep,
                                                       Clock::time_point* t_start) {
   const int want = WantedGpu(o, rp);
-  const int ordinal = ResolveOrdinal(o.device, want);
+  const int ordinal = RankOrdinal(o, rp);
   if (o.prepared != nullptr && o.prepared->valid()) {
     Result<PreparedDevice> prepared = o.prepared->get();
     if (!prepared.ok()) return std::move(prepared).status();
@@ -406,6 +403,14 @@ std::string_view LoadStageName(LoadStage stage) {
       return "done";
   }
   return "?";
+}
+
+int WantedGpu(const LoadOptions& o, const proto::RankPlan& rp) {
+  return o.gpu >= 0 ? o.gpu : static_cast<int>(rp.gpu());
+}
+
+int RankOrdinal(const LoadOptions& o, const proto::RankPlan& rp) {
+  return ResolveOrdinal(o.device, WantedGpu(o, rp));
 }
 
 int ResolveOrdinal(DeviceKind kind, int gpu) {

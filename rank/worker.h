@@ -22,9 +22,10 @@
 
 #include "hoist/status.h"
 #include "proto/plan.pb.h"
-#include "rank/exchange.h"
+#include "rank/exchange_options.h"
 #include "rank/placement.h"
 #include "transport/device.h"
+#include "transport/peer.h"
 #include "transport/source.h"
 
 namespace hoist::rank {
@@ -53,6 +54,8 @@ int ResolveOrdinal(DeviceKind kind, int gpu);
 // What a rank is doing, for the progress display (LoadOptions::stage).
 enum class LoadStage : int { kStarting, kDevice, kArena, kReading, kVerify, kDump, kDone };
 std::string_view LoadStageName(LoadStage stage);
+
+class Exchange;  // rank/exchange.h
 
 // The driver side of a dedup exchange (rank/rank_job.h implements it): the load hands over the
 // Exchange it created and waits while the driver thread completes it.
@@ -110,6 +113,11 @@ struct LoadOptions {
   // reads every one of its copies itself (e.g. a single rank run without mpirun).
   ExchangeHost* exchange = nullptr;
 };
+
+// The GPU a rank of the plan loads into: options.gpu when set, else the plan's gpu for it
+// (WantedGpu), as a CUDA ordinal (ResolveOrdinal: modulo the visible GPUs; -1 on the host).
+int WantedGpu(const LoadOptions& options, const proto::RankPlan& rank_plan);
+int RankOrdinal(const LoadOptions& options, const proto::RankPlan& rank_plan);
 
 // True when a rank of `plan` runs an exchange: a dedup plan and a host with a peer.
 bool ExchangeActive(const proto::LoadPlan& plan, const LoadOptions& options);

@@ -41,5 +41,14 @@ if [[ "${HOIST_RELEASE:-1}" == 1 ]]; then
   "$release/launch/hoist" load --model "$smoke/model" --device host --verify --no-progress
   mpirun -np 2 "$release/launch/hoist" load --model "$smoke/model" --tp 2 --device host --verify \
     --no-progress
+  # Test hooks are compiled out of Release (HOIST_TEST_HOOKS): --inject-* is an unknown flag there.
+  set +e
+  hooks="$("$release/launch/hoist" load --model "$smoke/model" --inject-fail-rank 0 2>&1)"
+  rc=$?
+  set -e
+  if [[ $rc != 2 || "$hooks" != *"unknown flag '--inject-fail-rank'"* ]]; then
+    echo "release build: --inject-fail-rank should be an unknown flag (exit 2), got $rc: $hooks"
+    exit 1
+  fi
   echo "release build: smoke PASS"
 fi

@@ -35,13 +35,12 @@ std::string MpiError(int rc) {
   return std::string(msg, static_cast<std::size_t>(len));
 }
 
-class MpiPeer final : public Peer {
+class MpiPeer final : public QueuedPeer {
  public:
   MpiPeer(MPI_Comm comm, PeerGroup group)
-      : comm_(comm), ops_("mpi peer", std::move(group), kMaxMessage) {
-    caps_.device_memory = false;
-    caps_.cross_node = true;
-  }
+      : QueuedPeer("mpi", std::move(group), kMaxMessage,
+                   PeerCaps{.device_memory = false, .cross_node = true}),
+        comm_(comm) {}
 
   ~MpiPeer() override {
     int finalized = 0;
@@ -50,33 +49,19 @@ class MpiPeer final : public Peer {
     if (!ops_.inflight().empty()) Abort();
   }
 
-  std::string Name() const override { return "mpi"; }
-  const PeerCaps& Caps() const override { return caps_; }
-  const PeerGroup& Group() const override { return ops_.group(); }
   Result<bool> Ready() override {
     HOIST_RETURN_IF_ERROR(Usable());
     return true;
   }
 
-  Status GroupBegin() override {
-    HOIST_RETURN_IF_ERROR(Usable());
-    return ops_.Begin();
-  }
-  Status Send(int peer, const DeviceBuffer& arena, std::uint64_t offset,
-              std::uint64_t bytes) override {
-    HOIST_RETURN_IF_ERROR(Usable());
-    return ops_.Queue(true, peer, arena, offset, bytes);
-  }
-  Status Recv(int peer, const DeviceBuffer& arena, std::uint64_t offset,
-              std::uint64_t bytes) override {
-    HOIST_RETURN_IF_ERROR(Usable());
-    return ops_.Queue(false, peer, arena, offset, bytes);
-  }
+ private:
+  // The MPI side of one group in flight (parallel to its ops in ops_.inflight()).
+  struct Posted {
+    std::vector<MPI_Request> reqs;
+    std::vector<std::byte*> buffers;  // owned while posted (see the file comment)
+  };
 
-  Status GroupEnd() override {
-    HOIST_RETURN_IF_ERROR(Usable());
-    HOIST_ASSIGN_OR_RETURN(std::vector<PeerOp> ops, ops_.End());
-    if (ops.empty()) return Status::Ok();
+  Status Issue(std::vector<PeerOp> ops) override {
     Posted posted;
     for (const PeerOp& op : ops) {
       MPI_Request req = MPI_REQUEST_NULL;
@@ -100,40 +85,12 @@ class MpiPeer final : public Peer {
     return Status::Ok();
   }
 
-  Result<bool> Test() override {
-    HOIST_RETURN_IF_ERROR(Usable());
-    while (!ops_.inflight().empty()) {
-      HOIST_ASSIGN_OR_RETURN(bool done, TestOldest());
-      if (!done) return false;
-      for (std::byte* b : posted_.front().buffers) delete[] b;
-      posted_.pop_front();
-      ops_.CompleteOldest();
-    }
-    return true;
+  void RetireOldest() override {
+    for (std::byte* b : posted_.front().buffers) delete[] b;
+    posted_.pop_front();
   }
 
-  Status Wait(double timeout_s) override {
-    const auto deadline = DeadlineAfter(timeout_s);
-    for (int spin = 0;; ++spin) {
-      HOIST_ASSIGN_OR_RETURN(bool done, Test());
-      if (done) return Status::Ok();
-      if (PeerOps::Clock::now() > deadline) {
-        timed_out_ = true;
-        return Fail("timed out after " + SecondsText(timeout_s) + " with " +
-                    std::to_string(ops_.PendingOps()) + " transfers pending (" +
-                    ops_.PendingText() + "): " + kPeerFailureNote);
-      }
-      PollBackoff(spin);
-    }
-  }
-
-  std::uint64_t groups_issued() const override { return ops_.groups_issued(); }
-  std::uint64_t groups_completed() const override { return ops_.groups_completed(); }
-  std::string PendingText() const override { return ops_.PendingText(); }
-
-  void Abort() override {
-    if (aborted_) return;
-    aborted_ = true;
+  void AbortTransport() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (finalized) return;
@@ -149,22 +106,10 @@ class MpiPeer final : public Peer {
       }
     }
     posted_.clear();
-    ops_.Forget();
   }
 
-  std::uint64_t bytes_sent() const override { return ops_.bytes_sent(); }
-  std::uint64_t bytes_received() const override { return ops_.bytes_received(); }
-  bool timed_out() const override { return timed_out_; }
-
- private:
-  // The MPI side of one group in flight (parallel to its ops in ops_.inflight()).
-  struct Posted {
-    std::vector<MPI_Request> reqs;
-    std::vector<std::byte*> buffers;  // owned while posted (see the file comment)
-  };
-
   // Progresses the oldest group: true when all its ops completed (receives copied in).
-  Result<bool> TestOldest() {
+  Result<bool> OldestDone() override {
     Posted& p = posted_.front();
     std::vector<PeerOp>& ops = ops_.inflight().front();
     int outcount = 0;
@@ -197,22 +142,7 @@ class MpiPeer final : public Peer {
     return true;
   }
 
-  Status Usable() const {
-    if (aborted_) return Status::Aborted("mpi peer: aborted after an earlier failure");
-    return Status::Ok();
-  }
-
-  Status Fail(const std::string& what) {
-    const std::string who = ops_.Who();
-    Abort();
-    return Status::Aborted(who + ": " + what);
-  }
-
   MPI_Comm comm_;  // the job's; not owned
-  PeerOps ops_;
-  PeerCaps caps_;
-  bool aborted_ = false;
-  bool timed_out_ = false;  // an error was a timeout waiting for other ranks
   std::deque<Posted> posted_;
   std::vector<int> indices_;
   std::vector<MPI_Status> statuses_;

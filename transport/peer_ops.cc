@@ -100,6 +100,82 @@ std::string PeerOps::PendingText() const {
   return s;
 }
 
+QueuedPeer::QueuedPeer(std::string name, PeerGroup group, std::uint64_t max_op_bytes, PeerCaps caps)
+    : ops_(name + " peer", std::move(group), max_op_bytes), name_(std::move(name)), caps_(caps) {}
+
+Status QueuedPeer::GroupBegin() {
+  HOIST_RETURN_IF_ERROR(Usable());
+  return ops_.Begin();
+}
+
+Status QueuedPeer::Send(int peer, const DeviceBuffer& arena, std::uint64_t offset,
+                        std::uint64_t bytes) {
+  HOIST_RETURN_IF_ERROR(Usable());
+  return ops_.Queue(true, peer, arena, offset, bytes);
+}
+
+Status QueuedPeer::Recv(int peer, const DeviceBuffer& arena, std::uint64_t offset,
+                        std::uint64_t bytes) {
+  HOIST_RETURN_IF_ERROR(Usable());
+  return ops_.Queue(false, peer, arena, offset, bytes);
+}
+
+Status QueuedPeer::GroupEnd() {
+  HOIST_RETURN_IF_ERROR(Usable());
+  HOIST_ASSIGN_OR_RETURN(std::vector<PeerOp> ops, ops_.End());
+  if (ops.empty()) return Status::Ok();
+  return Issue(std::move(ops));
+}
+
+Result<bool> QueuedPeer::Test() {
+  HOIST_RETURN_IF_ERROR(Usable());
+  HOIST_RETURN_IF_ERROR(Progress());
+  while (!ops_.inflight().empty()) {
+    HOIST_ASSIGN_OR_RETURN(bool done, OldestDone());
+    if (!done) return false;
+    RetireOldest();
+    ops_.CompleteOldest();
+  }
+  return true;
+}
+
+Status QueuedPeer::Wait(double timeout_s) {
+  const auto deadline = DeadlineAfter(timeout_s);
+  for (int spin = 0;; ++spin) {
+    HOIST_ASSIGN_OR_RETURN(bool done, Test());
+    if (done) return Status::Ok();
+    if (PeerOps::Clock::now() > deadline) {
+      return FailTimedOut("timed out after " + SecondsText(timeout_s) + " with " +
+                          std::to_string(ops_.PendingOps()) + " transfers pending (" +
+                          ops_.PendingText() + "): " + kPeerFailureNote);
+    }
+    PollBackoff(spin);
+  }
+}
+
+void QueuedPeer::Abort() {
+  if (aborted_) return;
+  aborted_ = true;
+  AbortTransport();
+  ops_.Forget();
+}
+
+Status QueuedPeer::Usable() const {
+  if (aborted_) return Status::Aborted(name_ + " peer: aborted after an earlier failure");
+  return Status::Ok();
+}
+
+Status QueuedPeer::Fail(const std::string& what) {
+  const std::string msg = ops_.Who() + Where() + ": " + what;
+  Abort();
+  return Status::Aborted(msg);
+}
+
+Status QueuedPeer::FailTimedOut(const std::string& what) {
+  timed_out_ = true;
+  return Fail(what);
+}
+
 std::string GroupString(const PeerGroup& g) {
   std::string s = "[";
   for (std::size_t i = 0; i < g.ranks.size(); ++i) {

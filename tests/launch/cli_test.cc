@@ -292,6 +292,19 @@ TEST_F(CliTest, DeprecatedSpellingsWorkAndWarnOnce) {
   EXPECT_EQ(Count(r.output, "hoist: warning: "), 1) << r.output;
 }
 
+// The --inject-* test hooks exist exactly in builds with HOIST_TEST_HOOKS (all but Release).
+TEST_F(CliTest, InjectFlagsExistOnlyWithTestHooks) {
+  const RunResult r = Hoist(
+      {"load", "--model", Model(), "--device", "host", "--no-progress", "--inject-fail-rank", "0"});
+#if HOIST_TEST_HOOKS
+  EXPECT_EQ(r.exit_code, 1) << r.output;  // a rank failed: a load failure
+  EXPECT_NE(r.output.find("rank 0: injected failure (--inject-fail-rank)"), std::string::npos)
+      << r.output;
+#else
+  ExpectUsage(r, "unknown flag '--inject-fail-rank' for 'hoist load'");
+#endif
+}
+
 TEST_F(CliTest, SuccessIsZero) {
   RunResult r = Hoist({"plan", "--model", Model(), "--tp", "2"});
   EXPECT_EQ(r.exit_code, 0) << r.output;

@@ -201,6 +201,7 @@ TEST_F(DedupMpirunTest, DeepSeekEp4) { Check({"deepseek-v3-tiny", 1, 4}); }
 // A rank that fails before the exchange: rank 0's stop order stops the others, every rank
 // reports, and the job names the rank that failed (not the ones that stopped for it).
 TEST_F(DedupMpirunTest, ARankThatFailsBeforeTheExchangeIsNamed) {
+  HOIST_SKIP_WITHOUT_TEST_HOOKS();
   const RunResult r =
       RunCommand(Argv({"deepseek-v3-tiny", 1, 4}, "job", {}, {"--inject-fail-rank", "2"}), 120);
   EXPECT_NE(r.exit_code, -1) << "hung: " << r.output;
@@ -224,6 +225,7 @@ void ExpectOthersBlameAPeer(const std::string& output, int culprit) {
 // A rank whose transport fails mid-exchange (its transfers abandoned): the job fails naming it,
 // within a bounded time; its peers either completed or timed out blaming a peer.
 TEST_F(DedupMpirunTest, ARankThatErrorsMidExchangeFailsTheJobInBoundedTime) {
+  HOIST_SKIP_WITHOUT_TEST_HOOKS();
   const RunResult r = RunCommand(Argv({"qwen3-moe-tiny", 1, 4}, "node", {},
                                       {"--inject-peer-fault", "error:1", "--peer-timeout-s", "3"}),
                                  120);
@@ -239,6 +241,7 @@ TEST_F(DedupMpirunTest, ARankThatErrorsMidExchangeFailsTheJobInBoundedTime) {
 // after --peer-timeout-s, naming the transfers it still expects from the stalled rank, and the
 // job fails instead of hanging.
 TEST_F(DedupMpirunTest, ARankThatStallsMidExchangeTimesOutItsPeer) {
+  HOIST_SKIP_WITHOUT_TEST_HOOKS();
   const RunResult r = RunCommand(Argv({"qwen3-moe-tiny", 1, 4}, "node", {},
                                       {"--inject-peer-fault", "stall:1", "--peer-timeout-s", "2"}),
                                  120);
@@ -256,6 +259,7 @@ TEST_F(DedupMpirunTest, ARankThatStallsMidExchangeTimesOutItsPeer) {
 
 // A rank killed mid-exchange, and one killed after it: mpirun ends the job, naming the rank.
 TEST_F(DedupMpirunTest, ARankKilledMidExchangeStopsTheJob) {
+  HOIST_SKIP_WITHOUT_TEST_HOOKS();
   const RunResult r = RunCommand(
       Argv({"deepseek-v3-tiny", 2, 4}, "job", {}, {"--inject-peer-fault", "kill:1"}), 120);
   EXPECT_NE(r.exit_code, -1) << "hung: " << r.output;
@@ -266,6 +270,7 @@ TEST_F(DedupMpirunTest, ARankKilledMidExchangeStopsTheJob) {
 }
 
 TEST_F(DedupMpirunTest, ARankKilledAfterTheExchangeStopsTheJob) {
+  HOIST_SKIP_WITHOUT_TEST_HOOKS();
   const RunResult r =
       RunCommand(Argv({"qwen3-moe-tiny", 2, 4}, "job", {}, {"--inject-kill-rank", "3"}), 120);
   EXPECT_NE(r.exit_code, -1) << "hung: " << r.output;

@@ -197,6 +197,7 @@ TEST_F(MpirunTest, WorldMismatchIsAClearError) {
 }
 
 TEST_F(MpirunTest, ARankThatFailsStopsTheJobWithItsName) {
+  HOIST_SKIP_WITHOUT_TEST_HOOKS();
   const RunResult r =
       RunCommand({"mpirun", "-np", "4", Hoist(), "load", "--model", Model("qwen3-tiny").string(),
                   "--tp", "4", "--device", "host", "--inject-fail-rank", "2"},
@@ -209,6 +210,7 @@ TEST_F(MpirunTest, ARankThatFailsStopsTheJobWithItsName) {
 }
 
 TEST_F(MpirunTest, ARankThatIsKilledStopsTheJob) {
+  HOIST_SKIP_WITHOUT_TEST_HOOKS();
   const RunResult r =
       RunCommand({"mpirun", "-np", "4", Hoist(), "load", "--model", Model("qwen3-tiny").string(),
                   "--tp", "4", "--device", "host", "--inject-kill-rank", "1"},
@@ -309,6 +311,7 @@ TEST_F(MpirunTest, LauncherModeKeepsTheLaunchersBinding) {
 // A rank that stops (SIGSTOP: a hung NFS read or a frozen host looks like this) cannot hang the
 // job: rank 0 hears nothing from it for --peer-timeout-s, names it, and ends the job.
 TEST_F(MpirunTest, AStoppedRankIsNamedAndTheJobEnds) {
+  HOIST_SKIP_WITHOUT_TEST_HOOKS();
   const RunResult r = RunCommand(
       {"mpirun", "-np", "2", Hoist(), "load", "--model", Model("qwen3-tiny").string(), "--tp", "2",
        "--device", "host", "--peer-timeout-s", "3", "--inject-stop-rank", "1"},
@@ -321,6 +324,7 @@ TEST_F(MpirunTest, AStoppedRankIsNamedAndTheJobEnds) {
 }
 
 TEST_F(MpirunTest, AStoppedRankZeroIsNamedByTheOthers) {
+  HOIST_SKIP_WITHOUT_TEST_HOOKS();
   const RunResult r = RunCommand(
       {"mpirun", "-np", "2", Hoist(), "load", "--model", Model("qwen3-tiny").string(), "--tp", "2",
        "--device", "host", "--peer-timeout-s", "3", "--inject-stop-rank", "0"},
@@ -336,6 +340,7 @@ TEST_F(MpirunTest, AStoppedRankZeroIsNamedByTheOthers) {
 // and without the progress display: the job still ends within the peer timeout plus a few
 // seconds naming the stopped rank, and no hoist process of the job is left behind.
 TEST_F(MpirunTest, AStoppedRankOfFourWithDedupIsNamedAndNothingIsLeft) {
+  HOIST_SKIP_WITHOUT_TEST_HOOKS();
   for (const bool progress : {false, true}) {
     const fs::path out = Out(progress ? "stop4-progress.json" : "stop4-quiet.json");
     std::vector<std::string> cmd = {"mpirun",
@@ -391,6 +396,7 @@ TEST_F(MpirunTest, ASoloRankOfALargerPlanSaysSoAndCountsItsOwnBytes) {
 }
 
 TEST_F(MpirunTest, AFailedLoadNeverSaysDone) {
+  HOIST_SKIP_WITHOUT_TEST_HOOKS();
   const RunResult r =
       RunCommand({"mpirun", "-np", "2", Hoist(), "load", "--model", Model("qwen3-tiny").string(),
                   "--tp", "2", "--device", "host", "--inject-fail-rank", "1"},

@@ -25,6 +25,15 @@
 #include "tests/reference/reference.h"
 #include "tools/mkckpt.h"
 
+// The --inject-* flags exist only in builds with test hooks (CMake HOIST_TEST_HOOKS, off in
+// Release): the tests that inject faults skip without them, saying why.
+#if HOIST_TEST_HOOKS
+#define HOIST_SKIP_WITHOUT_TEST_HOOKS() static_cast<void>(0)
+#else
+#define HOIST_SKIP_WITHOUT_TEST_HOOKS() \
+  GTEST_SKIP() << "built without HOIST_TEST_HOOKS: hoist has no --inject-* flags"
+#endif
+
 namespace hoist::testing {
 
 // A fresh temp folder <tmp>/<prefix>-<pid> holding one hoist-mkckpt checkpoint per preset, each

@@ -34,6 +34,12 @@ namespace {
 using Bytes = std::vector<std::uint8_t>;
 using Clock = std::chrono::steady_clock;
 
+// Whether an error tells its reader that another rank caused it (transport::kPeerFailureNote).
+// The message is for people; blame reads RankJob::peer_timed_out and the report's stopped_by.
+bool CausedByPeer(std::string_view error) {
+  return error.find(transport::kPeerFailureNote) != std::string_view::npos;
+}
+
 // Shared state of an in-process peer group.
 struct Hub {
   explicit Hub(int n) : size(n) {}

@@ -43,13 +43,13 @@ std::string CudaText(cudaError_t e) {
   return std::string(cudaGetErrorName(e)) + " (" + cudaGetErrorString(e) + ")";
 }
 
-class IpcPeer final : public Peer {
+class IpcPeer final : public QueuedPeer {
  public:
   IpcPeer(PeerGroup group, int ordinal, MPI_Comm comm)
-      : ops_("cuda-ipc peer", std::move(group), ~0ull), ordinal_(ordinal), comm_(comm) {
-    caps_.device_memory = true;
-    caps_.cross_node = false;
-  }
+      : QueuedPeer("cuda-ipc", std::move(group), ~0ull,
+                   PeerCaps{.device_memory = true, .cross_node = false}),
+        ordinal_(ordinal),
+        comm_(comm) {}
 
   ~IpcPeer() override {
     cudaSetDevice(ordinal_);
@@ -62,10 +62,6 @@ class IpcPeer final : public Peer {
     for (auto& [rank, base] : remote_) cudaIpcCloseMemHandle(base);
   }
 
-  std::string Name() const override { return "cuda-ipc"; }
-  const PeerCaps& Caps() const override { return caps_; }
-  const PeerGroup& Group() const override { return ops_.group(); }
-
   Result<bool> Ready() override {
     HOIST_RETURN_IF_ERROR(Usable());
     if (stream_ != nullptr) return true;
@@ -75,26 +71,15 @@ class IpcPeer final : public Peer {
     return true;
   }
 
-  Status GroupBegin() override {
-    HOIST_RETURN_IF_ERROR(Usable());
-    return ops_.Begin();
-  }
   Status Send(int peer, const DeviceBuffer& arena, std::uint64_t offset,
               std::uint64_t bytes) override {
     HOIST_RETURN_IF_ERROR(Usable());
     if (arena_base_ == nullptr && arena.ptr != nullptr) HOIST_RETURN_IF_ERROR(ExportArena(arena));
-    return ops_.Queue(true, peer, arena, offset, bytes);
-  }
-  Status Recv(int peer, const DeviceBuffer& arena, std::uint64_t offset,
-              std::uint64_t bytes) override {
-    HOIST_RETURN_IF_ERROR(Usable());
-    return ops_.Queue(false, peer, arena, offset, bytes);
+    return QueuedPeer::Send(peer, arena, offset, bytes);
   }
 
-  Status GroupEnd() override {
-    HOIST_RETURN_IF_ERROR(Usable());
-    HOIST_ASSIGN_OR_RETURN(std::vector<PeerOp> ops, ops_.End());
-    if (ops.empty()) return Status::Ok();
+ private:
+  Status Issue(std::vector<PeerOp> ops) override {
     HOIST_ASSIGN_OR_RETURN(bool ready, Ready());
     if (!ready) return Status::FailedPrecondition("cuda-ipc peer: GroupEnd before Ready()");
     InFlight g;
@@ -111,43 +96,16 @@ class IpcPeer final : public Peer {
     return MatchEarlyNotices();
   }
 
-  Result<bool> Test() override {
-    HOIST_RETURN_IF_ERROR(Usable());
-    HOIST_RETURN_IF_ERROR(ReceiveNotices());
-    while (!groups_.empty()) {
-      HOIST_ASSIGN_OR_RETURN(bool done, OldestDone());
-      if (!done) return false;
-      for (Slot& s : groups_.front().slots) {
-        if (s.event != nullptr) free_events_.push_back(s.event);
-      }
-      groups_.pop_front();
-      ops_.CompleteOldest();
+  Status Progress() override { return ReceiveNotices(); }
+
+  void RetireOldest() override {
+    for (Slot& s : groups_.front().slots) {
+      if (s.event != nullptr) free_events_.push_back(s.event);
     }
-    return true;
+    groups_.pop_front();
   }
 
-  Status Wait(double timeout_s) override {
-    const auto deadline = DeadlineAfter(timeout_s);
-    for (int spin = 0;; ++spin) {
-      HOIST_ASSIGN_OR_RETURN(bool done, Test());
-      if (done) return Status::Ok();
-      if (PeerOps::Clock::now() > deadline) {
-        timed_out_ = true;
-        return Fail("timed out after " + SecondsText(timeout_s) + " with " +
-                    std::to_string(ops_.PendingOps()) + " transfers pending (" +
-                    ops_.PendingText() + "): " + kPeerFailureNote);
-      }
-      PollBackoff(spin);
-    }
-  }
-
-  std::uint64_t groups_issued() const override { return ops_.groups_issued(); }
-  std::uint64_t groups_completed() const override { return ops_.groups_completed(); }
-  std::string PendingText() const override { return ops_.PendingText(); }
-
-  void Abort() override {
-    if (aborted_) return;
-    aborted_ = true;
+  void AbortTransport() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
     for (InFlight& g : groups_) {
@@ -162,14 +120,10 @@ class IpcPeer final : public Peer {
     }
     groups_.clear();
     pending_.clear();
-    ops_.Forget();
   }
 
-  std::uint64_t bytes_sent() const override { return ops_.bytes_sent(); }
-  std::uint64_t bytes_received() const override { return ops_.bytes_received(); }
-  bool timed_out() const override { return timed_out_; }
+  std::string Where() const override { return " on cuda:" + std::to_string(ordinal_); }
 
- private:
   // One op of a group in flight: a posted notice (send) or an enqueued pull (recv).
   struct Slot {
     MPI_Request request = MPI_REQUEST_NULL;
@@ -284,7 +238,7 @@ class IpcPeer final : public Peer {
   }
 
   // Whether every op of the oldest group completed (marking the ones that did).
-  Result<bool> OldestDone() {
+  Result<bool> OldestDone() override {
     std::vector<PeerOp>& ops = ops_.inflight().front();
     InFlight& g = groups_.front();
     bool all = true;
@@ -319,29 +273,14 @@ class IpcPeer final : public Peer {
     return Cuda(cudaEventCreateWithFlags(e, cudaEventDisableTiming), "cudaEventCreate");
   }
 
-  Status Usable() const {
-    if (aborted_) return Status::Aborted("cuda-ipc peer: aborted after an earlier failure");
-    return Status::Ok();
-  }
-
-  Status Fail(const std::string& what) {
-    const std::string msg = ops_.Who() + " on cuda:" + std::to_string(ordinal_) + ": " + what;
-    Abort();
-    return Status::Aborted(msg);
-  }
-
   Status Cuda(cudaError_t e, const char* what) {
     if (e == cudaSuccess) return Status::Ok();
     return Fail(std::string(what) + ": " + CudaText(e));
   }
 
-  PeerOps ops_;
   int ordinal_ = 0;
   MPI_Comm comm_;  // the job's; not owned
-  PeerCaps caps_;
   cudaStream_t stream_ = nullptr;
-  bool aborted_ = false;
-  bool timed_out_ = false;           // an error was a timeout waiting for other ranks
   std::byte* arena_base_ = nullptr;  // this rank's arena allocation (exported)
   std::uint64_t base_offset_ = 0;
   cudaIpcMemHandle_t handle_{};

@@ -34,18 +34,16 @@ std::string CudaText(cudaError_t e) {
 // Point-to-point needs no multicast objects; creating them can upset shared hosts.
 void SafeNcclEnvironment() { setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0); }
 
-class NcclPeer final : public Peer {
+class NcclPeer final : public QueuedPeer {
  public:
   NcclPeer(PeerGroup group, int ordinal, ncclComm_t comm, Clock::time_point init_deadline,
            double timeout_s)
-      : ops_("nccl peer", std::move(group), ~0ull),
+      : QueuedPeer("nccl", std::move(group), ~0ull,
+                   PeerCaps{.device_memory = true, .cross_node = true}),
         ordinal_(ordinal),
         comm_(comm),
         init_deadline_(init_deadline),
-        timeout_s_(timeout_s) {
-    caps_.device_memory = true;
-    caps_.cross_node = true;
-  }
+        timeout_s_(timeout_s) {}
 
   ~NcclPeer() override {
     cudaSetDevice(ordinal_);
@@ -61,10 +59,6 @@ class NcclPeer final : public Peer {
     for (cudaEvent_t e : events_) cudaEventDestroy(e);
   }
 
-  std::string Name() const override { return "nccl"; }
-  const PeerCaps& Caps() const override { return caps_; }
-  const PeerGroup& Group() const override { return ops_.group(); }
-
   Result<bool> Ready() override {
     HOIST_RETURN_IF_ERROR(Usable());
     if (ready_) return true;
@@ -73,9 +67,8 @@ class NcclPeer final : public Peer {
     if (rc != ncclSuccess) return Fail("ncclCommGetAsyncError: " + NcclText(rc));
     if (state == ncclInProgress) {
       if (Clock::now() <= init_deadline_) return false;
-      timed_out_ = true;
-      return Fail("ncclCommInitRank did not complete within " + SecondsText(timeout_s_) +
-                  ": a rank of the group did not join (" + kPeerFailureNote + ")");
+      return FailTimedOut("ncclCommInitRank did not complete within " + SecondsText(timeout_s_) +
+                          ": a rank of the group did not join (" + kPeerFailureNote + ")");
     }
     if (state != ncclSuccess) return Fail("ncclCommInitRankConfig: " + NcclText(state));
     HOIST_RETURN_IF_ERROR(Cuda(cudaSetDevice(ordinal_), "cudaSetDevice"));
@@ -85,25 +78,8 @@ class NcclPeer final : public Peer {
     return true;
   }
 
-  Status GroupBegin() override {
-    HOIST_RETURN_IF_ERROR(Usable());
-    return ops_.Begin();
-  }
-  Status Send(int peer, const DeviceBuffer& arena, std::uint64_t offset,
-              std::uint64_t bytes) override {
-    HOIST_RETURN_IF_ERROR(Usable());
-    return ops_.Queue(true, peer, arena, offset, bytes);
-  }
-  Status Recv(int peer, const DeviceBuffer& arena, std::uint64_t offset,
-              std::uint64_t bytes) override {
-    HOIST_RETURN_IF_ERROR(Usable());
-    return ops_.Queue(false, peer, arena, offset, bytes);
-  }
-
-  Status GroupEnd() override {
-    HOIST_RETURN_IF_ERROR(Usable());
-    HOIST_ASSIGN_OR_RETURN(std::vector<PeerOp> ops, ops_.End());
-    if (ops.empty()) return Status::Ok();
+ private:
+  Status Issue(std::vector<PeerOp> ops) override {
     if (!ready_) return Status::FailedPrecondition("nccl peer: GroupEnd before Ready()");
     HOIST_RETURN_IF_ERROR(Cuda(cudaSetDevice(ordinal_), "cudaSetDevice"));
     const Clock::time_point deadline = DeadlineAfter(timeout_s_);
@@ -127,57 +103,31 @@ class NcclPeer final : public Peer {
     return Status::Ok();
   }
 
-  Result<bool> Test() override {
-    HOIST_RETURN_IF_ERROR(Usable());
-    while (!events_.empty()) {
-      const cudaError_t e = cudaEventQuery(events_.front());
-      if (e == cudaErrorNotReady) {
-        (void)cudaGetLastError();
-        return CheckAsync();
-      }
-      if (e != cudaSuccess) return Fail("cudaEventQuery: " + CudaText(e));
-      free_events_.push_back(events_.front());
-      events_.pop_front();
-      ops_.CompleteOldest();
+  // The oldest group's event; while it is pending, an asynchronous NCCL error fails the peer.
+  Result<bool> OldestDone() override {
+    const cudaError_t e = cudaEventQuery(events_.front());
+    if (e == cudaErrorNotReady) {
+      (void)cudaGetLastError();
+      return CheckAsync();
     }
+    if (e != cudaSuccess) return Fail("cudaEventQuery: " + CudaText(e));
     return true;
   }
 
-  Status Wait(double timeout_s) override {
-    const Clock::time_point deadline = DeadlineAfter(timeout_s);
-    for (int spin = 0;; ++spin) {
-      HOIST_ASSIGN_OR_RETURN(bool done, Test());
-      if (done) return Status::Ok();
-      if (Clock::now() > deadline) {
-        timed_out_ = true;
-        return Fail("timed out after " + SecondsText(timeout_s) + " with " +
-                    std::to_string(ops_.PendingOps()) + " transfers in flight (" +
-                    ops_.PendingText() + "): " + kPeerFailureNote);
-      }
-      PollBackoff(spin);
-    }
+  void RetireOldest() override {
+    free_events_.push_back(events_.front());
+    events_.pop_front();
   }
 
-  std::uint64_t groups_issued() const override { return ops_.groups_issued(); }
-  std::uint64_t groups_completed() const override { return ops_.groups_completed(); }
-  std::string PendingText() const override { return ops_.PendingText(); }
-
-  void Abort() override {
-    if (aborted_) return;
-    aborted_ = true;
-    if (comm_ != nullptr) {
-      cudaSetDevice(ordinal_);
-      ncclCommAbort(comm_);
-      comm_ = nullptr;
-    }
-    ops_.Forget();
+  void AbortTransport() override {
+    if (comm_ == nullptr) return;
+    cudaSetDevice(ordinal_);
+    ncclCommAbort(comm_);
+    comm_ = nullptr;
   }
 
-  std::uint64_t bytes_sent() const override { return ops_.bytes_sent(); }
-  std::uint64_t bytes_received() const override { return ops_.bytes_received(); }
-  bool timed_out() const override { return timed_out_; }
+  std::string Where() const override { return " on cuda:" + std::to_string(ordinal_); }
 
- private:
   void Finalize() {
     ncclResult_t rc = ncclCommFinalize(comm_);
     if (rc == ncclSuccess || rc == ncclInProgress) {
@@ -228,17 +178,6 @@ class NcclPeer final : public Peer {
     return s;
   }
 
-  Status Usable() const {
-    if (aborted_) return Status::Aborted("nccl peer: aborted after an earlier failure");
-    return Status::Ok();
-  }
-
-  Status Fail(const std::string& what) {
-    const std::string msg = ops_.Who() + " on cuda:" + std::to_string(ordinal_) + ": " + what;
-    Abort();
-    return Status::Aborted(msg);
-  }
-
   Status Cuda(cudaError_t e, const char* what) {
     if (e == cudaSuccess) return Status::Ok();
     return Fail(std::string(what) + ": " + CudaText(e));
@@ -257,16 +196,12 @@ class NcclPeer final : public Peer {
     return Status::Ok();
   }
 
-  PeerOps ops_;
   int ordinal_ = 0;
   ncclComm_t comm_ = nullptr;
   Clock::time_point init_deadline_;
   double timeout_s_ = 0;
-  PeerCaps caps_;
   cudaStream_t stream_ = nullptr;
   bool ready_ = false;
-  bool aborted_ = false;
-  bool timed_out_ = false;          // an error was a timeout waiting for other ranks
   std::deque<cudaEvent_t> events_;  // one per group in flight, in issue order
   std::vector<cudaEvent_t> free_events_;
 };

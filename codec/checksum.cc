@@ -1,0 +1,69 @@
+// XXH64 as specified in xxHash's doc/xxhash_spec.md (little-endian reads).
+#include "codec/checksum.h"
+
+#include <cstring>
+
+namespace hoist::codec {
+namespace {
+
+constexpr std::uint64_t kP1 = 0x9E3779B185EBCA87ull;
+constexpr std::uint64_t kP2 = 0xC2B2AE3D27D4EB4Full;
+constexpr std::uint64_t kP3 = 0x165667B19E3779F9ull;
+constexpr std::uint64_t kP4 = 0x85EBCA77C2B2AE63ull;
+constexpr std::uint64_t kP5 = 0x27D4EB2F165667C5ull;
+
+inline std::uint64_t Rotl(std::uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+inline std::uint64_t Read64(const unsigned char* p) {
+  std::uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+inline std::uint32_t Read32(const unsigned char* p) {
+  std::uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+inline std::uint64_t Round(std::uint64_t acc, std::uint64_t input) {
+  acc += input * kP2;
+  return Rotl(acc, 31) * kP1;
+}
+inline std::uint64_t Merge(std::uint64_t acc, std::uint64_t v) {
+  acc ^= Round(0, v);
+  return acc * kP1 + kP4;
+}
+
+}  // namespace
+
+std::uint64_t Xxh64(const void* data, std::size_t size, std::uint64_t seed) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  std::size_t i = 0;  // offsets, not pointer arithmetic: `data` may be null when size is 0
+  std::uint64_t h;
+  if (size >= 32) {
+    std::uint64_t v1 = seed + kP1 + kP2, v2 = seed + kP2, v3 = seed, v4 = seed - kP1;
+    for (; i + 32 <= size; i += 32) {
+      v1 = Round(v1, Read64(p + i));
+      v2 = Round(v2, Read64(p + i + 8));
+      v3 = Round(v3, Read64(p + i + 16));
+      v4 = Round(v4, Read64(p + i + 24));
+    }
+    h = Rotl(v1, 1) + Rotl(v2, 7) + Rotl(v3, 12) + Rotl(v4, 18);
+    h = Merge(Merge(Merge(Merge(h, v1), v2), v3), v4);
+  } else {
+    h = seed + kP5;
+  }
+  h += static_cast<std::uint64_t>(size);
+  for (; i + 8 <= size; i += 8) h = Rotl(h ^ Round(0, Read64(p + i)), 27) * kP1 + kP4;
+  if (i + 4 <= size) {
+    h = Rotl(h ^ (static_cast<std::uint64_t>(Read32(p + i)) * kP1), 23) * kP2 + kP3;
+    i += 4;
+  }
+  for (; i < size; ++i) h = Rotl(h ^ (p[i] * kP5), 11) * kP1;
+  h ^= h >> 33;
+  h *= kP2;
+  h ^= h >> 29;
+  h *= kP3;
+  h ^= h >> 32;
+  return h;
+}
+
+}  // namespace hoist::codec

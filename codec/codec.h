@@ -1,0 +1,98 @@
+// The lossless weight codec: one self-describing stream per tensor (format: docs/CODEC.md).
+//
+// BF16 and F16 values are split into a coded byte (the BF16 exponent; the F16 high byte) and a
+// raw byte (BF16 sign and mantissa; the F16 low byte). Coded bytes take a canonical Huffman code
+// of at most 12 bits with a per-tensor table (every symbol the tensor uses has a code, so
+// nothing is escaped); raw bytes are stored as they are. Values are cut into independent blocks
+// (64 Ki values by default), each decodable alone, and each block's coded bits are split into
+// sub-streams (256 by default: sub-stream t holds values t, t+256, t+512, ...) with their bit
+// lengths stored, so 256 GPU threads decode one block side by side. F32, FP8 and anything else
+// are stored (raw bytes, still blocked and checksummed), and so is BF16/F16 data that coding
+// does not shrink.
+//
+// Failure: Encode returns InvalidArgument for bad options or a byte count that is not a whole
+// number of values. Parsing and decoding never trust the stream: every field, offset, code
+// table and sub-stream is checked, and a bad one gives Corrupt (Unsupported for a newer format
+// version) naming the caller's `name` (file and tensor) and the byte offset in the stream;
+// nothing crashes or reads outside the given span. Decoded blocks are checked against their
+// stored XXH64 checksums, and a whole decode against the tensor's.
+// Ownership: Encode returns a new buffer; the others read caller memory only.
+// Threading: pure functions; `threads` > 1 runs blocks on that many short-lived threads.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "codec/huffman.h"
+#include "hoist/status.h"
+
+namespace hoist::codec {
+
+inline constexpr std::uint16_t kFormatVersion = 1;
+inline constexpr char kMagic[4] = {'H', 'C', 'D', 'C'};
+
+enum class DType : std::uint8_t {
+  kBytes = 0,
+  kBF16 = 1,
+  kF16 = 2,
+  kF32 = 3,
+  kF8E4M3 = 4,
+  kF8E5M2 = 5
+};
+enum class Method : std::uint8_t { kStored = 0, kHuffman = 1 };
+
+// "BF16", "F16", "F32", "F8_E4M3", "F8_E5M2" (safetensors spelling); anything else: nullopt.
+std::optional<DType> DTypeFromName(std::string_view name);
+std::string_view DTypeName(DType dtype);  // "bytes" for kBytes
+std::uint32_t DTypeSize(DType dtype);     // bytes per value (1 for kBytes)
+
+struct EncodeOptions {
+  std::uint32_t block_values = 65536;  // values per block, 1 .. 1 << 22
+  std::uint32_t sub_streams = 256;     // 1 .. 1024 (the GPU decoder needs a multiple of 32)
+  int max_code_len = kLutBits;         // 8 .. 12
+  int threads = 1;
+  bool allow_huffman = true;  // false: always stored
+};
+
+// A parsed, validated stream header. Offsets are relative to the payload (header_bytes).
+struct StreamInfo {
+  DType dtype = DType::kBytes;
+  Method method = Method::kStored;
+  std::uint64_t original_bytes = 0;
+  std::uint64_t values = 0;
+  std::uint32_t block_values = 0;
+  std::uint32_t sub_streams = 0;
+  int max_code_len = 0;
+  std::uint32_t block_count = 0;
+  std::uint64_t header_bytes = 0;
+  std::uint64_t content_checksum = 0;  // XXH64 of the original bytes
+  CodeLengths code_lengths{};
+  std::vector<std::uint64_t> block_offsets;    // block_count + 1 entries
+  std::vector<std::uint32_t> block_checksums;  // low 32 bits of XXH64 of each block's bytes
+  std::uint64_t max_block_bit_words = 0;       // the largest block's coded bits, in 32-bit words
+  DecodeLut lut{};                             // Huffman only
+
+  std::uint64_t stream_bytes() const { return header_bytes + block_offsets.back(); }
+  std::uint64_t block_value_count(std::uint32_t b) const;  // block_values, less for the last
+  std::uint64_t block_first_byte(std::uint32_t b) const;   // in the decoded tensor
+};
+
+// Encodes `data` (a whole number of `dtype` values) into a new stream.
+Result<std::vector<std::uint8_t>> Encode(DType dtype, std::span<const std::uint8_t> data,
+                                         const EncodeOptions& options = {});
+
+// Parses and validates the header, tables and block offsets of `stream` (the whole stream).
+Result<StreamInfo> ParseStream(std::span<const std::uint8_t> stream, std::string_view name);
+
+// Decodes block `block` of a parsed stream into `out` (block_value_count(block) values).
+Status DecodeBlock(const StreamInfo& info, std::span<const std::uint8_t> stream,
+                   std::uint32_t block, std::span<std::uint8_t> out, std::string_view name);
+
+// Parses and decodes a whole stream into `out` (exactly the original size).
+Status Decode(std::span<const std::uint8_t> stream, std::span<std::uint8_t> out,
+              std::string_view name, int threads = 1);
+
+}  // namespace hoist::codec

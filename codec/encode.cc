@@ -1,0 +1,213 @@
+// The encoder: histogram, code table, then every block on its own (docs/CODEC.md).
+#include <string>
+
+#include "codec/checksum.h"
+#include "codec/codec.h"
+#include "codec/layout.h"
+
+namespace hoist::codec {
+namespace {
+
+using layout::Store;
+
+// The coded and raw bytes of value `v` (a BF16 or F16 bit pattern).
+inline std::uint8_t CodedByte(DType dtype, std::uint16_t v) {
+  return dtype == DType::kBF16 ? static_cast<std::uint8_t>(v >> 7)
+                               : static_cast<std::uint8_t>(v >> 8);
+}
+inline std::uint8_t RawByte(DType dtype, std::uint16_t v) {
+  return dtype == DType::kBF16 ? static_cast<std::uint8_t>(((v >> 8) & 0x80) | (v & 0x7F))
+                               : static_cast<std::uint8_t>(v);
+}
+
+class BitWriter {  // most significant bit first, into little-endian 32-bit words at `out`
+ public:
+  explicit BitWriter(std::uint8_t* out) : out_(out) {}
+  void Put(std::uint32_t code, int len) {
+    acc_ = acc_ << len | code;
+    bits_ += len;
+    if (bits_ >= 32) {
+      bits_ -= 32;
+      Emit(static_cast<std::uint32_t>(acc_ >> bits_));
+      acc_ &= (std::uint64_t{1} << bits_) - 1;
+    }
+  }
+  void Flush() {
+    if (bits_ > 0) Emit(static_cast<std::uint32_t>(acc_ << (32 - bits_)));
+    acc_ = 0;
+    bits_ = 0;
+  }
+
+ private:
+  void Emit(std::uint32_t word) {
+    Store<std::uint32_t>(out_, word);
+    out_ += 4;
+  }
+  std::uint8_t* out_;
+  std::uint64_t acc_ = 0;
+  int bits_ = 0;
+};
+
+struct Plan {
+  DType dtype;
+  const std::uint8_t* data;
+  std::uint64_t values;
+  std::uint32_t block_values;
+  std::uint32_t sub_streams;
+  CodeLengths lengths;
+  std::array<std::uint16_t, 256> codes;
+};
+
+std::uint16_t ValueAt(const std::uint8_t* data, std::uint64_t i) {
+  return layout::Load<std::uint16_t>(data + 2 * i);
+}
+
+// The encoded size of a Huffman block of `n` values from value `first`.
+std::uint64_t HuffmanBlockBytes(const Plan& p, std::uint64_t first, std::uint64_t n) {
+  std::uint64_t bits = 0;
+  for (std::uint64_t k = 0; k < n; ++k)
+    bits += p.lengths[CodedByte(p.dtype, ValueAt(p.data, first + k))];
+  return layout::RawRegionBytes(n) + layout::LengthsRegionBytes(p.sub_streams) +
+         (bits + 31) / 32 * 4;
+}
+
+// Writes a Huffman block into `out` (HuffmanBlockBytes bytes, zeroed).
+void EncodeHuffmanBlock(const Plan& p, std::uint64_t first, std::uint64_t n, std::uint8_t* out) {
+  const std::uint32_t T = p.sub_streams;
+  for (std::uint64_t k = 0; k < n; ++k) out[k] = RawByte(p.dtype, ValueAt(p.data, first + k));
+  std::uint8_t* lengths = out + layout::RawRegionBytes(n);
+  BitWriter writer(lengths + layout::LengthsRegionBytes(T));
+  for (std::uint32_t t = 0; t < T; ++t) {
+    std::uint64_t bits = 0;
+    for (std::uint64_t k = t; k < n; k += T) {
+      const std::uint8_t sym = CodedByte(p.dtype, ValueAt(p.data, first + k));
+      writer.Put(p.codes[sym], p.lengths[sym]);
+      bits += p.lengths[sym];
+    }
+    Store<std::uint16_t>(lengths + 2 * t, static_cast<std::uint16_t>(bits));
+  }
+  writer.Flush();
+}
+
+SymbolCounts Histogram(DType dtype, const std::uint8_t* data, std::uint64_t values, int threads) {
+  const std::uint64_t chunk = 1 << 20;
+  const std::uint64_t chunks = (values + chunk - 1) / chunk;
+  std::vector<SymbolCounts> partial(chunks, SymbolCounts{});
+  layout::ParallelFor(chunks, threads, [&](std::uint64_t c) {
+    const std::uint64_t end = std::min(values, (c + 1) * chunk);
+    for (std::uint64_t i = c * chunk; i < end; ++i)
+      ++partial[c][CodedByte(dtype, ValueAt(data, i))];
+  });
+  SymbolCounts counts{};
+  for (const auto& h : partial) {
+    for (int s = 0; s < 256; ++s) counts[s] += h[s];
+  }
+  return counts;
+}
+
+Status CheckOptions(DType dtype, std::uint64_t bytes, const EncodeOptions& o) {
+  if (o.block_values < 1 || o.block_values > layout::kMaxBlockValues) {
+    return Status::InvalidArgument("codec: block size " + std::to_string(o.block_values) +
+                                   " values is outside 1 .. " +
+                                   std::to_string(layout::kMaxBlockValues));
+  }
+  if (o.sub_streams < 1 || o.sub_streams > layout::kMaxSubStreams) {
+    return Status::InvalidArgument("codec: " + std::to_string(o.sub_streams) +
+                                   " sub-streams is outside 1 .. 1024");
+  }
+  if (o.max_code_len < 8 || o.max_code_len > kLutBits) {
+    return Status::InvalidArgument("codec: maximum code length " + std::to_string(o.max_code_len) +
+                                   " is outside 8 .. 12");
+  }
+  const std::uint64_t per_stream = (o.block_values + o.sub_streams - 1) / o.sub_streams;
+  if (per_stream * o.max_code_len > 0xFFFF) {
+    return Status::InvalidArgument("codec: " + std::to_string(per_stream) +
+                                   " values per sub-stream is too many (at most " +
+                                   std::to_string(0xFFFF / o.max_code_len) + ")");
+  }
+  if (bytes % DTypeSize(dtype) != 0 || bytes > layout::kMaxOriginalBytes) {
+    return Status::InvalidArgument("codec: " + std::to_string(bytes) + " bytes is not a whole " +
+                                   "number of " + std::string(DTypeName(dtype)) +
+                                   " values (or over 2^48 bytes)");
+  }
+  return Status::Ok();
+}
+
+// The header, for blocks of the given sizes (the checksums are filled in later).
+void WriteHeader(DType dtype, Method method, const EncodeOptions& o, std::uint64_t original,
+                 std::uint64_t checksum, const CodeLengths& lengths,
+                 const std::vector<std::uint64_t>& offsets, std::uint8_t* p) {
+  const std::uint64_t n = offsets.size() - 1;
+  std::memcpy(p, kMagic, 4);
+  Store<std::uint16_t>(p + 4, kFormatVersion);
+  p[6] = static_cast<std::uint8_t>(dtype);
+  p[7] = static_cast<std::uint8_t>(method);
+  Store<std::uint64_t>(p + 8, original);
+  Store<std::uint32_t>(p + 16, o.block_values);
+  const bool coded = method == Method::kHuffman;
+  Store<std::uint16_t>(p + 20, static_cast<std::uint16_t>(coded ? o.sub_streams : 0));
+  p[22] = static_cast<std::uint8_t>(coded ? o.max_code_len : 0);
+  Store<std::uint32_t>(p + 24, static_cast<std::uint32_t>(n));
+  Store<std::uint32_t>(p + 28, static_cast<std::uint32_t>(layout::HeaderBytes(n)));
+  Store<std::uint64_t>(p + 32, checksum);
+  if (coded) std::memcpy(p + 40, lengths.data(), 256);
+  for (std::uint64_t b = 0; b <= n; ++b) {
+    Store<std::uint64_t>(p + layout::kFixedHeaderBytes + 8 * b, offsets[b]);
+  }
+}
+
+}  // namespace
+
+Result<std::vector<std::uint8_t>> Encode(DType dtype, std::span<const std::uint8_t> data,
+                                         const EncodeOptions& o) {
+  HOIST_RETURN_IF_ERROR(CheckOptions(dtype, data.size(), o));
+  const std::uint32_t elem = DTypeSize(dtype);
+  const std::uint64_t values = data.size() / elem;
+  const std::uint64_t n = (values + o.block_values - 1) / o.block_values;
+  if (n > 0xFFFFFFFFull) return Status::InvalidArgument("codec: more than 2^32 blocks");
+  Plan plan{dtype, data.data(), values, o.block_values, o.sub_streams, {}, {}};
+  Method method = Method::kStored;
+  if (o.allow_huffman && elem == 2 && dtype != DType::kBytes && values > 0) {
+    const SymbolCounts counts = Histogram(dtype, data.data(), values, o.threads);
+    plan.lengths = LimitedCodeLengths(counts, o.max_code_len);
+    std::uint64_t bits = 0;
+    for (int s = 0; s < 256; ++s) bits += counts[s] * plan.lengths[s];
+    if (bits / 8 + values < data.size()) method = Method::kHuffman;  // else coding cannot win
+    plan.codes = CanonicalCodes(plan.lengths);
+  }
+  // Block sizes, then one buffer: header, then each block written in place by its thread.
+  std::vector<std::uint64_t> offsets(n + 1, 0);
+  layout::ParallelFor(n, o.threads, [&](std::uint64_t b) {
+    const std::uint64_t first = b * o.block_values;
+    const std::uint64_t count = std::min<std::uint64_t>(o.block_values, values - first);
+    offsets[b + 1] =
+        method == Method::kHuffman ? HuffmanBlockBytes(plan, first, count) : count * elem;
+  });
+  for (std::uint64_t b = 0; b < n; ++b) offsets[b + 1] += offsets[b];
+  if (method == Method::kHuffman && offsets[n] >= data.size()) {  // overheads ate the gain
+    EncodeOptions stored = o;
+    stored.allow_huffman = false;
+    return Encode(dtype, data, stored);
+  }
+  const std::uint64_t header = layout::HeaderBytes(n);
+  std::vector<std::uint8_t> out(header + offsets[n], 0);
+  WriteHeader(dtype, method, o, data.size(), Xxh64(data.data(), data.size()), plan.lengths, offsets,
+              out.data());
+  std::uint8_t* const sums = out.data() + layout::kFixedHeaderBytes + 8 * (n + 1);
+  layout::ParallelFor(n, o.threads, [&](std::uint64_t b) {
+    const std::uint64_t first = b * o.block_values;
+    const std::uint64_t count = std::min<std::uint64_t>(o.block_values, values - first);
+    const std::uint8_t* src = data.data() + first * elem;
+    Store<std::uint32_t>(sums + 4 * b, static_cast<std::uint32_t>(Xxh64(src, count * elem)));
+    std::uint8_t* dst = out.data() + header + offsets[b];
+    if (method == Method::kHuffman) {
+      EncodeHuffmanBlock(plan, first, count, dst);
+    } else {
+      std::memcpy(dst, src, count * elem);
+    }
+  });
+  Store<std::uint64_t>(out.data() + header - 8, Xxh64(out.data(), header - 8));
+  return out;
+}
+
+}  // namespace hoist::codec

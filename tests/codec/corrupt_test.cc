@@ -1,0 +1,131 @@
+// Damaged codec streams are refused with one Corrupt (or Unsupported) error naming the tensor
+// and a byte offset; nothing crashes and nothing is accepted that differs from the original.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+
+#include "codec/checksum.h"
+#include "codec/codec.h"
+#include "tests/codec/codec_data.h"
+
+namespace hoist::codec {
+namespace {
+
+constexpr const char* kName = "model-00001-of-00002.safetensors: model.layers.3.mlp.up_proj.weight";
+
+struct Sample {
+  std::vector<std::uint8_t> data, stream;
+};
+
+Sample MakeSample(DType dtype = DType::kBF16) {
+  Sample s;
+  s.data = testing::NormalBf16(3000, 23, 0.02);
+  EncodeOptions o;
+  o.block_values = 1000;  // three blocks, the last one short of 1000 (1000 = 15 x 64 + 40)
+  o.sub_streams = 64;
+  s.stream = *Encode(dtype, s.data, o);
+  return s;
+}
+
+Status DecodeAll(const std::vector<std::uint8_t>& stream, std::size_t bytes) {
+  std::vector<std::uint8_t> out(bytes);
+  return Decode(stream, out, kName);
+}
+
+void ExpectNamedError(const Status& s, const std::string& what) {
+  ASSERT_FALSE(s.ok()) << what;
+  EXPECT_TRUE(s.code() == Code::kCorrupt || s.code() == Code::kUnsupported) << s.ToString();
+  EXPECT_NE(s.message().find(kName), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("byte "), std::string::npos) << s.ToString();
+}
+
+// Rewrites the header checksum after a deliberate change, so the checks behind it are reached.
+void Reseal(std::vector<std::uint8_t>& stream) {
+  std::uint32_t header;
+  std::memcpy(&header, &stream[28], 4);
+  const std::uint64_t sum = Xxh64(stream.data(), header - 8);
+  std::memcpy(&stream[header - 8], &sum, 8);
+}
+
+TEST(CodecCorrupt, EveryFlippedBitIsRefused) {
+  for (DType dtype : {DType::kBF16, DType::kF16, DType::kF32}) {
+    const Sample s = MakeSample(dtype);
+    ASSERT_TRUE(DecodeAll(s.stream, s.data.size()).ok());
+    for (std::size_t i = 0; i < s.stream.size(); ++i) {
+      for (int bit = 0; bit < 8; bit += (i < 512 ? 1 : 3)) {
+        auto bad = s.stream;
+        bad[i] ^= static_cast<std::uint8_t>(1 << bit);
+        ExpectNamedError(DecodeAll(bad, s.data.size()),
+                         "byte " + std::to_string(i) + " bit " + std::to_string(bit));
+        if (HasFailure()) return;
+      }
+    }
+  }
+}
+
+TEST(CodecCorrupt, EveryTruncationAndAnExtension) {
+  const Sample s = MakeSample();
+  for (std::size_t n = 0; n < s.stream.size(); ++n) {
+    const std::vector<std::uint8_t> cut(s.stream.begin(), s.stream.begin() + n);
+    ExpectNamedError(DecodeAll(cut, s.data.size()), "truncated to " + std::to_string(n));
+    if (HasFailure()) return;
+  }
+  auto longer = s.stream;
+  longer.push_back(0);
+  ExpectNamedError(DecodeAll(longer, s.data.size()), "one byte appended");
+}
+
+TEST(CodecCorrupt, NamedReasons) {
+  const Sample s = MakeSample();
+  auto expect = [&](std::vector<std::uint8_t> bad, const std::string& reason) {
+    const Status st = DecodeAll(bad, s.data.size());
+    ExpectNamedError(st, reason);
+    EXPECT_NE(st.message().find(reason), std::string::npos) << st.ToString();
+  };
+  auto bad = s.stream;
+  bad[0] = 'X';
+  expect(bad, "bad magic");
+  bad = s.stream;
+  bad[4] = 2;
+  Reseal(bad);
+  EXPECT_EQ(DecodeAll(bad, s.data.size()).code(), Code::kUnsupported);
+  expect(bad, "format version 2");
+  bad = s.stream;
+  bad[300] ^= 1;  // first block offset, without resealing
+  expect(bad, "header checksum mismatch");
+  bad = s.stream;
+  bad[296 + 8 + 5] = 0x01;  // block 1's offset (+ 2^40), resealed
+  Reseal(bad);
+  expect(bad, "past the payload");
+  bad = s.stream;
+  bad[40 + 120] = 13;  // a code longer than 12 bits
+  Reseal(bad);
+  expect(bad, "invalid code table");
+  bad = s.stream;
+  const auto info = *ParseStream(s.stream, kName);
+  const std::uint64_t lengths = info.header_bytes + 1000;  // block 0: 1000 raw bytes
+  bad[lengths] += 1;                                       // sub-stream 0 claims one bit more
+  expect(bad, "sub-stream 0");
+  bad = s.stream;
+  bad[info.header_bytes + 5] ^= 0x40;  // a raw byte: only the block checksum can tell
+  expect(bad, "block 0 checksum mismatch");
+  std::vector<std::uint8_t> out(s.data.size() + 2);
+  EXPECT_FALSE(Decode(s.stream, out, kName).ok());  // wrong output size
+}
+
+TEST(CodecCorrupt, SingleBlockDecodeChecksItsBlock) {
+  const Sample s = MakeSample();
+  const auto info = *ParseStream(s.stream, kName);
+  auto bad = s.stream;
+  bad[info.header_bytes + info.block_offsets[1] + 9] ^= 0x01;  // block 1's raw bytes
+  std::vector<std::uint8_t> out(2000);
+  EXPECT_TRUE(DecodeBlock(info, bad, 0, out, kName).ok());
+  const Status s1 = DecodeBlock(info, bad, 1, out, kName);
+  EXPECT_EQ(s1.code(), Code::kCorrupt);
+  EXPECT_NE(s1.message().find("block 1 checksum mismatch"), std::string::npos) << s1.ToString();
+  EXPECT_FALSE(DecodeBlock(info, s.stream, 3, out, kName).ok());  // no block 3
+}
+
+}  // namespace
+}  // namespace hoist::codec

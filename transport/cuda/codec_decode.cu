@@ -1,0 +1,240 @@
+// The codec's GPU decode kernel (see codec_decode.h; block layout in docs/CODEC.md).
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "codec/checksum.h"
+#include "codec/layout.h"
+#include "transport/cuda/codec_decode.h"
+
+namespace hoist::transport::cuda {
+namespace {
+
+constexpr std::uint32_t kLutWords = codec::kLutEntries / 2;  // u16 entries, two per word
+constexpr std::uint32_t kScanWords = 33;                     // 32 warp sums + the total
+
+struct Params {
+  const std::uint8_t* stream;
+  const std::uint64_t* offsets;  // block_count + 1, relative to the payload
+  std::uint64_t header_bytes;
+  std::uint64_t values;
+  std::uint32_t block_values;
+  const std::uint32_t* lut;  // 2048 words
+  std::uint16_t* out;
+  int* error;
+};
+
+__device__ __forceinline__ std::uint32_t Align4(std::uint64_t x) {
+  return static_cast<std::uint32_t>((x + 3) & ~std::uint64_t{3});
+}
+
+// Exclusive prefix sum of `x` over the CUDA block (blockDim.x a multiple of 32, <= 1024);
+// *total receives the sum. Every thread must call it.
+__device__ std::uint32_t BlockExclusiveScan(std::uint32_t x, std::uint32_t* sums,
+                                            std::uint32_t* total) {
+  const unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  std::uint32_t inclusive = x;
+  for (int o = 1; o < 32; o <<= 1) {
+    const std::uint32_t y = __shfl_up_sync(0xFFFFFFFFu, inclusive, o);
+    if (lane >= o) inclusive += y;
+  }
+  if (lane == 31) sums[warp] = inclusive;
+  __syncthreads();
+  if (warp == 0) {
+    std::uint32_t v = lane < warps ? sums[lane] : 0;
+    for (int o = 1; o < 32; o <<= 1) {
+      const std::uint32_t y = __shfl_up_sync(0xFFFFFFFFu, v, o);
+      if (lane >= o) v += y;
+    }
+    sums[lane] = v;  // inclusive over warps
+    if (lane == 31) *total = v;
+  }
+  __syncthreads();
+  return inclusive - x + (warp > 0 ? sums[warp - 1] : 0);
+}
+
+template <bool kBf16>
+__global__ void __launch_bounds__(1024) DecodeKernel(Params p) {
+  extern __shared__ std::uint32_t smem[];
+  std::uint32_t* lut_words = smem;
+  std::uint32_t* scan = smem + kLutWords;
+  std::uint32_t* bits = scan + kScanWords;
+  const std::uint16_t* lut = reinterpret_cast<const std::uint16_t*>(lut_words);
+
+  const std::uint32_t b = blockIdx.x, T = blockDim.x, t = threadIdx.x;
+  const std::uint64_t first = std::uint64_t{b} * p.block_values;
+  const std::uint64_t left = p.values - first;
+  const std::uint32_t n = left < p.block_values ? static_cast<std::uint32_t>(left) : p.block_values;
+  const std::uint8_t* block = p.stream + p.header_bytes + p.offsets[b];
+  const std::uint64_t size = p.offsets[b + 1] - p.offsets[b];
+  const std::uint32_t head = Align4(n) + Align4(2ull * T);
+  const std::uint16_t* lengths = reinterpret_cast<const std::uint16_t*>(block + Align4(n));
+  const std::uint32_t* words = reinterpret_cast<const std::uint32_t*>(block + head);
+  const std::uint32_t word_count = static_cast<std::uint32_t>((size - head) / 4);
+
+  for (std::uint32_t i = t; i < kLutWords; i += T) lut_words[i] = p.lut[i];
+  for (std::uint32_t i = t; i < word_count; i += T) bits[i] = words[i];
+  if (t < 2) bits[word_count + t] = 0;  // peeks at the end read zeros
+  const std::uint32_t my_bits = lengths[t];
+  const std::uint32_t start = BlockExclusiveScan(my_bits, scan, scan + 32);  // syncs
+  const std::uint32_t total = scan[32];
+
+  bool ok = total <= 32u * word_count;
+  std::uint32_t pos = start;
+  const std::uint32_t stop = start + my_bits;
+  std::uint16_t* out = p.out + first;
+  for (std::uint32_t k = t; ok && k < n; k += T) {
+    const std::uint32_t i = pos >> 5;
+    const std::uint32_t window = __funnelshift_l(bits[i + 1], bits[i], pos & 31);
+    const std::uint16_t e = lut[window >> (32 - codec::kLutBits)];
+    const std::uint32_t len = e >> 8;
+    if (len == 0 || pos + len > stop) {
+      ok = false;
+      break;
+    }
+    pos += len;
+    const std::uint32_t sym = e & 0xFF, raw = block[k];
+    out[k] = kBf16 ? static_cast<std::uint16_t>((raw & 0x80) << 8 | sym << 7 | (raw & 0x7F))
+                   : static_cast<std::uint16_t>(sym << 8 | raw);
+  }
+  if (!ok || pos != stop) atomicCAS(p.error, 0, static_cast<int>(b) + 1);
+}
+
+Status CudaFailed(const char* what, cudaError_t e) {
+  return Status::Internal(std::string("codec decode: ") + what + ": " + cudaGetErrorName(e) + " (" +
+                          cudaGetErrorString(e) + ")");
+}
+
+}  // namespace
+
+std::uint64_t CodecDecodeSharedBytes(const codec::StreamInfo& info) {
+  return 4 * (kLutWords + kScanWords + info.max_block_bit_words + 2);
+}
+
+Status UploadCodecLut(const codec::StreamInfo& info, std::uint16_t* d_lut, void* cuda_stream) {
+  const cudaError_t e =
+      cudaMemcpyAsync(d_lut, info.lut.data(), sizeof(info.lut), cudaMemcpyHostToDevice,
+                      static_cast<cudaStream_t>(cuda_stream));
+  return e == cudaSuccess ? Status::Ok() : CudaFailed("cudaMemcpyAsync of the table", e);
+}
+
+Status LaunchCodecDecode(const codec::StreamInfo& info, const void* d_stream, void* d_out,
+                         const std::uint16_t* d_lut, int* d_error, void* cuda_stream) {
+  const auto stream = static_cast<cudaStream_t>(cuda_stream);
+  if (info.block_count == 0) return Status::Ok();
+  if (info.block_count > 0x7FFFFFFFu)
+    return Status::InvalidArgument("codec decode: too many blocks");
+  if (d_stream == nullptr || d_out == nullptr || d_error == nullptr ||
+      reinterpret_cast<std::uintptr_t>(d_stream) % 8 != 0) {
+    return Status::InvalidArgument("codec decode: null or unaligned device pointer");
+  }
+  const auto* src = static_cast<const std::uint8_t*>(d_stream);
+  if (info.method == codec::Method::kStored) {
+    const cudaError_t e = cudaMemcpyAsync(d_out, src + info.header_bytes, info.original_bytes,
+                                          cudaMemcpyDeviceToDevice, stream);
+    return e == cudaSuccess ? Status::Ok() : CudaFailed("cudaMemcpyAsync", e);
+  }
+  if (d_lut == nullptr || reinterpret_cast<std::uintptr_t>(d_out) % 2 != 0 ||
+      info.sub_streams % 32 != 0 || info.sub_streams > 1024) {
+    return Status::InvalidArgument("codec decode: " + std::to_string(info.sub_streams) +
+                                   " sub-streams (the kernel takes a multiple of 32 up to 1024)"
+                                   ", or a null table or odd output address");
+  }
+  int device = 0, max_shared = 0;
+  cudaError_t e = cudaGetDevice(&device);
+  if (e == cudaSuccess)
+    e = cudaDeviceGetAttribute(&max_shared, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  if (e != cudaSuccess) return CudaFailed("shared memory query", e);
+  const std::uint64_t shared = CodecDecodeSharedBytes(info);
+  if (shared > static_cast<std::uint64_t>(max_shared)) {
+    return Status::ResourceExhausted("codec decode: a block needs " + std::to_string(shared) +
+                                     " bytes of shared memory, the device has " +
+                                     std::to_string(max_shared));
+  }
+  const bool bf16 = info.dtype == codec::DType::kBF16;
+  const void* kernel = bf16 ? reinterpret_cast<const void*>(&DecodeKernel<true>)
+                            : reinterpret_cast<const void*>(&DecodeKernel<false>);
+  e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(shared));
+  if (e != cudaSuccess) return CudaFailed("cudaFuncSetAttribute", e);
+  const Params p{src,
+                 reinterpret_cast<const std::uint64_t*>(src + codec::layout::kFixedHeaderBytes),
+                 info.header_bytes,
+                 info.values,
+                 info.block_values,
+                 reinterpret_cast<const std::uint32_t*>(d_lut),
+                 static_cast<std::uint16_t*>(d_out),
+                 d_error};
+  const dim3 grid(info.block_count), block(info.sub_streams);
+  if (bf16) {
+    DecodeKernel<true><<<grid, block, shared, stream>>>(p);
+  } else {
+    DecodeKernel<false><<<grid, block, shared, stream>>>(p);
+  }
+  e = cudaGetLastError();
+  return e == cudaSuccess ? Status::Ok() : CudaFailed("kernel launch", e);
+}
+
+Status CodecDecodeError(int* d_error, std::string_view name) {
+  int flag = 0;
+  cudaError_t e = cudaMemcpy(&flag, d_error, sizeof(int), cudaMemcpyDeviceToHost);
+  if (e != cudaSuccess) return CudaFailed("reading the error flag", e);
+  if (flag == 0) return Status::Ok();
+  e = cudaMemset(d_error, 0, sizeof(int));
+  if (e != cudaSuccess) return CudaFailed("resetting the error flag", e);
+  return Status::Corrupt(std::string(name) + ": codec stream: block " + std::to_string(flag - 1) +
+                         " does not decode on the GPU (its sub-streams do not match its bits)");
+}
+
+namespace {
+
+class DeviceMemory {  // cudaMalloc'ed bytes, freed on destruction
+ public:
+  ~DeviceMemory() {
+    if (ptr_ != nullptr) cudaFree(ptr_);
+  }
+  Status Allocate(std::uint64_t bytes) {
+    const cudaError_t e = cudaMalloc(&ptr_, bytes == 0 ? 1 : bytes);
+    return e == cudaSuccess ? Status::Ok() : CudaFailed("cudaMalloc", e);
+  }
+  void* get() const { return ptr_; }
+
+ private:
+  void* ptr_ = nullptr;
+};
+
+}  // namespace
+
+Status DecodeOnGpu(std::span<const std::uint8_t> stream, std::span<std::uint8_t> out,
+                   std::string_view name) {
+  HOIST_ASSIGN_OR_RETURN(codec::StreamInfo info, codec::ParseStream(stream, name));
+  if (out.size() != info.original_bytes) {
+    return Status::InvalidArgument(std::string(name) + ": codec stream decodes to " +
+                                   std::to_string(info.original_bytes) + " bytes, not " +
+                                   std::to_string(out.size()));
+  }
+  DeviceMemory d_stream, d_out, d_lut, d_error;
+  HOIST_RETURN_IF_ERROR(d_stream.Allocate(stream.size()));
+  HOIST_RETURN_IF_ERROR(d_out.Allocate(out.size()));
+  HOIST_RETURN_IF_ERROR(d_lut.Allocate(sizeof(info.lut)));
+  HOIST_RETURN_IF_ERROR(d_error.Allocate(sizeof(int)));
+  cudaError_t e = cudaMemcpy(d_stream.get(), stream.data(), stream.size(), cudaMemcpyHostToDevice);
+  if (e == cudaSuccess) e = cudaMemset(d_error.get(), 0, sizeof(int));
+  if (e != cudaSuccess) return CudaFailed("copying the stream", e);
+  auto* lut = static_cast<std::uint16_t*>(d_lut.get());
+  auto* error = static_cast<int*>(d_error.get());
+  HOIST_RETURN_IF_ERROR(UploadCodecLut(info, lut, nullptr));
+  HOIST_RETURN_IF_ERROR(LaunchCodecDecode(info, d_stream.get(), d_out.get(), lut, error, nullptr));
+  e = cudaDeviceSynchronize();
+  if (e != cudaSuccess) return CudaFailed("decode kernel", e);
+  HOIST_RETURN_IF_ERROR(CodecDecodeError(error, name));
+  e = cudaMemcpy(out.data(), d_out.get(), out.size(), cudaMemcpyDeviceToHost);
+  if (e != cudaSuccess) return CudaFailed("copying the result back", e);
+  if (codec::Xxh64(out.data(), out.size()) != info.content_checksum) {
+    return Status::Corrupt(std::string(name) +
+                           ": codec stream: byte 32: GPU-decoded bytes fail the tensor checksum");
+  }
+  return Status::Ok();
+}
+
+}  // namespace hoist::transport::cuda
