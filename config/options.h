@@ -6,15 +6,15 @@
 // JobOptionSet, and the C API (hoist/hoist_c.h) takes each as a field and a key, which
 // tests/config/options_test.cc and tests/embed check against this table.
 //
-// Deprecated spellings still read, each with a warning (kDeprecated): the topology file's
-// `staging: {slots, slot_mib, threads}` mapping (now top-level keys) and `--staging KIND` (now
+// Deprecated spellings still read, each with a warning (kDeprecatedFlags, kDeprecatedStagingKey):
+// the topology file's `staging: {slots, slot_mib, threads}` mapping (now top-level keys) and
+// `--staging KIND` (now
 // `--pinning`).
 //
-// Failure: SetOption / Merge return InvalidArgument naming the option. Threading: pure.
+// Failure: SetOption returns InvalidArgument naming the option. Threading: pure.
 #pragma once
 
 #include <optional>
-#include <span>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -35,7 +35,7 @@ using OptionField = std::variant<std::optional<std::string>*, std::optional<int>
 
 struct OptionInfo {
   std::string_view name;  // the YAML key; --name with '_' -> '-'; the API field; the keyword
-  Concern concern;
+  Concern concern;        // the struct of hoist/options.h that holds it
   OptionType type;
   bool plan;  // shapes the plan: `hoist plan` takes it too
   // One line, for --help and the Python docstring; for the load's whole numbers, also the
@@ -98,7 +98,7 @@ inline constexpr OptionInfo kOptions[] = {
      "it pays)",
      "auto | none | node | job", "auto", 0, 0, false, HOIST_FIELD(dedup)},
     {"dedup_step_kib", Concern::kPeer, OptionType::kInt, true,
-     "KiB of shared bytes per exchange step (the default: 64 MiB)", "", "0",
+     "KiB of shared bytes per exchange step, 64 MiB by default", "", "0",
      static_cast<double>(planner::kMinDedupStepBytes >> 10),
      static_cast<double>(planner::kMaxDedupStepBytes >> 10), true, HOIST_FIELD(dedup_step_kib)},
     {"peer_timeout_s", Concern::kPeer, OptionType::kDouble, false,

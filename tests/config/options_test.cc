@@ -46,6 +46,27 @@ TEST(OptionTable, NamesAreUniqueIdentifiersAndEachOwnsOneField) {
   EXPECT_EQ(FlagName("peer_timeout_s"), "--peer-timeout-s");
 }
 
+// Each entry's concern is the struct of hoist/options.h its field lives in.
+TEST(OptionTable, EachConcernIsTheStructHoldingTheField) {
+  JobOptionSet set;
+  auto within = [](const void* field, const auto& part) {
+    const char* p = static_cast<const char*>(field);
+    const char* base = reinterpret_cast<const char*>(&part);
+    return p >= base && p < base + sizeof(part);
+  };
+  for (const OptionInfo& o : kOptions) {
+    const void* field = std::visit([](auto* f) -> const void* { return f; }, o.field(set));
+    const bool in_selection = within(field, static_cast<SelectionOptions&>(set));
+    const bool in_staging = within(field, static_cast<StagingOptions&>(set));
+    const bool in_peer = within(field, static_cast<PeerOptions&>(set));
+    const bool in_outputs = within(field, static_cast<OutputOptions&>(set));
+    EXPECT_EQ(in_selection, o.concern == Concern::kSelection) << o.name;
+    EXPECT_EQ(in_staging, o.concern == Concern::kStaging) << o.name;
+    EXPECT_EQ(in_peer, o.concern == Concern::kPeer) << o.name;
+    EXPECT_EQ(in_outputs, o.concern == Concern::kOutputs) << o.name;
+  }
+}
+
 // The table's defaults are what the libraries default to when no option is given at all.
 TEST(OptionTable, DefaultsAreTheLibrariesDefaults) {
   JobSpec spec;
