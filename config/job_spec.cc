@@ -101,7 +101,7 @@ Status ResolvePlanOptions(const Merged& m, planner::PlanOptions* p) {
 // The topology's nodes list: as many GPUs as ranks, each ordinal in range; fills p->locations.
 Status ResolveNodes(const std::string& file, const Topology& t, planner::PlanOptions* p) {
   if (t.nodes.empty()) return Status::Ok();
-  const long long world = p->ep > 0 ? p->ep : static_cast<long long>(p->tp) * p->dp;
+  const long long world = planner::WorldSize(*p);
   if (NodesWorld(t) != world) {
     return Status::InvalidArgument(file + ": the nodes list has " + std::to_string(NodesWorld(t)) +
                                    " GPUs but tp/ep/dp give " + std::to_string(world) + " ranks");
@@ -215,7 +215,7 @@ Result<ResolvedJob> ResolveJobSpec(const JobSpec& s) {
   HOIST_RETURN_IF_ERROR(ResolvePlanOptions(m, &job.plan));
   HOIST_RETURN_IF_ERROR(ResolveNodes(s.topology, t, &job.plan));
   const planner::PlanOptions& p = job.plan;
-  const int world = p.ep > 0 ? p.ep : p.tp * p.dp;  // at most planner::kMaxWorld
+  const int world = static_cast<int>(planner::WorldSize(p));  // at most planner::kMaxWorld
   if (s.solo_rank < 0 || s.solo_rank >= world) {
     return Status::InvalidArgument("--rank " + std::to_string(s.solo_rank) +
                                    " is out of range: the plan has " + std::to_string(world) +

@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "planner/coalesce.h"
+
 namespace hoist::planner {
 namespace {
 
@@ -60,38 +62,6 @@ proto::Copy SubCopy(const Lattice& l, const Seg& s, std::uint64_t a, std::uint64
 }
 
 std::uint64_t CopyBytes(const proto::Copy& c) { return c.width() * c.rows(); }
-
-// Sorts by (file, src_offset, dst_offset) and merges neighbours contiguous in file and arena.
-void Coalesce(std::vector<proto::Copy>* copies) {
-  auto& cs = *copies;
-  std::sort(cs.begin(), cs.end(), [](const proto::Copy& a, const proto::Copy& b) {
-    return std::make_tuple(a.file(), a.src_offset(), a.dst_offset()) <
-           std::make_tuple(b.file(), b.src_offset(), b.dst_offset());
-  });
-  std::size_t w = 0;
-  for (std::size_t i = 0; i < cs.size(); ++i) {
-    if (w > 0) {
-      proto::Copy& p = cs[w - 1];
-      const proto::Copy& c = cs[i];
-      const bool p1 = p.rows() == 1 && p.src_pitch() == 0, c1 = c.rows() == 1 && c.src_pitch() == 0;
-      if (p.file() == c.file() && p1 && c1 && p.src_offset() + p.width() == c.src_offset() &&
-          p.dst_offset() + p.width() == c.dst_offset()) {
-        p.set_width(p.width() + c.width());
-        continue;
-      }
-      if (p.file() == c.file() && !p1 && !c1 && p.width() == c.width() &&
-          p.src_pitch() == c.src_pitch() && p.dst_pitch() == c.dst_pitch() &&
-          p.src_offset() + p.rows() * p.src_pitch() == c.src_offset() &&
-          p.dst_offset() + p.rows() * p.dst_pitch() == c.dst_offset()) {
-        p.set_rows(p.rows() + c.rows());
-        continue;
-      }
-    }
-    if (w != i) cs[w] = std::move(cs[i]);
-    ++w;
-  }
-  cs.resize(w);
-}
 
 struct Receiver {
   std::uint32_t rank;
@@ -399,14 +369,14 @@ Status ApplyDedup(const DedupOptions& options, proto::LoadPlan* plan) {
     ro.step_reads.resize(steps);
     std::uint64_t bytes = 0;
     for (auto& reads : ro.step_reads) {
-      Coalesce(&reads);
+      CoalesceCopies(&reads);
       proto::ExchangeStep* st = rp.add_steps();
       for (proto::Copy& c : reads) {
         bytes += CopyBytes(c);
         *st->add_reads() = std::move(c);
       }
     }
-    Coalesce(&ro.own);
+    CoalesceCopies(&ro.own);
     for (proto::Copy& c : ro.own) {
       bytes += CopyBytes(c);
       *rp.add_own_reads() = std::move(c);

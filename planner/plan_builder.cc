@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "planner/coalesce.h"
 #include "planner/dedup.h"
 #include "planner/model_checks.h"
 #include "planner/rules.h"
@@ -261,42 +262,13 @@ void Emit(const Source& s, const Slice& sl, std::uint64_t dst, std::uint64_t dat
 }
 
 void SortAndCoalesce(RankBuild* b) {
-  auto& cs = b->copies;
-  std::sort(cs.begin(), cs.end(), [](const proto::Copy& a, const proto::Copy& c) {
-    if (a.file() != c.file()) return a.file() < c.file();
-    if (a.src_offset() != c.src_offset()) return a.src_offset() < c.src_offset();
-    return a.dst_offset() < c.dst_offset();
-  });
-  std::size_t w = 0;
-  for (std::size_t i = 0; i < cs.size(); ++i) {
-    if (w > 0) {
-      proto::Copy& p = cs[w - 1];
-      const proto::Copy& c = cs[i];
-      if (p.file() == c.file()) {
-        if (p.rows() == 1 && c.rows() == 1 && p.src_offset() + p.width() == c.src_offset() &&
-            p.dst_offset() + p.width() == c.dst_offset()) {
-          p.set_width(p.width() + c.width());
-          continue;
-        }
-        if (p.rows() > 1 && c.rows() > 1 && p.width() == c.width() &&
-            p.src_pitch() == c.src_pitch() && p.dst_pitch() == c.dst_pitch() &&
-            p.src_offset() + p.rows() * p.src_pitch() == c.src_offset() &&
-            p.dst_offset() + p.rows() * p.dst_pitch() == c.dst_offset()) {
-          p.set_rows(p.rows() + c.rows());
-          continue;
-        }
-      }
-    }
-    if (w != i) cs[w] = std::move(cs[i]);
-    ++w;
-  }
-  cs.resize(w);
+  CoalesceCopies(&b->copies);
 
   auto& fs = b->fills;
   std::sort(fs.begin(), fs.end(), [](const proto::Fill& a, const proto::Fill& c) {
     return a.dst_offset() < c.dst_offset();
   });
-  w = 0;
+  std::size_t w = 0;
   for (std::size_t i = 0; i < fs.size(); ++i) {
     if (w > 0 && fs[w - 1].value() == fs[i].value() &&
         fs[w - 1].dst_offset() + fs[w - 1].bytes() == fs[i].dst_offset()) {
