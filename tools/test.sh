@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds hoist and runs every test: unit, mpirun integration, the README and docs commands, the
-# install into a fresh prefix, a bounded fuzz run of the safetensors header parser and the
-# crafted-input tests under ASan + UBSan (tools/sanitize.sh); then a Release build of the main
+# install into a fresh prefix, bounded fuzz runs of the safetensors header parser and the codec,
+# the crafted-input tests under ASan + UBSan (tools/sanitize.sh); then a Release build of the main
 # binaries with a smoke run. Warnings are errors here (never in a user's own build).
 # Usage: tools/test.sh [build-dir]   (default: build; Release: <build-dir>-release; sanitized:
 # <build-dir>-asan; HOIST_SANITIZE_TESTS=0 skips that part)

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Builds the safetensors header fuzz target with clang-14 (libFuzzer + ASan + UBSan, every
-# sanitizer report fatal) in its own build folder, then fuzzes it for a bounded time starting
-# from the seed corpus in tests/fuzz/corpus (which is only read; new inputs go to a temporary
-# folder). Exits non-zero on a build failure, a crash, a sanitizer report, a leak, a timeout or
+# Builds the fuzz targets with clang-14 (libFuzzer + ASan + UBSan, every sanitizer report fatal)
+# in their own build folder, then fuzzes each for a bounded time from its seed corpus, which is
+# only read (new inputs go to a temporary folder): the safetensors header parser for SECONDS from
+# tests/fuzz/corpus, the codec's stream parser and decoder for SECONDS/2 from
+# tests/fuzz/codec_corpus. Exits non-zero on a build failure, a crash, a sanitizer report, a leak, a timeout or
 # an out-of-memory. Crashing inputs are kept under <build>/fuzz-artifacts/.
 #
 # Warnings are not errors here (HOIST_WERROR=OFF): the gcc build enforces -Werror, and a
@@ -20,7 +21,6 @@ fi
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="${HOIST_FUZZ_BUILD_DIR:-$repo/build-fuzz}"
 jobs="${HOIST_FUZZ_JOBS:-2}"
-target=safetensors_header_fuzz
 
 for tool in clang-14 clang++-14 cmake ninja; do
   command -v "$tool" >/dev/null || { echo "run_fuzz.sh: $tool not found" >&2; exit 2; }
@@ -33,18 +33,24 @@ CC=clang-14 CXX=clang++-14 cmake -S "$repo" -B "$build" -G Ninja \
   -DHOIST_WITH_CUDA=OFF -DHOIST_WERROR=OFF -DCMAKE_C_FLAGS="-fno-sanitize-recover=all" \
   -DCMAKE_CXX_FLAGS="-fno-sanitize-recover=all" >"$log" 2>&1 ||
   { cat "$log" >&2; echo "run_fuzz.sh: cmake failed" >&2; exit 1; }
-ninja -C "$build" -j "$jobs" "$target"
+ninja -C "$build" -j "$jobs" safetensors_header_fuzz codec_stream_fuzz
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/hoist-fuzz-XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 artifacts="$build/fuzz-artifacts"
 mkdir -p "$artifacts"
-
-echo "run_fuzz.sh: fuzzing $target for ${seconds}s"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
-"$build/tests/fuzz/$target" \
-  -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
-  -print_final_stats=1 -artifact_prefix="$artifacts/" \
-  "$work" "$repo/tests/fuzz/corpus"
-echo "run_fuzz.sh: no crash in ${seconds}s"
+
+fuzz() {  # target corpus seconds
+  local target=$1 corpus=$2 secs=$3
+  mkdir -p "$work/$target"
+  echo "run_fuzz.sh: fuzzing $target for ${secs}s"
+  "$build/tests/fuzz/$target" \
+    -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+    -print_final_stats=1 -artifact_prefix="$artifacts/" \
+    "$work/$target" "$repo/tests/fuzz/$corpus"
+  echo "run_fuzz.sh: $target: no crash in ${secs}s"
+}
+fuzz safetensors_header_fuzz corpus "$seconds"
+fuzz codec_stream_fuzz codec_corpus "$(( seconds / 2 > 0 ? seconds / 2 : 1 ))"
