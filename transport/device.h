@@ -79,6 +79,8 @@ struct ArenaHandle {
 
 using StreamId = int;
 using EventId = int;
+using DecoderId = int;
+struct DecodeSet;  // transport/decode_job.h
 
 class Device {
  public:
@@ -140,6 +142,27 @@ class Device {
   virtual Result<DeviceBuffer> ImportArena(const ArenaHandle& handle);
   virtual Status CloseImported(DeviceBuffer& buffer);
   virtual Status AdoptArena(const DeviceBuffer& buffer);
+
+  // Makes `stream` wait (on the device, without blocking the caller) until the latest recording
+  // of `event` completed; a never-recorded event is no wait.
+  virtual Status StreamWait(StreamId stream, EventId event) = 0;
+
+  // Decoding codec blocks into arenas (packed checkpoints, transport/decode_job.h). Defaults
+  // return Unsupported, so a backend without a decoder still builds.
+  //
+  // CreateDecoder prepares `set` once per load (the CUDA backend uploads code tables and jobs);
+  // `set` must outlive the decoder. DecodeAsync enqueues jobs [first, first + count) on `stream`:
+  // job j reads its block at src + j.src (memory this device's ops can read: device memory on a
+  // GPU) and writes into the arena whose first byte is arena_base. DecoderStatus, once the
+  // streams that ran its jobs completed: Ok, or Corrupt naming the stream's tensor and the
+  // block of the first job found bad (a bit pattern without a code, a sub-stream that does not
+  // end where its length says; the host backend also checks each block's checksum).
+  // DestroyDecoder frees what CreateDecoder made (its streams must have completed).
+  virtual Result<DecoderId> CreateDecoder(const DecodeSet& set);
+  virtual Status DecodeAsync(DecoderId decoder, std::size_t first, std::size_t count,
+                             const void* src, void* arena_base, StreamId stream);
+  virtual Status DecoderStatus(DecoderId decoder);
+  virtual Status DestroyDecoder(DecoderId decoder);
 };
 
 // The CUDA ordinal of the device at PCI bus id `pci_bus_id` (as DeviceCaps::pci_bus_id), so an

@@ -20,6 +20,22 @@ Status Device::AdoptArena(const DeviceBuffer&) {
   return Status::Unsupported(Name() + ": adopting caller-allocated arena memory");
 }
 
+Result<DecoderId> Device::CreateDecoder(const DecodeSet&) {
+  return Status::Unsupported(Name() + ": decoding packed (codec) blocks");
+}
+
+Status Device::DecodeAsync(DecoderId, std::size_t, std::size_t, const void*, void*, StreamId) {
+  return Status::Unsupported(Name() + ": decoding packed (codec) blocks");
+}
+
+Status Device::DecoderStatus(DecoderId) {
+  return Status::Unsupported(Name() + ": decoding packed (codec) blocks");
+}
+
+Status Device::DestroyDecoder(DecoderId) {
+  return Status::Unsupported(Name() + ": decoding packed (codec) blocks");
+}
+
 #ifndef HOIST_HAVE_CUDA
 Result<int> CudaOrdinalByPciBusId(const std::string& pci_bus_id) {
   return Status::Unsupported("cuda device " + pci_bus_id +

@@ -1,0 +1,76 @@
+// Decoding codec blocks into the arena (packed checkpoints: docs/PACKED.md, codec: docs/CODEC.md).
+//
+// A load of a packed checkpoint moves compressed blocks through the staging ring into device
+// memory and decodes them there. What it decodes is a DecodeSet, built on the host
+// (transport/packed.h): the Huffman streams involved (their parsed headers: code table, sub-stream
+// count, dtype) and the jobs. A job is one codec block and one copy of the plan: the block's
+// values that fall inside the copy's source rectangle land in the arena. Stored streams (F32, FP8,
+// incompressible data) never become jobs: their bytes are ordinary copies.
+//
+// The rule (ForEachKeptRun is its reference, used by the host backend; the CUDA kernel repeats it
+// per value): value k of the block (0 <= k < values) is element d = first + k of the copy's
+// source, read as rows of `pitch` values; it is kept when d >= 0, r = d / pitch < rows and
+// c = d % pitch < width, and lands at arena byte dst + r * dst_pitch + c * value_bytes.
+//
+// Failure: none here (the builder validates). Ownership: plain values. Threading: immutable once
+// built; any number of threads may read a DecodeSet.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "codec/codec.h"
+
+namespace hoist::transport {
+
+struct DecodeJob {
+  std::uint64_t src = 0;        // the block's first byte, relative to the source DecodeAsync gets
+  std::uint64_t dst = 0;        // arena byte offset of the copy's element (row 0, column 0)
+  std::uint64_t dst_pitch = 0;  // arena bytes between the copy's rows
+  std::int64_t first = 0;       // the copy's element index of the block's value 0 (may be < 0)
+  std::uint64_t pitch = 0;      // the copy's source row length in values (>= width, >= 1)
+  std::uint64_t width = 0;      // values kept per row
+  std::uint64_t rows = 0;       // rows of the copy
+  std::uint32_t bytes = 0;      // the block's encoded bytes
+  std::uint32_t values = 0;     // values in the block
+  std::uint32_t stream = 0;     // index into DecodeSet::streams
+  std::uint32_t block = 0;      // block index within its stream (checksums, errors)
+};
+
+struct DecodeSet {
+  std::vector<codec::StreamInfo> streams;  // Huffman-coded streams only
+  std::vector<std::string> names;          // per stream, for errors: "<shard path>: <tensor>"
+  std::vector<DecodeJob> jobs;
+  std::uint64_t max_block_bytes = 0;      // the largest job's `bytes`
+  std::uint64_t max_block_bit_words = 0;  // over streams: the largest block's coded words
+};
+
+inline std::uint32_t ValueBytes(const codec::StreamInfo& info) {
+  return codec::DTypeSize(info.dtype);
+}
+
+// Calls fn(k_begin, k_end, arena_offset) for every maximal run of consecutive kept values of
+// the block [k_begin, k_end) that land contiguously at arena_offset, in increasing k.
+template <class Fn>
+void ForEachKeptRun(const DecodeJob& j, std::uint32_t value_bytes, Fn&& fn) {
+  if (j.pitch == 0 || j.width == 0 || j.rows == 0) return;
+  std::int64_t k = j.first < 0 ? -j.first : 0;
+  const std::int64_t n = j.values;
+  while (k < n) {
+    const std::uint64_t d = static_cast<std::uint64_t>(j.first + k);
+    const std::uint64_t r = d / j.pitch, c = d % j.pitch;
+    if (r >= j.rows) return;
+    if (c >= j.width) {  // skip to the next row's start
+      k += static_cast<std::int64_t>(j.pitch - c);
+      continue;
+    }
+    const std::int64_t end = std::min<std::int64_t>(n, k + static_cast<std::int64_t>(j.width - c));
+    fn(static_cast<std::uint64_t>(k), static_cast<std::uint64_t>(end),
+       j.dst + r * j.dst_pitch + c * value_bytes);
+    k = end;
+  }
+}
+
+}  // namespace hoist::transport
