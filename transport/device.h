@@ -145,7 +145,7 @@ class Device {
 
   // Makes `stream` wait (on the device, without blocking the caller) until the latest recording
   // of `event` completed; a never-recorded event is no wait.
-  virtual Status StreamWait(StreamId stream, EventId event) = 0;
+  virtual Status StreamWait(StreamId stream, EventId event);
 
   // Decoding codec blocks into arenas (packed checkpoints, transport/decode_job.h). Defaults
   // return Unsupported, so a backend without a decoder still builds.

@@ -20,6 +20,10 @@ Status Device::AdoptArena(const DeviceBuffer&) {
   return Status::Unsupported(Name() + ": adopting caller-allocated arena memory");
 }
 
+Status Device::StreamWait(StreamId, EventId) {
+  return Status::Unsupported(Name() + ": a stream waiting for an event");
+}
+
 Result<DecoderId> Device::CreateDecoder(const DecodeSet&) {
   return Status::Unsupported(Name() + ": decoding packed (codec) blocks");
 }
