@@ -87,9 +87,22 @@ Result<std::vector<std::uint8_t>> Encode(DType dtype, std::span<const std::uint8
 // Parses and validates the header, tables and block offsets of `stream` (the whole stream).
 Result<StreamInfo> ParseStream(std::span<const std::uint8_t> stream, std::string_view name);
 
+// Parses a stream's header alone: `header` holds at least the stream's first header_bytes bytes,
+// `stream_bytes` is the whole stream's size (block offsets are checked against it). The same
+// checks as ParseStream except those needing the payload.
+Result<StreamInfo> ParseHeader(std::span<const std::uint8_t> header, std::uint64_t stream_bytes,
+                               std::string_view name);
+
 // Decodes block `block` of a parsed stream into `out` (block_value_count(block) values).
 Status DecodeBlock(const StreamInfo& info, std::span<const std::uint8_t> stream,
                    std::uint32_t block, std::span<std::uint8_t> out, std::string_view name);
+
+// Decodes block `block` given as its own bytes (`bytes`: payload bytes [block_offsets[block],
+// block_offsets[block + 1]) of the stream), with the same checks as DecodeBlock; error offsets
+// are the stream's.
+Status DecodeBlockBytes(const StreamInfo& info, std::uint32_t block,
+                        std::span<const std::uint8_t> bytes, std::span<std::uint8_t> out,
+                        std::string_view name);
 
 // Parses and decodes a whole stream into `out` (exactly the original size).
 Status Decode(std::span<const std::uint8_t> stream, std::span<std::uint8_t> out,

@@ -1,4 +1,5 @@
 // The CPU reference decoder (docs/CODEC.md): one block at a time, every sub-stream checked.
+#include <cstring>
 #include <string>
 
 #include "codec/checksum.h"
@@ -46,10 +47,11 @@ class BitStream {  // the coded words of one block, read in order; reads past th
 };
 
 // Padding bytes [from, to) must be zero (so that every changed byte of a stream is noticed).
-Status CheckZero(const std::uint8_t* stream, std::uint64_t from, std::uint64_t to, std::uint32_t b,
-                 std::string_view name) {
+// `at` is blk's offset in the stream (for messages).
+Status CheckZero(const std::uint8_t* blk, std::uint64_t at, std::uint64_t from, std::uint64_t to,
+                 std::uint32_t b, std::string_view name) {
   for (std::uint64_t i = from; i < to; ++i) {
-    if (stream[i] != 0) return Bad(name, i, "block " + std::to_string(b) + " padding is not 0");
+    if (blk[i] != 0) return Bad(name, at + i, "block " + std::to_string(b) + " padding is not 0");
   }
   return Status::Ok();
 }
@@ -77,22 +79,24 @@ bool DecodeSubStream(const DecodeLut& lut, BitStream& bits, std::uint64_t stop, 
   return true;
 }
 
-Status DecodeHuffmanBlock(const StreamInfo& info, const std::uint8_t* stream, std::uint32_t b,
-                          std::uint8_t* out, std::string_view name) {
-  const std::uint64_t begin = info.header_bytes + info.block_offsets[b];
-  const std::uint64_t end = info.header_bytes + info.block_offsets[b + 1];
+// Block b's bytes are blk[0, size); `at` is their offset in the stream (for messages, which
+// name stream offsets).
+Status DecodeHuffmanBlock(const StreamInfo& info, const std::uint8_t* blk, std::uint64_t size,
+                          std::uint64_t at, std::uint32_t b, std::uint8_t* out,
+                          std::string_view name) {
   const std::uint64_t n = info.block_value_count(b);
   const std::uint32_t T = info.sub_streams;
-  const std::uint64_t lengths_at = begin + layout::RawRegionBytes(n);
-  const std::uint64_t words_at = lengths_at + layout::LengthsRegionBytes(T);
-  const std::uint64_t word_count = (end - words_at) / 4;
-  BitStream bits(stream + words_at, word_count);
-  const std::uint8_t* raw = stream + begin;
-  HOIST_RETURN_IF_ERROR(CheckZero(stream, begin + n, lengths_at, b, name));
-  HOIST_RETURN_IF_ERROR(CheckZero(stream, lengths_at + 2 * T, words_at, b, name));
+  const std::uint64_t lengths_rel = layout::RawRegionBytes(n);
+  const std::uint64_t words_rel = lengths_rel + layout::LengthsRegionBytes(T);
+  const std::uint64_t word_count = (size - words_rel) / 4;
+  const std::uint64_t lengths_at = at + lengths_rel, words_at = at + words_rel;
+  BitStream bits(blk + words_rel, word_count);
+  const std::uint8_t* raw = blk;
+  HOIST_RETURN_IF_ERROR(CheckZero(blk, at, n, lengths_rel, b, name));
+  HOIST_RETURN_IF_ERROR(CheckZero(blk, at, lengths_rel + 2 * T, words_rel, b, name));
   const bool bf16 = info.dtype == DType::kBF16;
   for (std::uint32_t t = 0; t < T; ++t) {
-    const std::uint64_t stop = bits.pos() + Load<std::uint16_t>(stream + lengths_at + 2 * t);
+    const std::uint64_t stop = bits.pos() + Load<std::uint16_t>(blk + lengths_rel + 2 * t);
     auto where = [&] { return "block " + std::to_string(b) + " sub-stream " + std::to_string(t); };
     if (stop > 32 * word_count) {
       return Bad(
@@ -125,33 +129,46 @@ Status DecodeHuffmanBlock(const StreamInfo& info, const std::uint8_t* stream, st
 
 }  // namespace
 
-Status DecodeBlock(const StreamInfo& info, std::span<const std::uint8_t> stream, std::uint32_t b,
-                   std::span<std::uint8_t> out, std::string_view name) {
+Status DecodeBlockBytes(const StreamInfo& info, std::uint32_t b,
+                        std::span<const std::uint8_t> bytes, std::span<std::uint8_t> out,
+                        std::string_view name) {
   if (b >= info.block_count) {
     return Status::InvalidArgument(std::string(name) + ": codec: block " + std::to_string(b) +
                                    " of a stream of " + std::to_string(info.block_count));
   }
-  const std::uint64_t bytes = info.block_value_count(b) * DTypeSize(info.dtype);
-  if (out.size() != bytes || stream.size() != info.stream_bytes()) {
+  const std::uint64_t n = info.block_value_count(b) * DTypeSize(info.dtype);
+  const std::uint64_t size = info.block_offsets[b + 1] - info.block_offsets[b];
+  if (out.size() != n || bytes.size() != size) {
     return Status::InvalidArgument(std::string(name) + ": codec: block " + std::to_string(b) +
-                                   " decodes to " + std::to_string(bytes) + " bytes, not " +
-                                   std::to_string(out.size()) +
-                                   " (or the stream is not the "
-                                   "parsed one)");
+                                   " is " + std::to_string(size) + " bytes decoding to " +
+                                   std::to_string(n) + ", not " + std::to_string(bytes.size()) +
+                                   " decoding to " + std::to_string(out.size()));
   }
-  const std::uint64_t begin = info.header_bytes + info.block_offsets[b];
+  const std::uint64_t at = info.header_bytes + info.block_offsets[b];
   if (info.method == Method::kStored) {
-    std::memcpy(out.data(), stream.data() + begin, bytes);
+    std::memcpy(out.data(), bytes.data(), n);
   } else {
-    HOIST_RETURN_IF_ERROR(DecodeHuffmanBlock(info, stream.data(), b, out.data(), name));
+    HOIST_RETURN_IF_ERROR(DecodeHuffmanBlock(info, bytes.data(), size, at, b, out.data(), name));
   }
-  if (static_cast<std::uint32_t>(Xxh64(out.data(), bytes)) != info.block_checksums[b]) {
-    return Bad(name, begin,
+  if (static_cast<std::uint32_t>(Xxh64(out.data(), n)) != info.block_checksums[b]) {
+    return Bad(name, at,
                "block " + std::to_string(b) + " checksum mismatch (decoded bytes " +
                    std::to_string(info.block_first_byte(b)) + ".." +
-                   std::to_string(info.block_first_byte(b) + bytes) + " are wrong)");
+                   std::to_string(info.block_first_byte(b) + n) + " are wrong)");
   }
   return Status::Ok();
+}
+
+Status DecodeBlock(const StreamInfo& info, std::span<const std::uint8_t> stream, std::uint32_t b,
+                   std::span<std::uint8_t> out, std::string_view name) {
+  if (b >= info.block_count || stream.size() != info.stream_bytes()) {
+    return Status::InvalidArgument(std::string(name) + ": codec: block " + std::to_string(b) +
+                                   " of a stream of " + std::to_string(info.block_count) +
+                                   " blocks (or the stream is not the parsed one)");
+  }
+  const std::uint64_t begin = info.header_bytes + info.block_offsets[b];
+  const std::uint64_t end = info.header_bytes + info.block_offsets[b + 1];
+  return DecodeBlockBytes(info, b, stream.subspan(begin, end - begin), out, name);
 }
 
 Status Decode(std::span<const std::uint8_t> stream, std::span<std::uint8_t> out,

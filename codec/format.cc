@@ -159,13 +159,14 @@ Status ParseCodeLengths(std::string_view name, StreamInfo& info) {
 }
 
 // Block offsets (and each block's size against its value count) and checksums.
-Status ParseBlocks(std::span<const std::uint8_t> s, std::string_view name, StreamInfo& info) {
+Status ParseBlocks(std::span<const std::uint8_t> s, std::uint64_t stream_bytes,
+                   std::string_view name, StreamInfo& info) {
   const std::uint64_t n = info.block_count;
   const std::uint8_t* offsets = s.data() + layout::kFixedHeaderBytes;
   const std::uint8_t* sums = offsets + 8 * (n + 1);
   info.block_offsets.resize(n + 1);
   info.block_checksums.resize(n);
-  const std::uint64_t payload = s.size() - info.header_bytes;
+  const std::uint64_t payload = stream_bytes - info.header_bytes;
   for (std::uint64_t b = 0; b <= n; ++b) {
     const std::uint64_t off = Load<std::uint64_t>(offsets + 8 * b);
     info.block_offsets[b] = off;
@@ -216,15 +217,16 @@ Status ParseBlocks(std::span<const std::uint8_t> s, std::string_view name, Strea
   return Status::Ok();
 }
 
-}  // namespace
-
-Result<StreamInfo> ParseStream(std::span<const std::uint8_t> s, std::string_view name) {
+// The header of a stream of `stream_bytes` bytes (the header alone, or more).
+Result<StreamInfo> ParseHeaderOf(std::span<const std::uint8_t> s, std::uint64_t stream_bytes,
+                                 std::string_view name) {
   StreamInfo info;
   HOIST_RETURN_IF_ERROR(ParseFixed(s, name, info));
-  if (s.size() < info.header_bytes) {
-    return Bad(name, s.size(),
+  if (s.size() < info.header_bytes || stream_bytes < info.header_bytes) {
+    return Bad(name, std::min<std::uint64_t>(s.size(), stream_bytes),
                "truncated: the header alone is " + std::to_string(info.header_bytes) +
-                   " bytes, the stream " + std::to_string(s.size()));
+                   " bytes, the stream " +
+                   std::to_string(std::min<std::uint64_t>(s.size(), stream_bytes)));
   }
   const std::uint64_t sum_at = info.header_bytes - 8;
   const std::uint64_t stored_sum = Load<std::uint64_t>(s.data() + sum_at);
@@ -232,8 +234,19 @@ Result<StreamInfo> ParseStream(std::span<const std::uint8_t> s, std::string_view
     return Bad(name, sum_at, "header checksum mismatch (the header or its tables are damaged)");
   }
   HOIST_RETURN_IF_ERROR(ParseCodeLengths(name, info));
-  HOIST_RETURN_IF_ERROR(ParseBlocks(s, name, info));
+  HOIST_RETURN_IF_ERROR(ParseBlocks(s, stream_bytes, name, info));
   return info;
+}
+
+}  // namespace
+
+Result<StreamInfo> ParseStream(std::span<const std::uint8_t> s, std::string_view name) {
+  return ParseHeaderOf(s, s.size(), name);
+}
+
+Result<StreamInfo> ParseHeader(std::span<const std::uint8_t> header, std::uint64_t stream_bytes,
+                               std::string_view name) {
+  return ParseHeaderOf(header, stream_bytes, name);
 }
 
 }  // namespace hoist::codec

@@ -208,3 +208,67 @@ TEST(Codec, BadEncodeArguments) {
 
 }  // namespace
 }  // namespace hoist::codec
+
+namespace hoist::codec {
+namespace {
+
+// A loader reads a stream's header alone, then its blocks one by one (packed loads).
+TEST(Codec, HeaderAloneAndBlockBytesMatchTheWholeStream) {
+  for (DType dtype : {DType::kBF16, DType::kF16, DType::kF32}) {
+    const std::vector<std::uint8_t> data = dtype == DType::kBF16  ? NormalBf16(70001, 11, 0.02)
+                                           : dtype == DType::kF16 ? NormalF16(70001, 12, 0.02)
+                                                                  : NormalBf16(70002, 13, 0.02);
+    EncodeOptions o;
+    o.block_values = dtype == DType::kF32 ? 4099 : 8192;
+    const auto stream = Encode(dtype, data, o);
+    ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+    const auto whole = ParseStream(*stream, "t");
+    ASSERT_TRUE(whole.ok());
+    const std::span<const std::uint8_t> head(stream->data(), whole->header_bytes);
+    const auto info = ParseHeader(head, stream->size(), "t");
+    ASSERT_TRUE(info.ok()) << info.status().ToString();
+    EXPECT_EQ(info->block_offsets, whole->block_offsets);
+    EXPECT_EQ(info->block_checksums, whole->block_checksums);
+    EXPECT_EQ(info->content_checksum, whole->content_checksum);
+    std::vector<std::uint8_t> out(data.size());
+    for (std::uint32_t b = 0; b < info->block_count; ++b) {
+      const std::uint64_t at = info->header_bytes + info->block_offsets[b];
+      const std::uint64_t n = info->block_offsets[b + 1] - info->block_offsets[b];
+      const std::uint64_t first = info->block_first_byte(b);
+      const std::uint64_t bytes = info->block_value_count(b) * DTypeSize(dtype);
+      const std::vector<std::uint8_t> copy(stream->begin() + at, stream->begin() + at + n);
+      ASSERT_TRUE(DecodeBlockBytes(*info, b, copy, std::span(out).subspan(first, bytes), "t").ok());
+    }
+    EXPECT_EQ(out, data) << DTypeName(dtype);
+  }
+}
+
+TEST(Codec, HeaderAloneIsCheckedAgainstTheStreamSize) {
+  const std::vector<std::uint8_t> data = NormalBf16(20000, 21, 0.02);
+  const auto stream = Encode(DType::kBF16, data);
+  ASSERT_TRUE(stream.ok());
+  const auto whole = ParseStream(*stream, "t");
+  ASSERT_TRUE(whole.ok());
+  const std::span<const std::uint8_t> head(stream->data(), whole->header_bytes);
+  const auto longer = ParseHeader(head, stream->size() + 4, "shard: t");
+  ASSERT_FALSE(longer.ok());
+  EXPECT_NE(longer.status().message().find("shard: t"), std::string::npos);
+  EXPECT_FALSE(ParseHeader(head.first(head.size() - 1), stream->size(), "t").ok());
+  std::vector<std::uint8_t> bad(head.begin(), head.end());
+  bad[300] ^= 1;  // a block offset: the header checksum catches it
+  const auto damaged = ParseHeader(bad, stream->size(), "t");
+  ASSERT_FALSE(damaged.ok());
+  EXPECT_NE(damaged.status().message().find("checksum"), std::string::npos);
+  // A block's bytes damaged: its decode is refused, naming the block.
+  const std::uint64_t at = whole->header_bytes + whole->block_offsets[0];
+  std::vector<std::uint8_t> blk(stream->begin() + at,
+                                stream->begin() + at + whole->block_offsets[1]);
+  blk[5] ^= 0x10;  // a raw byte: only the checksum sees it
+  std::vector<std::uint8_t> out(whole->block_value_count(0) * 2);
+  const Status s = DecodeBlockBytes(*whole, 0, blk, out, "t");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("block 0 checksum"), std::string::npos) << s.ToString();
+}
+
+}  // namespace
+}  // namespace hoist::codec
