@@ -353,6 +353,39 @@ Status CheckUnindexedShards(const fs::path& dir, const std::map<std::string, Pen
   return Status::Ok();
 }
 
+// A packed checkpoint's files: each shard with a made-up header listing its tensors back to back
+// in a logical data section (data_start 0), in the index's order.
+Status OpenPacked(const fs::path& dir, Checkpoint* ckpt) {
+  HOIST_ASSIGN_OR_RETURN(PackedIndex index, ReadPackedIndex(dir.string()));
+  for (const std::string& rel : index.shards) {
+    ShardFile file;
+    file.rel_path = rel;
+    file.abs_path = (fs::path(index.dir) / rel).string();
+    HOIST_ASSIGN_OR_RETURN(RegularFile fd, RegularFile::Open(file.abs_path));
+    file.stat = FileStat{fd.size(), fd.mtime_ns()};
+    ckpt->files.push_back(std::move(file));
+  }
+  for (const PackedTensorEntry& t : index.tensors) {
+    const std::optional<DType> dtype = ParseDType(t.dtype);
+    if (!dtype || t.shard >= ckpt->files.size()) {
+      return Status::Corrupt(index.dir + "/" + kPackedIndexFile + ": tensor " +
+                             QuoteForMessage(t.name) + ": dtype " + t.dtype + " or shard " +
+                             std::to_string(t.shard) + " unknown");
+    }
+    SafetensorsHeader& h = ckpt->files[t.shard].header;
+    const std::uint64_t begin = h.tensors.empty() ? 0 : h.tensors.back().end;
+    const auto entry = static_cast<std::uint32_t>(h.tensors.size());
+    h.tensors.push_back(TensorEntry{t.name, *dtype, t.shape, begin, begin + t.original_bytes});
+    if (!ckpt->tensors.emplace(t.name, TensorLocation{t.shard, entry}).second) {
+      return Status::Corrupt(index.dir + "/" + kPackedIndexFile + ": tensor " +
+                             QuoteForMessage(t.name) + " is listed twice");
+    }
+    ckpt->tensor_bytes += t.original_bytes;
+  }
+  ckpt->packed = std::move(index);
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<ModelConfig> ParseModelConfig(std::string_view label, std::string_view json_text) {
@@ -447,8 +480,13 @@ Result<Checkpoint> OpenCheckpoint(const std::string& dir_arg) {
   HOIST_ASSIGN_OR_RETURN(std::string config_text, ReadSmallFile(config_path.string()));
   HOIST_ASSIGN_OR_RETURN(ckpt.config, ParseModelConfig(config_path.string(), config_text));
 
-  // The index, or the single file.
   std::error_code ec;
+  if (fs::exists(fs::symlink_status(dir / kPackedIndexFile, ec))) {
+    HOIST_RETURN_IF_ERROR(OpenPacked(dir, &ckpt));
+    return ckpt;
+  }
+
+  // The index, or the single file.
   std::map<std::string, PendingShard> shards;                   // canonical path -> shard
   std::unordered_map<std::string, std::string> tensor_to_file;  // empty without an index
   const bool has_index = fs::exists(fs::symlink_status(dir / kIndexName, ec));

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "hoist/status.h"
+#include "planner/packed_index.h"
 #include "planner/safetensors.h"
 
 namespace hoist::planner {
@@ -93,6 +94,10 @@ struct Checkpoint {
   std::vector<ShardFile> files;  // sorted by rel_path; one entry per distinct canonical file
   std::unordered_map<std::string, TensorLocation> tensors;
   std::uint64_t tensor_bytes = 0;  // sum of all tensors' bytes
+  // A packed checkpoint (docs/PACKED.md): files are its shards, each with a made-up header whose
+  // tensors lie back to back in a logical data section (data_start 0, offsets of the original
+  // bytes); `packed` says where their codec streams really are.
+  std::optional<PackedIndex> packed;
 
   const TensorEntry* Find(std::string_view name) const;
   const TensorEntry& Entry(const TensorLocation& loc) const {
@@ -100,7 +105,9 @@ struct Checkpoint {
   }
 };
 
-// Reads config.json, the index (or the single file) and every shard's header.
+// Reads config.json, the index (or the single file) and every shard's header. A folder holding
+// hoist-packed.json is a packed checkpoint: its index (ReadPackedIndex) replaces the safetensors
+// index and headers.
 Result<Checkpoint> OpenCheckpoint(const std::string& dir);
 
 }  // namespace hoist::planner

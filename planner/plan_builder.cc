@@ -368,6 +368,29 @@ Status CheckGroup(const Group& g, const std::vector<Source>& sources) {
   return Status::Ok();
 }
 
+// A packed checkpoint: where each tensor's logical bytes are and its codec streams.
+void AddPackedTensors(const Checkpoint& ckpt, proto::LoadPlan* plan) {
+  for (const PackedTensorEntry& t : ckpt.packed->tensors) {
+    const TensorLocation& loc = ckpt.tensors.at(t.name);
+    proto::PackedTensor* pt = plan->add_packed();
+    pt->set_name(t.name);
+    pt->set_file(loc.file);
+    pt->set_offset(ckpt.Entry(loc).begin);
+    pt->set_bytes(t.original_bytes);
+    pt->set_row_values(t.row_values);
+    pt->set_dtype(t.dtype);
+    pt->set_value_bytes(static_cast<std::uint32_t>(DTypeSize(ckpt.Entry(loc).dtype)));
+    for (const PackedStreamEntry& s : t.streams) {
+      proto::PackedStream* ps = pt->add_streams();
+      ps->set_offset(s.offset);
+      ps->set_bytes(s.bytes);
+      ps->set_col_begin(s.col_begin);
+      ps->set_col_end(s.col_end);
+      ps->set_header(s.header);
+    }
+  }
+}
+
 }  // namespace
 
 Result<proto::LoadPlan> BuildLoadPlan(const Checkpoint& ckpt, const PlanOptions& options) {
@@ -472,7 +495,12 @@ Result<proto::LoadPlan> BuildLoadPlan(const Checkpoint& ckpt, const PlanOptions&
     pf->set_size(f.stat.size);
     pf->set_mtime_ns(f.stat.mtime_ns);
     pf->set_data_start(f.header.data_start);
+    if (ckpt.packed) {
+      pf->set_packed(true);
+      pf->set_logical_size(f.header.tensors.empty() ? 0 : f.header.tensors.back().end);
+    }
   }
+  if (ckpt.packed) AddPackedTensors(ckpt, &plan);
 
   // 4. Per rank: slice, place, emit.
   std::vector<std::uint64_t> data_start(ckpt.files.size());

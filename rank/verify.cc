@@ -51,11 +51,24 @@ struct Item {
   int fill;
 };
 
+// The checkpoint's bytes as the plan addresses them: plain files by pread, packed files (logical
+// bytes) decoded on the host from their codec streams (transport/packed.h), each stream checked
+// against the XXH64 of its original bytes recorded when it was packed.
 class FileCache {
  public:
+  explicit FileCache(const transport::PackedStreams& packed) : packed_(packed) {}
   ~FileCache() {
     for (auto& [f, fd] : fds_) ::close(fd);
   }
+  Status Read(std::uint32_t file, const std::string& path, std::uint64_t offset, std::byte* dst,
+              std::uint64_t n) {
+    if (!packed_.empty() && packed_.IsPacked(file))
+      return packed_.ReadLogical(file, offset, n, dst);
+    HOIST_ASSIGN_OR_RETURN(int fd, Get(file, path));
+    return PreadAll(fd, path, offset, dst, n);
+  }
+
+ private:
   Result<int> Get(std::uint32_t file, const std::string& path) {
     auto it = fds_.find(file);
     if (it != fds_.end()) return it->second;
@@ -65,7 +78,7 @@ class FileCache {
     return fd;
   }
 
- private:
+  const transport::PackedStreams& packed_;
   std::map<std::uint32_t, int> fds_;
 };
 
@@ -128,18 +141,17 @@ Status CheckCopy(const Window& w, const proto::LoadPlan& plan, const proto::Rank
                            std::to_string(c.file()) + " outside the plan");
   }
   const std::string& path = plan.files(c.file()).path();
-  HOIST_ASSIGN_OR_RETURN(int fd, files->Get(c.file(), path));
   const std::uint64_t sext = (c.rows() - 1) * c.src_pitch() + c.width();
   const bool whole = sext <= kWindow;
   src->resize(whole ? sext : c.width());
-  if (whole) HOIST_RETURN_IF_ERROR(PreadAll(fd, path, c.src_offset(), src->data(), sext));
+  if (whole) HOIST_RETURN_IF_ERROR(files->Read(c.file(), path, c.src_offset(), src->data(), sext));
   for (std::uint64_t r = 0; r < c.rows(); ++r) {
     const std::byte* want = src->data();
     if (whole) {
       want += r * c.src_pitch();
     } else {
       HOIST_RETURN_IF_ERROR(
-          PreadAll(fd, path, c.src_offset() + r * c.src_pitch(), src->data(), c.width()));
+          files->Read(c.file(), path, c.src_offset() + r * c.src_pitch(), src->data(), c.width()));
     }
     const std::uint64_t dst = c.dst_offset() + r * c.dst_pitch();
     const std::byte* got = w.bytes + (dst - w.start);
@@ -170,7 +182,9 @@ std::string DescribeArenaOffset(const proto::RankPlan& rp, std::uint64_t off) {
 Status VerifyArena(transport::Device& device, const transport::DeviceBuffer& arena,
                    const proto::LoadPlan& plan, const proto::RankPlan& rp) {
   HOIST_ASSIGN_OR_RETURN(const std::vector<Item> items, ArenaItems(rp, arena.bytes));
-  FileCache files;
+  HOIST_ASSIGN_OR_RETURN(const transport::PackedStreams packed,
+                         transport::PackedStreams::FromPlan(plan));
+  FileCache files(packed);
   std::vector<std::byte> window, src;
   const auto* base = static_cast<const std::byte*>(arena.ptr);
   std::size_t i = 0;

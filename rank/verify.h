@@ -1,6 +1,8 @@
 // Proving and exporting what a rank loaded, independently of the staging pipeline.
 //
-// VerifyArena re-reads every copy's source bytes with plain pread on the host, copies the arena
+// VerifyArena re-reads every copy's source bytes with plain pread on the host (a packed
+// checkpoint's: decoded on the host by the CPU reference decoder, checksummed against the
+// original bytes' XXH64), copies the arena
 // back from the device (in windows of at most 64 MiB) and compares; fills are checked against
 // their value. DumpArena writes <dir>/rank-<R>.safetensors holding exactly the rank's TensorOuts
 // (name, dtype, shape) with the bytes copied back from the device; the header is written here
@@ -18,6 +20,7 @@
 #include "hoist/status.h"
 #include "proto/plan.pb.h"
 #include "transport/device.h"
+#include "transport/packed.h"
 
 namespace hoist::rank {
 

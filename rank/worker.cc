@@ -130,7 +130,7 @@ Result<Files> CheckRankFiles(const proto::LoadPlan& plan, const proto::RankPlan&
   Files f;
   for (const proto::File& file : plan.files()) {
     f.paths.push_back(file.path());
-    f.sizes.push_back(file.size());
+    f.sizes.push_back(file.packed() ? file.logical_size() : file.size());  // what copies address
   }
   f.used.assign(f.paths.size(), false);
   HOIST_RETURN_IF_ERROR(transport::ValidateRankPlan(rp, f.sizes, f.paths, rp.arena_bytes()));
@@ -258,6 +258,7 @@ void AddPipelineReport(const transport::PipelineReport& pr, const LoadOptions& o
   RecordTiming(rec, Phase::kStagingAlloc, pr.staging_alloc, read_start);
   RecordTiming(rec, Phase::kRead, pr.read, read_start);
   RecordTiming(rec, Phase::kH2d, pr.h2d, read_start);
+  if (pr.decode.ran) RecordTiming(rec, Phase::kDecode, pr.decode, read_start);
   RecordTiming(rec, Phase::kDrain, pr.drain, after_pipeline);
   RecordTiming(rec, Phase::kStagingFree, pr.staging_free, after_pipeline);
   rep->set_bytes_read(pr.bytes_read);
@@ -314,8 +315,11 @@ Status Execute(const proto::LoadPlan& plan, const proto::RankPlan& rp, const Loa
                            transport::OpenSources(files.paths, files.used, o.read_mode, o.direct,
                                                   o.wrap_source, !dev.Caps().gpu));
     if (!sources.note.empty()) spdlog::warn("{}", sources.note);
-    HOIST_RETURN_IF_ERROR(
-        Read(dev, out->arena, plan, rp, o, sources.files, PipelineFor(o, threads), &pr, &xr));
+    HOIST_ASSIGN_OR_RETURN(const transport::PackedStreams packed,
+                           transport::PackedStreams::FromPlan(plan));
+    transport::PipelineOptions po = PipelineFor(o, threads);
+    po.packed = &packed;
+    HOIST_RETURN_IF_ERROR(Read(dev, out->arena, plan, rp, o, sources.files, po, &pr, &xr));
     if (o.close_in_background) {
       // Unmapping a large, fully faulted-in mapping costs ~3 ms per GiB of page-table teardown;
       // the weights are on the device already, so release the read-only mappings off the path.
@@ -366,14 +370,16 @@ Result<LoadedRank> Load(const proto::LoadPlan& plan, std::uint32_t rank, const L
 
   const bool exchange = ExchangeActive(plan, o);  // dedup: read only this rank's share
   HOIST_ASSIGN_OR_RETURN(Files files, CheckRankFiles(plan, rp, exchange));
+  // (A packed plan's copies address logical bytes: no file probe; auto mode counts what it finds.)
   ResidencyProbe residency(files, o.threads > 0 ? o.threads : transport::DefaultFillThreads(),
-                           o.read_mode != transport::ReadMode::kAuto);
+                           o.read_mode != transport::ReadMode::kAuto && plan.packed_size() == 0);
   SetStage(o, LoadStage::kDevice);
   HOIST_ASSIGN_OR_RETURN(out.device, TakeDevice(o, rp, &rep, &t_start));
   rep.set_device(out.device->Name());
   HOIST_RETURN_IF_ERROR(Execute(plan, rp, o, files, residency, &out));
   transport::PhaseRecorder(&rep, o.origin)
-      .Record(Phase::kTotal, t_start, Clock::now(), rep.bytes_h2d());
+      .Record(Phase::kTotal, t_start, Clock::now(),
+              plan.packed_size() > 0 ? rp.payload_bytes() : rep.bytes_h2d());
   SetStage(o, LoadStage::kDone);
   return out;
 }

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "codec/codec.h"
+#include "proto/plan.pb.h"
 
 namespace hoist::transport {
 
@@ -45,6 +46,26 @@ struct DecodeSet {
   std::vector<DecodeJob> jobs;
   std::uint64_t max_block_bytes = 0;      // the largest job's `bytes`
   std::uint64_t max_block_bit_words = 0;  // over streams: the largest block's coded words
+};
+
+// A run of consecutive blocks of one stream, contiguous in a file: what the staging ring moves.
+// Its jobs are DecodeSet::jobs [job_begin, job_end), their src relative to the unit's src.
+struct DecodeUnit {
+  std::uint32_t file = 0;
+  std::uint64_t src = 0;  // file offset of the first block's first byte
+  std::uint64_t bytes = 0;
+  std::size_t job_begin = 0, job_end = 0;
+};
+
+// A rank's plan of a packed checkpoint, as the pipeline runs it (transport/packed.h builds it):
+// plain copies of stored bytes from the real shard files, and decode units. Logical copy i of
+// the plan it came from became copies [copies_end[i-1], copies_end[i]) of `plan` and units
+// [units_end[i-1], units_end[i]) (0 for i = 0), so milestones keep their meaning.
+struct PackedWork {
+  proto::RankPlan plan;  // copies on the real files, the fills, tensors and arena size as given
+  DecodeSet decode;
+  std::vector<DecodeUnit> units;
+  std::vector<std::size_t> copies_end, units_end;  // one per logical copy
 };
 
 inline std::uint32_t ValueBytes(const codec::StreamInfo& info) {

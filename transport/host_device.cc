@@ -29,6 +29,7 @@
 #include <variant>
 #include <vector>
 
+#include "transport/decode_job.h"
 #include "transport/device.h"
 #include "transport/host_memory.h"
 #include "transport/mapped_read.h"
@@ -114,7 +115,37 @@ struct MemsetOp {
   std::uint8_t value;
   std::uint64_t bytes;
 };
-using Op = std::variant<Copy2D, MemsetOp, RecordOp>;
+struct WaitOp {  // until `seq` ops of stream `target` completed
+  const void* target;
+  std::uint64_t seq;
+};
+struct DecodeOp {
+  DecoderId decoder;
+  const DecodeSet* set;
+  std::size_t first, count;
+  const std::byte* src;
+  std::byte* arena;
+};
+using Op = std::variant<Copy2D, MemsetOp, RecordOp, WaitOp, DecodeOp>;
+
+// Jobs [first, first + count) of op.set, decoded on the CPU (codec::DecodeBlockBytes checks each
+// block, its checksum included) and their kept values copied into the arena.
+Status ExecuteDecode(const DecodeOp& op) {
+  std::vector<std::uint8_t> values;
+  for (std::size_t i = op.first; i < op.first + op.count; ++i) {
+    const DecodeJob& j = op.set->jobs[i];
+    const codec::StreamInfo& info = op.set->streams[j.stream];
+    const std::uint32_t vb = ValueBytes(info);
+    values.resize(std::uint64_t{j.values} * vb);
+    const auto* block = reinterpret_cast<const std::uint8_t*>(op.src + j.src);
+    HOIST_RETURN_IF_ERROR(codec::DecodeBlockBytes(info, j.block, std::span(block, j.bytes), values,
+                                                  op.set->names[j.stream]));
+    ForEachKeptRun(j, vb, [&](std::uint64_t k0, std::uint64_t k1, std::uint64_t at) {
+      std::memcpy(op.arena + at, values.data() + k0 * vb, (k1 - k0) * vb);
+    });
+  }
+  return Status::Ok();
+}
 
 // A copy whose source is a mapped file (pageable and registered modes) is size-checked and
 // guarded against SIGBUS (transport/mapped_read.h): a file truncated under the load is an error.
@@ -428,6 +459,56 @@ class HostDevice final : public Device {
     return st->error;
   }
 
+  Status StreamWait(StreamId stream, EventId event) override {
+    std::lock_guard lock(mu_);
+    auto e = events_.find(event);
+    if (e == events_.end()) return Status::InvalidArgument("host device: wait on unknown event");
+    if (!e->second.recorded) return Status::Ok();
+    return Enqueue(stream, WaitOp{e->second.stream, e->second.seq});
+  }
+
+  Result<DecoderId> CreateDecoder(const DecodeSet& set) override {
+    std::lock_guard lock(mu_);
+    const DecoderId id = next_decoder_++;
+    decoders_[id] = Decoder{&set, Status::Ok()};
+    return id;
+  }
+
+  Status DecodeAsync(DecoderId decoder, std::size_t first, std::size_t count, const void* src,
+                     void* arena_base, StreamId stream) override {
+    std::lock_guard lock(mu_);
+    auto d = decoders_.find(decoder);
+    if (d == decoders_.end()) return Status::InvalidArgument("host device: unknown decoder");
+    const DecodeSet& set = *d->second.set;
+    if (first > set.jobs.size() || count > set.jobs.size() - first || src == nullptr) {
+      return Status::InvalidArgument("host device: decode jobs " + std::to_string(first) + "+" +
+                                     std::to_string(count) + " of " +
+                                     std::to_string(set.jobs.size()) + " (or a null source)");
+    }
+    auto* arena = static_cast<std::byte*>(arena_base);
+    for (std::size_t i = first; i < first + count; ++i) {
+      const DecodeJob& j = set.jobs[i];
+      const std::uint64_t vb = ValueBytes(set.streams[j.stream]);
+      HOIST_RETURN_IF_ERROR(CheckDst(arena + j.dst, Extent(j.dst_pitch, j.width * vb, j.rows)));
+    }
+    return Enqueue(
+        stream, DecodeOp{decoder, &set, first, count, static_cast<const std::byte*>(src), arena});
+  }
+
+  Status DecoderStatus(DecoderId decoder) override {
+    std::lock_guard lock(mu_);
+    auto d = decoders_.find(decoder);
+    if (d == decoders_.end()) return Status::InvalidArgument("host device: unknown decoder");
+    return d->second.status;
+  }
+
+  Status DestroyDecoder(DecoderId decoder) override {
+    std::lock_guard lock(mu_);
+    if (decoders_.erase(decoder) == 0)
+      return Status::InvalidArgument("host device: unknown decoder");
+    return Status::Ok();
+  }
+
   Status CopySync(const Copy2D& op) override {
     if (op.width == 0 || op.rows == 0) return Status::Ok();
     if (op.src == nullptr) return Status::InvalidArgument("host device: copy from null");
@@ -527,6 +608,17 @@ class HostDevice final : public Device {
           e->second.done = true;
           e->second.when = Clock::now();
         }
+      } else if (auto* w = std::get_if<WaitOp>(&op)) {
+        const auto* target = static_cast<const Stream*>(w->target);
+        st->cv.notify_all();
+        waits_.wait(lock, [&] { return target->done >= w->seq; });
+      } else if (auto* d = std::get_if<DecodeOp>(&op)) {
+        lock.unlock();
+        Status s = ExecuteDecode(*d);
+        lock.lock();
+        auto it = decoders_.find(d->decoder);
+        if (!s.ok() && it != decoders_.end() && it->second.status.ok()) it->second.status = s;
+        if (!s.ok() && st->error.ok()) st->error = std::move(s);
       } else {
         lock.unlock();
         Status s;
@@ -540,6 +632,7 @@ class HostDevice final : public Device {
       }
       ++st->done;
       st->cv.notify_all();
+      waits_.notify_all();
     }
   }
 
@@ -550,6 +643,15 @@ class HostDevice final : public Device {
   std::set<const void*> registered_;
   std::unordered_map<StreamId, std::unique_ptr<Stream>> streams_;
   std::unordered_map<EventId, Event> events_;
+  struct Decoder {
+    const DecodeSet* set;
+    Status status;  // the first failed job's
+  };
+  std::unordered_map<DecoderId, Decoder> decoders_;
+  DecoderId next_decoder_ = 1;
+  // Notified whenever any stream completes an op: streams waiting for another one (StreamWait)
+  // wait here. A stream must not be destroyed while another waits for it.
+  std::condition_variable waits_;
   StreamId next_stream_ = 1;
   EventId next_event_ = 1;
 };

@@ -29,6 +29,7 @@ constexpr std::array<PhaseInfo, kPhaseCount> kPhases = {{
     {Phase::kStagingAlloc, "staging_alloc", false, kMemoryColor},
     {Phase::kRead, "read", true, kWorkColor},
     {Phase::kH2d, "h2d", true, kWorkColor},
+    {Phase::kDecode, "decode", true, kWorkColor},
     {Phase::kPeerInit, "peer_init", false, kWorkColor},
     {Phase::kPeer, "peer", true, kPeerColor},
     {Phase::kDrain, "drain", false, kWorkColor},

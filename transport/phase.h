@@ -31,6 +31,7 @@ enum class Phase : std::uint8_t {
   kStagingAlloc,  // the pinned staging ring (pipeline)
   kRead,          // storage -> staging (pipeline)
   kH2d,           // staging -> device (pipeline)
+  kDecode,        // packed blocks -> arena, on the device (pipeline)
   kPeerInit,      // the dedup peer's set-up (rank job)
   kPeer,          // the dedup exchange: first group issued to last completed (exchange)
   kDrain,         // waiting for the last copies (pipeline)

@@ -214,6 +214,16 @@ struct RunContext {
   std::vector<EventId> events;
   std::vector<SpanRecord> h2d_spans;
 
+  // Packed work: blocks go to device slots on `stream` and are decoded on decode_stream.
+  const PackedWork* work = nullptr;
+  DecodeSet decode;  // the work's streams with the cut's jobs (the decoder's)
+  StreamId decode_stream = -1;
+  DecoderId decoder = -1;
+  DeviceBuffer device_slots;  // ring size x slot_bytes
+  std::vector<SpanRecord> decode_spans;
+  // The stream that ends a slot's work: slot end events and milestones are recorded there.
+  StreamId tail() const { return work != nullptr ? decode_stream : stream; }
+
   double Since(Clock::time_point t) const { return Seconds(o.origin, t); }
   std::byte* ArenaAt(std::uint64_t off) const { return static_cast<std::byte*>(arena.ptr) + off; }
   Result<EventId> NewEvent() {
@@ -222,11 +232,12 @@ struct RunContext {
     return e;
   }
   // The span of the copies between two timed events recorded on the stream.
-  Result<SpanRecord> DeviceSpan(EventId a, EventId b, std::string what) const {
+  Result<SpanRecord> DeviceSpan(EventId a, EventId b, std::string what,
+                                std::string lane = "h2d-0") const {
     HOIST_ASSIGN_OR_RETURN(double ea, dev.Elapsed(t0_event, a));
     HOIST_ASSIGN_OR_RETURN(double eb, dev.Elapsed(t0_event, b));
     SpanRecord s;
-    s.lane = "h2d-0";
+    s.lane = std::move(lane);
     s.what = std::move(what);
     s.start_s = t0_s + ea;
     s.seconds = eb - ea;
@@ -328,7 +339,7 @@ class Milestones {
   // Records milestones [reached_, upto) on the copy stream and announces them.
   Status Reach(std::size_t upto) {
     for (; reached_ < upto; ++reached_) {
-      HOIST_RETURN_IF_ERROR(cx_.dev.Record(cx_.o.milestone_events[reached_], cx_.stream));
+      HOIST_RETURN_IF_ERROR(cx_.dev.Record(cx_.o.milestone_events[reached_], cx_.tail()));
       if (cx_.o.on_milestone) cx_.o.on_milestone(static_cast<int>(reached_));
     }
     return Status::Ok();
@@ -422,6 +433,11 @@ class SlotRing {
       HOIST_ASSIGN_OR_RETURN(EventId b, cx_.NewEvent());
       ev_start_.push_back(a);
       ev_end_.push_back(b);
+      if (cx_.work == nullptr) continue;
+      HOIST_ASSIGN_OR_RETURN(EventId c, cx_.NewEvent());
+      HOIST_ASSIGN_OR_RETURN(EventId d, cx_.NewEvent());
+      ev_copied_.push_back(c);
+      ev_decode_.push_back(d);
     }
     return Status::Ok();
   }
@@ -460,7 +476,8 @@ class SlotRing {
       if (slot.submitted == need && !slot.waiting) {
         slot.waiting = true;
         lock.unlock();
-        Result<SpanRecord> span = WaitSlot(k, need);
+        SpanRecord decode;
+        Result<SpanRecord> span = WaitSlot(k, need, &decode);
         lock.lock();
         slot.waiting = false;
         if (!span.ok()) {
@@ -468,6 +485,7 @@ class SlotRing {
           return span.status();
         }
         cx_.h2d_spans.push_back(std::move(*span));
+        if (!decode.lane.empty()) cx_.decode_spans.push_back(std::move(decode));
         slot.waited = need;
         cv_.notify_all();
       } else {
@@ -492,7 +510,8 @@ class SlotRing {
       for (std::size_t i = cx_.cut.seq_ops[q]; i < cx_.cut.seq_ops[q + 1]; ++i) {
         HOIST_RETURN_IF_ERROR(cx_.dev.CopyAsync(OpCopy(cx_.cut.ops[i], k), cx_.stream));
       }
-      HOIST_RETURN_IF_ERROR(cx_.dev.Record(ev_end_[k], cx_.stream));
+      if (cx_.work != nullptr) HOIST_RETURN_IF_ERROR(SubmitDecode(q, k));
+      HOIST_RETURN_IF_ERROR(cx_.dev.Record(ev_end_[k], cx_.tail()));
       HOIST_RETURN_IF_ERROR(milestones_.OnSubmitted(q));
     }
     std::lock_guard lock(mu_);
@@ -512,16 +531,24 @@ class SlotRing {
     }
     std::sort(outstanding.begin(), outstanding.end());
     for (auto [q, k] : outstanding) {
-      Result<SpanRecord> span = WaitSlot(k, q);
+      SpanRecord decode;
+      Result<SpanRecord> span = WaitSlot(k, q, &decode);
       if (!span.ok()) {
         if (status.ok()) status = span.status();
         continue;
       }
       cx_.h2d_spans.push_back(std::move(*span));
+      if (!decode.lane.empty()) cx_.decode_spans.push_back(std::move(decode));
       slots_[k].waited = q;
     }
     Status sync = cx_.dev.Synchronize(cx_.stream);
     if (status.ok()) status = sync;
+    if (cx_.work != nullptr) {
+      sync = cx_.dev.Synchronize(cx_.decode_stream);
+      if (status.ok()) status = sync;
+      sync = cx_.dev.DecoderStatus(cx_.decoder);
+      if (status.ok()) status = sync;
+    }
     return status;
   }
 
@@ -559,6 +586,28 @@ class SlotRing {
     std::int64_t waited = -1;     // latest seq whose completion was observed
     bool waiting = false;
   };
+
+  // Packed: slot q's blocks [lo, hi) to device slot k, then (on the decode stream, once they
+  // are there) its decode jobs. Called under submit_mu_.
+  Status SubmitDecode(std::uint32_t q, int k) {
+    const std::size_t first = cx_.cut.seq_jobs[q], last = cx_.cut.seq_jobs[q + 1];
+    std::byte* dslot = static_cast<std::byte*>(cx_.device_slots.ptr) + k * cx_.slot_bytes;
+    if (first < last) {
+      const std::uint64_t lo = cx_.cut.jobs[first].src;
+      const std::uint64_t hi = cx_.cut.jobs[last - 1].src + cx_.cut.jobs[last - 1].bytes;
+      Copy2D c;
+      c.dst = dslot + lo;
+      c.src = slots_[k].buf.ptr + lo;
+      c.width = hi - lo;
+      HOIST_RETURN_IF_ERROR(cx_.dev.CopyAsync(c, cx_.stream));
+    }
+    HOIST_RETURN_IF_ERROR(cx_.dev.Record(ev_copied_[k], cx_.stream));
+    HOIST_RETURN_IF_ERROR(cx_.dev.StreamWait(cx_.decode_stream, ev_copied_[k]));
+    HOIST_RETURN_IF_ERROR(cx_.dev.Record(ev_decode_[k], cx_.decode_stream));
+    if (first == last) return Status::Ok();
+    return cx_.dev.DecodeAsync(cx_.decoder, first, last - first, dslot, cx_.arena.ptr,
+                               cx_.decode_stream);
+  }
 
   Copy2D OpCopy(const SlotOp& op, int k) const {
     Copy2D c;
@@ -608,19 +657,32 @@ class SlotRing {
   }
 
   // mu_ released. Waits for slot k's copies of sequence q and returns their span.
-  Result<SpanRecord> WaitSlot(int k, std::int64_t q) {
+  // Packed: the h2d span ends when the blocks are in the device slot, and *decode gets the
+  // decode's span (lane "decode-0"; untouched otherwise).
+  Result<SpanRecord> WaitSlot(int k, std::int64_t q, SpanRecord* decode) {
     HOIST_RETURN_IF_ERROR(cx_.dev.Wait(ev_end_[k]));
-    HOIST_ASSIGN_OR_RETURN(
-        SpanRecord s, cx_.DeviceSpan(ev_start_[k], ev_end_[k],
-                                     "slot " + std::to_string(k) + " seq " + std::to_string(q)));
+    const std::string what = "slot " + std::to_string(k) + " seq " + std::to_string(q);
+    const bool packed = cx_.work != nullptr;
+    HOIST_ASSIGN_OR_RETURN(SpanRecord s,
+                           cx_.DeviceSpan(ev_start_[k], packed ? ev_copied_[k] : ev_end_[k], what));
     s.seconds = std::max(0.0, s.seconds);
     s.bytes = cx_.cut.seq_bytes[q];
+    if (packed) {
+      HOIST_ASSIGN_OR_RETURN(SpanRecord d,
+                             cx_.DeviceSpan(ev_decode_[k], ev_end_[k], what, "decode-0"));
+      d.seconds = std::max(0.0, d.seconds);
+      for (std::size_t j = cx_.cut.seq_jobs[q]; j < cx_.cut.seq_jobs[q + 1]; ++j) {
+        d.bytes += std::uint64_t{cx_.cut.jobs[j].values} * 2;
+      }
+      *decode = std::move(d);
+    }
     return s;
   }
 
   RunContext& cx_;
   Milestones& milestones_;
   std::vector<EventId> ev_start_, ev_end_;
+  std::vector<EventId> ev_copied_, ev_decode_;  // packed: blocks in the device slot; decode start
 
   std::mutex mu_;  // guards slots_, remaining_, status_, cx_.h2d_spans, alloc stats, bytes_h2d_
   std::condition_variable cv_;
@@ -666,11 +728,16 @@ class StagedExecutor {
     if (status.ok()) status = drained;
     ring_.ReportAlloc();
     SpansPhase(cx_.h2d_spans, cx_.rep.bytes_h2d, &cx_.rep.h2d);
+    for (const SpanRecord& d : cx_.decode_spans) cx_.rep.bytes_decoded += d.bytes;
+    if (!cx_.decode_spans.empty()) {
+      SpansPhase(cx_.decode_spans, cx_.rep.bytes_decoded, &cx_.rep.decode);
+    }
     Status freed = ring_.FreeStaging();
     if (status.ok()) status = freed;
     SpanEmitter emit(SpanCount(lanes), cx_.o.max_spans, &cx_.rep.spans);
     emit.Fill(lanes, "read");
     emit.H2d(cx_.h2d_spans);
+    emit.H2d(cx_.decode_spans);
     return status;
   }
 
@@ -717,7 +784,7 @@ class StagedExecutor {
   }
 
   std::size_t SpanCount(const std::vector<Lane>& lanes) const {
-    std::size_t total = cx_.h2d_spans.size();
+    std::size_t total = cx_.h2d_spans.size() + cx_.decode_spans.size();
     for (const Lane& lane : lanes) total += lane.spans.size();
     return total;
   }
@@ -852,8 +919,11 @@ class RegisteredExecutor {
 class Runner {
  public:
   Runner(Device& dev, const DeviceBuffer& arena, const proto::RankPlan& plan,
-         const std::vector<FileSources>& sources, const PipelineOptions& o, PipelineReport* rep)
-      : cx_(dev, arena, plan, sources, o, *rep), milestones_(cx_) {}
+         const std::vector<FileSources>& sources, const PipelineOptions& o, PipelineReport* rep,
+         const PackedWork* work = nullptr)
+      : cx_(dev, arena, plan, sources, o, *rep), milestones_(cx_) {
+    cx_.work = work;
+  }
 
   Status Run() {
     HOIST_RETURN_IF_ERROR(Setup());
@@ -876,12 +946,55 @@ class Runner {
     if (cx_.o.milestone_events.size() != cx_.o.milestone_copies.size()) {
       return Status::InvalidArgument("pipeline: milestone events and copy counts differ in size");
     }
+    HOIST_RETURN_IF_ERROR(CheckPacked());
     Cut();
     HOIST_ASSIGN_OR_RETURN(cx_.stream, cx_.dev.CreateStream());
     HOIST_ASSIGN_OR_RETURN(cx_.t0_event, cx_.dev.CreateEvent(true));
     HOIST_RETURN_IF_ERROR(cx_.dev.Record(cx_.t0_event, cx_.stream));
     HOIST_RETURN_IF_ERROR(cx_.dev.Wait(cx_.t0_event));
     cx_.t0_s = cx_.Since(Clock::now());
+    return SetupDecode();
+  }
+
+  // Packed work needs a staged mode and slots that hold its largest block.
+  Status CheckPacked() const {
+    if (cx_.work == nullptr) return Status::Ok();
+    if (!cx_.staged) {
+      return Status::InvalidArgument(
+          "read mode " + std::string(ReadModeName(cx_.o.mode)) +
+          " cannot load a packed checkpoint (its blocks are decoded out of the staging ring): "
+          "use auto, mmap, direct or buffered");
+    }
+    if (cx_.work->decode.max_block_bytes > cx_.slot_bytes) {
+      return Status::InvalidArgument(
+          "a packed block of " + std::to_string(cx_.work->decode.max_block_bytes) +
+          " bytes does not fit a staging slot of " + std::to_string(cx_.slot_bytes) +
+          " bytes: raise the slot size (--slot-mib)");
+    }
+    for (const DecodeUnit& u : cx_.work->units) {
+      if (u.file >= cx_.sources.size() || cx_.sources[u.file].primary == nullptr) {
+        return Status::InvalidArgument("pipeline: packed blocks read file " +
+                                       std::to_string(u.file) + " which has no source");
+      }
+    }
+    return Status::Ok();
+  }
+
+  // Packed: the decode stream, the device slots and the decoder (its jobs are the cut's).
+  Status SetupDecode() {
+    if (cx_.work == nullptr || cx_.cut.jobs.empty()) {
+      cx_.work = nullptr;  // nothing to decode: the plain path
+      return Status::Ok();
+    }
+    const int ring = static_cast<int>(std::min<std::uint64_t>(cx_.o.slots, cx_.cut.seqs()));
+    HOIST_ASSIGN_OR_RETURN(cx_.decode_stream, cx_.dev.CreateStream());
+    HOIST_ASSIGN_OR_RETURN(cx_.device_slots, cx_.dev.Allocate(ring * cx_.slot_bytes));
+    cx_.decode.streams = cx_.work->decode.streams;
+    cx_.decode.names = cx_.work->decode.names;
+    cx_.decode.jobs = cx_.cut.jobs;
+    cx_.decode.max_block_bytes = cx_.work->decode.max_block_bytes;
+    cx_.decode.max_block_bit_words = cx_.work->decode.max_block_bit_words;
+    HOIST_ASSIGN_OR_RETURN(cx_.decoder, cx_.dev.CreateDecoder(cx_.decode));
     return Status::Ok();
   }
 
@@ -934,7 +1047,8 @@ class Runner {
     if (!cx_.staged) {
       cx_.cut = CutDirect(cx_.plan, cx_.o.mode == ReadMode::kRegistered ? ~0ull : cx_.chunk);
     } else {
-      cx_.cut = CutStaged(cx_.plan, cx_.slot_bytes, cx_.chunk);
+      cx_.cut = cx_.work != nullptr ? CutStaged(*cx_.work, cx_.slot_bytes, cx_.chunk)
+                                    : CutStaged(cx_.plan, cx_.slot_bytes, cx_.chunk);
       cx_.rep.slot_seqs = cx_.cut.seqs();
     }
     cx_.piece_cold.assign(cx_.cut.pieces.size(), 0);
@@ -968,6 +1082,11 @@ class Runner {
     auto keep = [&s](Status x) {
       if (s.ok() && !x.ok()) s = std::move(x);
     };
+    if (cx_.decode_stream >= 0) keep(cx_.dev.Synchronize(cx_.decode_stream));
+    if (cx_.decoder >= 0) keep(cx_.dev.DestroyDecoder(cx_.decoder));
+    if (cx_.device_slots.ptr != nullptr) keep(cx_.dev.Free(cx_.device_slots));
+    if (cx_.decode_stream >= 0) keep(cx_.dev.DestroyStream(cx_.decode_stream));
+    cx_.decoder = cx_.decode_stream = -1;
     for (EventId e : cx_.events) keep(cx_.dev.DestroyEvent(e));
     if (cx_.t0_event >= 0) keep(cx_.dev.DestroyEvent(cx_.t0_event));
     if (cx_.stream >= 0) keep(cx_.dev.DestroyStream(cx_.stream));
@@ -1042,8 +1161,11 @@ Status RunPipeline(Device& device, const DeviceBuffer& arena, const proto::RankP
                    const std::vector<FileSources>& sources, const PipelineOptions& options,
                    PipelineReport* report) {
   PipelineReport local;
-  Runner runner(device, arena, plan, sources, options, report ? report : &local);
-  return runner.Run();
+  if (options.packed == nullptr || options.packed->empty()) {
+    return Runner(device, arena, plan, sources, options, report ? report : &local).Run();
+  }
+  HOIST_ASSIGN_OR_RETURN(const PackedWork work, options.packed->Translate(plan));
+  return Runner(device, arena, work.plan, sources, options, report ? report : &local, &work).Run();
 }
 
 Result<SourceSet> OpenSources(const std::vector<std::string>& paths, const std::vector<bool>& used,

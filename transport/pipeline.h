@@ -37,6 +37,7 @@
 #include "hoist/status.h"
 #include "proto/plan.pb.h"
 #include "transport/device.h"
+#include "transport/packed.h"
 #include "transport/source.h"
 
 namespace hoist::transport {
@@ -75,6 +76,11 @@ struct PipelineOptions {
   // When another thread sets it, the fill threads stop taking work and the run returns Aborted
   // (after draining what was enqueued).
   const std::atomic<bool>* cancel = nullptr;
+  // A packed checkpoint's streams (transport/packed.h): copies on its packed files are translated
+  // into stored-byte copies and decode units; staged modes only. The compressed blocks of each
+  // slot are copied into a device slot on the copy stream and decoded into the arena on a second
+  // stream (which then carries the slots' end events and the milestones).
+  const PackedStreams* packed = nullptr;
 };
 
 // Per plan file (index = proto File index). Unused files may have null sources.
@@ -103,7 +109,8 @@ struct SpanRecord {
 };
 
 struct PipelineReport {
-  PhaseTiming staging_alloc, read, h2d, drain, staging_free;
+  PhaseTiming staging_alloc, read, h2d, decode, drain, staging_free;
+  std::uint64_t bytes_decoded = 0;  // packed: arena bytes written by decode jobs
   std::uint64_t bytes_read = 0;
   std::uint64_t bytes_h2d = 0;
   std::uint64_t bytes_filled = 0;  // memset on the device

@@ -65,6 +65,7 @@ class StagedCutter {
   StagedCutter(std::uint64_t slot_bytes, std::uint64_t chunk, SlotPlan* cut)
       : slot_bytes_(slot_bytes), chunk_(chunk), cut_(*cut) {
     cut_.seq_ops.push_back(0);
+    cut_.seq_jobs.push_back(0);
   }
 
   // Cuts one copy with bytes; returns the last slot holding its bytes.
@@ -93,6 +94,27 @@ class StagedCutter {
     return pos_ == 0 && seq_ > 0 ? seq_ - 1 : seq_;  // ended exactly at a slot boundary
   }
 
+  // Cuts a unit of blocks (every job's bytes <= slot_bytes); returns the last slot holding them.
+  std::int64_t AddUnit(const DecodeUnit& u, const std::vector<DecodeJob>& jobs) {
+    std::size_t j = u.job_begin;
+    while (j < u.job_end) {
+      if (jobs[j].bytes > slot_bytes_ - pos_) NextSlot();
+      const std::uint64_t run_src = u.src + jobs[j].src, run_pos = pos_;
+      for (; j < u.job_end && jobs[j].bytes <= slot_bytes_ - pos_; ++j) {
+        cut_.jobs.push_back(jobs[j]);
+        cut_.jobs.back().src = pos_;
+        pos_ += jobs[j].bytes;
+      }
+      const std::uint64_t run = pos_ - run_pos;
+      if (run > 0) {
+        AddPieces(&cut_.pieces, /*staged=*/true, u.file, seq_, run_src, run, run, 1, run_pos, run,
+                  chunk_);
+      }
+      if (pos_ == slot_bytes_) NextSlot();
+    }
+    return pos_ == 0 && seq_ > 0 ? seq_ - 1 : seq_;
+  }
+
   void Finish() {
     if (pos_ > 0) NextSlot();
   }
@@ -111,6 +133,7 @@ class StagedCutter {
     ++seq_;
     pos_ = 0;
     cut_.seq_ops.push_back(cut_.ops.size());
+    cut_.seq_jobs.push_back(cut_.jobs.size());
   }
 
   const std::uint64_t slot_bytes_, chunk_;
@@ -131,6 +154,32 @@ SlotPlan CutStaged(const proto::RankPlan& plan, std::uint64_t slot_bytes,
     const proto::Copy& c = plan.copies(ci);
     if (c.width() != 0 && c.rows() != 0) last_seq = cutter.Add(c);
     cut.copy_last_seq[ci] = last_seq;
+  }
+  cutter.Finish();
+  GroupTasks(&cut, chunk_bytes);
+  return cut;
+}
+
+SlotPlan CutStaged(const PackedWork& work, std::uint64_t slot_bytes, std::uint64_t chunk_bytes) {
+  SlotPlan cut;
+  for (const DecodeJob& j : work.decode.jobs) {
+    if (j.bytes > slot_bytes || j.bytes == 0) return cut;  // the caller's contract; nothing cut
+  }
+  StagedCutter cutter(slot_bytes, chunk_bytes, &cut);
+  cut.copy_last_seq.assign(work.copies_end.size(), -1);
+  std::int64_t last_seq = -1;
+  std::size_t c = 0, u = 0;
+  for (std::size_t i = 0; i < work.copies_end.size(); ++i) {
+    for (; c < work.copies_end[i]; ++c) {
+      const proto::Copy& copy = work.plan.copies(static_cast<int>(c));
+      if (copy.width() != 0 && copy.rows() != 0) last_seq = cutter.Add(copy);
+    }
+    for (; u < work.units_end[i]; ++u) {
+      if (work.units[u].job_end > work.units[u].job_begin) {
+        last_seq = cutter.AddUnit(work.units[u], work.decode.jobs);
+      }
+    }
+    cut.copy_last_seq[i] = last_seq;
   }
   cutter.Finish();
   GroupTasks(&cut, chunk_bytes);

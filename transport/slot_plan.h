@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "proto/plan.pb.h"
+#include "transport/decode_job.h"
 
 namespace hoist::transport {
 
@@ -71,12 +72,22 @@ struct SlotPlan {
   std::vector<SlotPiece> pieces;
   std::vector<SlotTask> tasks;
   std::vector<std::int64_t> copy_last_seq;  // staged only; one per plan copy
+  // Packed work only: the decode jobs with src rewritten to the block's offset in its slot;
+  // slot q's jobs are [seq_jobs[q], seq_jobs[q+1]).
+  std::vector<DecodeJob> jobs;
+  std::vector<std::size_t> seq_jobs;
   std::uint64_t seqs() const { return seq_bytes.size(); }
 };
 
 // Staged cut. slot_bytes >= 1, 1 <= chunk_bytes <= slot_bytes.
 SlotPlan CutStaged(const proto::RankPlan& plan, std::uint64_t slot_bytes,
                    std::uint64_t chunk_bytes);
+
+// Staged cut of a packed checkpoint's work: its plain copies as above and its units' blocks,
+// each block whole in one slot (a block that does not fit the rest of a slot starts the next
+// one; the caller makes sure every job's bytes <= slot_bytes). Pieces read a unit's blocks
+// that share a slot in one run. copy_last_seq is per logical copy (work.copies_end).
+SlotPlan CutStaged(const PackedWork& work, std::uint64_t slot_bytes, std::uint64_t chunk_bytes);
 
 // Direct cut (pageable: chunk_bytes >= 1; registered: whole copies, ~0ull).
 SlotPlan CutDirect(const proto::RankPlan& plan, std::uint64_t chunk_bytes);

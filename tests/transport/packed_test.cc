@@ -1,0 +1,379 @@
+// Loads of a packed checkpoint through the real pipeline on the host backend (decode jobs run by
+// the CPU decoder) against the obviously-correct reference: the same plan applied with pread to
+// a plain file holding the original tensors back to back (the logical bytes). Tensors: BF16 and
+// F16 (coded), F32 (stored), a BF16 tensor in four column stripes; copies: ranges across
+// tensors, row slices starting mid-block, column slices, stripe-aligned and unaligned column
+// ranges, strided destinations. Plus the cut's invariants for packed work, damaged blocks and
+// bad copies refused with named errors, and the host-side logical reader used by --verify.
+#include "transport/packed.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "codec/codec.h"
+#include "tests/codec/codec_data.h"
+#include "tests/transport/test_util.h"
+#include "transport/pipeline.h"
+#include "transport/slot_plan.h"
+
+namespace hoist::transport {
+namespace {
+
+using testtransport::ReferenceArena;
+using testtransport::ScratchDir;
+
+struct TensorSpec {
+  std::string name;
+  codec::DType dtype;
+  std::uint64_t rows, cols;
+  int stripes;  // 1: one stream
+};
+
+// A packed "checkpoint": one shard of codec streams (4 KiB aligned), its LoadPlan (files and
+// packed tensors), and the logical image (the original bytes back to back) for the reference.
+struct Packed {
+  std::unique_ptr<ScratchDir> dir = std::make_unique<ScratchDir>();
+  proto::LoadPlan plan, ref_plan;
+  std::vector<std::uint8_t> logical;
+  std::vector<std::uint64_t> offsets;  // logical offset per tensor
+  std::vector<TensorSpec> specs;
+};
+
+std::vector<std::uint8_t> Values(const TensorSpec& t, std::uint64_t seed) {
+  const std::uint64_t n = t.rows * t.cols;
+  if (t.dtype == codec::DType::kBF16) return codec::testing::NormalBf16(n, seed, 0.02);
+  if (t.dtype == codec::DType::kF16) return codec::testing::NormalF16(n, seed, 0.02);
+  return testtransport::Pattern(n * 4, seed);  // F32: stored
+}
+
+// Columns [c0, c1) of every row of a rows x cols tensor of `vb`-byte values.
+std::vector<std::uint8_t> Columns(const std::vector<std::uint8_t>& v, const TensorSpec& t,
+                                  std::uint64_t c0, std::uint64_t c1, std::uint32_t vb) {
+  std::vector<std::uint8_t> out;
+  for (std::uint64_t r = 0; r < t.rows; ++r) {
+    const auto* row = v.data() + (r * t.cols + c0) * vb;
+    out.insert(out.end(), row, row + (c1 - c0) * vb);
+  }
+  return out;
+}
+
+Packed MakePacked(const std::vector<TensorSpec>& specs, std::uint32_t block_values) {
+  Packed p;
+  p.specs = specs;
+  std::vector<std::uint8_t> shard;
+  proto::PackedTensor* pts = nullptr;
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    const TensorSpec& t = specs[i];
+    const std::uint32_t vb = codec::DTypeSize(t.dtype);
+    const std::vector<std::uint8_t> v = Values(t, 100 + i);
+    p.offsets.push_back(p.logical.size());
+    pts = p.plan.add_packed();
+    pts->set_name(t.name);
+    pts->set_file(0);
+    pts->set_offset(p.logical.size());
+    pts->set_bytes(v.size());
+    pts->set_row_values(t.cols);
+    pts->set_value_bytes(vb);
+    pts->set_dtype(std::string(codec::DTypeName(t.dtype)));
+    p.logical.insert(p.logical.end(), v.begin(), v.end());
+    for (int s = 0; s < t.stripes; ++s) {
+      const std::uint64_t c0 = t.cols * s / t.stripes, c1 = t.cols * (s + 1) / t.stripes;
+      codec::EncodeOptions o;
+      o.block_values = block_values;
+      o.sub_streams = 64;
+      auto stream = codec::Encode(t.dtype, Columns(v, t, c0, c1, vb), o);
+      if (!stream.ok()) throw std::runtime_error(stream.status().ToString());
+      auto info = codec::ParseStream(*stream, t.name);
+      if (!info.ok()) throw std::runtime_error(info.status().ToString());
+      shard.resize((shard.size() + 4095) / 4096 * 4096);
+      proto::PackedStream* ps = pts->add_streams();
+      ps->set_offset(shard.size());
+      ps->set_bytes(stream->size());
+      ps->set_col_begin(c0);
+      ps->set_col_end(c1);
+      ps->set_header(std::string(stream->begin(), stream->begin() + info->header_bytes));
+      shard.insert(shard.end(), stream->begin(), stream->end());
+    }
+  }
+  const std::string shard_path = p.dir->Sub("packed-00001.bin");
+  const std::string image_path = p.dir->Sub("logical.bin");
+  testtransport::WriteFile(shard_path, shard);
+  testtransport::WriteFile(image_path, p.logical);
+  proto::File f = testtransport::StatFile(shard_path);
+  f.set_packed(true);
+  f.set_logical_size(p.logical.size());
+  *p.plan.add_files() = f;
+  *p.ref_plan.add_files() = testtransport::StatFile(image_path);
+  return p;
+}
+
+std::vector<TensorSpec> Specs() {
+  return {{"a.bf16", codec::DType::kBF16, 96, 700, 1},
+          {"b.f16", codec::DType::kF16, 50, 333, 1},
+          {"c.f32", codec::DType::kF32, 40, 129, 1},
+          {"d.striped", codec::DType::kBF16, 64, 512, 4},
+          {"e.bf16", codec::DType::kBF16, 1, 5000, 1}};
+}
+
+// A rank plan of logical copies over `p` (arena cursor-allocated, 256-aligned).
+class PlanWriter {
+ public:
+  explicit PlanWriter(Packed& p) : p_(p) {}
+  // Rows [r0, r1), columns [c0, c1) of tensor i.
+  void Rect(int i, std::uint64_t r0, std::uint64_t r1, std::uint64_t c0, std::uint64_t c1,
+            std::uint64_t extra_pitch = 0) {
+    const TensorSpec& t = p_.specs[i];
+    const std::uint64_t vb = codec::DTypeSize(t.dtype), w = (c1 - c0) * vb;
+    proto::Copy c;
+    c.set_file(0);
+    c.set_src_offset(p_.offsets[i] + (r0 * t.cols + c0) * vb);
+    c.set_src_pitch(t.cols * vb);
+    c.set_width(w);
+    c.set_rows(r1 - r0);
+    c.set_dst_pitch(w + extra_pitch);
+    c.set_dst_offset(Alloc((r1 - r0) * (w + extra_pitch)));
+    *rp_.add_copies() = c;
+  }
+  // Logical bytes [a, b) as one contiguous copy.
+  void Range(std::uint64_t a, std::uint64_t b) {
+    proto::Copy c;
+    c.set_file(0);
+    c.set_src_offset(a);
+    c.set_width(b - a);
+    c.set_rows(1);
+    c.set_dst_offset(Alloc(b - a));
+    *rp_.add_copies() = c;
+  }
+  proto::RankPlan Done() {
+    rp_.set_arena_bytes(cursor_);
+    return rp_;
+  }
+
+ private:
+  std::uint64_t Alloc(std::uint64_t n) {
+    const std::uint64_t at = cursor_;
+    cursor_ = (cursor_ + n + 255) / 256 * 256;
+    return at;
+  }
+  Packed& p_;
+  proto::RankPlan rp_;
+  std::uint64_t cursor_ = 0;
+};
+
+proto::RankPlan MixedPlan(Packed& p) {
+  PlanWriter w(p);
+  w.Range(0, p.logical.size());    // everything, across tensors
+  w.Rect(0, 37, 61, 0, 700);       // rows from mid-block
+  w.Rect(0, 0, 96, 350, 700);      // a column half (tp 2 row-parallel)
+  w.Rect(1, 0, 50, 111, 222, 64);  // columns, strided destination
+  w.Rect(2, 3, 40, 5, 100);        // stored: a 2-D copy of the payload
+  w.Rect(3, 0, 64, 256, 512);      // stripe-aligned columns
+  w.Rect(3, 10, 33, 100, 300);     // columns across two stripes
+  w.Range(p.offsets[3] + 512 * 2 * 8, p.offsets[3] + 512 * 2 * 24);  // whole rows, striped
+  w.Rect(4, 0, 1, 4000, 4100);                                       // a piece of a 1-row tensor
+  return w.Done();
+}
+
+struct LoadRun {
+  Status status;
+  std::vector<std::uint8_t> arena;
+  PipelineReport report;
+};
+
+LoadRun Load(Packed& p, const proto::RankPlan& rp, PipelineOptions o) {
+  LoadRun out;
+  auto streams = PackedStreams::FromPlan(p.plan);
+  if (!streams.ok()) {
+    out.status = streams.status();
+    return out;
+  }
+  o.packed = &*streams;
+  auto dev = OpenHostDevice();
+  auto arena = dev->Allocate(rp.arena_bytes());
+  auto sources = OpenSources({p.plan.files(0).path()}, {true}, o.mode);
+  if (!arena.ok() || !sources.ok()) {
+    out.status = !arena.ok() ? arena.status() : sources.status();
+    return out;
+  }
+  out.status = testtransport::WithWatchdog(
+      [&] { return RunPipeline(*dev, *arena, rp, sources->files, o, &out.report); });
+  out.arena.resize(rp.arena_bytes());
+  EXPECT_TRUE(dev->CopyToHost(out.arena.data(), arena->ptr, out.arena.size()).ok());
+  return out;
+}
+
+void ExpectMatchesReference(Packed& p, const proto::RankPlan& rp, const LoadRun& run) {
+  ASSERT_TRUE(run.status.ok()) << run.status.ToString();
+  const auto want = ReferenceArena(p.ref_plan, rp);
+  const std::int64_t bad = testtransport::FirstMismatch(want, run.arena.data());
+  EXPECT_EQ(bad, -1) << "arena byte " << bad;
+}
+
+PipelineOptions Small(ReadMode mode, std::uint64_t slot_bytes) {
+  PipelineOptions o;
+  o.mode = mode;
+  o.slots = 3;
+  o.slot_bytes = slot_bytes;
+  o.threads = 3;
+  return o;
+}
+
+TEST(PackedLoad, EveryModeMatchesTheReference) {
+  Packed p = MakePacked(Specs(), 4096);
+  const proto::RankPlan rp = MixedPlan(p);
+  for (ReadMode mode : {ReadMode::kBuffered, ReadMode::kMmap, ReadMode::kAuto}) {
+    SCOPED_TRACE(std::string(ReadModeName(mode)));
+    const LoadRun run = Load(p, rp, Small(mode, 64 << 10));
+    ExpectMatchesReference(p, rp, run);
+    EXPECT_GT(run.report.bytes_decoded, 0u);
+    EXPECT_TRUE(run.report.decode.ran);
+    EXPECT_LT(run.report.bytes_h2d, rp.arena_bytes()) << "compressed bytes cross the link";
+  }
+}
+
+TEST(PackedLoad, SlotSizesFromOneBlockUpMatchTheReference) {
+  Packed p = MakePacked(Specs(), 2048);
+  const proto::RankPlan rp = MixedPlan(p);
+  auto streams = PackedStreams::FromPlan(p.plan);
+  ASSERT_TRUE(streams.ok());
+  auto work = streams->Translate(rp);
+  ASSERT_TRUE(work.ok()) << work.status().ToString();
+  const std::uint64_t biggest = work->decode.max_block_bytes;
+  for (std::uint64_t slot : {biggest, biggest + 1000, 3 * biggest + 7, std::uint64_t{1} << 20}) {
+    SCOPED_TRACE(slot);
+    ExpectMatchesReference(p, rp, Load(p, rp, Small(ReadMode::kBuffered, slot)));
+  }
+  const LoadRun small = Load(p, rp, Small(ReadMode::kBuffered, biggest - 1));
+  EXPECT_EQ(small.status.code(), Code::kInvalidArgument) << small.status.ToString();
+  EXPECT_NE(small.status.message().find("--slot-mib"), std::string::npos);
+}
+
+TEST(PackedLoad, RandomRowAndColumnSlicesMatchTheReference) {
+  Packed p = MakePacked(Specs(), 3000);
+  std::mt19937_64 rng(7);
+  auto pick = [&](std::uint64_t lo, std::uint64_t hi) {
+    return std::uniform_int_distribution<std::uint64_t>(lo, hi)(rng);
+  };
+  for (int round = 0; round < 6; ++round) {
+    PlanWriter w(p);
+    for (int k = 0; k < 12; ++k) {
+      const int i = static_cast<int>(pick(0, 3));
+      const TensorSpec& t = p.specs[i];
+      const std::uint64_t r0 = pick(0, t.rows - 1), r1 = pick(r0 + 1, t.rows);
+      const std::uint64_t c0 = pick(0, t.cols - 1), c1 = pick(c0 + 1, t.cols);
+      w.Rect(i, r0, r1, c0, c1, pick(0, 1) * 32);
+    }
+    const proto::RankPlan rp = w.Done();
+    ExpectMatchesReference(p, rp, Load(p, rp, Small(ReadMode::kMmap, 40 << 10)));
+  }
+}
+
+TEST(PackedLoad, CutKeepsBlocksWholeInsideTheirSlots) {
+  Packed p = MakePacked(Specs(), 2048);
+  const proto::RankPlan rp = MixedPlan(p);
+  auto streams = PackedStreams::FromPlan(p.plan);
+  ASSERT_TRUE(streams.ok());
+  auto work = streams->Translate(rp);
+  ASSERT_TRUE(work.ok());
+  const std::uint64_t slot = 3 * work->decode.max_block_bytes + 5;
+  const SlotPlan cut = CutStaged(*work, slot, 1000);
+  ASSERT_EQ(cut.jobs.size(), work->decode.jobs.size());
+  ASSERT_EQ(cut.seq_jobs.size(), cut.seqs() + 1);
+  std::uint64_t piece_bytes = 0;
+  for (const SlotPiece& x : cut.pieces) piece_bytes += x.bytes();
+  std::uint64_t want = 0;
+  for (const DecodeUnit& u : work->units) want += u.bytes;
+  for (const proto::Copy& c : work->plan.copies()) want += c.width() * c.rows();
+  EXPECT_EQ(piece_bytes, want) << "pieces read every block and stored byte once";
+  for (std::uint64_t q = 0; q < cut.seqs(); ++q) {
+    for (std::size_t j = cut.seq_jobs[q]; j < cut.seq_jobs[q + 1]; ++j) {
+      EXPECT_LE(cut.jobs[j].src + cut.jobs[j].bytes, cut.seq_bytes[q]) << "job " << j;
+      EXPECT_EQ(cut.jobs[j].block, work->decode.jobs[j].block);
+    }
+  }
+  ASSERT_EQ(cut.copy_last_seq.size(), static_cast<std::size_t>(rp.copies_size()));
+  for (std::size_t i = 1; i < cut.copy_last_seq.size(); ++i) {
+    EXPECT_LE(cut.copy_last_seq[i - 1], cut.copy_last_seq[i]);
+  }
+  EXPECT_EQ(cut.copy_last_seq.back(), static_cast<std::int64_t>(cut.seqs()) - 1);
+}
+
+TEST(PackedLoad, ADamagedBlockIsANamedError) {
+  Packed p = MakePacked(Specs(), 4096);
+  const proto::RankPlan rp = MixedPlan(p);
+  // Flip a raw byte in the second block of tensor a's stream: only its checksum sees it.
+  const proto::PackedStream& s = p.plan.packed(0).streams(0);
+  auto info = codec::ParseHeader(
+      std::span(reinterpret_cast<const std::uint8_t*>(s.header().data()), s.header().size()),
+      s.bytes(), "a");
+  ASSERT_TRUE(info.ok());
+  const std::string path = p.plan.files(0).path();
+  std::FILE* f = std::fopen(path.c_str(), "r+b");
+  ASSERT_NE(f, nullptr);
+  const long at = static_cast<long>(s.offset() + info->header_bytes + info->block_offsets[1] + 3);
+  std::fseek(f, at, SEEK_SET);
+  const int c = std::fgetc(f);
+  std::fseek(f, at, SEEK_SET);
+  std::fputc(c ^ 0x40, f);
+  std::fclose(f);
+  const LoadRun run = Load(p, rp, Small(ReadMode::kBuffered, 64 << 10));
+  ASSERT_EQ(run.status.code(), Code::kCorrupt) << run.status.ToString();
+  EXPECT_NE(run.status.message().find("a.bf16"), std::string::npos) << run.status.ToString();
+  EXPECT_NE(run.status.message().find("block 1"), std::string::npos) << run.status.ToString();
+  EXPECT_NE(run.status.message().find(path), std::string::npos) << run.status.ToString();
+}
+
+TEST(PackedLoad, BadCopiesAndModesAreRefused) {
+  Packed p = MakePacked(Specs(), 4096);
+  auto streams = PackedStreams::FromPlan(p.plan);
+  ASSERT_TRUE(streams.ok());
+  proto::RankPlan rp;
+  proto::Copy* c = rp.add_copies();
+  c->set_file(0);
+  c->set_src_offset(1);  // cuts a BF16 value
+  c->set_width(10);
+  c->set_rows(1);
+  rp.set_arena_bytes(16);
+  auto cut_value = streams->Translate(rp);
+  ASSERT_FALSE(cut_value.ok());
+  EXPECT_NE(cut_value.status().message().find("cuts a value of tensor a.bf16"), std::string::npos)
+      << cut_value.status().ToString();
+  c->set_src_offset(p.logical.size());
+  EXPECT_EQ(streams->Translate(rp).status().code(), Code::kCorrupt);
+  // Part of a row of the striped tensor followed by part of the next: no stripe rectangle.
+  c->set_src_offset(p.offsets[3] + 2 * 500);
+  c->set_width(2 * 100);
+  auto striped = streams->Translate(rp);
+  ASSERT_FALSE(striped.ok());
+  EXPECT_NE(striped.status().message().find("striped tensor d.striped"), std::string::npos);
+  Packed q = MakePacked(Specs(), 4096);
+  const proto::RankPlan mixed = MixedPlan(q);
+  const LoadRun pageable = Load(q, mixed, Small(ReadMode::kPageable, 64 << 10));
+  EXPECT_EQ(pageable.status.code(), Code::kInvalidArgument) << pageable.status.ToString();
+}
+
+TEST(PackedLoad, ADamagedHeaderIsRefusedWhenThePlanIsRead) {
+  Packed p = MakePacked(Specs(), 4096);
+  std::string* h = p.plan.mutable_packed(1)->mutable_streams(0)->mutable_header();
+  (*h)[300] = static_cast<char>((*h)[300] ^ 1);
+  auto streams = PackedStreams::FromPlan(p.plan);
+  ASSERT_FALSE(streams.ok());
+  EXPECT_EQ(streams.status().code(), Code::kCorrupt);
+  EXPECT_NE(streams.status().message().find("b.f16"), std::string::npos);
+}
+
+TEST(PackedLoad, ReadLogicalReturnsTheOriginalBytes) {
+  Packed p = MakePacked(Specs(), 4096);
+  auto streams = PackedStreams::FromPlan(p.plan);
+  ASSERT_TRUE(streams.ok());
+  std::vector<std::byte> got(p.logical.size());
+  ASSERT_TRUE(streams->ReadLogical(0, 0, got.size(), got.data()).ok());
+  EXPECT_EQ(std::memcmp(got.data(), p.logical.data(), got.size()), 0);
+  const std::uint64_t a = p.offsets[3] + 1234, n = 5000;
+  ASSERT_TRUE(streams->ReadLogical(0, a, n, got.data()).ok());
+  EXPECT_EQ(std::memcmp(got.data(), p.logical.data() + a, n), 0);
+}
+
+}  // namespace
+}  // namespace hoist::transport
