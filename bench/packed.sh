@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# Issue 15's figures in one call on the GPU box: packed (codec-compressed, docs/PACKED.md) copies
+# of checkpoints loaded side by side with their originals, runs alternating original / packed:
+#   - sizes per checkpoint (original and packed bytes), the codec's GPU decode rate;
+#   - the pinned-H2D ceiling and the O_DIRECT rate (AIO reader) of this call;
+#   - tp 1 hot and cold (auto and direct) loads: effective GiB/s of original bytes;
+#   - --verify of packed loads (tp 1, 2, 4; DeepSeek FP8 ep 2) and a byte comparison of dumps;
+#   - daemon restore from a host cache (packed: compressed cache decoded on the GPU);
+#   - on 2 GPUs: mpirun -np 2 tp 2, per rank.
+#   bench/packed.sh   (env: RUNS_HOT=5 RUNS_COLD=3 HF=1 (make and use the transformers checkpoint),
+#                      MODELS=/tmp/hoist-models BUILD_DIR=build-bench OUT AUX)
+# Writes packed.jsonl and PACKED.md under $OUT.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+OUT="${OUT:-/tmp/hoist-bench-out}"; mkdir -p "$OUT"
+AUX="${AUX:-/tmp/hoist-bench-aux}"; mkdir -p "$AUX"
+RUNS_HOT="${RUNS_HOT:-5}"; RUNS_COLD="${RUNS_COLD:-3}"
+MODELS="${MODELS:-/tmp/hoist-models}"
+build="${BUILD_DIR:-build-bench}"
+res="$OUT/packed.jsonl"; : > "$res"
+log() { echo "[packed $(date +%T)] $*" >&2; }
+drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+warm() { cat "$1"/*.safetensors "$1"/*.bin > /dev/null 2>&1 || true; }
+
+OUT="$AUX/bench-build" AUX="$AUX" BUILD_ONLY=1 BUILD_DIR="$build" MODELS="$MODELS" bash bench/bench.sh
+source tools/env.sh
+hoist=$build/launch/hoist
+m4b="$MODELS/qwen3-4b"; ds="$MODELS/deepseek-v3-small"; hf="$MODELS/qwen3-4b-hf"
+models=("$m4b")
+if [[ "${HF:-1}" == 1 ]]; then
+  if [[ ! -f "$hf/config.json" ]]; then
+    log "transformers: random-initialised Qwen3 4B, save_pretrained"
+    python3 bench/make_hf_qwen3.py "$hf" 2>&1 | tail -2 >&2 || log "transformers checkpoint FAILED"
+  fi
+  [[ -f "$hf/config.json" ]] && models+=("$hf")
+fi
+
+pack() {  # model: writes model-packed once
+  local m=$1 p="$1-packed"
+  [[ -f "$p/hoist-packed.json" ]] && return 0
+  log "pack $m"
+  local t0=$(date +%s.%N)
+  $hoist pack --model "$m" --out "$p" --tp-multiple 8 > "$AUX/pack.log" 2>&1 || { tail -5 "$AUX/pack.log" >&2; return 1; }
+  python3 - "$m" "$p" "$(date +%s.%N)" "$t0" >> "$res" <<'PY'
+import glob, json, os, sys
+m, p, t1, t0 = sys.argv[1:5]
+size = lambda pat: sum(os.path.getsize(f) for f in glob.glob(pat))
+print(json.dumps({"kind": "pack", "model": os.path.basename(m), "original": size(m + "/*.safetensors"),
+                  "packed": size(p + "/*.bin"), "seconds": float(t1) - float(t0)}))
+PY
+}
+for m in "${models[@]}" "$ds"; do pack "$m"; done
+
+log "pinned H2D ceiling"
+for i in 1 2; do $build/bench/hoist-bench-h2d 8 7 | sed 's/^{/{"kind":"h2d_ceiling",/' >> "$res"; done
+for m in "${models[@]}"; do
+  b=$(basename "$m")
+  for f in "$m" "$m-packed"; do
+    drop; $build/bench/hoist-bench-io --threads 16 --chunk-mib 4 --depth 16 "$f"/*.safetensors "$f"/*.bin 2>/dev/null \
+      | sed "s/^{/{\"kind\":\"io_ceiling\",\"model\":\"$(basename "$f")\",/" >> "$res" || true
+  done
+  [[ -x $build/bench/hoist-bench-codec ]] && $build/bench/hoist-bench-codec --model "$m" --runs 3 \
+    | sed "s/^{/{\"model\":\"$b\",/" >> "$res" 2> "$AUX/codec.log" || true
+done
+
+load() {  # label temp model hoist-args...
+  local label=$1 temp=$2 model=$3; shift 3
+  if [[ $temp == cold ]]; then drop; else warm "$model"; fi
+  local rj="$AUX/r.json"
+  if ! $hoist load --model "$model" --log-level warn --no-progress --report-json "$rj" "$@" > "$AUX/last.log" 2>&1; then
+    log "FAILED: $label $temp $model $*"; tail -5 "$AUX/last.log" >&2
+    echo "{\"kind\":\"load\",\"label\":\"$label\",\"temp\":\"$temp\",\"failed\":true}" >> "$res"; return 0
+  fi
+  python3 - "$rj" "$label" "$temp" >> "$res" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+for k in r["ranks"]:
+    ph = k["phases"]
+    print(json.dumps({"kind": "load", "label": sys.argv[2], "temp": sys.argv[3], "rank": k["rank"],
+                      "payload": ph["total"]["bytes"], "total_s": ph["total"]["seconds"],
+                      "bytes_read": k["bytes_read"], "bytes_h2d": k["bytes_h2d"],
+                      "phases": {n: p["seconds"] for n, p in ph.items()}, "wall_s": r["wall_s"]}))
+PY
+}
+
+for m in "${models[@]}"; do
+  b=$(basename "$m")
+  log "$b: tp1 hot, original and packed alternating (x $RUNS_HOT)"
+  load warmup hot "$m" > /dev/null; load warmup hot "$m-packed" > /dev/null
+  for i in $(seq "$RUNS_HOT"); do
+    load "$b/original" hot "$m"; load "$b/packed" hot "$m-packed"
+  done
+  for mode in auto direct; do
+    log "$b: tp1 cold --read $mode (x $RUNS_COLD)"
+    for i in $(seq "$RUNS_COLD"); do
+      load "$b/original-$mode" cold "$m" --read $mode; load "$b/packed-$mode" cold "$m-packed" --read $mode
+    done
+  done
+done
+
+log "verify packed loads, and dumps of original and packed compared byte for byte"
+: > "$OUT/verify.txt"
+v() { if $hoist load --log-level warn --no-progress --verify "$@" >> "$AUX/verify.log" 2>&1; then echo "PASS $*" >> "$OUT/verify.txt"; else echo "FAIL $*" >> "$OUT/verify.txt"; fi; }
+for m in "${models[@]}"; do
+  v --model "$m-packed"
+  for r in 0 1; do v --model "$m-packed" --tp 2 --rank $r; done
+  for r in 0 3; do v --model "$m-packed" --tp 4 --rank $r; done
+done
+for r in 0 1; do v --model "$ds-packed" --ep 2 --rank $r; done
+for r in 0 1; do
+  rm -rf "$AUX/d-o" "$AUX/d-p"
+  $hoist load --model "$m4b" --tp 2 --rank $r --dump "$AUX/d-o" --log-level warn --no-progress > /dev/null 2>&1
+  $hoist load --model "$m4b-packed" --tp 2 --rank $r --dump "$AUX/d-p" --log-level warn --no-progress > /dev/null 2>&1
+  if cmp -s "$AUX/d-o/rank-$r.safetensors" "$AUX/d-p/rank-$r.safetensors"; then
+    echo "PASS dump tp2 rank $r: packed == original" >> "$OUT/verify.txt"
+  else
+    echo "FAIL dump tp2 rank $r: packed != original" >> "$OUT/verify.txt"
+  fi
+done
+cat "$OUT/verify.txt" >&2
+
+restore_runs() {  # label model
+  local label=$1 model=$2 sd=/tmp/hoist-packed-sock
+  rm -rf "$sd"; warm "$model"
+  setsid $hoist serve --model "$model" --host-cache --socket-dir "$sd" --log-level warn > "$AUX/serve.log" 2>&1 &
+  local pid=$!
+  for i in $(seq 600); do [[ -S "$sd/rank-0.sock" ]] && break; sleep 0.1; done
+  if [[ -S "$sd/rank-0.sock" ]]; then
+    for i in $(seq "$RUNS_HOT"); do
+      $hoist ctl release --socket "$sd/rank-0.sock" > /dev/null
+      line=$($hoist ctl restore --socket "$sd/rank-0.sock" 2>&1 || true); echo "$label: $line" >&2
+      python3 - "$label" "$line" >> "$res" <<'PY'
+import json, re, sys
+m = re.search(r"restored: .* in ([0-9.]+) s \(([0-9.]+) GiB/s\)", sys.argv[2])
+if m: print(json.dumps({"kind": "restore", "label": sys.argv[1], "seconds": float(m.group(1)), "gib_s": float(m.group(2)), "line": sys.argv[2]}))
+PY
+    done
+  else
+    log "serve did not start ($label)"; tail -5 "$AUX/serve.log" >&2
+  fi
+  kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null || true
+}
+restore_runs "qwen3-4b/original" "$m4b"
+restore_runs "qwen3-4b/packed" "$m4b-packed"
+
+gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
+if [[ $gpus -ge 2 ]]; then
+  for m in "${models[@]}"; do
+    b=$(basename "$m")
+    log "$b: mpirun -np 2 tp 2 hot, original and packed alternating"
+    for i in $(seq "$RUNS_HOT"); do
+      for which in original packed; do
+        mm=$m; [[ $which == packed ]] && mm="$m-packed"
+        warm "$mm"
+        if mpirun -np 2 $hoist load --model "$mm" --tp 2 --log-level warn --no-progress --report-json "$AUX/r2.json" > "$AUX/mpi.log" 2>&1; then
+          python3 - "$AUX/r2.json" "$b/$which-tp2" >> "$res" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+for k in r["ranks"]:
+    ph = k["phases"]
+    print(json.dumps({"kind": "load", "label": sys.argv[2], "temp": "hot", "rank": k["rank"],
+                      "payload": ph["total"]["bytes"], "total_s": ph["total"]["seconds"],
+                      "bytes_read": k["bytes_read"], "bytes_h2d": k["bytes_h2d"],
+                      "phases": {n: p["seconds"] for n, p in ph.items()}, "wall_s": r["wall_s"]}))
+PY
+        else
+          log "mpirun tp2 $which FAILED"; tail -5 "$AUX/mpi.log" >&2
+        fi
+      done
+    done
+  done
+  log "host copy ceiling with both GPUs' ranks copying: hoist-bench-h2d on each GPU at once"
+  for g in 0 1; do CUDA_VISIBLE_DEVICES=$g $build/bench/hoist-bench-h2d 8 7 | sed "s/^{/{\"kind\":\"h2d_ceiling_both\",\"gpu\":$g,/" >> "$res" & done; wait
+fi
+
+python3 bench/summarize_packed.py "$res" > "$OUT/PACKED.md" || true
+cat "$OUT/PACKED.md"
