@@ -84,19 +84,7 @@ class MpirunTest : public ::testing::Test {
     argv.insert(argv.end(), extra.begin(), extra.end());
     const RunResult r = RunCommand(argv, 240);
     ASSERT_EQ(r.exit_code, 0) << r.output;
-    for (int rank = 0; rank < np; ++rank) {
-      ref.rank = rank;
-      const auto want = hoist::testref::ReferenceRankTensors(Model(preset).string(), ref);
-      const auto got = ReadDump(out / ("rank-" + std::to_string(rank) + ".safetensors"));
-      ASSERT_EQ(got.size(), want.size()) << "rank " << rank;
-      for (const auto& [tname, w] : want) {
-        auto it = got.find(tname);
-        ASSERT_NE(it, got.end()) << "rank " << rank << " lacks " << tname;
-        EXPECT_EQ(it->second.dtype, w.dtype) << tname;
-        EXPECT_EQ(it->second.shape, w.shape) << tname;
-        EXPECT_TRUE(it->second.data == w.data) << "rank " << rank << " " << tname << " differs";
-      }
-    }
+    hoist::testing::ExpectDumpsMatchReference(out, np, Model(preset).string(), ref);
     // Reports: every rank and phase; only rank 0 opened headers.
     std::ifstream rj(out / "report.json");
     const nlohmann::json report = nlohmann::json::parse(rj);

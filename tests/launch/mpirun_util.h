@@ -141,4 +141,24 @@ inline std::map<std::string, hoist::testref::RefTensor> ReadDump(
   return out;
 }
 
+// Every rank's dump out/rank-<R>.safetensors holds exactly the reference's tensors for
+// model_dir (dtype, shape, bytes).
+inline void ExpectDumpsMatchReference(const std::filesystem::path& out, int np,
+                                      const std::string& model_dir,
+                                      hoist::testref::RefOptions ref) {
+  for (int rank = 0; rank < np; ++rank) {
+    ref.rank = rank;
+    const auto want = hoist::testref::ReferenceRankTensors(model_dir, ref);
+    const auto got = ReadDump(out / ("rank-" + std::to_string(rank) + ".safetensors"));
+    ASSERT_EQ(got.size(), want.size()) << "rank " << rank;
+    for (const auto& [tname, w] : want) {
+      auto it = got.find(tname);
+      ASSERT_NE(it, got.end()) << "rank " << rank << " lacks " << tname;
+      EXPECT_EQ(it->second.dtype, w.dtype) << tname;
+      EXPECT_EQ(it->second.shape, w.shape) << tname;
+      EXPECT_TRUE(it->second.data == w.data) << "rank " << rank << " " << tname << " differs";
+    }
+  }
+}
+
 }  // namespace hoist::testing
