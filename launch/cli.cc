@@ -23,6 +23,7 @@
 #include "launch/exit_codes.h"
 #include "launch/job_flags.h"
 #include "launch/logging.h"
+#include "launch/pack_cli.h"
 #include "launch/serve_cli.h"
 #include "launch/suggest.h"
 #include "planner/checkpoint.h"
@@ -387,6 +388,7 @@ int Main(int argc, char** argv) {
 #endif
 
   ServeCommands serve_commands(&app);  // `serve` and `ctl` (launch/serve_cli.h)
+  PackCommand pack_command(&app);      // `pack` (launch/pack_cli.h)
 
   if (int rc = CheckCommand(app, argc, argv); rc != kExitOk) return rc;
   try {
@@ -400,6 +402,7 @@ int Main(int argc, char** argv) {
   }
   if (*plan) return RunPlan(plan_spec, plan_log_level, json_path, out_path);
   if (serve_commands.Selected()) return serve_commands.Run(&argc, &argv, origin);
+  if (pack_command.Selected()) return pack_command.Run();
   return RunLoad(load_spec, l, load_log_level, &argc, &argv, origin);
 }
 

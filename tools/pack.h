@@ -1,19 +1,27 @@
-// hoist-pack: a packed (losslessly compressed) copy of a safetensors checkpoint, and the reader
-// of one packed tensor. Format and rationale: docs/PACKED.md; the codec: docs/CODEC.md.
+// `hoist pack`: a packed (losslessly compressed) copy of a safetensors checkpoint, and the reader
+// of one packed tensor. Format and rationale: docs/PACKED.md; the codec: docs/CODEC.md; the
+// index (format version 2): planner/packed_index.h.
 //
-// PackCheckpoint reads every *.safetensors file of model_dir, encodes each tensor into one codec
-// stream (BF16/F16 coded, everything else stored) whose blocks hold whole rows, and writes the
-// streams into packed-NNNNN.bin shards (each stream 4 KiB-aligned) plus the index
-// hoist-packed.json (original name, dtype, shape, shard, offset, sizes, XXH64, rows per block).
-// The other files of model_dir (config.json, tokenizer, ...) are copied; the safetensors index
-// is not (the packed index replaces it).
+// PackCheckpoint reads every *.safetensors file of model_dir and encodes each tensor into codec
+// streams (BF16/F16 coded, everything else stored) whose blocks hold whole rows, written into
+// packed-NNNNN.bin shards (each stream 4 KiB-aligned, every stream of a tensor in one shard),
+// plus the index hoist-packed.json. A 2-D BF16/F16 tensor that tensor parallelism cuts by
+// columns (planner/rules.h on config.json: Role::kRow, and Role::kExpertDown) whose row length
+// tp_multiple divides is written as tp_multiple column stripes, stream s holding columns
+// [s*W/N, (s+1)*W/N) of every row as a row-major sub-tensor; every other tensor is one stream.
+// A model whose config.json is missing, unreadable or of a family hoist has no rules for is
+// packed without stripes (PackSummary::note says why). The other files of model_dir
+// (config.json, tokenizer, ...) are copied; the safetensors index is not (the packed index
+// replaces it). The written index is read back with planner::ReadPackedIndex before returning.
 //
 // Failure: InvalidArgument for a model folder that does not exist or holds no safetensors,
-// an output folder equal to the input, or options out of range (exit 2 in hoist-pack); Corrupt
-// naming the file and tensor for a bad safetensors header or a tensor outside its file; IoError
-// naming the file for a failed read or write. ReadPackedTensor names the index or shard file,
-// the tensor and the byte offset of what is wrong (via the codec's checks), and checks the
-// tensor's checksum from the index. Nothing throws across this interface.
+// an output folder equal to the input, or options out of range (exit 2 in `hoist pack`);
+// Corrupt naming the file and tensor for a bad safetensors header or a tensor outside its file;
+// IoError naming the file for a failed read or write. ReadPackedTensor reads the index with
+// planner::ReadPackedIndex (its errors: the index or shard file and the tensor), decodes every
+// stream with codec::Decode (Corrupt naming the shard, the tensor, the stream's offset in the
+// shard and the codec's byte offset), and checks the tensor's xxh64 from the index. Nothing
+// throws across this interface.
 // Ownership: returns owned values. Threading: PackCheckpoint encodes with `threads` threads and
 // joins them before returning; calls on distinct output folders may run concurrently.
 #pragma once
@@ -23,15 +31,14 @@
 #include <vector>
 
 #include "hoist/status.h"
+#include "planner/packed_index.h"
 
 namespace hoist::tools {
 
-inline constexpr const char* kPackedIndexName = "hoist-packed.json";
-
 struct PackOptions {
   std::string model_dir;
-  std::string out_dir;                           // created if missing
-  std::uint32_t tp_multiple = 8;                 // row blocks tile every tp dividing this
+  std::string out_dir;            // created if missing
+  std::uint32_t tp_multiple = 8;  // row blocks and column stripes tile every tp dividing this
   std::uint64_t shard_bytes = 4ull << 30;        // a new shard past this many bytes
   std::uint32_t target_block_values = 1u << 16;  // rows per block: about this many values
   int threads = 0;                               // 0 = hardware concurrency
@@ -39,6 +46,8 @@ struct PackOptions {
 
 struct PackSummary {
   std::uint64_t tensors = 0, original_bytes = 0, packed_bytes = 0;
+  std::uint64_t striped = 0;  // tensors written as column stripes
+  std::string note;           // why nothing is striped (no family rules), else empty
 };
 
 Result<PackSummary> PackCheckpoint(const PackOptions& options);
@@ -49,8 +58,11 @@ struct PackedTensor {
   std::vector<std::uint8_t> data;  // the original bytes
 };
 
-// Reads tensor `name` of the packed folder `packed_dir` and decodes it on the CPU.
+// Reads tensor `name` of the packed folder `packed_dir` and decodes it on the CPU (NotFound for
+// a name the index does not hold).
 Result<PackedTensor> ReadPackedTensor(const std::string& packed_dir, const std::string& name);
+// The same with an index already read (planner::ReadPackedIndex).
+Result<PackedTensor> ReadPackedTensor(const planner::PackedIndex& index, const std::string& name);
 
 // Rows per codec block for a tensor of `rows` rows of `row_values` values: whole rows, about
 // `target` values, and (when tp_multiple divides rows) a divisor of rows / tp_multiple, so a

@@ -1,0 +1,57 @@
+#include "launch/pack_cli.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "launch/exit_codes.h"
+#include "util/printable.h"
+
+namespace hoist::launch {
+
+PackCommand::PackCommand(CLI::App* app) {
+  pack_ = app->add_subcommand("pack", "write a losslessly compressed copy of a checkpoint");
+  pack_->add_option("--model", options_.model_dir, "checkpoint folder (*.safetensors)")->required();
+  pack_->add_option("--out", options_.out_dir, "output folder (created if missing)")->required();
+  pack_->add_option("--tp-multiple", options_.tp_multiple,
+                    "row blocks and column stripes serve every tp dividing N (1 to 1024, "
+                    "default 8; 1: no stripes)");
+  pack_->add_option("--shard-gib", shard_gib_,
+                    "GiB per packed shard (above 0, below 1024; "
+                    "default 4)");
+  pack_->add_option("--threads", options_.threads,
+                    "encoder threads (0 to 1024; default 0: all "
+                    "cores)");
+}
+
+int PackCommand::Run() {
+  if (!(shard_gib_ > 0 && shard_gib_ < 1024)) {
+    char value[32];
+    std::snprintf(value, sizeof value, "%g", shard_gib_);
+    return Fail(Status::InvalidArgument("--shard-gib " + std::string(value) +
+                                        " is out of range: above 0, below 1024"));
+  }
+  tools::PackOptions o = options_;
+  o.shard_bytes = static_cast<std::uint64_t>(shard_gib_ * static_cast<double>(1ull << 30));
+  const auto t0 = std::chrono::steady_clock::now();
+  Result<tools::PackSummary> summary = tools::PackCheckpoint(o);
+  if (!summary.ok()) return Fail(summary.status());
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!summary->note.empty()) {
+    std::printf("hoist pack: %s\n", Printable(summary->note).c_str());
+  }
+  std::printf(
+      "hoist pack: %llu tensors (%llu in column stripes), %llu bytes -> %llu (%.1f%%) "
+      "in %.2f s: %s\n",
+      static_cast<unsigned long long>(summary->tensors),
+      static_cast<unsigned long long>(summary->striped),
+      static_cast<unsigned long long>(summary->original_bytes),
+      static_cast<unsigned long long>(summary->packed_bytes),
+      100.0 * static_cast<double>(summary->packed_bytes) /
+          static_cast<double>(std::max<std::uint64_t>(1, summary->original_bytes)),
+      secs, Printable(o.out_dir).c_str());
+  return kExitOk;
+}
+
+}  // namespace hoist::launch
