@@ -100,6 +100,219 @@ __global__ void __launch_bounds__(1024) DecodeKernel(Params p) {
   if (!ok || pos != stop) atomicCAS(p.error, 0, static_cast<int>(b) + 1);
 }
 
+// ---- Batched jobs (LaunchCodecJobs) ----
+
+struct JobArgs {
+  const CodecJob* jobs;  // jobs[0] is job `first` of the set
+  const CodecJobStream* streams;
+  const uint4* luts;  // kLutWords / 4 per stream
+  const std::uint8_t* src;
+  std::uint8_t* arena;
+  int* error;
+  std::uint32_t first;
+  std::uint32_t max_words;
+};
+
+__device__ __forceinline__ std::uint64_t Align4Wide(std::uint64_t x) { return (x + 3) & ~3ull; }
+
+template <bool kBf16>
+__device__ __forceinline__ std::uint16_t Value(std::uint32_t sym, std::uint32_t raw) {
+  return kBf16 ? static_cast<std::uint16_t>((raw & 0x80) << 8 | sym << 7 | (raw & 0x7F))
+               : static_cast<std::uint16_t>(sym << 8 | raw);
+}
+
+// Kept values form one range of k: value k lands at element first + k of `base`.
+struct RangeOut {
+  std::uint16_t* base;
+  std::int64_t first;
+  std::uint32_t lo, hi;  // kept: lo <= k < hi (lo <= hi)
+  __device__ __forceinline__ void Put(std::uint32_t k, std::uint16_t v) {
+    if (k - lo < hi - lo) base[first + static_cast<std::int64_t>(k)] = v;
+  }
+  __device__ __forceinline__ void Step() {}
+};
+
+// The general rule: the thread's current value is element (r, c) of the copy, c in [0, pitch)
+// (r < 0 before the copy's start); `row` is the arena byte of (r, 0) modulo 2^64.
+struct GridOut {
+  std::uint8_t* arena;
+  std::uint64_t pitch, width, rows, dst_pitch;
+  std::uint64_t step_c, step_row;  // T % pitch, (T / pitch) * dst_pitch
+  std::int64_t step_r;             // T / pitch
+  std::uint64_t c, row;
+  std::int64_t r;
+  __device__ __forceinline__ void Put(std::uint32_t, std::uint16_t v) {
+    if (r >= 0 && static_cast<std::uint64_t>(r) < rows && c < width) {
+      *reinterpret_cast<std::uint16_t*>(arena + row + 2 * c) = v;
+    }
+  }
+  __device__ __forceinline__ void Step() {
+    c += step_c;
+    r += step_r;
+    row += step_row;
+    if (c >= pitch) {
+      c -= pitch;
+      ++r;
+      row += dst_pitch;
+    }
+  }
+};
+
+// Decodes values k = t, t + T, ... < n from bits [pos, stop); false on a bit pattern without a
+// code or a code crossing `stop`. bits[] holds the coded words and two zero words after them.
+template <bool kBf16, class Out>
+__device__ __forceinline__ bool DecodeSubStream(const std::uint32_t* bits, const std::uint16_t* lut,
+                                                const std::uint8_t* raw, std::uint32_t t,
+                                                std::uint32_t T, std::uint32_t n,
+                                                std::uint32_t& pos, std::uint32_t stop, Out& out) {
+  for (std::uint32_t k = t; k < n; k += T) {
+    const std::uint32_t i = pos >> 5;
+    const std::uint32_t window = __funnelshift_l(bits[i + 1], bits[i], pos & 31);
+    const std::uint16_t e = lut[window >> (32 - codec::kLutBits)];
+    const std::uint32_t len = e >> 8;
+    if (len == 0 || pos + len > stop) return false;
+    pos += len;
+    out.Put(k, Value<kBf16>(e & 0xFF, raw[k]));
+    out.Step();
+  }
+  return true;
+}
+
+// True when job j's kept values are one range of k (rows == 1, or whole rows packed in the
+// arena); *out then says which and where. Otherwise the general rule applies (GridOut).
+__device__ bool MakeRangeOut(const CodecJob& j, std::uint8_t* arena, RangeOut* out) {
+  const std::uint64_t n = j.values;
+  out->base = reinterpret_cast<std::uint16_t*>(arena + j.dst);
+  out->first = j.first;
+  out->lo = out->hi = 0;
+  if (j.pitch == 0 || j.width == 0 || j.rows == 0) return true;  // nothing kept
+  std::uint64_t limit;                                           // kept: 0 <= first + k < limit
+  if (j.rows == 1) {
+    limit = j.width < j.pitch ? j.width : j.pitch;
+  } else if (j.pitch == j.width && j.dst_pitch == 2 * j.width) {
+    limit = j.rows > ~0ull / j.width ? ~0ull : j.rows * j.width;
+  } else {
+    return false;
+  }
+  if (j.first >= 0) {
+    const std::uint64_t f = static_cast<std::uint64_t>(j.first);
+    out->hi = f >= limit ? 0 : static_cast<std::uint32_t>(limit - f < n ? limit - f : n);
+  } else {
+    const std::uint64_t skip = 0 - static_cast<std::uint64_t>(j.first);  // values before d = 0
+    const std::uint64_t lo = skip < n ? skip : n;
+    const std::uint64_t hi = limit >= n - lo ? n : lo + limit;
+    out->lo = static_cast<std::uint32_t>(lo);
+    out->hi = static_cast<std::uint32_t>(hi);
+  }
+  return true;
+}
+
+__device__ GridOut MakeGridOut(const CodecJob& j, std::uint8_t* arena, std::uint32_t t,
+                               std::uint32_t T) {
+  GridOut o;
+  o.arena = arena;
+  o.pitch = j.pitch;
+  o.width = j.width;
+  o.rows = j.rows;
+  o.dst_pitch = j.dst_pitch;
+  if (j.pitch > T) {
+    o.step_c = T;
+    o.step_r = 0;
+  } else {  // pitch <= T <= 1024: a 32-bit division
+    const std::uint32_t p = static_cast<std::uint32_t>(j.pitch);
+    o.step_c = T % p;
+    o.step_r = T / p;
+  }
+  o.step_row = static_cast<std::uint64_t>(o.step_r) * j.dst_pitch;
+  const std::int64_t d = j.first + static_cast<std::int64_t>(t);  // floor division by pitch
+  if (d >= 0) {
+    o.r = static_cast<std::int64_t>(static_cast<std::uint64_t>(d) / j.pitch);
+    o.c = static_cast<std::uint64_t>(d) % j.pitch;
+  } else {
+    const std::uint64_t m = static_cast<std::uint64_t>(-(d + 1));  // -d - 1 >= 0
+    o.r = -static_cast<std::int64_t>(m / j.pitch) - 1;
+    o.c = j.pitch - 1 - m % j.pitch;
+  }
+  o.row = j.dst + static_cast<std::uint64_t>(o.r) * j.dst_pitch;
+  return o;
+}
+
+// Stages the stream's table and the block's coded words (bytewise when the block is not 4-byte
+// aligned) in shared memory, with two zero words after them.
+__device__ void StageJob(const uint4* lut, const std::uint8_t* words, std::uint32_t count,
+                         std::uint32_t* lut_words, std::uint32_t* bits) {
+  const std::uint32_t t = threadIdx.x, step = blockDim.x;
+  for (std::uint32_t i = t; i < kLutWords / 4; i += step) {
+    reinterpret_cast<uint4*>(lut_words)[i] = lut[i];
+  }
+  if (reinterpret_cast<std::uintptr_t>(words) % 4 == 0) {
+    const auto* w = reinterpret_cast<const std::uint32_t*>(words);
+    for (std::uint32_t i = t; i < count; i += step) bits[i] = w[i];
+  } else {
+    for (std::uint32_t i = t; i < count; i += step) {
+      const std::uint8_t* p = words + 4 * std::uint64_t{i};
+      bits[i] = p[0] | p[1] << 8 | p[2] << 16 | static_cast<std::uint32_t>(p[3]) << 24;
+    }
+  }
+  if (t < 2) bits[count + t] = 0;  // peeks at the end read zeros
+}
+
+__device__ __forceinline__ std::uint32_t LoadLength(const std::uint8_t* lengths, std::uint32_t t) {
+  const std::uint8_t* p = lengths + 2 * t;
+  if (reinterpret_cast<std::uintptr_t>(lengths) % 2 == 0) {
+    return *reinterpret_cast<const std::uint16_t*>(p);
+  }
+  return p[0] | p[1] << 8;
+}
+
+template <bool kBf16>
+__device__ bool DecodeJobValues(const CodecJob& j, std::uint8_t* arena, const std::uint32_t* bits,
+                                const std::uint16_t* lut, const std::uint8_t* raw, std::uint32_t T,
+                                std::uint32_t& pos, std::uint32_t stop) {
+  const std::uint32_t t = threadIdx.x;
+  RangeOut range;
+  if (MakeRangeOut(j, arena, &range)) {
+    return DecodeSubStream<kBf16>(bits, lut, raw, t, T, j.values, pos, stop, range);
+  }
+  GridOut grid = MakeGridOut(j, arena, t, T);
+  return DecodeSubStream<kBf16>(bits, lut, raw, t, T, j.values, pos, stop, grid);
+}
+
+__global__ void __launch_bounds__(1024) JobKernel(JobArgs a) {
+  extern __shared__ uint4 smem4[];
+  std::uint32_t* lut_words = reinterpret_cast<std::uint32_t*>(smem4);
+  std::uint32_t* scan = lut_words + kLutWords;
+  std::uint32_t* bits = scan + kScanWords;
+  const std::uint16_t* lut = reinterpret_cast<const std::uint16_t*>(lut_words);
+
+  const CodecJob j = a.jobs[blockIdx.x];
+  const CodecJobStream s = a.streams[j.stream];
+  const int bad = static_cast<int>(a.first + blockIdx.x) + 1;
+  const std::uint32_t t = threadIdx.x, T = s.sub_streams, n = j.values;
+  const std::uint64_t lengths_at = Align4Wide(n);
+  const std::uint64_t head = lengths_at + Align4Wide(2ull * T);
+  if (T == 0 || T > blockDim.x || head > j.bytes || (j.bytes - head) / 4 > a.max_words) {
+    if (t == 0) atomicCAS(a.error, 0, bad);  // uniform over the block: nobody reaches a sync
+    return;
+  }
+  const std::uint32_t word_count = static_cast<std::uint32_t>((j.bytes - head) / 4);
+  const std::uint8_t* block = a.src + j.src;
+  StageJob(a.luts + std::uint64_t{j.stream} * (kLutWords / 4), block + head, word_count, lut_words,
+           bits);
+  const std::uint32_t my_bits = t < T ? LoadLength(block + lengths_at, t) : 0;
+  const std::uint32_t start = BlockExclusiveScan(my_bits, scan, scan + 32);  // syncs
+  const std::uint32_t total = scan[32];
+
+  bool ok = total <= 32u * word_count;
+  std::uint32_t pos = start;
+  const std::uint32_t stop = start + my_bits;
+  if (ok && t < T) {
+    ok = s.bf16 != 0 ? DecodeJobValues<true>(j, a.arena, bits, lut, block, T, pos, stop)
+                     : DecodeJobValues<false>(j, a.arena, bits, lut, block, T, pos, stop);
+  }
+  if (!ok || pos != stop) atomicCAS(a.error, 0, bad);
+}
+
 Status CudaFailed(const char* what, cudaError_t e) {
   return Status::Internal(std::string("codec decode: ") + what + ": " + cudaGetErrorName(e) + " (" +
                           cudaGetErrorString(e) + ")");
@@ -173,6 +386,62 @@ Status LaunchCodecDecode(const codec::StreamInfo& info, const void* d_stream, vo
   }
   e = cudaGetLastError();
   return e == cudaSuccess ? Status::Ok() : CudaFailed("kernel launch", e);
+}
+
+std::uint64_t CodecJobSharedBytes(std::uint64_t max_words) {
+  return 4 * (kLutWords + kScanWords + max_words + 2);
+}
+
+Status PrepareCodecJobs(std::uint64_t shared_bytes) {
+  int device = 0, max_shared = 0;
+  cudaError_t e = cudaGetDevice(&device);
+  if (e != cudaSuccess) return CudaFailed("cudaGetDevice", e);
+  e = cudaDeviceGetAttribute(&max_shared, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  if (e != cudaSuccess)
+    return CudaFailed("cudaDeviceGetAttribute(MaxSharedMemoryPerBlockOptin)", e);
+  if (shared_bytes > static_cast<std::uint64_t>(max_shared)) {
+    return Status::ResourceExhausted(
+        "codec decode: a block of this load needs " + std::to_string(shared_bytes) +
+        " bytes of shared memory (its code table and coded words), the device allows " +
+        std::to_string(max_shared));
+  }
+  // The device's limit, not this set's need: the same value for every set, so concurrent
+  // decoders never lower it under each other's launches.
+  e = cudaFuncSetAttribute(reinterpret_cast<const void*>(&JobKernel),
+                           cudaFuncAttributeMaxDynamicSharedMemorySize, max_shared);
+  return e == cudaSuccess ? Status::Ok() : CudaFailed("cudaFuncSetAttribute", e);
+}
+
+Status LaunchCodecJobs(const CodecJobSet& set, std::uint64_t first, std::uint64_t count,
+                       const void* src, void* arena, void* cuda_stream) {
+  if (count == 0) return Status::Ok();
+  if (first >= 0x7FFFFFFFu || count >= 0x7FFFFFFFu - first) {
+    return Status::InvalidArgument("codec decode: jobs " + std::to_string(first) + " + " +
+                                   std::to_string(count) + " (at most 2^31 - 2 in a set)");
+  }
+  if (set.jobs == nullptr || set.streams == nullptr || set.luts == nullptr ||
+      set.error == nullptr || src == nullptr || arena == nullptr ||
+      reinterpret_cast<std::uintptr_t>(arena) % 2 != 0 ||
+      reinterpret_cast<std::uintptr_t>(set.luts) % 16 != 0) {
+    return Status::InvalidArgument("codec decode: a null or unaligned device pointer");
+  }
+  if (set.threads == 0 || set.threads % 32 != 0 || set.threads > 1024) {
+    return Status::InvalidArgument("codec decode: " + std::to_string(set.threads) +
+                                   " threads a block (a multiple of 32 up to 1024)");
+  }
+  const JobArgs a{set.jobs + first,
+                  set.streams,
+                  reinterpret_cast<const uint4*>(set.luts),
+                  static_cast<const std::uint8_t*>(src),
+                  static_cast<std::uint8_t*>(arena),
+                  set.error,
+                  static_cast<std::uint32_t>(first),
+                  set.max_words};
+  const std::uint64_t shared = CodecJobSharedBytes(set.max_words);
+  JobKernel<<<dim3(static_cast<unsigned>(count)), dim3(set.threads), shared,
+              static_cast<cudaStream_t>(cuda_stream)>>>(a);
+  const cudaError_t e = cudaGetLastError();
+  return e == cudaSuccess ? Status::Ok() : CudaFailed("decode kernel launch", e);
 }
 
 Status CodecDecodeError(int* d_error, std::string_view name) {

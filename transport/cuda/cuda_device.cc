@@ -5,6 +5,9 @@
 // Freed staging goes to one process-wide StagingPool (transport/staging_pool.h), so a process
 // that loads again (the embedding API, the daemon) reuses its registered ring instead of setting
 // it up again; what the pool keeps stays pinned until the process exits.
+// Packed loads decode on the GPU (CreateDecoder .. DestroyDecoder) with the kernel of
+// transport/cuda/codec_decode.h, linked in when nvcc built it (HOIST_HAVE_CUDA_DECODE); other
+// builds answer Unsupported there.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -17,10 +20,15 @@
 #include <optional>
 #include <set>
 #include <unordered_map>
+#include <vector>
 
+#include "transport/decode_job.h"
 #include "transport/device.h"
 #include "transport/host_memory.h"
 #include "transport/staging_pool.h"
+#if HOIST_HAVE_CUDA_DECODE
+#include "transport/cuda/codec_decode.h"
+#endif
 
 namespace hoist::transport {
 namespace {
@@ -37,6 +45,66 @@ std::string P(const void* p) {
   std::snprintf(buf, sizeof buf, "%p", p);
   return buf;
 }
+
+#if HOIST_HAVE_CUDA_DECODE
+// What the kernel cannot take: a stream that is not Huffman BF16/F16 with 1..1024 sub-streams,
+// a job naming no stream or an odd arena offset, more jobs than the error flag can name.
+Status CheckDecodeSet(const std::string& device, const DecodeSet& set) {
+  const auto bad = [&](const std::string& what) {
+    return Status::InvalidArgument(device + ": decode set: " + what);
+  };
+  if (set.names.size() != set.streams.size()) {
+    return bad(std::to_string(set.names.size()) + " names for " +
+               std::to_string(set.streams.size()) + " streams");
+  }
+  for (std::size_t i = 0; i < set.streams.size(); ++i) {
+    const codec::StreamInfo& info = set.streams[i];
+    if (info.method != codec::Method::kHuffman ||
+        (info.dtype != codec::DType::kBF16 && info.dtype != codec::DType::kF16) ||
+        info.sub_streams == 0 || info.sub_streams > 1024) {
+      return bad(set.names[i] + ": not a Huffman-coded BF16/F16 stream of 1..1024 sub-streams");
+    }
+  }
+  if (set.jobs.size() >= 0x7FFFFFFFu) return bad(std::to_string(set.jobs.size()) + " jobs");
+  for (std::size_t i = 0; i < set.jobs.size(); ++i) {
+    const DecodeJob& j = set.jobs[i];
+    if (j.stream >= set.streams.size() || j.dst % 2 != 0 || (j.rows > 1 && j.dst_pitch % 2 != 0)) {
+      return bad("job " + std::to_string(i) + ": stream " + std::to_string(j.stream) +
+                 ", arena offset " + std::to_string(j.dst) + ", pitch " +
+                 std::to_string(j.dst_pitch) + " (an unknown stream or an odd offset)");
+    }
+  }
+  return Status::Ok();
+}
+
+// The kernel's view of `set`: its jobs, per-stream parameters and tables (host copies), the
+// block size (the largest sub-stream count rounded up to 32) and the largest job's coded words.
+struct DecodeArrays {
+  std::vector<cuda::CodecJob> jobs;
+  std::vector<cuda::CodecJobStream> streams;
+  std::vector<std::uint16_t> luts;
+  std::uint32_t threads = 32;
+  std::uint64_t max_words = 0;
+};
+
+DecodeArrays MakeDecodeArrays(const DecodeSet& set) {
+  DecodeArrays a;
+  for (const codec::StreamInfo& info : set.streams) {
+    a.streams.push_back({info.sub_streams, info.dtype == codec::DType::kBF16 ? 1u : 0u});
+    a.luts.insert(a.luts.end(), info.lut.begin(), info.lut.end());
+    a.threads = std::max(a.threads, (info.sub_streams + 31) / 32 * 32);
+  }
+  a.jobs.reserve(set.jobs.size());
+  for (const DecodeJob& j : set.jobs) {
+    a.jobs.push_back({j.src, j.dst, j.dst_pitch, j.first, j.pitch, j.width, j.rows, j.bytes,
+                      j.values, j.stream, j.block});
+    const std::uint64_t head = (std::uint64_t{j.values} + 3) / 4 * 4 +
+                               (2 * std::uint64_t{set.streams[j.stream].sub_streams} + 3) / 4 * 4;
+    if (j.bytes >= head) a.max_words = std::max<std::uint64_t>(a.max_words, (j.bytes - head) / 4);
+  }
+  return a;
+}
+#endif
 
 class CudaDevice final : public Device {
  public:
@@ -80,6 +148,9 @@ class CudaDevice final : public Device {
     for (auto& [id, s] : streams_) cudaStreamSynchronize(s);
     for (auto& [id, e] : events_) cudaEventDestroy(e);
     for (auto& [id, s] : streams_) cudaStreamDestroy(s);
+    for (auto& [id, d] : decoders_) {
+      for (void* p : d.memory) cudaFree(p);
+    }
     for (void* p : arenas_) {
       if (!adopted_.count(p)) cudaFree(p);
     }
@@ -377,6 +448,98 @@ class CudaDevice final : public Device {
     return Check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
   }
 
+  Status StreamWait(StreamId stream, EventId event) override {
+    HOIST_ASSIGN_OR_RETURN(cudaStream_t s, GetStream(stream));
+    HOIST_ASSIGN_OR_RETURN(cudaEvent_t e, GetEvent(event));
+    HOIST_RETURN_IF_ERROR(Current());
+    return Check(cudaStreamWaitEvent(s, e, 0), "cudaStreamWaitEvent");
+  }
+
+  Result<DecoderId> CreateDecoder(const DecodeSet& set) override {
+#if HOIST_HAVE_CUDA_DECODE
+    HOIST_RETURN_IF_ERROR(CheckDecodeSet(name_, set));
+    HOIST_RETURN_IF_ERROR(Current());
+    Decoder d;
+    d.set = &set;
+    Status s = UploadDecoder(set, d);
+    if (!s.ok()) {
+      (void)FreeDecoder(d);
+      return s;
+    }
+    std::lock_guard lock(mu_);
+    const DecoderId id = next_id_++;
+    decoders_[id] = std::move(d);
+    return id;
+#else
+    return Status::Unsupported(name_ + ": this build has no CUDA decode kernels (nvcc was not " +
+                               "found when hoist was built): packed checkpoints cannot load here");
+#endif
+  }
+
+  Status DecodeAsync(DecoderId decoder, std::size_t first, std::size_t count, const void* src,
+                     void* arena_base, StreamId stream) override {
+#if HOIST_HAVE_CUDA_DECODE
+    HOIST_ASSIGN_OR_RETURN(cuda::CodecJobSet args, DecoderArgs(decoder, first, count));
+    if (count == 0) return Status::Ok();
+    if (src == nullptr || arena_base == nullptr) {
+      return Status::InvalidArgument(name_ + ": decoding from or into null");
+    }
+    HOIST_ASSIGN_OR_RETURN(cudaStream_t s, GetStream(stream));
+    HOIST_RETURN_IF_ERROR(Current());
+    Status st = cuda::LaunchCodecJobs(args, first, count, src, arena_base, s);
+    if (!st.ok())
+      st.Annotate(name_ + ": jobs " + std::to_string(first) + "+" + std::to_string(count));
+    return st;
+#else
+    return Status::Unsupported(name_ + ": this build has no CUDA decode kernels");
+#endif
+  }
+
+  Status DecoderStatus(DecoderId decoder) override {
+    const DecodeSet* set = nullptr;
+    int* error = nullptr;
+    {
+      std::lock_guard lock(mu_);
+      auto it = decoders_.find(decoder);
+      if (it == decoders_.end()) return Status::InvalidArgument(name_ + ": unknown decoder");
+      set = it->second.set;
+      error = it->second.error;
+    }
+    HOIST_RETURN_IF_ERROR(Current());
+    int flag = 0;
+    HOIST_RETURN_IF_ERROR(Check(cudaMemcpy(&flag, error, sizeof flag, cudaMemcpyDeviceToHost),
+                                "cudaMemcpy(decoder error flag, device->host)"));
+    if (flag == 0) return Status::Ok();
+    HOIST_RETURN_IF_ERROR(
+        Check(cudaMemset(error, 0, sizeof flag), "cudaMemset(decoder error flag)"));
+    HOIST_RETURN_IF_ERROR(
+        Check(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize(legacy stream)"));
+    const std::size_t index = static_cast<std::size_t>(flag) - 1;
+    if (flag < 0 || index >= set->jobs.size()) {
+      return Status::Internal(name_ + ": decoder error flag " + std::to_string(flag) + " for " +
+                              std::to_string(set->jobs.size()) + " jobs");
+    }
+    const DecodeJob& j = set->jobs[index];
+    return Status::Corrupt(set->names[j.stream] + ": codec stream: block " +
+                           std::to_string(j.block) +
+                           " does not decode on the GPU (a bit pattern without a code, a code "
+                           "past its sub-stream's end, bits left over, or a block too short; job " +
+                           std::to_string(index) + ")");
+  }
+
+  Status DestroyDecoder(DecoderId decoder) override {
+    Decoder d;
+    {
+      std::lock_guard lock(mu_);
+      auto it = decoders_.find(decoder);
+      if (it == decoders_.end()) return Status::InvalidArgument(name_ + ": unknown decoder");
+      d = std::move(it->second);
+      decoders_.erase(it);
+    }
+    HOIST_RETURN_IF_ERROR(Current());
+    return FreeDecoder(d);
+  }
+
   Status CopySync(const Copy2D& op) override {
     if (op.width == 0 || op.rows == 0) return Status::Ok();
     HOIST_RETURN_IF_ERROR(Current());
@@ -449,6 +612,85 @@ class CudaDevice final : public Device {
     return s;
   }
 
+  // A decoder: the set (for error messages), the device memory made for it and the kernel's
+  // view of that memory.
+  struct Decoder {
+    const DecodeSet* set = nullptr;
+    std::vector<void*> memory;
+    int* error = nullptr;
+#if HOIST_HAVE_CUDA_DECODE
+    cuda::CodecJobSet args;
+#endif
+  };
+
+  Status FreeDecoder(Decoder& d) const {
+    Status status;
+    for (void* p : d.memory) {
+      Status s = Check(cudaFree(p), "cudaFree(decoder memory)");
+      if (status.ok()) status = std::move(s);
+    }
+    d.memory.clear();
+    return status;
+  }
+
+#if HOIST_HAVE_CUDA_DECODE
+  // cudaMalloc + synchronous upload of `bytes` from `host`; the memory joins d.memory at once.
+  Result<void*> Upload(Decoder& d, const void* host, std::uint64_t bytes, const char* what) const {
+    void* p = nullptr;
+    HOIST_RETURN_IF_ERROR(
+        Check(cudaMalloc(&p, std::max<std::uint64_t>(bytes, 16)),
+              std::string("cudaMalloc(") + what + ", " + std::to_string(bytes) + " bytes)"));
+    d.memory.push_back(p);
+    if (bytes > 0) {
+      HOIST_RETURN_IF_ERROR(
+          Check(cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice),
+                std::string("cudaMemcpy(") + what + ", " + std::to_string(bytes) + " bytes)"));
+    }
+    return p;
+  }
+
+  // Checks the kernel's shared memory against the device, then uploads jobs, stream parameters
+  // and tables, and a zeroed error flag; returns once they are in device memory.
+  Status UploadDecoder(const DecodeSet& set, Decoder& d) const {
+    DecodeArrays a = MakeDecodeArrays(set);
+    Status fits = cuda::PrepareCodecJobs(cuda::CodecJobSharedBytes(a.max_words));
+    if (!fits.ok()) return std::move(fits.Annotate(name_));
+    cuda::CodecJobSet& args = d.args;
+    args.threads = a.threads;
+    args.max_words = static_cast<std::uint32_t>(a.max_words);
+    const auto bytes = [](const auto& v) { return v.size() * sizeof(v[0]); };
+    HOIST_ASSIGN_OR_RETURN(void* jobs, Upload(d, a.jobs.data(), bytes(a.jobs), "decode jobs"));
+    HOIST_ASSIGN_OR_RETURN(void* streams,
+                           Upload(d, a.streams.data(), bytes(a.streams), "decode streams"));
+    HOIST_ASSIGN_OR_RETURN(void* luts, Upload(d, a.luts.data(), bytes(a.luts), "code tables"));
+    HOIST_ASSIGN_OR_RETURN(void* error, Upload(d, nullptr, 0, "decoder error flag"));
+    HOIST_RETURN_IF_ERROR(Check(cudaMemset(error, 0, sizeof(int)), "cudaMemset(error flag)"));
+    // The copies and the memset ran on the legacy stream, which the load's (non-blocking)
+    // streams do not wait for: finish them here.
+    HOIST_RETURN_IF_ERROR(
+        Check(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize(legacy stream)"));
+    args.jobs = static_cast<const cuda::CodecJob*>(jobs);
+    args.streams = static_cast<const cuda::CodecJobStream*>(streams);
+    args.luts = static_cast<const std::uint16_t*>(luts);
+    args.error = d.error = static_cast<int*>(error);
+    return Status::Ok();
+  }
+
+  // The kernel's view of `decoder` after checking jobs [first, first + count) exist.
+  Result<cuda::CodecJobSet> DecoderArgs(DecoderId decoder, std::size_t first,
+                                        std::size_t count) const {
+    std::lock_guard lock(mu_);
+    auto it = decoders_.find(decoder);
+    if (it == decoders_.end()) return Status::InvalidArgument(name_ + ": unknown decoder");
+    const std::size_t jobs = it->second.set->jobs.size();
+    if (first > jobs || count > jobs - first) {
+      return Status::InvalidArgument(name_ + ": decode jobs " + std::to_string(first) + "+" +
+                                     std::to_string(count) + " of " + std::to_string(jobs));
+    }
+    return it->second.args;
+  }
+#endif
+
   int ordinal_;
   std::string name_;
   DeviceCaps caps_;
@@ -461,6 +703,7 @@ class CudaDevice final : public Device {
   std::map<std::byte*, HostBuffer> staging_;
   std::unordered_map<StreamId, cudaStream_t> streams_;
   std::unordered_map<EventId, cudaEvent_t> events_;
+  std::unordered_map<DecoderId, Decoder> decoders_;
   int next_id_ = 1;
 };
 
