@@ -510,10 +510,11 @@ class CudaDevice final : public Device {
     HOIST_RETURN_IF_ERROR(Check(cudaMemcpy(&flag, error, sizeof flag, cudaMemcpyDeviceToHost),
                                 "cudaMemcpy(decoder error flag, device->host)"));
     if (flag == 0) return Status::Ok();
+    // Reset, finished before this returns (so before the decoder's next launch).
     HOIST_RETURN_IF_ERROR(
         Check(cudaMemset(error, 0, sizeof flag), "cudaMemset(decoder error flag)"));
     HOIST_RETURN_IF_ERROR(
-        Check(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize(legacy stream)"));
+        Check(cudaStreamSynchronize(nullptr), "cudaStreamSynchronize(default stream)"));
     const std::size_t index = static_cast<std::size_t>(flag) - 1;
     if (flag < 0 || index >= set->jobs.size()) {
       return Status::Internal(name_ + ": decoder error flag " + std::to_string(flag) + " for " +
@@ -665,10 +666,10 @@ class CudaDevice final : public Device {
     HOIST_ASSIGN_OR_RETURN(void* luts, Upload(d, a.luts.data(), bytes(a.luts), "code tables"));
     HOIST_ASSIGN_OR_RETURN(void* error, Upload(d, nullptr, 0, "decoder error flag"));
     HOIST_RETURN_IF_ERROR(Check(cudaMemset(error, 0, sizeof(int)), "cudaMemset(error flag)"));
-    // The copies and the memset ran on the legacy stream, which the load's (non-blocking)
-    // streams do not wait for: finish them here.
+    // The copies (from pageable memory) and the memset may still run on the default stream,
+    // which the load's non-blocking streams do not wait for: finish them here.
     HOIST_RETURN_IF_ERROR(
-        Check(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize(legacy stream)"));
+        Check(cudaStreamSynchronize(nullptr), "cudaStreamSynchronize(default stream)"));
     args.jobs = static_cast<const cuda::CodecJob*>(jobs);
     args.streams = static_cast<const cuda::CodecJobStream*>(streams);
     args.luts = static_cast<const std::uint16_t*>(luts);
