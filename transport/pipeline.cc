@@ -248,6 +248,11 @@ struct RunContext {
   }
 };
 
+// Packed: device slot k starts at k times this (256-byte aligned, as the slots' contents are).
+inline std::uint64_t DeviceSlotStride(const RunContext& cx) {
+  return (cx.slot_bytes + 255) / 256 * 256;
+}
+
 // Runs fn and times it as a fully busy phase (bytes left to fn).
 template <class F>
 void TimePhase(const RunContext& cx, PhaseTiming* phase, F&& fn) {
@@ -591,7 +596,7 @@ class SlotRing {
   // are there) its decode jobs. Called under submit_mu_.
   Status SubmitDecode(std::uint32_t q, int k) {
     const std::size_t first = cx_.cut.seq_jobs[q], last = cx_.cut.seq_jobs[q + 1];
-    std::byte* dslot = static_cast<std::byte*>(cx_.device_slots.ptr) + k * cx_.slot_bytes;
+    std::byte* dslot = static_cast<std::byte*>(cx_.device_slots.ptr) + k * DeviceSlotStride(cx_);
     if (first < last) {
       const std::uint64_t lo = cx_.cut.jobs[first].src;
       const std::uint64_t hi = cx_.cut.jobs[last - 1].src + cx_.cut.jobs[last - 1].bytes;
@@ -988,7 +993,7 @@ class Runner {
     }
     const int ring = static_cast<int>(std::min<std::uint64_t>(cx_.o.slots, cx_.cut.seqs()));
     HOIST_ASSIGN_OR_RETURN(cx_.decode_stream, cx_.dev.CreateStream());
-    HOIST_ASSIGN_OR_RETURN(cx_.device_slots, cx_.dev.Allocate(ring * cx_.slot_bytes));
+    HOIST_ASSIGN_OR_RETURN(cx_.device_slots, cx_.dev.Allocate(ring * DeviceSlotStride(cx_)));
     cx_.decode.streams = cx_.work->decode.streams;
     cx_.decode.names = cx_.work->decode.names;
     cx_.decode.jobs = cx_.cut.jobs;

@@ -98,7 +98,14 @@ class StagedCutter {
   std::int64_t AddUnit(const DecodeUnit& u, const std::vector<DecodeJob>& jobs) {
     std::size_t j = u.job_begin;
     while (j < u.job_end) {
-      if (jobs[j].bytes > slot_bytes_ - pos_) NextSlot();
+      // Runs of blocks start 16-byte aligned in their slot (blocks are 4-byte multiples, so
+      // every block of the run is word-aligned for the decoder); the gap is never read.
+      const std::uint64_t at = (pos_ + 15) / 16 * 16;
+      if (at > slot_bytes_ || jobs[j].bytes > slot_bytes_ - at) {
+        NextSlot();
+      } else {
+        pos_ = at;
+      }
       const std::uint64_t run_src = u.src + jobs[j].src, run_pos = pos_;
       for (; j < u.job_end && jobs[j].bytes <= slot_bytes_ - pos_; ++j) {
         cut_.jobs.push_back(jobs[j]);

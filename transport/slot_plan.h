@@ -85,8 +85,9 @@ SlotPlan CutStaged(const proto::RankPlan& plan, std::uint64_t slot_bytes,
 
 // Staged cut of a packed checkpoint's work: its plain copies as above and its units' blocks,
 // each block whole in one slot (a block that does not fit the rest of a slot starts the next
-// one; the caller makes sure every job's bytes <= slot_bytes). Pieces read a unit's blocks
-// that share a slot in one run. copy_last_seq is per logical copy (work.copies_end).
+// one; the caller makes sure every job's bytes <= slot_bytes). Each run of a unit's blocks in a
+// slot starts at a multiple of 16 bytes (the gap before it is read by no piece); pieces read
+// the run in one go. copy_last_seq is per logical copy (work.copies_end).
 SlotPlan CutStaged(const PackedWork& work, std::uint64_t slot_bytes, std::uint64_t chunk_bytes);
 
 // Direct cut (pageable: chunk_bytes >= 1; registered: whole copies, ~0ull).
