@@ -362,7 +362,7 @@ Status IndexReader::ReadHeader(const Shard& shard, const PackedTensorEntry& t,
                            Num(info.stream_bytes()) + "-byte stream; the index: " + Num(decoded) +
                            " bytes of " + t.dtype + " in " + Num(s->bytes));
   }
-  if (s->block_rows != 0 && info.block_values != s->block_rows * width) {
+  if (s->block_rows > rows || (s->block_rows != 0 && info.block_values != s->block_rows * width)) {
     return Status::Corrupt(name + ": blocks of " + Num(info.block_values) + " values are not " +
                            "block_rows " + Num(s->block_rows) + " of " + Num(width) + " values");
   }

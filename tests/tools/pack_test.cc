@@ -225,6 +225,40 @@ TEST(Pack, AModelOfNoKnownFamilyIsPackedWithoutStripes) {
   }
 }
 
+// Empty tensors, a scalar and dtypes the codec does not know (stored as bytes) round-trip; no
+// config.json: no stripes, and the summary says why.
+TEST(Pack, OddShapesAndDtypesRoundTrip) {
+  ScratchDir dir("hoist-pack");
+  std::filesystem::create_directories(dir.Sub("model"));
+  const std::vector<std::tuple<std::string, std::string, std::vector<std::uint64_t>, int>> specs = {
+      {"empty.rows", "BF16", {0, 8}, 2}, {"empty.cols", "BF16", {4, 0}, 2},
+      {"scalar", "BF16", {}, 2},         {"ints", "I32", {5}, 4},
+      {"doubles", "F64", {2, 3}, 8},     {"bytes", "U8", {7}, 1}};
+  nlohmann::json header = nlohmann::json::object();
+  std::string data;
+  for (const auto& [name, dtype, shape, size] : specs) {
+    std::uint64_t n = static_cast<std::uint64_t>(size);
+    for (std::uint64_t d : shape) n *= d;
+    header[name] = {
+        {"dtype", dtype}, {"shape", shape}, {"data_offsets", {data.size(), data.size() + n}}};
+    for (std::uint64_t i = 0; i < n; ++i) data.push_back(static_cast<char>(i * 37 + name.size()));
+  }
+  const std::string text = header.dump();
+  std::string file(8, '\0');
+  for (int i = 0; i < 8; ++i) file[i] = static_cast<char>((text.size() >> (8 * i)) & 0xff);
+  std::ofstream(dir.Sub("model/model.safetensors"), std::ios::binary) << file + text + data;
+  const PackSummary summary = PackInto(dir.Sub("model"), dir.Sub("packed"), 8);
+  EXPECT_EQ(summary.tensors, specs.size());
+  EXPECT_NE(summary.note.find("config.json"), std::string::npos) << summary.note;
+  for (const auto& [name, t] : ReadCheckpoint(dir.Sub("model"))) {
+    auto got = ReadPackedTensor(dir.Sub("packed"), name);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(got->dtype, t.dtype) << name;
+    EXPECT_EQ(got->shape, t.shape) << name;
+    EXPECT_TRUE(got->data == t.data) << name;
+  }
+}
+
 TEST(Pack, BlockRowsDivideEveryTpSlice) {
   // Brute force: the largest r <= max(1, 65536 / row) dividing rows / 8 (or rows).
   for (auto [rows, row] : std::vector<std::pair<std::uint64_t, std::uint64_t>>{
