@@ -2,10 +2,12 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 
 #include "planner/dedup.h"
 #include "planner/hub.h"
+#include "planner/packed_index.h"
 #include "planner/plan_options.h"
 #include "transport/pipeline.h"
 
@@ -116,6 +118,22 @@ Status ResolveNodes(const std::string& file, const Topology& t, planner::PlanOpt
   return Status::Ok();
 }
 
+// A packed checkpoint's blocks are decoded out of the staging ring: the modes without one
+// cannot load it (a usage error, before any rank starts).
+Status CheckPackedReadMode(const std::string& model_dir, transport::ReadMode mode) {
+  if (mode != transport::ReadMode::kPageable && mode != transport::ReadMode::kRegistered) {
+    return Status::Ok();
+  }
+  std::error_code ec;
+  if (!std::filesystem::exists(std::filesystem::path(model_dir) / planner::kPackedIndexFile, ec)) {
+    return Status::Ok();
+  }
+  return Status::InvalidArgument("--read " + std::string(transport::ReadModeName(mode)) + ": " +
+                                 model_dir +
+                                 " is a packed checkpoint, whose blocks are decoded out of the "
+                                 "staging ring: use auto, buffered, direct or mmap");
+}
+
 // Read mode, device, pinning kind and CPU binding (names).
 Status ResolveLoadChoices(const JobOptionSet& o, rank::LoadOptions* l) {
   std::optional<transport::ReadMode> mode = transport::ParseReadMode(*o.read);
@@ -223,6 +241,7 @@ Result<ResolvedJob> ResolveJobSpec(const JobSpec& s) {
   }
   rank::LoadOptions& l = job.load;
   HOIST_RETURN_IF_ERROR(ResolveLoadChoices(m.set, &l));
+  HOIST_RETURN_IF_ERROR(CheckPackedReadMode(job.model_dir, l.read_mode));
   HOIST_RETURN_IF_ERROR(ResolveLoadNumbers(m, &job));
   l.verify = *m.set.verify;
   l.bind_numa = *m.set.numa;

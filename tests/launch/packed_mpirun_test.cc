@@ -156,7 +156,7 @@ TEST_F(PackedMpirunTest, ADamagedShardFailsNamingTheTensor) {
 TEST_F(PackedMpirunTest, PageableModeIsAUsageError) {
   const RunResult r = Load(1, Packed("qwen3-tiny"), Out("pageable"), {"--read", "pageable"});
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find("packed checkpoint"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("is a packed checkpoint"), std::string::npos) << r.output;
 }
 
 }  // namespace
