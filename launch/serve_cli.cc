@@ -244,6 +244,16 @@ int ServeCommands::RunCtl() {
       std::printf("restore: already resident\n");
     } else {
       const proto::RestoreReply& rr = r->restore();
+      if (rr.packed()) {  // compressed bytes cross the link; the rate is of the original bytes
+        std::printf(
+            "restored: %s in %.3f s (%.1f GiB/s); DMA %.3f s (%s moved, %.1f GiB/s); decode "
+            "%.3f s; arena allocation %.1f ms\n",
+            Gib(rr.bytes()).c_str(), rr.seconds(), rr.gib_per_s(), rr.dma_seconds(),
+            Gib(rr.moved_bytes()).c_str(),
+            rr.dma_seconds() > 0 ? rr.moved_bytes() / rr.dma_seconds() / (1ull << 30) : 0.0,
+            rr.decode_seconds(), rr.alloc_seconds() * 1e3);
+        return 0;
+      }
       std::printf(
           "restored: %s in %.3f s (%.1f GiB/s); DMA %.3f s (%.1f GiB/s); arena allocation "
           "%.1f ms\n",

@@ -90,7 +90,10 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(LoadedRank loaded, const proto::Lo
   if (::pipe2(d->wake_, O_CLOEXEC | O_NONBLOCK) != 0) return Status::IoError(Errno("serve: pipe2"));
   HOIST_RETURN_IF_ERROR(d->ExportHandle());
   if (options.host_cache) {
-    HOIST_ASSIGN_OR_RETURN(d->cache_, HostCache::Capture(*d->loaded_.device, d->loaded_.arena));
+    // A packed plan's cache holds the rank's compressed bytes, read from the files the load just
+    // read (page cache); a plain plan's, a copy of the arena.
+    HOIST_ASSIGN_OR_RETURN(
+        d->cache_, HostCache::Capture(*d->loaded_.device, d->loaded_.arena, plan, d->rank_plan_));
   }
   HOIST_RETURN_IF_ERROR(d->Bind());
   return d;
@@ -458,13 +461,19 @@ proto::DaemonResponse Daemon::Restore() {
   if (Status s = ExportHandle(); !s.ok()) return Error(s);
   last_restore_s_ = t.seconds;
   last_restore_gib_s_ = t.seconds > 0 ? t.bytes / t.seconds / (1ull << 30) : 0;
-  spdlog::info("serve: restored {} bytes from the host cache in {:.3f} s ({:.1f} GiB/s)", t.bytes,
-               t.seconds, last_restore_gib_s_);
+  spdlog::info(
+      "serve: restored {} bytes from the host cache ({} bytes moved{}) in {:.3f} s ({:.1f} "
+      "GiB/s)",
+      t.bytes, t.moved_bytes, cache_->packed() ? ", decoded on the device" : "", t.seconds,
+      last_restore_gib_s_);
   r.mutable_restore()->set_bytes(t.bytes);
   r.mutable_restore()->set_seconds(t.seconds);
   r.mutable_restore()->set_gib_per_s(last_restore_gib_s_);
   r.mutable_restore()->set_dma_seconds(t.dma_seconds);
   r.mutable_restore()->set_alloc_seconds(t.alloc_seconds);
+  r.mutable_restore()->set_moved_bytes(t.moved_bytes);
+  r.mutable_restore()->set_decode_seconds(t.decode_seconds);
+  r.mutable_restore()->set_packed(cache_->packed());
   return r;
 }
 

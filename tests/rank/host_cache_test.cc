@@ -1,0 +1,373 @@
+// The daemon's host cache (rank/host_cache.h) on the host backend (blocks decoded by its CPU
+// decoder through the Device seam), against the obviously-correct reference: the same rank plan
+// applied with pread to a plain file holding the original tensors back to back
+// (testtransport::ReferenceArena). A packed plan's cache holds exactly the compressed stream of
+// its staged cut (fewer bytes than the arena's payload) and restores match the reference again
+// and again, with slots small enough that the device-slot ring wraps and with the default slot;
+// a rank with stored tensors only needs no decoder; a damaged block is a Corrupt naming the shard,
+// the tensor and the block at restore; a truncated shard is an IoError naming it at capture; a
+// plain plan keeps the arena copy. Then the daemon in-process: `release` / `restore` of a packed
+// cache twice, attach after each restore, the generation growing.
+#include "rank/host_cache.h"
+
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <span>
+#include <thread>
+
+#include "codec/codec.h"
+#include "rank/serve.h"
+#include "rank/serve_wire.h"
+#include "tests/transport/packed_synth.h"
+#include "tests/transport/test_util.h"
+#include "transport/packed.h"
+#include "transport/slot_plan.h"
+
+namespace hoist::rank {
+namespace {
+
+using testtransport::Expected;
+using testtransport::MakePacked;
+using testtransport::Packed;
+using testtransport::ReferenceArena;
+using testtransport::Specs;
+using testtransport::TensorSpec;
+
+// A rank plan over `p` (file 0: the packed shard; file 1: a plain file, the same logical image),
+// its arena cursor-allocated, 256-aligned.
+class PlanWriter {
+ public:
+  explicit PlanWriter(const Packed& p) : p_(p) {}
+  // Rows [r0, r1), columns [c0, c1) of tensor i, read from `file`.
+  void Rect(int i, std::uint64_t r0, std::uint64_t r1, std::uint64_t c0, std::uint64_t c1,
+            std::uint64_t extra_pitch = 0, std::uint32_t file = 0) {
+    const TensorSpec& t = p_.specs[i];
+    const std::uint64_t vb = codec::DTypeSize(t.dtype), w = (c1 - c0) * vb;
+    proto::Copy* c = rp_.add_copies();
+    c->set_file(file);
+    c->set_src_offset(p_.offsets[i] + (r0 * t.cols + c0) * vb);
+    c->set_src_pitch(t.cols * vb);
+    c->set_width(w);
+    c->set_rows(r1 - r0);
+    c->set_dst_pitch(w + extra_pitch);
+    c->set_dst_offset(Alloc((r1 - r0) * (w + extra_pitch)));
+  }
+  void Range(std::uint64_t a, std::uint64_t b) {
+    proto::Copy* c = rp_.add_copies();
+    c->set_file(0);
+    c->set_src_offset(a);
+    c->set_width(b - a);
+    c->set_rows(1);
+    c->set_dst_offset(Alloc(b - a));
+  }
+  void Fill(std::uint64_t bytes, std::uint32_t value) {
+    proto::Fill* f = rp_.add_fills();
+    f->set_dst_offset(Alloc(bytes));
+    f->set_bytes(bytes);
+    f->set_value(value);
+  }
+  proto::RankPlan Done() {
+    rp_.set_arena_bytes(cursor_);
+    return rp_;
+  }
+
+ private:
+  std::uint64_t Alloc(std::uint64_t n) {
+    const std::uint64_t at = cursor_;
+    cursor_ = (cursor_ + n + 255) / 256 * 256;
+    return at;
+  }
+  const Packed& p_;
+  proto::RankPlan rp_;
+  std::uint64_t cursor_ = 0;
+};
+
+// The synthetic packed checkpoint plus its logical image as a plain file 1 of both plans.
+Packed MakeCheckpoint() {
+  Packed p = MakePacked(Specs(), 2048);
+  *p.plan.add_files() = p.ref_plan.files(0);
+  *p.ref_plan.add_files() = p.ref_plan.files(0);
+  return p;
+}
+
+proto::RankPlan MixedPlan(const Packed& p) {
+  PlanWriter w(p);
+  w.Range(0, p.logical.size());     // everything, across tensors
+  w.Rect(0, 37, 61, 0, 700);        // rows from mid-block
+  w.Rect(1, 0, 50, 111, 222, 64);   // columns, strided destination
+  w.Rect(2, 3, 40, 5, 100);         // stored F32: a 2-D copy of the payload
+  w.Rect(3, 10, 33, 100, 300);      // columns across two stripes
+  w.Fill(1000, 0x5A);               // vocab padding
+  w.Rect(4, 0, 1, 4000, 4100);      // a piece of a 1-row tensor
+  w.Rect(0, 2, 9, 100, 300, 0, 1);  // from the plain file
+  w.Rect(2, 0, 40, 0, 129, 16, 1);  // a whole stored tensor, from the plain file
+  return w.Done();
+}
+
+std::uint64_t WrittenBytes(const proto::RankPlan& rp) {
+  std::uint64_t n = 0;
+  for (const proto::Copy& c : rp.copies()) n += c.width() * c.rows();
+  for (const proto::Fill& f : rp.fills()) n += f.bytes();
+  return n;
+}
+
+// What the pipeline would move for `rp`: every block of its units and every stored byte.
+std::uint64_t StreamBytes(const Packed& p, const proto::RankPlan& rp) {
+  auto streams = transport::PackedStreams::FromPlan(p.plan);
+  EXPECT_TRUE(streams.ok()) << streams.status().ToString();
+  auto work = streams->Translate(rp);
+  EXPECT_TRUE(work.ok()) << work.status().ToString();
+  std::uint64_t n = 0;
+  for (const transport::DecodeUnit& u : work->units) n += u.bytes;
+  for (const proto::Copy& c : work->plan.copies()) n += c.width() * c.rows();
+  return n;
+}
+
+std::uint64_t MaxBlockBytes(const Packed& p, const proto::RankPlan& rp) {
+  auto streams = transport::PackedStreams::FromPlan(p.plan);
+  auto work = streams->Translate(rp);
+  return work.ok() ? work->decode.max_block_bytes : 0;
+}
+
+std::vector<std::uint8_t> ArenaBytes(transport::Device& dev, const transport::DeviceBuffer& a) {
+  std::vector<std::uint8_t> out(a.bytes);
+  EXPECT_TRUE(dev.CopyToHost(out.data(), a.ptr, a.bytes).ok());
+  return out;
+}
+
+// One restore, checked against the reference; the arena is freed.
+void RestoreMatches(transport::Device& dev, HostCache& cache, const Expected& want,
+                    const proto::RankPlan& rp) {
+  RestoreTiming t;
+  Result<transport::DeviceBuffer> a =
+      testtransport::WithWatchdog([&] { return cache.Restore(&t); });
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->bytes, rp.arena_bytes());
+  const std::vector<std::uint8_t> got = ArenaBytes(dev, *a);
+  EXPECT_EQ(testtransport::FirstMismatch(want, got.data()), -1);
+  EXPECT_EQ(t.bytes, WrittenBytes(rp));
+  EXPECT_EQ(t.moved_bytes, cache.bytes());
+  EXPECT_GT(t.seconds, 0);
+  EXPECT_GT(t.dma_seconds, 0);
+  EXPECT_GT(t.decode_seconds, 0);
+  EXPECT_TRUE(dev.Free(*a).ok());
+}
+
+TEST(PackedHostCache, HoldsTheCompressedStreamAndRestoresMatchTheReference) {
+  Packed p = MakeCheckpoint();
+  const proto::RankPlan rp = MixedPlan(p);
+  const Expected want = ReferenceArena(p.ref_plan, rp);
+  const std::uint64_t block = MaxBlockBytes(p, rp);
+  ASSERT_GT(block, 0u);
+  auto dev = transport::OpenHostDevice();
+  // The capture reads the files, not the arena: an arena never written (0xCD) will do.
+  auto arena = dev->Allocate(rp.arena_bytes());
+  ASSERT_TRUE(arena.ok());
+  for (std::uint64_t slot : {block, 3 * block + 7, std::uint64_t{64} << 20}) {
+    SCOPED_TRACE("slot " + std::to_string(slot));
+    HostCacheOptions o;
+    o.slot_bytes = slot;
+    o.read_threads = 3;
+    auto cache = HostCache::Capture(*dev, *arena, p.plan, rp, o);
+    ASSERT_TRUE(cache.ok()) << cache.status().ToString();
+    ASSERT_TRUE((*cache)->packed());
+    EXPECT_EQ((*cache)->bytes(), StreamBytes(p, rp)) << "slots back to back, no gap";
+    EXPECT_LT((*cache)->bytes(), WrittenBytes(rp)) << "coded tensors are smaller";
+    if (slot < (1u << 20)) {
+      EXPECT_GT((*cache)->slots(), 8u) << "the 4 device slots are reused";
+    }
+    RestoreMatches(*dev, **cache, want, rp);
+    RestoreMatches(*dev, **cache, want, rp);
+  }
+}
+
+TEST(PackedHostCache, StoredTensorsOnlyNeedNoDecoder) {
+  Packed p = MakeCheckpoint();
+  PlanWriter w(p);
+  w.Rect(2, 0, 40, 0, 129);        // the stored F32 tensor of the shard
+  w.Rect(2, 1, 30, 7, 77, 8);      // a 2-D piece of it
+  w.Rect(1, 0, 50, 0, 333, 0, 1);  // a coded tensor's original bytes, from the plain file
+  const proto::RankPlan rp = w.Done();
+  auto dev = transport::OpenHostDevice();
+  auto cache = HostCache::Capture(*dev, {}, p.plan, rp);
+  ASSERT_TRUE(cache.ok()) << cache.status().ToString();
+  EXPECT_EQ((*cache)->bytes(), WrittenBytes(rp));
+  RestoreTiming t;
+  auto a = testtransport::WithWatchdog([&] { return (*cache)->Restore(&t); });
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  const std::vector<std::uint8_t> got = ArenaBytes(*dev, *a);
+  EXPECT_EQ(testtransport::FirstMismatch(ReferenceArena(p.ref_plan, rp), got.data()), -1);
+  EXPECT_EQ(t.decode_seconds, 0);
+  EXPECT_EQ(t.moved_bytes, t.bytes);
+}
+
+// Flips a byte inside block 1 of tensor a.bf16's stream (only its checksum sees it).
+void DamageBlock(const Packed& p) {
+  const proto::PackedStream& s = p.plan.packed(0).streams(0);
+  auto info = codec::ParseHeader(
+      std::span(reinterpret_cast<const std::uint8_t*>(s.header().data()), s.header().size()),
+      s.bytes(), "a");
+  ASSERT_TRUE(info.ok());
+  std::FILE* f = std::fopen(p.plan.files(0).path().c_str(), "r+b");
+  ASSERT_NE(f, nullptr);
+  const long at = static_cast<long>(s.offset() + info->header_bytes + info->block_offsets[1] + 3);
+  std::fseek(f, at, SEEK_SET);
+  const int c = std::fgetc(f);
+  std::fseek(f, at, SEEK_SET);
+  std::fputc(c ^ 0x40, f);
+  std::fclose(f);
+}
+
+TEST(PackedHostCache, ADamagedBlockIsACorruptNamingTheTensorAtRestore) {
+  Packed p = MakeCheckpoint();
+  const proto::RankPlan rp = MixedPlan(p);
+  DamageBlock(p);
+  auto dev = transport::OpenHostDevice();
+  auto cache = HostCache::Capture(*dev, {}, p.plan, rp);
+  ASSERT_TRUE(cache.ok()) << cache.status().ToString();  // capture reads, it does not decode
+  for (int round = 0; round < 2; ++round) {
+    RestoreTiming t;
+    auto a = testtransport::WithWatchdog([&] { return (*cache)->Restore(&t); });
+    ASSERT_FALSE(a.ok());
+    const Status& s = a.status();
+    EXPECT_EQ(s.code(), Code::kCorrupt) << s.ToString();
+    EXPECT_NE(s.message().find("a.bf16"), std::string::npos) << s.ToString();
+    EXPECT_NE(s.message().find("block 1"), std::string::npos) << s.ToString();
+    EXPECT_NE(s.message().find(p.plan.files(0).path()), std::string::npos) << s.ToString();
+    EXPECT_NE(s.message().find("host cache: restoring"), std::string::npos) << s.ToString();
+  }
+}
+
+TEST(PackedHostCache, ATruncatedShardIsAnIoErrorNamingItAtCapture) {
+  Packed p = MakeCheckpoint();
+  const proto::RankPlan rp = MixedPlan(p);
+  const std::string path = p.plan.files(0).path();
+  std::filesystem::resize_file(path, p.plan.files(0).size() / 2);
+  auto dev = transport::OpenHostDevice();
+  auto cache = HostCache::Capture(*dev, {}, p.plan, rp);
+  ASSERT_FALSE(cache.ok());
+  EXPECT_EQ(cache.status().code(), Code::kIoError) << cache.status().ToString();
+  EXPECT_NE(cache.status().message().find(path), std::string::npos) << cache.status().ToString();
+  EXPECT_NE(cache.status().message().find("end of file"), std::string::npos);
+}
+
+TEST(PlainHostCache, APlanWithoutPackedTensorsKeepsTheArena) {
+  auto dev = transport::OpenHostDevice();
+  const std::uint64_t n = (3u << 20) + 123;
+  auto arena = dev->Allocate(n);
+  ASSERT_TRUE(arena.ok());
+  const std::vector<std::uint8_t> bytes = testtransport::Pattern(n, 41);
+  transport::Copy2D c;
+  c.dst = arena->ptr;
+  c.src = bytes.data();
+  c.width = n;
+  ASSERT_TRUE(dev->CopySync(c).ok());
+  proto::LoadPlan plan;
+  proto::RankPlan* rp = plan.add_ranks();
+  rp->set_arena_bytes(n);
+  auto cache = HostCache::Capture(*dev, *arena, plan, *rp);
+  ASSERT_TRUE(cache.ok()) << cache.status().ToString();
+  EXPECT_FALSE((*cache)->packed());
+  EXPECT_EQ((*cache)->bytes(), n);
+  ASSERT_TRUE(dev->Free(*arena).ok());
+  for (int round = 0; round < 2; ++round) {
+    RestoreTiming t;
+    auto a = (*cache)->Restore(&t);
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    EXPECT_EQ(ArenaBytes(*dev, *a), bytes);
+    EXPECT_EQ(t.bytes, n);
+    EXPECT_EQ(t.moved_bytes, n);
+    EXPECT_TRUE(dev->Free(*a).ok());
+  }
+}
+
+// ----- the daemon in-process with a packed host cache
+
+proto::DaemonResponse Call(const std::string& socket, proto::DaemonRequest req,
+                           std::vector<int>* fds = nullptr) {
+  Result<std::unique_ptr<DaemonConnection>> c = DaemonConnection::Connect(socket);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  if (!c.ok()) return {};
+  Result<proto::DaemonResponse> r = (*c)->Call(req, fds);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? *r : proto::DaemonResponse{};
+}
+
+// Attaches, reads the arena through the received memfd and checks it against the reference.
+void AttachMatches(const std::string& socket, const Expected& want, std::uint64_t generation) {
+  proto::DaemonRequest req;
+  req.mutable_attach();
+  std::vector<int> fds;
+  const proto::DaemonResponse r = Call(socket, req, &fds);
+  ASSERT_TRUE(r.ok()) << r.error();
+  ASSERT_EQ(fds.size(), 1u);
+  EXPECT_EQ(r.attach().generation(), generation);
+  std::vector<std::uint8_t> got(r.attach().arena_bytes());
+  EXPECT_EQ(::pread(fds[0], got.data(), got.size(), 0), static_cast<ssize_t>(got.size()));
+  ::close(fds[0]);
+  ASSERT_EQ(got.size(), want.bytes.size());
+  EXPECT_EQ(testtransport::FirstMismatch(want, got.data()), -1);
+}
+
+// Asks for the status until no client is attached (a closed connection is noticed by the serving
+// loop in its own time); false after 10 s.
+bool WaitDetached(const std::string& socket) {
+  for (int i = 0; i < 1000; ++i) {
+    proto::DaemonRequest req;
+    req.mutable_status();
+    const proto::DaemonResponse r = Call(socket, req);
+    if (r.ok() && r.status().clients_attached() == 0) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+TEST(PackedHostCache, DaemonReleasesAndRestoresTwice) {
+  Packed p = MakeCheckpoint();
+  const proto::RankPlan rp = MixedPlan(p);
+  *p.plan.add_ranks() = rp;
+  const Expected want = ReferenceArena(p.ref_plan, rp);
+  LoadedRank lr;  // as a load leaves it: the reference in the arena
+  lr.device = transport::OpenHostDevice();
+  lr.arena = *lr.device->Allocate(rp.arena_bytes());
+  transport::Copy2D c;
+  c.dst = lr.arena.ptr;
+  c.src = want.bytes.data();
+  c.width = want.bytes.size();
+  ASSERT_TRUE(lr.device->CopySync(c).ok());
+  testtransport::ScratchDir dir;
+  ServeOptions o;
+  o.socket_path = dir.Sub("rank-0.sock");
+  o.host_cache = true;
+  Result<std::unique_ptr<Daemon>> d = Daemon::Start(std::move(lr), p.plan, 0, o);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  std::thread serve([&] { EXPECT_TRUE((*d)->Serve().ok()); });
+  const proto::StatusReply s = (*d)->GetStatus();
+  EXPECT_EQ(s.host_cache_bytes(), StreamBytes(p, rp));
+  for (std::uint64_t generation : {2u, 3u}) {
+    ASSERT_TRUE(WaitDetached(o.socket_path));
+    proto::DaemonRequest req;
+    req.mutable_release();
+    proto::DaemonResponse r = Call(o.socket_path, req);
+    ASSERT_TRUE(r.ok()) << r.error();
+    EXPECT_EQ(r.release().freed_bytes(), rp.arena_bytes());
+    req.mutable_restore();
+    r = Call(o.socket_path, req);
+    ASSERT_TRUE(r.ok()) << r.error();
+    EXPECT_TRUE(r.restore().packed());
+    EXPECT_EQ(r.restore().bytes(), WrittenBytes(rp));
+    EXPECT_EQ(r.restore().moved_bytes(), StreamBytes(p, rp));
+    EXPECT_GT(r.restore().decode_seconds(), 0);
+    AttachMatches(o.socket_path, want, generation);
+  }
+  (*d)->RequestStop();
+  serve.join();
+}
+
+}  // namespace
+}  // namespace hoist::rank
