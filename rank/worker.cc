@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -287,8 +288,25 @@ void AddExchangeReport(const proto::RankPlan& rp, bool exchange, const ExchangeR
 }
 
 // The load after the device is open: bind, arena, reads (and exchange), verify, dump.
+// A packed checkpoint's streams and, without dedup, the rank's work already translated: both
+// are made before the device is ready (they need no device), off the load's critical path.
+struct PackedLoad {
+  transport::PackedStreams streams;
+  std::optional<transport::PackedWork> work;
+};
+
+Result<PackedLoad> PreparePacked(const proto::LoadPlan& plan, const proto::RankPlan& rp,
+                                 bool exchange) {
+  PackedLoad p;
+  HOIST_ASSIGN_OR_RETURN(p.streams, transport::PackedStreams::FromPlan(plan));
+  if (!p.streams.empty() && !exchange) {
+    HOIST_ASSIGN_OR_RETURN(p.work, p.streams.Translate(rp));
+  }
+  return p;
+}
+
 Status Execute(const proto::LoadPlan& plan, const proto::RankPlan& rp, const LoadOptions& o,
-               const Files& files, ResidencyProbe& residency, LoadedRank* out) {
+               const Files& files, ResidencyProbe& residency, PackedLoad& packed, LoadedRank* out) {
   transport::Device& dev = *out->device;
   proto::RankReport& rep = out->report;
   const transport::PhaseRecorder rec(&rep, o.origin);
@@ -315,10 +333,9 @@ Status Execute(const proto::LoadPlan& plan, const proto::RankPlan& rp, const Loa
                            transport::OpenSources(files.paths, files.used, o.read_mode, o.direct,
                                                   o.wrap_source, !dev.Caps().gpu));
     if (!sources.note.empty()) spdlog::warn("{}", sources.note);
-    HOIST_ASSIGN_OR_RETURN(const transport::PackedStreams packed,
-                           transport::PackedStreams::FromPlan(plan));
     transport::PipelineOptions po = PipelineFor(o, threads);
-    po.packed = &packed;
+    po.packed = &packed.streams;
+    po.packed_work = packed.work ? &*packed.work : nullptr;
     HOIST_RETURN_IF_ERROR(Read(dev, out->arena, plan, rp, o, sources.files, po, &pr, &xr));
     if (o.close_in_background) {
       // Unmapping a large, fully faulted-in mapping costs ~3 ms per GiB of page-table teardown;
@@ -374,9 +391,10 @@ Result<LoadedRank> Load(const proto::LoadPlan& plan, std::uint32_t rank, const L
   ResidencyProbe residency(files, o.threads > 0 ? o.threads : transport::DefaultFillThreads(),
                            o.read_mode != transport::ReadMode::kAuto && plan.packed_size() == 0);
   SetStage(o, LoadStage::kDevice);
+  HOIST_ASSIGN_OR_RETURN(PackedLoad packed, PreparePacked(plan, rp, exchange));
   HOIST_ASSIGN_OR_RETURN(out.device, TakeDevice(o, rp, &rep, &t_start));
   rep.set_device(out.device->Name());
-  HOIST_RETURN_IF_ERROR(Execute(plan, rp, o, files, residency, &out));
+  HOIST_RETURN_IF_ERROR(Execute(plan, rp, o, files, residency, packed, &out));
   transport::PhaseRecorder(&rep, o.origin)
       .Record(Phase::kTotal, t_start, Clock::now(),
               plan.packed_size() > 0 ? rp.payload_bytes() : rep.bytes_h2d());

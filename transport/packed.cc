@@ -305,6 +305,8 @@ Result<PackedStreams> PackedStreams::FromPlan(const proto::LoadPlan& plan) {
                              std::to_string(pt.file()) + ", not a packed file of the plan");
     }
     HOIST_ASSIGN_OR_RETURN(Tensor t, ParseTensor(pt, p.paths_[pt.file()]));
+    p.streams_ += t.streams.size();
+    for (const Stream& s : t.streams) p.blocks_ += s.info.block_count;
     p.tensors_.push_back(std::move(t));
   }
   std::sort(p.tensors_.begin(), p.tensors_.end(), [](const Tensor& a, const Tensor& b) {
@@ -327,6 +329,10 @@ Result<PackedWork> PackedStreams::Translate(const proto::RankPlan& logical) cons
   PackedWork w;
   w.plan = logical;
   w.plan.clear_copies();
+  // Reserved for every block of every tensor (a rank touches at most that; untouched pages
+  // cost nothing): no job or stream is copied as the vectors grow.
+  w.decode.jobs.reserve(blocks_);
+  w.decode.streams.reserve(streams_);
   Translator tr(*this, paths_, packed_, file_first_, &w);
   for (int i = 0; i < logical.copies_size(); ++i) {
     HOIST_RETURN_IF_ERROR(tr.Add(i, logical.copies(i)));

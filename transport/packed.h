@@ -70,6 +70,7 @@ class PackedStreams {
   std::vector<bool> packed_;             // per plan file
   std::vector<Tensor> tensors_;          // sorted by (file, offset)
   std::vector<std::size_t> file_first_;  // per file: first tensor index (size files + 1)
+  std::size_t streams_ = 0, blocks_ = 0;  // over every tensor (Translate reserves these)
   struct Cache {                         // ReadLogical's last decoded tensor
     std::mutex mu;
     std::size_t tensor = ~std::size_t{0};

@@ -215,8 +215,8 @@ struct RunContext {
   std::vector<SpanRecord> h2d_spans;
 
   // Packed work: blocks go to device slots on `stream` and are decoded on decode_stream.
-  const PackedWork* work = nullptr;
-  DecodeSet decode;  // the work's streams with the cut's jobs (the decoder's)
+  PackedWork* work = nullptr;  // its decode streams and names move to `decode` at set-up
+  DecodeSet decode;            // the work's streams with the cut's jobs (the decoder's)
   StreamId decode_stream = -1;
   DecoderId decoder = -1;
   DeviceBuffer device_slots;  // ring size x slot_bytes
@@ -598,8 +598,8 @@ class SlotRing {
     const std::size_t first = cx_.cut.seq_jobs[q], last = cx_.cut.seq_jobs[q + 1];
     std::byte* dslot = static_cast<std::byte*>(cx_.device_slots.ptr) + k * DeviceSlotStride(cx_);
     if (first < last) {
-      const std::uint64_t lo = cx_.cut.jobs[first].src;
-      const std::uint64_t hi = cx_.cut.jobs[last - 1].src + cx_.cut.jobs[last - 1].bytes;
+      const std::uint64_t lo = cx_.decode.jobs[first].src;
+      const std::uint64_t hi = cx_.decode.jobs[last - 1].src + cx_.decode.jobs[last - 1].bytes;
       Copy2D c;
       c.dst = dslot + lo;
       c.src = slots_[k].buf.ptr + lo;
@@ -677,7 +677,7 @@ class SlotRing {
                              cx_.DeviceSpan(ev_decode_[k], ev_end_[k], what, "decode-0"));
       d.seconds = std::max(0.0, d.seconds);
       for (std::size_t j = cx_.cut.seq_jobs[q]; j < cx_.cut.seq_jobs[q + 1]; ++j) {
-        d.bytes += std::uint64_t{cx_.cut.jobs[j].values} * 2;
+        d.bytes += std::uint64_t{cx_.decode.jobs[j].values} * 2;
       }
       *decode = std::move(d);
     }
@@ -925,7 +925,7 @@ class Runner {
  public:
   Runner(Device& dev, const DeviceBuffer& arena, const proto::RankPlan& plan,
          const std::vector<FileSources>& sources, const PipelineOptions& o, PipelineReport* rep,
-         const PackedWork* work = nullptr)
+         PackedWork* work = nullptr)
       : cx_(dev, arena, plan, sources, o, *rep), milestones_(cx_) {
     cx_.work = work;
   }
@@ -994,9 +994,11 @@ class Runner {
     const int ring = static_cast<int>(std::min<std::uint64_t>(cx_.o.slots, cx_.cut.seqs()));
     HOIST_ASSIGN_OR_RETURN(cx_.decode_stream, cx_.dev.CreateStream());
     HOIST_ASSIGN_OR_RETURN(cx_.device_slots, cx_.dev.Allocate(ring * DeviceSlotStride(cx_)));
-    cx_.decode.streams = cx_.work->decode.streams;
-    cx_.decode.names = cx_.work->decode.names;
-    cx_.decode.jobs = cx_.cut.jobs;
+    // The work's streams and names, and the cut's jobs, move to the decoder's set (the cut and
+    // the work keep the rest).
+    cx_.decode.streams = std::move(cx_.work->decode.streams);
+    cx_.decode.names = std::move(cx_.work->decode.names);
+    cx_.decode.jobs = std::move(cx_.cut.jobs);
     cx_.decode.max_block_bytes = cx_.work->decode.max_block_bytes;
     cx_.decode.max_block_bit_words = cx_.work->decode.max_block_bit_words;
     HOIST_ASSIGN_OR_RETURN(cx_.decoder, cx_.dev.CreateDecoder(cx_.decode));
@@ -1169,7 +1171,12 @@ Status RunPipeline(Device& device, const DeviceBuffer& arena, const proto::RankP
   if (options.packed == nullptr || options.packed->empty()) {
     return Runner(device, arena, plan, sources, options, report ? report : &local).Run();
   }
-  HOIST_ASSIGN_OR_RETURN(const PackedWork work, options.packed->Translate(plan));
+  if (options.packed_work != nullptr) {
+    return Runner(device, arena, options.packed_work->plan, sources, options,
+                  report ? report : &local, options.packed_work)
+        .Run();
+  }
+  HOIST_ASSIGN_OR_RETURN(PackedWork work, options.packed->Translate(plan));
   return Runner(device, arena, work.plan, sources, options, report ? report : &local, &work).Run();
 }
 

@@ -81,6 +81,9 @@ struct PipelineOptions {
   // slot are copied into a device slot on the copy stream and decoded into the arena on a second
   // stream (which then carries the slots' end events and the milestones).
   const PackedStreams* packed = nullptr;
+  // Optional: `packed`'s translation of exactly the plan RunPipeline gets (made ahead of time by
+  // the caller, e.g. while the device opens); the run takes its decode streams and names.
+  PackedWork* packed_work = nullptr;
 };
 
 // Per plan file (index = proto File index). Unused files may have null sources.

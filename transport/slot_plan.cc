@@ -172,6 +172,7 @@ SlotPlan CutStaged(const PackedWork& work, std::uint64_t slot_bytes, std::uint64
   for (const DecodeJob& j : work.decode.jobs) {
     if (j.bytes > slot_bytes || j.bytes == 0) return cut;  // the caller's contract; nothing cut
   }
+  cut.jobs.reserve(work.decode.jobs.size());
   StagedCutter cutter(slot_bytes, chunk_bytes, &cut);
   cut.copy_last_seq.assign(work.copies_end.size(), -1);
   std::int64_t last_seq = -1;
