@@ -75,7 +75,8 @@ stage ceilings && for i in 1 2; do $build/bench/hoist-bench-h2d 8 7 | sed 's/^{/
 for m in "${models[@]}"; do
   b=$(basename "$m")
   stage ceilings && for f in "$m" "$m-packed"; do
-    drop; $build/bench/hoist-bench-io --threads 16 --chunk-mib 4 --depth 16 "$f"/*.safetensors "$f"/*.bin 2>/dev/null \
+    mapfile -t shards < <(ls "$f"/*.safetensors "$f"/*.bin 2>/dev/null)
+    drop; $build/bench/hoist-bench-io --threads 16 --chunk-mib 4 --depth 16 "${shards[@]}" 2>/dev/null \
       | sed "s/^{/{\"kind\":\"io_ceiling\",\"model\":\"$(basename "$f")\",/" >> "$res" || true
   done
   stage codec && [[ -x $build/bench/hoist-bench-codec ]] && $build/bench/hoist-bench-codec --model "$m" --runs 3 \
