@@ -194,7 +194,16 @@ PY
       done
     done
   done
-  log "host copy ceiling with both GPUs' ranks copying: hoist-bench-h2d on each GPU at once"
+  log "host copy ceiling with both ranks copying: two page-cache readers (hoist-bench-io --buffered) at once"
+  for m in "${models[@]}"; do
+    for f in "$m" "$m-packed"; do
+      mapfile -t shards < <(ls "$f"/*.safetensors "$f"/*.bin 2>/dev/null)
+      warm "$f"
+      for g in 0 1; do $build/bench/hoist-bench-io --buffered --threads 16 "${shards[@]}" \
+        | sed "s/^{/{\"kind\":\"host_copy_both\",\"model\":\"$(basename "$f")\",\"reader\":$g,/" >> "$res" & done; wait
+    done
+  done
+  log "pinned H2D with both GPUs copying: hoist-bench-h2d on each GPU at once"
   for g in 0 1; do CUDA_VISIBLE_DEVICES=$g $build/bench/hoist-bench-h2d 8 7 | sed "s/^{/{\"kind\":\"h2d_ceiling_both\",\"gpu\":$g,/" >> "$res" & done; wait
 fi
 

@@ -74,3 +74,7 @@ for label, v in rest.items():
 both = by["h2d_ceiling_both"]
 if both:
     print("\nH2D with both GPUs copying at once: " + ", ".join(f"GPU {r['gpu']} {r['gib_s']:.1f} GiB/s" for r in both))
+hc = by["host_copy_both"]
+if hc:
+    print("\nHost copy (page cache -> user memory) with two readers at once: " + ", ".join(
+        f"{r['model']} reader {r['reader']} {r['gib_s']:.1f} GiB/s" for r in hc))
