@@ -15,6 +15,7 @@
 #include <system_error>
 #include <utility>
 
+#include "planner/confine.h"
 #include "planner/regular_file.h"
 #include "planner/strict_json.h"
 #include "util/file_kind.h"
@@ -173,27 +174,6 @@ Result<std::string> ReadSmallFile(const std::string& path) {
   }
   text.resize(done);
   return text;
-}
-
-// True when canonical `path` is `dir` or below it (both canonical).
-bool IsInside(const fs::path& path, const fs::path& dir) {
-  const fs::path rel = path.lexically_relative(dir);
-  if (rel.empty()) return false;
-  const auto first = rel.begin();
-  return first == rel.end() || *first != "..";
-}
-
-// The folder symlinks may not leave. Usually the model folder itself; for a HuggingFace hub
-// cache snapshot (<cache>/models--org--name/snapshots/<revision>/, whose files are symlinks into
-// <cache>/models--org--name/blobs/) it is the repository folder models--org--name, so that the
-// most common layout on disk loads while links anywhere else are still refused.
-fs::path ContainmentRoot(const fs::path& dir) {
-  const fs::path snapshots = dir.parent_path();
-  const fs::path repo = snapshots.parent_path();
-  if (snapshots.filename() == "snapshots" && repo.filename().string().rfind("models--", 0) == 0) {
-    return repo;
-  }
-  return dir;
 }
 
 // Resolves `rel` (as named by the index, or a fixed name) inside the canonical model folder:

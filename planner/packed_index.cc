@@ -16,6 +16,7 @@
 
 #include "codec/codec.h"
 #include "codec/layout.h"
+#include "planner/confine.h"
 #include "planner/dtype.h"
 #include "planner/regular_file.h"
 #include "planner/strict_json.h"
@@ -39,23 +40,6 @@ std::string Num(std::uint64_t v) { return std::to_string(v); }
 std::string Shown(const json& v) {
   const std::string text = v.dump(-1, ' ', false, json::error_handler_t::replace);
   return text.size() <= 40 ? text : text.substr(0, 40) + "...";
-}
-
-// The folder symlinks may not leave: the packed folder, or for a HuggingFace hub snapshot
-// (<cache>/models--org--name/snapshots/<revision>/) the repository folder (as planner/checkpoint.cc
-// allows for safetensors checkpoints).
-fs::path ContainmentRoot(const fs::path& dir) {
-  const fs::path snapshots = dir.parent_path();
-  const fs::path repo = snapshots.parent_path();
-  if (snapshots.filename() == "snapshots" && repo.filename().string().rfind("models--", 0) == 0) {
-    return repo;
-  }
-  return dir;
-}
-
-bool IsInside(const fs::path& path, const fs::path& root) {
-  const fs::path rel = path.lexically_relative(root);
-  return !rel.empty() && (rel.begin() == rel.end() || *rel.begin() != "..");
 }
 
 // `rel` inside the canonical folder `dir`: relative, in normal form, no "..", and every symlink

@@ -108,4 +108,53 @@ inline std::vector<TensorSpec> Specs() {
           {"e.bf16", codec::DType::kBF16, 1, 5000, 1}};
 }
 
+// A rank plan of logical copies over `p` (file 0: the packed shard; a caller may add a plain file
+// 1 holding the same logical image), its arena cursor-allocated, 256-aligned.
+class PlanWriter {
+ public:
+  explicit PlanWriter(const Packed& p) : p_(p) {}
+  // Rows [r0, r1), columns [c0, c1) of tensor i, read from `file`.
+  void Rect(int i, std::uint64_t r0, std::uint64_t r1, std::uint64_t c0, std::uint64_t c1,
+            std::uint64_t extra_pitch = 0, std::uint32_t file = 0) {
+    const TensorSpec& t = p_.specs[i];
+    const std::uint64_t vb = codec::DTypeSize(t.dtype), w = (c1 - c0) * vb;
+    proto::Copy* c = rp_.add_copies();
+    c->set_file(file);
+    c->set_src_offset(p_.offsets[i] + (r0 * t.cols + c0) * vb);
+    c->set_src_pitch(t.cols * vb);
+    c->set_width(w);
+    c->set_rows(r1 - r0);
+    c->set_dst_pitch(w + extra_pitch);
+    c->set_dst_offset(Alloc((r1 - r0) * (w + extra_pitch)));
+  }
+  void Range(std::uint64_t a, std::uint64_t b) {
+    proto::Copy* c = rp_.add_copies();
+    c->set_file(0);
+    c->set_src_offset(a);
+    c->set_width(b - a);
+    c->set_rows(1);
+    c->set_dst_offset(Alloc(b - a));
+  }
+  void Fill(std::uint64_t bytes, std::uint32_t value) {
+    proto::Fill* f = rp_.add_fills();
+    f->set_dst_offset(Alloc(bytes));
+    f->set_bytes(bytes);
+    f->set_value(value);
+  }
+  proto::RankPlan Done() {
+    rp_.set_arena_bytes(cursor_);
+    return rp_;
+  }
+
+ private:
+  std::uint64_t Alloc(std::uint64_t n) {
+    const std::uint64_t at = cursor_;
+    cursor_ = (cursor_ + n + 255) / 256 * 256;
+    return at;
+  }
+  const Packed& p_;
+  proto::RankPlan rp_;
+  std::uint64_t cursor_ = 0;
+};
+
 }  // namespace hoist::testtransport

@@ -25,53 +25,9 @@ using testtransport::ScratchDir;
 
 using testtransport::MakePacked;
 using testtransport::Packed;
+using testtransport::PlanWriter;
 using testtransport::Specs;
 using testtransport::TensorSpec;
-
-// A rank plan of logical copies over `p` (arena cursor-allocated, 256-aligned).
-class PlanWriter {
- public:
-  explicit PlanWriter(Packed& p) : p_(p) {}
-  // Rows [r0, r1), columns [c0, c1) of tensor i.
-  void Rect(int i, std::uint64_t r0, std::uint64_t r1, std::uint64_t c0, std::uint64_t c1,
-            std::uint64_t extra_pitch = 0) {
-    const TensorSpec& t = p_.specs[i];
-    const std::uint64_t vb = codec::DTypeSize(t.dtype), w = (c1 - c0) * vb;
-    proto::Copy c;
-    c.set_file(0);
-    c.set_src_offset(p_.offsets[i] + (r0 * t.cols + c0) * vb);
-    c.set_src_pitch(t.cols * vb);
-    c.set_width(w);
-    c.set_rows(r1 - r0);
-    c.set_dst_pitch(w + extra_pitch);
-    c.set_dst_offset(Alloc((r1 - r0) * (w + extra_pitch)));
-    *rp_.add_copies() = c;
-  }
-  // Logical bytes [a, b) as one contiguous copy.
-  void Range(std::uint64_t a, std::uint64_t b) {
-    proto::Copy c;
-    c.set_file(0);
-    c.set_src_offset(a);
-    c.set_width(b - a);
-    c.set_rows(1);
-    c.set_dst_offset(Alloc(b - a));
-    *rp_.add_copies() = c;
-  }
-  proto::RankPlan Done() {
-    rp_.set_arena_bytes(cursor_);
-    return rp_;
-  }
-
- private:
-  std::uint64_t Alloc(std::uint64_t n) {
-    const std::uint64_t at = cursor_;
-    cursor_ = (cursor_ + n + 255) / 256 * 256;
-    return at;
-  }
-  Packed& p_;
-  proto::RankPlan rp_;
-  std::uint64_t cursor_ = 0;
-};
 
 proto::RankPlan MixedPlan(Packed& p) {
   PlanWriter w(p);
