@@ -80,6 +80,13 @@ std::string RankLabels(const proto::RankReport& r) {
          "\",host=\"" + PromLabel(r.host()) + "\"";
 }
 
+// The bytes a rank put in its arena: its total phase's (a packed load moves fewer, compressed,
+// bytes across the link than it loads: bytes_h2d), or bytes_h2d when it has no total phase.
+std::uint64_t LoadedBytes(const proto::RankReport& r) {
+  const proto::Phase* total = FindPhase(r, Phase::kTotal);
+  return total != nullptr && total->bytes() > 0 ? total->bytes() : r.bytes_h2d();
+}
+
 }  // namespace
 
 Aggregate AggregateReports(const std::vector<proto::RankReport>& reports, double wall_s) {
@@ -90,7 +97,7 @@ Aggregate AggregateReports(const std::vector<proto::RankReport>& reports, double
   for (const auto& r : reports) {
     if (!r.ok()) ++agg.failed;
     nodes.insert(r.node());
-    agg.payload_bytes += r.bytes_h2d();
+    agg.payload_bytes += LoadedBytes(r);
     agg.bytes_read += r.bytes_read();
     agg.bytes_resident_at_start += r.bytes_resident_at_start();
   }
@@ -155,16 +162,20 @@ std::string FormatTable(const proto::LoadPlan& plan, const std::vector<proto::Ra
     for (const proto::RankReport* r : rs) {
       const proto::Phase* total = FindPhase(*r, Phase::kTotal);
       const double t = total ? total->seconds() : 0;
-      const double bytes = static_cast<double>(r->bytes_h2d());
+      const double bytes = static_cast<double>(LoadedBytes(*r));
       std::snprintf(line, sizeof(line),
                     "  rank %-4u %-12s %-8s %12s in %8s ms = %12s  hot %5.1f%%  ", r->rank(),
                     Printable(r->host()).c_str(), Printable(r->device()).c_str(),
-                    HumanBytes(r->bytes_h2d()).c_str(), Ms(t).c_str(),
+                    HumanBytes(LoadedBytes(*r)).c_str(), Ms(t).c_str(),
                     HumanRate(t > 0 ? bytes / t : 0.0).c_str(),
                     r->bytes_read() ? 100.0 * static_cast<double>(r->bytes_resident_at_start()) /
                                           static_cast<double>(r->bytes_read())
                                     : 0.0);
       os << line << (r->ok() ? "ok" : "FAILED: " + Printable(r->error())) << "\n";
+      if (LoadedBytes(*r) != r->bytes_h2d() && r->bytes_h2d() > 0) {
+        os << "            packed: " << HumanBytes(r->bytes_h2d())
+           << " moved to the device and decoded there\n";
+      }
       if (!r->cpus().empty()) {
         os << "            cpus " << Printable(r->cpus()) << " (" << r->cpu_bind() << "), "
            << r->fill_threads() << (r->fill_threads() == 1 ? " fill thread\n" : " fill threads\n");

@@ -248,6 +248,9 @@ TEST(Report, PrometheusSeriesShareOneLabelSet) {
 TEST(Report, TableAdaptsUnitsToSmallLoads) {
   auto reports = FourRanks();  // 1000 .. 4000 bytes per rank
   reports[3].set_bytes_h2d(3u << 20);
+  for (proto::Phase& p : *reports[3].mutable_phases()) {
+    if (p.name() == "total") p.set_bytes(3u << 20);
+  }
   const Aggregate a = AggregateReports(reports, 0.5);
   const std::string table = FormatTable(proto::LoadPlan(), reports, a);
   EXPECT_EQ(table.find("0.000 GiB"), std::string::npos) << table;
@@ -348,6 +351,26 @@ TEST(Report, TimelineSvgHasAViewBoxAndRoomForEveryLabel) {
   EXPECT_GT(texts, 20);
   EXPECT_EQ(axis_labels, 11);  // 0 .. t_end in tenths, each inside the picture (checked above)
   EXPECT_EQ(last_axis_label, "12345510.0");
+}
+
+}  // namespace
+}  // namespace hoist::coordinator
+
+namespace hoist::coordinator {
+namespace {
+
+// A packed load puts more bytes in the arena (its total phase) than it moves to the device
+// (bytes_h2d): the table's rank line and the job total count the arena's, and say what moved.
+TEST(Report, PackedLoadsCountTheArenasBytesAndSayWhatMoved) {
+  auto reports = FourRanks();
+  reports[0].set_bytes_h2d(700);  // its total phase holds 1000
+  const Aggregate a = AggregateReports(reports, 0.5);
+  EXPECT_EQ(a.payload_bytes, 1000u + 2000u + 3000u + 4000u);
+  const std::string table = FormatTable(proto::LoadPlan(), reports, a);
+  EXPECT_NE(table.find("1000 B in"), std::string::npos) << table;
+  EXPECT_NE(table.find("packed: 700 B moved to the device and decoded there"), std::string::npos)
+      << table;
+  EXPECT_EQ(table.find("packed: 2000 B"), std::string::npos) << "plain ranks say nothing";
 }
 
 }  // namespace
