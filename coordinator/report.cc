@@ -467,11 +467,14 @@ struct SvgGeometry {
 };
 
 // Span lanes: DMA streams and fill threads; phases: their kind's colour (transport/phase.h).
-constexpr std::string_view kH2dColor = "#3b7dd8", kFillColor = "#e8a33d";
+constexpr std::string_view kH2dColor = "#3b7dd8", kFillColor = "#e8a33d", kDecodeColor = "#d63384";
 
 std::string_view BoxColor(const std::string& what, const std::string& label) {
   if (label.find("h2d") != std::string::npos || what.rfind("h2d", 0) == 0) return kH2dColor;
   if (label.find("fill") != std::string::npos || what.rfind("fill", 0) == 0) return kFillColor;
+  if (label.find("decode") != std::string::npos || what.rfind("decode", 0) == 0) {
+    return kDecodeColor;  // packed loads: blocks decoded on the device
+  }
   return transport::PhaseColor(what);
 }
 
@@ -518,6 +521,7 @@ void SvgLegend(std::ostringstream& os, int ly) {
            {"residency/bind/drain", transport::PhaseColor(Phase::kResidency)},
            {"fill", kFillColor},
            {"h2d", kH2dColor},
+           {"decode", kDecodeColor},
            {"verify/dump", transport::PhaseColor(Phase::kVerify)},
            {"peer", transport::PhaseColor(Phase::kPeer)}}) {
     os << "<rect x=\"" << lx << "\" y=\"" << ly - 9 << "\" width=\"10\" height=\"10\" fill=\""
