@@ -267,18 +267,7 @@ class PackedRestore {
   Status SubmitSlot(std::uint64_t q) {
     const std::byte* slot = cache_ + l_.base[q];
     for (std::size_t i = l_.cut.seq_ops[q]; i < l_.cut.seq_ops[q + 1]; ++i) {
-      const transport::SlotOp& op = l_.cut.ops[i];
-      Copy2D c;
-      c.dst = Arena(op.dst);
-      c.dst_pitch = op.dst_pitch;
-      c.src = slot + op.slot_off;
-      c.src_pitch = op.width;
-      c.width = op.width;
-      c.rows = op.rows;
-      if (c.rows > 1 && c.dst_pitch == c.width) {  // packed on both sides: one 1-D copy
-        c.width *= c.rows;
-        c.rows = 1;
-      }
+      const Copy2D c = transport::SlotOpCopy(l_.cut.ops[i], slot, arena_.ptr);
       HOIST_RETURN_IF_ERROR(dev_.CopyAsync(c, copy_));
     }
     const std::size_t first = l_.cut.seq_jobs[q], last = l_.cut.seq_jobs[q + 1];

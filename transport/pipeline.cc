@@ -513,7 +513,8 @@ class SlotRing {
       std::lock_guard lock(submit_mu_);
       HOIST_RETURN_IF_ERROR(cx_.dev.Record(ev_start_[k], cx_.stream));
       for (std::size_t i = cx_.cut.seq_ops[q]; i < cx_.cut.seq_ops[q + 1]; ++i) {
-        HOIST_RETURN_IF_ERROR(cx_.dev.CopyAsync(OpCopy(cx_.cut.ops[i], k), cx_.stream));
+        HOIST_RETURN_IF_ERROR(cx_.dev.CopyAsync(
+            SlotOpCopy(cx_.cut.ops[i], slots_[k].buf.ptr, cx_.arena.ptr), cx_.stream));
       }
       if (cx_.work != nullptr) HOIST_RETURN_IF_ERROR(SubmitDecode(q, k));
       HOIST_RETURN_IF_ERROR(cx_.dev.Record(ev_end_[k], cx_.tail()));
@@ -612,21 +613,6 @@ class SlotRing {
     if (first == last) return Status::Ok();
     return cx_.dev.DecodeAsync(cx_.decoder, first, last - first, dslot, cx_.arena.ptr,
                                cx_.decode_stream);
-  }
-
-  Copy2D OpCopy(const SlotOp& op, int k) const {
-    Copy2D c;
-    c.dst = cx_.ArenaAt(op.dst);
-    c.dst_pitch = op.dst_pitch;
-    c.src = slots_[k].buf.ptr + op.slot_off;
-    c.src_pitch = op.width;
-    c.width = op.width;
-    c.rows = op.rows;
-    if (c.rows > 1 && c.dst_pitch == c.width) {  // packed on both sides: one 1-D copy
-      c.width *= c.rows;
-      c.rows = 1;
-    }
-    return c;
   }
 
   Status AllocSlot(Slot& slot) {

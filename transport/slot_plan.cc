@@ -208,6 +208,21 @@ SlotPlan CutDirect(const proto::RankPlan& plan, std::uint64_t chunk_bytes) {
   return cut;
 }
 
+Copy2D SlotOpCopy(const SlotOp& op, const std::byte* slot, void* arena) {
+  Copy2D c;
+  c.dst = static_cast<std::byte*>(arena) + op.dst;
+  c.dst_pitch = op.dst_pitch;
+  c.src = slot + op.slot_off;
+  c.src_pitch = op.width;
+  c.width = op.width;
+  c.rows = op.rows;
+  if (c.rows > 1 && c.dst_pitch == c.width) {  // packed on both sides: one 1-D copy
+    c.width *= c.rows;
+    c.rows = 1;
+  }
+  return c;
+}
+
 std::int64_t LastSeqOfCopies(const SlotPlan& cut, int copies) {
   if (copies <= 0 || cut.copy_last_seq.empty()) return -1;
   return cut.copy_last_seq[std::min<std::size_t>(copies, cut.copy_last_seq.size()) - 1];

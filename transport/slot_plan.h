@@ -32,6 +32,7 @@
 
 #include "proto/plan.pb.h"
 #include "transport/decode_job.h"
+#include "transport/device.h"
 
 namespace hoist::transport {
 
@@ -92,6 +93,10 @@ SlotPlan CutStaged(const PackedWork& work, std::uint64_t slot_bytes, std::uint64
 
 // Direct cut (pageable: chunk_bytes >= 1; registered: whole copies, ~0ull).
 SlotPlan CutDirect(const proto::RankPlan& plan, std::uint64_t chunk_bytes);
+
+// The host->device copy of `op`, out of a slot whose first byte is `slot`, into the arena whose
+// first byte is `arena` (rows packed on both sides become one 1-D copy).
+Copy2D SlotOpCopy(const SlotOp& op, const std::byte* slot, void* arena);
 
 // The last slot holding a byte of the plan's first `copies` copies (-1: none).
 std::int64_t LastSeqOfCopies(const SlotPlan& cut, int copies);
