@@ -121,6 +121,30 @@ for m in "${models[@]}"; do
   done
 done
 
+# Geometry and where the time goes: hot tp 1 loads of the packed copy (and the original) under
+# each SWEEP entry (hoist load options), alternating; one report per case kept under $OUT/sweep
+# for its phases and spans (bench/summarize_packed.py reads them).
+if stage sweep; then
+  mkdir -p "$OUT/sweep"
+  IFS=';' read -r -a cases <<< "${SWEEP:---slots 4 --slot-mib 8;--slots 8 --slot-mib 8;--slots 4 --slot-mib 32;--slots 8 --slot-mib 16}"
+  for i in $(seq "$RUNS_HOT"); do
+    for c in "${cases[@]}"; do
+      tag=$(echo "$c" | tr -d ' -' | tr -c 'a-z0-9\n' '_')
+      # shellcheck disable=SC2086
+      load "sweep/packed $c" hot "$m4b-packed" $c; cp "$AUX/r.json" "$OUT/sweep/packed-$tag.json"
+      # shellcheck disable=SC2086
+      load "sweep/original $c" hot "$m4b" $c; cp "$AUX/r.json" "$OUT/sweep/original-$tag.json"
+    done
+  done
+fi
+if stage ring; then
+  log "ring DMA ceilings: restore-like pieces from 8 GiB of distinct pinned memory"
+  for geo in "4 8" "1024 8" "128 64" "32 256" "1 8192"; do
+    # shellcheck disable=SC2086
+    $build/bench/hoist-bench-ring 8 3 $geo register-thp,mallochost >> "$res" || true
+  done
+fi
+
 if stage verify; then
 log "verify packed loads, and dumps of original and packed compared byte for byte"
 : > "$OUT/verify.txt"

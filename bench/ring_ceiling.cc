@@ -7,7 +7,9 @@
 // Each kind reports the first pass into a freshly allocated arena ("fresh", as a daemon restore
 // or a first load sees it) apart from the median of later passes into the same arena ("warm"),
 // and how much of the ring the kernel backed with huge pages.
-// Usage: hoist-bench-ring [GiB=8] [runs=5] [slots=4] [slot_mib=8]; one JSON line per kind.
+// Usage: hoist-bench-ring [GiB=8] [runs=5] [slots=4] [slot_mib=8] [kinds=all, or a comma list];
+// one JSON line per kind. slots x slot_mib = GiB copies from that much distinct memory in pieces
+// of slot_mib, as a daemon restore from its host cache does.
 #include <cuda_runtime.h>
 #include <sys/mman.h>
 
@@ -67,7 +69,7 @@ Ring MakeRing(const std::string& kind, size_t bytes) {
     r.huge_kib = HugeKib(p);
     CHECK(cudaHostRegister(p, bytes, cudaHostRegisterDefault));
   }
-  for (size_t i = 0; i < bytes; ++i) r.ptr[i] = static_cast<unsigned char>(i * 131 + (i >> 12));
+  for (size_t i = 0; i < bytes; i += 4096) r.ptr[i] = static_cast<unsigned char>(i >> 12);
   return r;
 }
 
@@ -111,7 +113,9 @@ int main(int argc, char** argv) {
   cudaEvent_t a, b;
   CHECK(cudaEventCreate(&a));
   CHECK(cudaEventCreate(&b));
+  const std::string only = argc > 5 ? argv[5] : "register-thp,mallochost,register-4k";
   for (const char* kind : {"register-thp", "mallochost", "register-4k"}) {
+    if (("," + only + ",").find(std::string(",") + kind + ",") == std::string::npos) continue;
     Ring ring = MakeRing(kind, slots * slot);
     void* dev = nullptr;
     CHECK(cudaMalloc(&dev, n));
