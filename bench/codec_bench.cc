@@ -317,11 +317,80 @@ void DecodeAllOnGpu(const std::vector<Tensor>& tensors, Gpu& g) {
   }
 }
 
-void GpuVerify(const std::vector<Tensor>& tensors, Gpu& g) {
+// The loader's kernel (LaunchCodecJobs, transport/cuda/codec_decode.h): every block of every
+// Huffman tensor one job writing its whole range, as a packed load's slots hand them over.
+struct GpuJobs {
+  hoist::transport::cuda::CodecJobSet set;
+  std::size_t count = 0;
+  std::vector<std::size_t> cuts;  // job index where each `per` bytes of blocks start
+};
+
+GpuJobs MakeGpuJobs(const std::vector<Tensor>& tensors, Gpu& g, std::uint64_t per) {
+  namespace cu = hoist::transport::cuda;
+  std::vector<cu::CodecJob> jobs;
+  std::vector<cu::CodecJobStream> streams(tensors.size());
+  GpuJobs out;
+  std::uint32_t threads = 32;
+  std::uint64_t max_words = 0, bytes = 0;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const hoist::codec::StreamInfo& info = tensors[i].info;
+    if (info.method != hoist::codec::Method::kHuffman) continue;
+    streams[i] = {info.sub_streams, info.dtype == hoist::codec::DType::kBF16 ? 1u : 0u};
+    threads = std::max(threads, (info.sub_streams + 31) / 32 * 32);
+    for (std::uint32_t b = 0; b < info.block_count; ++b) {
+      cu::CodecJob j;
+      j.src = tensors[i].stream_at + info.header_bytes + info.block_offsets[b];
+      j.bytes = static_cast<std::uint32_t>(info.block_offsets[b + 1] - info.block_offsets[b]);
+      j.values = static_cast<std::uint32_t>(info.block_value_count(b));
+      j.dst = tensors[i].out_at + info.block_first_byte(b);
+      j.pitch = j.width = j.values;
+      j.rows = 1;
+      j.stream = static_cast<std::uint32_t>(i);
+      j.block = b;
+      const std::uint64_t head = (j.values + 3ull) / 4 * 4 + (2ull * info.sub_streams + 3) / 4 * 4;
+      max_words = std::max<std::uint64_t>(max_words, (j.bytes - head) / 4);
+      if (bytes >= per * out.cuts.size()) out.cuts.push_back(jobs.size());
+      bytes += j.bytes;
+      jobs.push_back(j);
+    }
+  }
+  out.cuts.push_back(jobs.size());
+  out.count = jobs.size();
+  cu::CodecJob* d_jobs = nullptr;
+  cu::CodecJobStream* d_streams = nullptr;
+  CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&d_jobs), jobs.size() * sizeof(jobs[0]) + 1));
+  CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&d_streams), streams.size() * sizeof(streams[0])));
+  CHECK_CUDA(
+      cudaMemcpy(d_jobs, jobs.data(), jobs.size() * sizeof(jobs[0]), cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(d_streams, streams.data(), streams.size() * sizeof(streams[0]),
+                        cudaMemcpyHostToDevice));
+  out.set.jobs = d_jobs;
+  out.set.streams = d_streams;
+  out.set.luts = g.luts;
+  out.set.threads = threads;
+  out.set.max_words = static_cast<std::uint32_t>(max_words);
+  out.set.error = g.error;
+  const hoist::Status s = cu::PrepareCodecJobs(cu::CodecJobSharedBytes(max_words));
+  if (!s.ok()) Fail(s.ToString());
+  return out;
+}
+
+// Every job, in launches of the jobs of `per` block bytes each (cuts of MakeGpuJobs).
+void DecodeJobsOnGpu(const GpuJobs& j, Gpu& g) {
+  for (std::size_t c = 0; c + 1 < j.cuts.size(); ++c) {
+    const hoist::Status s = hoist::transport::cuda::LaunchCodecJobs(
+        j.set, j.cuts[c], j.cuts[c + 1] - j.cuts[c], g.streams, g.outs, g.stream);
+    if (!s.ok()) Fail("jobs: " + s.ToString());
+  }
+}
+
+// Every tensor's output against its original (coded_only: the Huffman tensors, the jobs' part).
+void GpuVerify(const std::vector<Tensor>& tensors, Gpu& g, bool coded_only = false) {
   const hoist::Status flag = hoist::transport::cuda::CodecDecodeError(g.error, "GPU decode");
   if (!flag.ok()) Fail(flag.ToString());
   std::vector<std::uint8_t> back;
   for (const auto& t : tensors) {
+    if (coded_only && t.info.method != hoist::codec::Method::kHuffman) continue;
     back.assign(t.data.size(), 0);
     CHECK_CUDA(cudaMemcpy(back.data(), g.outs + t.out_at, back.size(), cudaMemcpyDeviceToHost));
     if (back != t.data) Fail("GPU decode: " + t.name + " differs from the original");
@@ -371,8 +440,25 @@ int main(int argc, char** argv) {
   });
   const auto dec = TimeRuns(g, f.runs, [&] { DecodeAllOnGpu(tensors, g); });
   GpuVerify(tensors, g);
-  std::uint64_t compressed = 0;
-  for (const auto& t : tensors) compressed += t.stream.size();
+  // The loader's batched kernel: launches of 8 MiB of blocks (a load's default staging slot)
+  // and of every block at once; the output is cleared and checked again after each.
+  const GpuJobs slot_jobs = MakeGpuJobs(tensors, g, 8ull << 20);
+  const GpuJobs all_jobs = MakeGpuJobs(tensors, g, ~0ull >> 1);
+  const auto clear = [&g] {
+    CHECK_CUDA(cudaMemsetAsync(g.outs, 0, g.out_bytes, g.stream));
+    CHECK_CUDA(cudaStreamSynchronize(g.stream));
+  };
+  clear();
+  const auto jobs_slot = TimeRuns(g, f.runs, [&] { DecodeJobsOnGpu(slot_jobs, g); });
+  GpuVerify(tensors, g, /*coded_only=*/true);
+  clear();
+  const auto jobs_all = TimeRuns(g, f.runs, [&] { DecodeJobsOnGpu(all_jobs, g); });
+  GpuVerify(tensors, g, /*coded_only=*/true);
+  std::uint64_t compressed = 0, coded = 0;  // coded: original bytes of Huffman tensors (jobs)
+  for (const auto& t : tensors) {
+    compressed += t.stream.size();
+    if (t.info.method == hoist::codec::Method::kHuffman) coded += t.data.size();
+  }
   const double h2d_s = Median(h2d) / 1e3, dec_s = Median(dec) / 1e3;
   std::printf(
       "{\"kind\": \"codec\", \"what\": \"decode\", \"source\": \"%s\", \"tensors\": %zu, "
@@ -380,11 +466,15 @@ int main(int argc, char** argv) {
       "\"cpu_decode_gib_s\": %.3f, \"cpu_decode_1thread_gib_s\": %.3f, "
       "\"gpu_decode_ms\": [%s], \"gpu_decode_gib_s\": %.2f, \"h2d_compressed_ms\": [%s], "
       "\"h2d_compressed_gib_s\": %.3f, \"effective_h2d_gib_s\": %.3f, "
-      "\"effective_h2d_then_decode_gib_s\": %.3f, \"verified\": true}\n",
+      "\"effective_h2d_then_decode_gib_s\": %.3f, \"jobs\": %zu, "
+      "\"jobs_8mib_ms\": [%s], \"jobs_8mib_gib_s\": %.2f, \"jobs_all_ms\": [%s], "
+      "\"jobs_all_gib_s\": %.2f, \"verified\": true}\n",
       source.c_str(), tensors.size(), original, compressed, f.cpu_threads,
       Gib(static_cast<double>(original)) / cpu_s, Gib(static_cast<double>(one_bytes)) / cpu1_s,
       Join(dec).c_str(), Gib(static_cast<double>(original)) / dec_s, Join(h2d).c_str(),
       Gib(static_cast<double>(compressed)) / h2d_s, Gib(static_cast<double>(original)) / h2d_s,
-      Gib(static_cast<double>(original)) / (h2d_s + dec_s));
+      Gib(static_cast<double>(original)) / (h2d_s + dec_s), all_jobs.count, Join(jobs_slot).c_str(),
+      Gib(static_cast<double>(coded)) / (Median(jobs_slot) / 1e3), Join(jobs_all).c_str(),
+      Gib(static_cast<double>(coded)) / (Median(jobs_all) / 1e3));
   return 0;
 }

@@ -99,7 +99,9 @@ for k in r["ranks"] if sys.argv[2] != "warmup" else []:
     print(json.dumps({"kind": "load", "label": sys.argv[2], "temp": sys.argv[3], "rank": k["rank"],
                       "payload": ph["total"]["bytes"], "total_s": ph["total"]["seconds"],
                       "bytes_read": k["bytes_read"], "bytes_h2d": k["bytes_h2d"],
-                      "phases": {n: p["seconds"] for n, p in ph.items()}, "wall_s": r["wall_s"]}))
+                      "phases": {n: p["seconds"] for n, p in ph.items()},
+                      "starts": {n: p.get("start_s", 0) - ph["total"].get("start_s", 0) for n, p in ph.items()},
+                      "wall_s": r["wall_s"]}))
 PY
 }
 
@@ -122,26 +124,26 @@ for m in "${models[@]}"; do
 done
 
 # Geometry and where the time goes: hot tp 1 loads of the packed copy (and the original) under
-# each SWEEP entry (hoist load options), alternating; one report per case kept under $OUT/sweep
-# for its phases and spans (bench/summarize_packed.py reads them).
+# each SWEEP entry (hoist load options), alternating; the last report per case kept
+# under $AUX; packed.jsonl has every run's phases with their start times.
 if stage sweep; then
-  mkdir -p "$OUT/sweep"
   IFS=';' read -r -a cases <<< "${SWEEP:---slots 4 --slot-mib 8;--slots 8 --slot-mib 8;--slots 4 --slot-mib 32;--slots 8 --slot-mib 16}"
   for i in $(seq "$RUNS_HOT"); do
     for c in "${cases[@]}"; do
       tag=$(echo "$c" | tr -d ' -' | tr -c 'a-z0-9\n' '_')
       # shellcheck disable=SC2086
-      load "sweep/packed $c" hot "$m4b-packed" $c; cp "$AUX/r.json" "$OUT/sweep/packed-$tag.json"
+      load "sweep/packed $c" hot "$m4b-packed" $c; cp "$AUX/r.json" "$AUX/sweep-packed-$tag.json"
       # shellcheck disable=SC2086
-      load "sweep/original $c" hot "$m4b" $c; cp "$AUX/r.json" "$OUT/sweep/original-$tag.json"
+      load "sweep/original $c" hot "$m4b" $c; cp "$AUX/r.json" "$AUX/sweep-original-$tag.json"
     done
   done
 fi
 if stage ring; then
   log "ring DMA ceilings: restore-like pieces from 8 GiB of distinct pinned memory"
-  for geo in "4 8" "1024 8" "128 64" "32 256" "1 8192"; do
+  IFS=';' read -r -a geos <<< "${RING_GEOMETRIES:-4 8;1024 8;128 64;32 256;1 8192}"
+  for geo in "${geos[@]}"; do
     # shellcheck disable=SC2086
-    $build/bench/hoist-bench-ring 8 3 $geo register-thp,mallochost >> "$res" || true
+    $build/bench/hoist-bench-ring 8 3 $geo ${RING_KINDS:-register-thp,mallochost} >> "$res" || true
   done
 fi
 
@@ -173,6 +175,9 @@ restore_runs() {  # label model
   local pid=$!
   for i in $(seq 600); do [[ -S "$sd/rank-0.sock" ]] && break; sleep 0.1; done
   if [[ -S "$sd/rank-0.sock" ]]; then
+    # How much of the daemon's anonymous memory (its pinned host cache) huge pages back, in KiB.
+    huge=$(awk '/AnonHugePages/ {s += $2} END {print s + 0}' /proc/$pid/smaps 2>/dev/null || echo -1)
+    echo "{\"kind\": \"serve_memory\", \"label\": \"$label\", \"anon_huge_kib\": $huge}" >> "$res"
     for i in $(seq "$RUNS_HOT"); do
       $hoist ctl release --socket "$sd/rank-0.sock" > /dev/null
       line=$($hoist ctl restore --socket "$sd/rank-0.sock" 2>&1 || true); echo "$label: $line" >&2

@@ -256,6 +256,7 @@ void AddPipelineReport(const transport::PipelineReport& pr, const LoadOptions& o
   const double after_pipeline = Seconds(o.origin, Clock::now());
   const double read_start = pr.read.ran ? pr.read.start_s : after_pipeline;
   const transport::PhaseRecorder rec(rep, o.origin);
+  RecordTiming(rec, Phase::kSetup, pr.setup, read_start);
   RecordTiming(rec, Phase::kStagingAlloc, pr.staging_alloc, read_start);
   RecordTiming(rec, Phase::kRead, pr.read, read_start);
   RecordTiming(rec, Phase::kH2d, pr.h2d, read_start);
@@ -288,19 +289,22 @@ void AddExchangeReport(const proto::RankPlan& rp, bool exchange, const ExchangeR
 }
 
 // The load after the device is open: bind, arena, reads (and exchange), verify, dump.
-// A packed checkpoint's streams and, without dedup, the rank's work already translated: both
-// are made before the device is ready (they need no device), off the load's critical path.
+// A packed checkpoint's streams and, without dedup, the rank's work already translated and cut
+// into staging slots: all made before the device is ready (they need no device), off the load's
+// critical path.
 struct PackedLoad {
   transport::PackedStreams streams;
   std::optional<transport::PackedWork> work;
+  std::optional<transport::PackedCut> cut;
 };
 
 Result<PackedLoad> PreparePacked(const proto::LoadPlan& plan, const proto::RankPlan& rp,
-                                 bool exchange) {
+                                 const LoadOptions& o, bool exchange) {
   PackedLoad p;
   HOIST_ASSIGN_OR_RETURN(p.streams, transport::PackedStreams::FromPlan(plan));
   if (!p.streams.empty() && !exchange) {
     HOIST_ASSIGN_OR_RETURN(p.work, p.streams.Translate(rp));
+    p.cut = transport::CutPackedAhead(*p.work, PipelineFor(o, /*threads=*/1));
   }
   return p;
 }
@@ -336,6 +340,7 @@ Status Execute(const proto::LoadPlan& plan, const proto::RankPlan& rp, const Loa
     transport::PipelineOptions po = PipelineFor(o, threads);
     po.packed = &packed.streams;
     po.packed_work = packed.work ? &*packed.work : nullptr;
+    po.packed_cut = packed.cut ? &*packed.cut : nullptr;
     HOIST_RETURN_IF_ERROR(Read(dev, out->arena, plan, rp, o, sources.files, po, &pr, &xr));
     if (o.close_in_background) {
       // Unmapping a large, fully faulted-in mapping costs ~3 ms per GiB of page-table teardown;
@@ -391,7 +396,7 @@ Result<LoadedRank> Load(const proto::LoadPlan& plan, std::uint32_t rank, const L
   ResidencyProbe residency(files, o.threads > 0 ? o.threads : transport::DefaultFillThreads(),
                            o.read_mode != transport::ReadMode::kAuto && plan.packed_size() == 0);
   SetStage(o, LoadStage::kDevice);
-  HOIST_ASSIGN_OR_RETURN(PackedLoad packed, PreparePacked(plan, rp, exchange));
+  HOIST_ASSIGN_OR_RETURN(PackedLoad packed, PreparePacked(plan, rp, o, exchange));
   HOIST_ASSIGN_OR_RETURN(out.device, TakeDevice(o, rp, &rep, &t_start));
   rep.set_device(out.device->Name());
   HOIST_RETURN_IF_ERROR(Execute(plan, rp, o, files, residency, packed, &out));

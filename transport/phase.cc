@@ -26,6 +26,7 @@ constexpr std::array<PhaseInfo, kPhaseCount> kPhases = {{
     {Phase::kBind, "bind", false, kWorkColor},
     {Phase::kResidency, "residency", false, kWorkColor},
     {Phase::kArenaAlloc, "arena_alloc", false, kMemoryColor},
+    {Phase::kSetup, "setup", false, kWorkColor},
     {Phase::kStagingAlloc, "staging_alloc", false, kMemoryColor},
     {Phase::kRead, "read", true, kWorkColor},
     {Phase::kH2d, "h2d", true, kWorkColor},

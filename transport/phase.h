@@ -28,6 +28,7 @@ enum class Phase : std::uint8_t {
   kBind,          // placing the fill threads (rank)
   kResidency,     // measuring the page cache (rank)
   kArenaAlloc,    // the device arena (rank)
+  kSetup,         // the slot cut, streams and events; packed: device slots and decoder (pipeline)
   kStagingAlloc,  // the pinned staging ring (pipeline)
   kRead,          // storage -> staging (pipeline)
   kH2d,           // staging -> device (pipeline)

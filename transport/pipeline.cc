@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <future>
 #include <mutex>
 #include <system_error>
 #include <thread>
@@ -218,7 +219,6 @@ struct RunContext {
   PackedWork* work = nullptr;  // its decode streams and names move to `decode` at set-up
   DecodeSet decode;            // the work's streams with the cut's jobs (the decoder's)
   StreamId decode_stream = -1;
-  DecoderId decoder = -1;
   DeviceBuffer device_slots;  // ring size x slot_bytes
   std::vector<SpanRecord> decode_spans;
   // The stream that ends a slot's work: slot end events and milestones are recorded there.
@@ -246,6 +246,42 @@ struct RunContext {
   void AddProgress(std::uint64_t bytes) const {
     if (o.progress != nullptr) o.progress->fetch_add(bytes, std::memory_order_relaxed);
   }
+
+  // Packed: the decoder is made on a helper thread while the ring fills (StartDecoder); the first
+  // caller of Decoder() waits for it. Any thread; the creation's error is every caller's.
+  void StartDecoder() {
+    try {
+      decoder_made_ = std::async(std::launch::async, [this] { return dev.CreateDecoder(decode); });
+    } catch (const std::system_error&) {  // no thread: make it here
+      std::promise<Result<DecoderId>> now;
+      now.set_value(dev.CreateDecoder(decode));
+      decoder_made_ = now.get_future();
+    }
+  }
+  Result<DecoderId> Decoder() {
+    std::lock_guard lock(decoder_mu_);
+    if (decoder_made_.valid()) {
+      Result<DecoderId> d = decoder_made_.get();
+      if (d.ok()) decoder_ = *d;
+      decoder_status_ = d.status();
+    }
+    if (!decoder_status_.ok()) return decoder_status_;
+    if (decoder_ < 0) return Status::Internal("pipeline: no decoder was started");
+    return decoder_;
+  }
+  // Waits for a decoder being made and destroys it (its streams must have completed).
+  Status DestroyDecoder() {
+    Result<DecoderId> d = Decoder();
+    std::lock_guard lock(decoder_mu_);
+    decoder_ = -1;
+    return d.ok() ? dev.DestroyDecoder(*d) : Status::Ok();
+  }
+
+ private:
+  std::mutex decoder_mu_;
+  std::future<Result<DecoderId>> decoder_made_;
+  DecoderId decoder_ = -1;
+  Status decoder_status_;
 };
 
 // Packed: device slot k starts at k times this (256-byte aligned, as the slots' contents are).
@@ -552,7 +588,8 @@ class SlotRing {
     if (cx_.work != nullptr) {
       sync = cx_.dev.Synchronize(cx_.decode_stream);
       if (status.ok()) status = sync;
-      sync = cx_.dev.DecoderStatus(cx_.decoder);
+      Result<DecoderId> decoder = cx_.Decoder();
+      sync = decoder.ok() ? cx_.dev.DecoderStatus(*decoder) : decoder.status();
       if (status.ok()) status = sync;
     }
     return status;
@@ -611,7 +648,8 @@ class SlotRing {
     HOIST_RETURN_IF_ERROR(cx_.dev.StreamWait(cx_.decode_stream, ev_copied_[k]));
     HOIST_RETURN_IF_ERROR(cx_.dev.Record(ev_decode_[k], cx_.decode_stream));
     if (first == last) return Status::Ok();
-    return cx_.dev.DecodeAsync(cx_.decoder, first, last - first, dslot, cx_.arena.ptr,
+    HOIST_ASSIGN_OR_RETURN(DecoderId decoder, cx_.Decoder());
+    return cx_.dev.DecodeAsync(decoder, first, last - first, dslot, cx_.arena.ptr,
                                cx_.decode_stream);
   }
 
@@ -917,7 +955,12 @@ class Runner {
   }
 
   Status Run() {
-    HOIST_RETURN_IF_ERROR(Setup());
+    Status set_up;
+    TimePhase(cx_, &cx_.rep.setup, [&] { set_up = Setup(); });
+    if (!set_up.ok()) {
+      (void)Cleanup();  // what Setup created before it failed
+      return set_up;
+    }
     Status s = Body();
     if (s.ok()) s = milestones_.ReachAll();
     // Whatever happened, nothing may still read staging or write the arena when we return.
@@ -987,7 +1030,7 @@ class Runner {
     cx_.decode.jobs = std::move(cx_.cut.jobs);
     cx_.decode.max_block_bytes = cx_.work->decode.max_block_bytes;
     cx_.decode.max_block_bit_words = cx_.work->decode.max_block_bit_words;
-    HOIST_ASSIGN_OR_RETURN(cx_.decoder, cx_.dev.CreateDecoder(cx_.decode));
+    cx_.StartDecoder();  // the first slot's decode waits for it
     return Status::Ok();
   }
 
@@ -1002,11 +1045,15 @@ class Runner {
     if (o.slots < 1) return Status::InvalidArgument("pipeline: slots must be >= 1");
     if (o.slot_bytes < 1) return Status::InvalidArgument("pipeline: slot bytes must be >= 1");
     cx_.slot_bytes = o.slot_bytes;
-    cx_.chunk = o.chunk_bytes > 0
-                    ? o.chunk_bytes
-                    : std::max<std::uint64_t>(64u << 10,
-                                              cx_.slot_bytes / static_cast<unsigned>(cx_.threads));
-    cx_.chunk = std::min(cx_.chunk, cx_.slot_bytes);
+    if (cx_.work != nullptr) {
+      cx_.chunk = PackedChunkBytes(o);
+    } else {
+      cx_.chunk = o.chunk_bytes > 0
+                      ? o.chunk_bytes
+                      : std::max<std::uint64_t>(
+                            64u << 10, cx_.slot_bytes / static_cast<unsigned>(cx_.threads));
+      cx_.chunk = std::min(cx_.chunk, cx_.slot_bytes);
+    }
     cx_.staged = o.mode != ReadMode::kPageable && o.mode != ReadMode::kRegistered;
     cx_.rep.threads = cx_.threads;
     cx_.rep.slot_bytes = cx_.staged ? cx_.slot_bytes : 0;
@@ -1039,11 +1086,17 @@ class Runner {
   void Cut() {
     if (!cx_.staged) {
       cx_.cut = CutDirect(cx_.plan, cx_.o.mode == ReadMode::kRegistered ? ~0ull : cx_.chunk);
+    } else if (cx_.work == nullptr) {
+      cx_.cut = CutStaged(cx_.plan, cx_.slot_bytes, cx_.chunk);
+    } else if (PackedCut* ahead = cx_.o.packed_cut; ahead != nullptr &&
+                                                    ahead->slot_bytes == cx_.slot_bytes &&
+                                                    ahead->chunk_bytes == cx_.chunk) {
+      cx_.cut = std::move(ahead->cut);  // made while the device opened
+      *ahead = PackedCut{};
     } else {
-      cx_.cut = cx_.work != nullptr ? CutStaged(*cx_.work, cx_.slot_bytes, cx_.chunk)
-                                    : CutStaged(cx_.plan, cx_.slot_bytes, cx_.chunk);
-      cx_.rep.slot_seqs = cx_.cut.seqs();
+      cx_.cut = CutStaged(*cx_.work, cx_.slot_bytes, cx_.chunk);
     }
+    if (cx_.staged) cx_.rep.slot_seqs = cx_.cut.seqs();
     cx_.piece_cold.assign(cx_.cut.pieces.size(), 0);
     if (cx_.staged && cx_.o.mode == ReadMode::kAuto) {
       for (std::size_t i = 0; i < cx_.cut.pieces.size(); ++i) {
@@ -1075,11 +1128,13 @@ class Runner {
     auto keep = [&s](Status x) {
       if (s.ok() && !x.ok()) s = std::move(x);
     };
-    if (cx_.decode_stream >= 0) keep(cx_.dev.Synchronize(cx_.decode_stream));
-    if (cx_.decoder >= 0) keep(cx_.dev.DestroyDecoder(cx_.decoder));
+    if (cx_.decode_stream >= 0) {
+      keep(cx_.dev.Synchronize(cx_.decode_stream));
+      keep(cx_.DestroyDecoder());
+    }
     if (cx_.device_slots.ptr != nullptr) keep(cx_.dev.Free(cx_.device_slots));
     if (cx_.decode_stream >= 0) keep(cx_.dev.DestroyStream(cx_.decode_stream));
-    cx_.decoder = cx_.decode_stream = -1;
+    cx_.decode_stream = -1;
     for (EventId e : cx_.events) keep(cx_.dev.DestroyEvent(e));
     if (cx_.t0_event >= 0) keep(cx_.dev.DestroyEvent(cx_.t0_event));
     if (cx_.stream >= 0) keep(cx_.dev.DestroyStream(cx_.stream));
@@ -1093,6 +1148,21 @@ class Runner {
 };
 
 }  // namespace
+
+std::uint64_t PackedChunkBytes(const PipelineOptions& o) {
+  const std::uint64_t slot = std::max<std::uint64_t>(o.slot_bytes, 1);
+  const std::uint64_t chunk =
+      o.chunk_bytes > 0 ? o.chunk_bytes : std::max<std::uint64_t>(64u << 10, slot / 16);
+  return std::min(chunk, slot);
+}
+
+PackedCut CutPackedAhead(const PackedWork& work, const PipelineOptions& o) {
+  PackedCut c;
+  c.slot_bytes = o.slot_bytes;
+  c.chunk_bytes = PackedChunkBytes(o);
+  if (c.slot_bytes >= 1) c.cut = CutStaged(work, c.slot_bytes, c.chunk_bytes);
+  return c;
+}
 
 int DefaultFillThreads(int ranks_on_node) {
   unsigned hw = std::thread::hardware_concurrency();

@@ -38,6 +38,7 @@
 #include "proto/plan.pb.h"
 #include "transport/device.h"
 #include "transport/packed.h"
+#include "transport/slot_plan.h"
 #include "transport/source.h"
 
 namespace hoist::transport {
@@ -50,6 +51,12 @@ inline constexpr int kDefaultSlots = 4;
 inline constexpr int kMaxFillThreads = 256;
 inline constexpr std::uint64_t kDefaultSlotBytes = 8ull << 20;
 int DefaultFillThreads(int ranks_on_node = 1);
+
+// A packed work's staged slot cut for one geometry (transport/slot_plan.h).
+struct PackedCut {
+  std::uint64_t slot_bytes = 0, chunk_bytes = 0;
+  SlotPlan cut;
+};
 
 struct PipelineOptions {
   ReadMode mode = ReadMode::kAuto;
@@ -84,7 +91,19 @@ struct PipelineOptions {
   // Optional: `packed`'s translation of exactly the plan RunPipeline gets (made ahead of time by
   // the caller, e.g. while the device opens); the run takes its decode streams and names.
   PackedWork* packed_work = nullptr;
+  // Optional, with packed_work: its slot cut made ahead (CutPackedAhead). The run takes it (moves
+  // from it) when it was made for this run's slot and chunk sizes, and cuts again otherwise.
+  PackedCut* packed_cut = nullptr;
 };
+
+// The chunk size of packed runs: options.chunk_bytes, or max(64 KiB, slot_bytes / 16); at most
+// slot_bytes. It does not depend on the thread count, so that the cut can be made before the
+// fill threads are placed.
+std::uint64_t PackedChunkBytes(const PipelineOptions& options);
+
+// The cut RunPipeline would make of `work` under `options` (slot_bytes, PackedChunkBytes), for
+// PipelineOptions::packed_cut. A pure function of its arguments: any thread, no device.
+PackedCut CutPackedAhead(const PackedWork& work, const PipelineOptions& options);
 
 // Per plan file (index = proto File index). Unused files may have null sources.
 struct FileSources {
@@ -112,7 +131,7 @@ struct SpanRecord {
 };
 
 struct PipelineReport {
-  PhaseTiming staging_alloc, read, h2d, decode, drain, staging_free;
+  PhaseTiming setup, staging_alloc, read, h2d, decode, drain, staging_free;
   std::uint64_t bytes_decoded = 0;  // packed: arena bytes written by decode jobs
   std::uint64_t bytes_read = 0;
   std::uint64_t bytes_h2d = 0;

@@ -53,6 +53,44 @@ __device__ std::uint32_t BlockExclusiveScan(std::uint32_t x, std::uint32_t* sums
   return inclusive - x + (warp > 0 ? sums[warp - 1] : 0);
 }
 
+// One thread's sub-stream: bits [pos, pos + len) of the staged words (most significant bit of
+// each word first, two zero words after the last), read through a 64-bit register so that a
+// value costs one shared-memory load (its table entry) and a word is loaded every 32 bits.
+class BitReader {
+ public:
+  __device__ __forceinline__ BitReader(const std::uint32_t* bits, std::uint32_t pos,
+                                       std::uint32_t len)
+      : bits_(bits), next_((pos >> 5) + 2), have_(64 - (pos & 31)), left_(len) {
+    const std::uint32_t i = pos >> 5;
+    buf_ = (static_cast<std::uint64_t>(bits[i]) << 32 | bits[i + 1]) << (pos & 31);
+  }
+
+  // The next code's table entry; false on a bit pattern without a code or a code past the
+  // sub-stream's end. Reads no word past the first zero word after the sub-stream's last bit.
+  __device__ __forceinline__ bool Next(const std::uint16_t* lut, std::uint32_t* sym) {
+    if (have_ < 32) {
+      buf_ |= static_cast<std::uint64_t>(bits_[next_++]) << (32 - have_);
+      have_ += 32;
+    }
+    const std::uint16_t e = lut[buf_ >> (64 - codec::kLutBits)];
+    const std::uint32_t len = e >> 8;
+    if (len == 0 || len > left_) return false;
+    buf_ <<= len;
+    have_ -= len;
+    left_ -= len;
+    *sym = e & 0xFF;
+    return true;
+  }
+
+  // Whether every bit of the sub-stream was consumed.
+  __device__ __forceinline__ bool Done() const { return left_ == 0; }
+
+ private:
+  const std::uint32_t* bits_;
+  std::uint64_t buf_;  // the next `have_` bits, most significant first; zeros after them
+  std::uint32_t next_, have_, left_;
+};
+
 template <bool kBf16>
 __global__ void __launch_bounds__(1024) DecodeKernel(Params p) {
   extern __shared__ std::uint32_t smem[];
@@ -80,24 +118,18 @@ __global__ void __launch_bounds__(1024) DecodeKernel(Params p) {
   const std::uint32_t total = scan[32];
 
   bool ok = total <= 32u * word_count;
-  std::uint32_t pos = start;
-  const std::uint32_t stop = start + my_bits;
+  BitReader reader(bits, ok ? start : 0, ok ? my_bits : 0);
   std::uint16_t* out = p.out + first;
+  std::uint32_t next_raw = t < n ? block[t] : 0;  // loaded one value ahead of its use
   for (std::uint32_t k = t; ok && k < n; k += T) {
-    const std::uint32_t i = pos >> 5;
-    const std::uint32_t window = __funnelshift_l(bits[i + 1], bits[i], pos & 31);
-    const std::uint16_t e = lut[window >> (32 - codec::kLutBits)];
-    const std::uint32_t len = e >> 8;
-    if (len == 0 || pos + len > stop) {
-      ok = false;
-      break;
-    }
-    pos += len;
-    const std::uint32_t sym = e & 0xFF, raw = block[k];
+    const std::uint32_t raw = next_raw;
+    if (k + T < n) next_raw = block[k + T];
+    std::uint32_t sym = 0;
+    ok = reader.Next(lut, &sym);
     out[k] = kBf16 ? static_cast<std::uint16_t>((raw & 0x80) << 8 | sym << 7 | (raw & 0x7F))
                    : static_cast<std::uint16_t>(sym << 8 | raw);
   }
-  if (!ok || pos != stop) atomicCAS(p.error, 0, static_cast<int>(b) + 1);
+  if (!ok || !reader.Done()) atomicCAS(p.error, 0, static_cast<int>(b) + 1);
 }
 
 // ---- Batched jobs (LaunchCodecJobs) ----
@@ -158,24 +190,22 @@ struct GridOut {
   }
 };
 
-// Decodes values k = t, t + T, ... < n from bits [pos, stop); false on a bit pattern without a
-// code or a code crossing `stop`. bits[] holds the coded words and two zero words after them.
+// Decodes values k = t, t + T, ... < n of the thread's sub-stream; false on a bit pattern
+// without a code, a code past the sub-stream's end or bits left over.
 template <bool kBf16, class Out>
-__device__ __forceinline__ bool DecodeSubStream(const std::uint32_t* bits, const std::uint16_t* lut,
+__device__ __forceinline__ bool DecodeSubStream(BitReader& reader, const std::uint16_t* lut,
                                                 const std::uint8_t* raw, std::uint32_t t,
-                                                std::uint32_t T, std::uint32_t n,
-                                                std::uint32_t& pos, std::uint32_t stop, Out& out) {
+                                                std::uint32_t T, std::uint32_t n, Out& out) {
+  std::uint32_t next_raw = t < n ? raw[t] : 0;  // loaded one value ahead of its use
   for (std::uint32_t k = t; k < n; k += T) {
-    const std::uint32_t i = pos >> 5;
-    const std::uint32_t window = __funnelshift_l(bits[i + 1], bits[i], pos & 31);
-    const std::uint16_t e = lut[window >> (32 - codec::kLutBits)];
-    const std::uint32_t len = e >> 8;
-    if (len == 0 || pos + len > stop) return false;
-    pos += len;
-    out.Put(k, Value<kBf16>(e & 0xFF, raw[k]));
+    const std::uint32_t this_raw = next_raw;
+    if (k + T < n) next_raw = raw[k + T];
+    std::uint32_t sym = 0;
+    if (!reader.Next(lut, &sym)) return false;
+    out.Put(k, Value<kBf16>(sym, this_raw));
     out.Step();
   }
-  return true;
+  return reader.Done();
 }
 
 // True when job j's kept values are one range of k (rows == 1, or whole rows packed in the
@@ -266,16 +296,16 @@ __device__ __forceinline__ std::uint32_t LoadLength(const std::uint8_t* lengths,
 }
 
 template <bool kBf16>
-__device__ bool DecodeJobValues(const CodecJob& j, std::uint8_t* arena, const std::uint32_t* bits,
-                                const std::uint16_t* lut, const std::uint8_t* raw, std::uint32_t T,
-                                std::uint32_t& pos, std::uint32_t stop) {
+__device__ bool DecodeJobValues(const CodecJob& j, std::uint8_t* arena, BitReader& reader,
+                                const std::uint16_t* lut, const std::uint8_t* raw,
+                                std::uint32_t T) {
   const std::uint32_t t = threadIdx.x;
   RangeOut range;
   if (MakeRangeOut(j, arena, &range)) {
-    return DecodeSubStream<kBf16>(bits, lut, raw, t, T, j.values, pos, stop, range);
+    return DecodeSubStream<kBf16>(reader, lut, raw, t, T, j.values, range);
   }
   GridOut grid = MakeGridOut(j, arena, t, T);
-  return DecodeSubStream<kBf16>(bits, lut, raw, t, T, j.values, pos, stop, grid);
+  return DecodeSubStream<kBf16>(reader, lut, raw, t, T, j.values, grid);
 }
 
 __global__ void __launch_bounds__(1024) JobKernel(JobArgs a) {
@@ -304,13 +334,12 @@ __global__ void __launch_bounds__(1024) JobKernel(JobArgs a) {
   const std::uint32_t total = scan[32];
 
   bool ok = total <= 32u * word_count;
-  std::uint32_t pos = start;
-  const std::uint32_t stop = start + my_bits;
   if (ok && t < T) {
-    ok = s.bf16 != 0 ? DecodeJobValues<true>(j, a.arena, bits, lut, block, T, pos, stop)
-                     : DecodeJobValues<false>(j, a.arena, bits, lut, block, T, pos, stop);
+    BitReader reader(bits, start, my_bits);
+    ok = s.bf16 != 0 ? DecodeJobValues<true>(j, a.arena, reader, lut, block, T)
+                     : DecodeJobValues<false>(j, a.arena, reader, lut, block, T);
   }
-  if (!ok || pos != stop) atomicCAS(a.error, 0, bad);
+  if (!ok) atomicCAS(a.error, 0, bad);
 }
 
 Status CudaFailed(const char* what, cudaError_t e) {
