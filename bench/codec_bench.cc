@@ -5,7 +5,8 @@
 // one "what": "size" line per dtype and one "what": "decode" line. GiB/s are of original
 // (decoded) bytes unless the field says compressed.
 // Usage: hoist-bench-codec (--model DIR | --synthetic-gib G) [--runs N] [--cpu-threads N]
-//                          [--max-gib G] [--no-gpu]
+//                          [--max-gib G] [--no-gpu] [--sub-streams T]
+// (--sub-streams: per 64 Ki-value block, 1 .. 1024; default 1024, what `hoist pack` writes)
 // (exit 1 on a failure or a mismatch, 2 on bad flags; --no-gpu: sizes and CPU decode only)
 #include <cuda_runtime.h>
 #include <fcntl.h>
@@ -43,6 +44,7 @@ struct Flags {
   std::string model;
   double synthetic_gib = 0, max_gib = 0;
   int runs = 5;
+  int sub_streams = 1024;
   bool gpu = true;
   int cpu_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 };
@@ -87,6 +89,8 @@ Flags ParseFlags(int argc, char** argv) {
       f.max_gib = std::atof(v.c_str());
     else if (a == "--runs")
       f.runs = std::atoi(v.c_str());
+    else if (a == "--sub-streams")
+      f.sub_streams = std::atoi(v.c_str());
     else if (a == "--cpu-threads")
       f.cpu_threads = std::atoi(v.c_str());
     else
@@ -94,6 +98,7 @@ Flags ParseFlags(int argc, char** argv) {
   }
   if (f.model.empty() == (f.synthetic_gib <= 0)) Fail("give --model DIR or --synthetic-gib G", 2);
   if (f.runs < 1 || f.cpu_threads < 1) Fail("--runs and --cpu-threads must be >= 1", 2);
+  if (f.sub_streams < 1 || f.sub_streams > 1024) Fail("--sub-streams: 1 to 1024", 2);
   return f;
 }
 
@@ -192,9 +197,11 @@ std::vector<Tensor> Synthetic(double gib) {
 
 namespace {
 
-void EncodeAll(std::vector<Tensor>& tensors, int threads, const std::string& source) {
+void EncodeAll(std::vector<Tensor>& tensors, int threads, int sub_streams,
+               const std::string& source) {
   hoist::codec::EncodeOptions o;
   o.threads = threads;
+  o.sub_streams = static_cast<std::uint32_t>(sub_streams);
   const auto t0 = std::chrono::steady_clock::now();
   std::uint64_t original = 0;
   for (auto& t : tensors) {
@@ -412,7 +419,7 @@ int main(int argc, char** argv) {
       f.model.empty() ? Synthetic(f.synthetic_gib) : LoadModel(f.model, f.max_gib);
   std::uint64_t original = 0;
   for (const auto& t : tensors) original += t.data.size();
-  EncodeAll(tensors, f.cpu_threads, source);
+  EncodeAll(tensors, f.cpu_threads, f.sub_streams, source);
 
   const double cpu_s = CpuDecode(tensors, f.cpu_threads, UINT64_MAX);
   const std::uint64_t one_limit = 512ull << 20;
@@ -466,15 +473,15 @@ int main(int argc, char** argv) {
       "\"cpu_decode_gib_s\": %.3f, \"cpu_decode_1thread_gib_s\": %.3f, "
       "\"gpu_decode_ms\": [%s], \"gpu_decode_gib_s\": %.2f, \"h2d_compressed_ms\": [%s], "
       "\"h2d_compressed_gib_s\": %.3f, \"effective_h2d_gib_s\": %.3f, "
-      "\"effective_h2d_then_decode_gib_s\": %.3f, \"jobs\": %zu, "
+      "\"effective_h2d_then_decode_gib_s\": %.3f, \"sub_streams\": %d, \"jobs\": %zu, "
       "\"jobs_8mib_ms\": [%s], \"jobs_8mib_gib_s\": %.2f, \"jobs_all_ms\": [%s], "
       "\"jobs_all_gib_s\": %.2f, \"verified\": true}\n",
       source.c_str(), tensors.size(), original, compressed, f.cpu_threads,
       Gib(static_cast<double>(original)) / cpu_s, Gib(static_cast<double>(one_bytes)) / cpu1_s,
       Join(dec).c_str(), Gib(static_cast<double>(original)) / dec_s, Join(h2d).c_str(),
       Gib(static_cast<double>(compressed)) / h2d_s, Gib(static_cast<double>(original)) / h2d_s,
-      Gib(static_cast<double>(original)) / (h2d_s + dec_s), all_jobs.count, Join(jobs_slot).c_str(),
-      Gib(static_cast<double>(coded)) / (Median(jobs_slot) / 1e3), Join(jobs_all).c_str(),
-      Gib(static_cast<double>(coded)) / (Median(jobs_all) / 1e3));
+      Gib(static_cast<double>(original)) / (h2d_s + dec_s), f.sub_streams, all_jobs.count,
+      Join(jobs_slot).c_str(), Gib(static_cast<double>(coded)) / (Median(jobs_slot) / 1e3),
+      Join(jobs_all).c_str(), Gib(static_cast<double>(coded)) / (Median(jobs_all) / 1e3));
   return 0;
 }

@@ -79,8 +79,10 @@ for m in "${models[@]}"; do
     drop; $build/bench/hoist-bench-io --threads 16 --chunk-mib 4 --depth 16 "${shards[@]}" 2>/dev/null \
       | sed "s/^{/{\"kind\":\"io_ceiling\",\"model\":\"$(basename "$f")\",/" >> "$res" || true
   done
-  stage codec && [[ -x $build/bench/hoist-bench-codec ]] && $build/bench/hoist-bench-codec --model "$m" --runs 3 \
-    | sed "s/^{/{\"model\":\"$b\",/" >> "$res" 2> "$AUX/codec.log" || true
+  for ss in ${CODEC_SUB_STREAMS:-1024}; do  # 1024: what hoist pack writes
+    stage codec && [[ -x $build/bench/hoist-bench-codec ]] && $build/bench/hoist-bench-codec --model "$m" --runs 3 \
+      --sub-streams "$ss" | sed "s/^{/{\"model\":\"$b\",/" >> "$res" 2> "$AUX/codec.log" || true
+  done
 done
 
 load() {  # label temp model hoist-args...
@@ -143,7 +145,9 @@ if stage ring; then
   IFS=';' read -r -a geos <<< "${RING_GEOMETRIES:-4 8;1024 8;128 64;32 256;1 8192}"
   for geo in "${geos[@]}"; do
     # shellcheck disable=SC2086
-    $build/bench/hoist-bench-ring 8 3 $geo ${RING_KINDS:-register-thp,mallochost} >> "$res" || true
+    for fill in ${RING_FILLS:-cpu}; do
+      $build/bench/hoist-bench-ring 8 3 $geo ${RING_KINDS:-register-thp,mallochost} $fill >> "$res" || true
+    done
   done
 fi
 

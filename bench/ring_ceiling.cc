@@ -7,7 +7,9 @@
 // Each kind reports the first pass into a freshly allocated arena ("fresh", as a daemon restore
 // or a first load sees it) apart from the median of later passes into the same arena ("warm"),
 // and how much of the ring the kernel backed with huge pages.
-// Usage: hoist-bench-ring [GiB=8] [runs=5] [slots=4] [slot_mib=8] [kinds=all, or a comma list];
+// Usage: hoist-bench-ring [GiB=8] [runs=5] [slots=4] [slot_mib=8] [kinds=all, or a comma list]
+//                        [fill=cpu|dma] (dma: the ring is written by a device-to-host copy, as a
+//                        daemon's host cache is captured from the arena);
 // one JSON line per kind. slots x slot_mib = GiB copies from that much distinct memory in pieces
 // of slot_mib, as a daemon restore from its host cache does.
 #include <cuda_runtime.h>
@@ -114,11 +116,18 @@ int main(int argc, char** argv) {
   CHECK(cudaEventCreate(&a));
   CHECK(cudaEventCreate(&b));
   const std::string only = argc > 5 ? argv[5] : "register-thp,mallochost,register-4k";
+  const bool dma_fill = argc > 6 && std::string(argv[6]) == "dma";
   for (const char* kind : {"register-thp", "mallochost", "register-4k"}) {
     if (("," + only + ",").find(std::string(",") + kind + ",") == std::string::npos) continue;
     Ring ring = MakeRing(kind, slots * slot);
     void* dev = nullptr;
     CHECK(cudaMalloc(&dev, n));
+    if (dma_fill) {
+      CHECK(cudaMemset(dev, 0x5a, std::min(n, ring.bytes)));
+      CHECK(cudaMemcpy(ring.ptr, dev, std::min(n, ring.bytes), cudaMemcpyDeviceToHost));
+      CHECK(cudaFree(dev));  // the restore's arena is allocated after the capture
+      CHECK(cudaMalloc(&dev, n));
+    }
     const float fresh = Pass(ring, static_cast<unsigned char*>(dev), n, slot, s, a, b);
     std::vector<float> warm;
     for (int r = 0; r < runs; ++r)
@@ -128,11 +137,13 @@ int main(int argc, char** argv) {
     std::ostringstream runs_ms;
     for (size_t i = 0; i < warm.size(); ++i) runs_ms << (i ? ", " : "") << warm[i];
     std::printf(
-        "{\"kind\": \"ring_ceiling\", \"host\": \"%s\", \"slots\": %zu, \"slot_mib\": %zu, "
+        "{\"kind\": \"ring_ceiling\", \"host\": \"%s\", \"fill\": \"%s\", \"slots\": %zu, "
+        "\"slot_mib\": %zu, "
         "\"bytes\": %zu, \"ring_huge_kib\": %ld, \"fresh_ms\": %.3f, \"warm_ms\": [%s], "
         "\"median_ms\": %.3f, \"gib_s\": %.3f, \"fresh_gib_s\": %.3f}\n",
-        kind, slots, slot >> 20, n, ring.huge_kib, fresh, runs_ms.str().c_str(), med,
-        n / (1024.0 * 1024 * 1024) / (med / 1e3), n / (1024.0 * 1024 * 1024) / (fresh / 1e3));
+        kind, dma_fill ? "dma" : "cpu", slots, slot >> 20, n, ring.huge_kib, fresh,
+        runs_ms.str().c_str(), med, n / (1024.0 * 1024 * 1024) / (med / 1e3),
+        n / (1024.0 * 1024 * 1024) / (fresh / 1e3));
     std::fflush(stdout);
     CHECK(cudaFree(dev));
     FreeRing(ring);

@@ -219,7 +219,8 @@ struct RunContext {
   PackedWork* work = nullptr;  // its decode streams and names move to `decode` at set-up
   DecodeSet decode;            // the work's streams with the cut's jobs (the decoder's)
   StreamId decode_stream = -1;
-  DeviceBuffer device_slots;  // ring size x slot_bytes
+  DeviceBuffer device_slots;  // device_slot_count x DeviceSlotStride
+  int device_slot_count = 0;  // kDeviceSlotsPerSlot x the ring (at most one per sequence)
   std::vector<SpanRecord> decode_spans;
   // The stream that ends a slot's work: slot end events and milestones are recorded there.
   StreamId tail() const { return work != nullptr ? decode_stream : stream; }
@@ -285,6 +286,11 @@ struct RunContext {
 };
 
 // Packed: device slot k starts at k times this (256-byte aligned, as the slots' contents are).
+// Packed: device slots per staging slot. A staging slot is free again once its blocks are in a
+// device slot; the device slot, once they are decoded (seq q waits for the decode of q - count,
+// which by then finished long ago).
+constexpr int kDeviceSlotsPerSlot = 2;
+
 inline std::uint64_t DeviceSlotStride(const RunContext& cx) {
   return (cx.slot_bytes + 255) / 256 * 256;
 }
@@ -474,11 +480,12 @@ class SlotRing {
       HOIST_ASSIGN_OR_RETURN(EventId b, cx_.NewEvent());
       ev_start_.push_back(a);
       ev_end_.push_back(b);
-      if (cx_.work == nullptr) continue;
-      HOIST_ASSIGN_OR_RETURN(EventId c, cx_.NewEvent());
-      HOIST_ASSIGN_OR_RETURN(EventId d, cx_.NewEvent());
-      ev_copied_.push_back(c);
-      ev_decode_.push_back(d);
+    }
+    if (cx_.work == nullptr) return Status::Ok();
+    for (int d = 0; d < cx_.device_slot_count; ++d) {
+      HOIST_ASSIGN_OR_RETURN(EventId a, cx_.NewEvent());
+      HOIST_ASSIGN_OR_RETURN(EventId b, cx_.NewEvent());
+      dev_slots_.push_back(DeviceSlot{a, b, -1});
     }
     return Status::Ok();
   }
@@ -517,8 +524,7 @@ class SlotRing {
       if (slot.submitted == need && !slot.waiting) {
         slot.waiting = true;
         lock.unlock();
-        SpanRecord decode;
-        Result<SpanRecord> span = WaitSlot(k, need, &decode);
+        Result<SpanRecord> span = WaitSlot(k, need);
         lock.lock();
         slot.waiting = false;
         if (!span.ok()) {
@@ -526,7 +532,6 @@ class SlotRing {
           return span.status();
         }
         cx_.h2d_spans.push_back(std::move(*span));
-        if (!decode.lane.empty()) cx_.decode_spans.push_back(std::move(decode));
         slot.waited = need;
         cv_.notify_all();
       } else {
@@ -552,8 +557,11 @@ class SlotRing {
         HOIST_RETURN_IF_ERROR(cx_.dev.CopyAsync(
             SlotOpCopy(cx_.cut.ops[i], slots_[k].buf.ptr, cx_.arena.ptr), cx_.stream));
       }
-      if (cx_.work != nullptr) HOIST_RETURN_IF_ERROR(SubmitDecode(q, k));
-      HOIST_RETURN_IF_ERROR(cx_.dev.Record(ev_end_[k], cx_.tail()));
+      if (cx_.work != nullptr) {
+        HOIST_RETURN_IF_ERROR(SubmitDecode(q, k));  // records ev_end_[k] after its copy
+      } else {
+        HOIST_RETURN_IF_ERROR(cx_.dev.Record(ev_end_[k], cx_.stream));
+      }
       HOIST_RETURN_IF_ERROR(milestones_.OnSubmitted(q));
     }
     std::lock_guard lock(mu_);
@@ -573,15 +581,22 @@ class SlotRing {
     }
     std::sort(outstanding.begin(), outstanding.end());
     for (auto [q, k] : outstanding) {
-      SpanRecord decode;
-      Result<SpanRecord> span = WaitSlot(k, q, &decode);
+      Result<SpanRecord> span = WaitSlot(k, q);
       if (!span.ok()) {
         if (status.ok()) status = span.status();
         continue;
       }
       cx_.h2d_spans.push_back(std::move(*span));
-      if (!decode.lane.empty()) cx_.decode_spans.push_back(std::move(decode));
       slots_[k].waited = q;
+    }
+    std::vector<std::pair<std::int64_t, int>> decoding;  // packed: device slots, oldest first
+    for (int d = 0; d < static_cast<int>(dev_slots_.size()); ++d) {
+      if (dev_slots_[d].seq >= 0) decoding.emplace_back(dev_slots_[d].seq, d);
+    }
+    std::sort(decoding.begin(), decoding.end());
+    for (auto [q, d] : decoding) {
+      Status s = CollectDecode(d);
+      if (status.ok()) status = s;
     }
     Status sync = cx_.dev.Synchronize(cx_.stream);
     if (status.ok()) status = sync;
@@ -630,11 +645,15 @@ class SlotRing {
     bool waiting = false;
   };
 
-  // Packed: slot q's blocks [lo, hi) to device slot k, then (on the decode stream, once they
-  // are there) its decode jobs. Called under submit_mu_.
+  // Packed: slot q's blocks [lo, hi) to device slot d = q mod count (once the decode of its
+  // previous sequence completed), ev_end_[k] on the copy stream after them, then on the decode
+  // stream, once they are there, slot q's decode jobs between d's events. Called under
+  // submit_mu_.
   Status SubmitDecode(std::uint32_t q, int k) {
+    const int d = static_cast<int>(q % dev_slots_.size());
+    HOIST_RETURN_IF_ERROR(CollectDecode(d));
     const std::size_t first = cx_.cut.seq_jobs[q], last = cx_.cut.seq_jobs[q + 1];
-    std::byte* dslot = static_cast<std::byte*>(cx_.device_slots.ptr) + k * DeviceSlotStride(cx_);
+    std::byte* dslot = static_cast<std::byte*>(cx_.device_slots.ptr) + d * DeviceSlotStride(cx_);
     if (first < last) {
       const std::uint64_t lo = cx_.decode.jobs[first].src;
       const std::uint64_t hi = cx_.decode.jobs[last - 1].src + cx_.decode.jobs[last - 1].bytes;
@@ -644,13 +663,39 @@ class SlotRing {
       c.width = hi - lo;
       HOIST_RETURN_IF_ERROR(cx_.dev.CopyAsync(c, cx_.stream));
     }
-    HOIST_RETURN_IF_ERROR(cx_.dev.Record(ev_copied_[k], cx_.stream));
-    HOIST_RETURN_IF_ERROR(cx_.dev.StreamWait(cx_.decode_stream, ev_copied_[k]));
-    HOIST_RETURN_IF_ERROR(cx_.dev.Record(ev_decode_[k], cx_.decode_stream));
-    if (first == last) return Status::Ok();
-    HOIST_ASSIGN_OR_RETURN(DecoderId decoder, cx_.Decoder());
-    return cx_.dev.DecodeAsync(decoder, first, last - first, dslot, cx_.arena.ptr,
-                               cx_.decode_stream);
+    HOIST_RETURN_IF_ERROR(cx_.dev.Record(ev_end_[k], cx_.stream));
+    HOIST_RETURN_IF_ERROR(cx_.dev.StreamWait(cx_.decode_stream, ev_end_[k]));
+    DeviceSlot& ds = dev_slots_[d];
+    HOIST_RETURN_IF_ERROR(cx_.dev.Record(ds.start, cx_.decode_stream));
+    if (first < last) {
+      HOIST_ASSIGN_OR_RETURN(DecoderId decoder, cx_.Decoder());
+      HOIST_RETURN_IF_ERROR(cx_.dev.DecodeAsync(decoder, first, last - first, dslot, cx_.arena.ptr,
+                                                cx_.decode_stream));
+    }
+    HOIST_RETURN_IF_ERROR(cx_.dev.Record(ds.end, cx_.decode_stream));
+    ds.seq = q;
+    return Status::Ok();
+  }
+
+  // Packed: waits for device slot d's decode (if it holds a sequence) and keeps its span (lane
+  // "decode-0"). Under submit_mu_, or after the fill threads are joined.
+  Status CollectDecode(int d) {
+    DeviceSlot& ds = dev_slots_[d];
+    if (ds.seq < 0) return Status::Ok();
+    const std::int64_t q = ds.seq;
+    ds.seq = -1;
+    HOIST_RETURN_IF_ERROR(cx_.dev.Wait(ds.end));
+    HOIST_ASSIGN_OR_RETURN(SpanRecord span, cx_.DeviceSpan(ds.start, ds.end,
+                                                           "device slot " + std::to_string(d) +
+                                                               " seq " + std::to_string(q),
+                                                           "decode-0"));
+    span.seconds = std::max(0.0, span.seconds);
+    for (std::size_t j = cx_.cut.seq_jobs[q]; j < cx_.cut.seq_jobs[q + 1]; ++j) {
+      span.bytes += std::uint64_t{cx_.decode.jobs[j].values} * 2;
+    }
+    std::lock_guard lock(mu_);
+    cx_.decode_spans.push_back(std::move(span));
+    return Status::Ok();
   }
 
   Status AllocSlot(Slot& slot) {
@@ -685,33 +730,27 @@ class SlotRing {
     return Status::Ok();
   }
 
-  // mu_ released. Waits for slot k's copies of sequence q and returns their span.
-  // Packed: the h2d span ends when the blocks are in the device slot, and *decode gets the
-  // decode's span (lane "decode-0"; untouched otherwise).
-  Result<SpanRecord> WaitSlot(int k, std::int64_t q, SpanRecord* decode) {
+  // mu_ released. Waits for slot k's copies of sequence q (packed: its blocks are in their
+  // device slot) and returns their span.
+  Result<SpanRecord> WaitSlot(int k, std::int64_t q) {
     HOIST_RETURN_IF_ERROR(cx_.dev.Wait(ev_end_[k]));
     const std::string what = "slot " + std::to_string(k) + " seq " + std::to_string(q);
-    const bool packed = cx_.work != nullptr;
-    HOIST_ASSIGN_OR_RETURN(SpanRecord s,
-                           cx_.DeviceSpan(ev_start_[k], packed ? ev_copied_[k] : ev_end_[k], what));
+    HOIST_ASSIGN_OR_RETURN(SpanRecord s, cx_.DeviceSpan(ev_start_[k], ev_end_[k], what));
     s.seconds = std::max(0.0, s.seconds);
     s.bytes = cx_.cut.seq_bytes[q];
-    if (packed) {
-      HOIST_ASSIGN_OR_RETURN(SpanRecord d,
-                             cx_.DeviceSpan(ev_decode_[k], ev_end_[k], what, "decode-0"));
-      d.seconds = std::max(0.0, d.seconds);
-      for (std::size_t j = cx_.cut.seq_jobs[q]; j < cx_.cut.seq_jobs[q + 1]; ++j) {
-        d.bytes += std::uint64_t{cx_.decode.jobs[j].values} * 2;
-      }
-      *decode = std::move(d);
-    }
     return s;
   }
 
+  // Packed: a device slot's decode events and the sequence it holds (-1: none, or collected).
+  struct DeviceSlot {
+    EventId start = -1, end = -1;
+    std::int64_t seq = -1;
+  };
+
   RunContext& cx_;
   Milestones& milestones_;
-  std::vector<EventId> ev_start_, ev_end_;
-  std::vector<EventId> ev_copied_, ev_decode_;  // packed: blocks in the device slot; decode start
+  std::vector<EventId> ev_start_, ev_end_;  // ev_end_: the slot's copies are out of it
+  std::vector<DeviceSlot> dev_slots_;       // packed; guarded by submit_mu_
 
   std::mutex mu_;  // guards slots_, remaining_, status_, cx_.h2d_spans, alloc stats, bytes_h2d_
   std::condition_variable cv_;
@@ -1022,7 +1061,10 @@ class Runner {
     }
     const int ring = static_cast<int>(std::min<std::uint64_t>(cx_.o.slots, cx_.cut.seqs()));
     HOIST_ASSIGN_OR_RETURN(cx_.decode_stream, cx_.dev.CreateStream());
-    HOIST_ASSIGN_OR_RETURN(cx_.device_slots, cx_.dev.Allocate(ring * DeviceSlotStride(cx_)));
+    cx_.device_slot_count = static_cast<int>(
+        std::min<std::uint64_t>(std::uint64_t{kDeviceSlotsPerSlot} * ring, cx_.cut.seqs()));
+    HOIST_ASSIGN_OR_RETURN(cx_.device_slots,
+                           cx_.dev.Allocate(cx_.device_slot_count * DeviceSlotStride(cx_)));
     // The work's streams and names, and the cut's jobs, move to the decoder's set (the cut and
     // the work keep the rest).
     cx_.decode.streams = std::move(cx_.work->decode.streams);
