@@ -8,8 +8,11 @@
 // or a first load sees it) apart from the median of later passes into the same arena ("warm"),
 // and how much of the ring the kernel backed with huge pages.
 // Usage: hoist-bench-ring [GiB=8] [runs=5] [slots=4] [slot_mib=8] [kinds=all, or a comma list]
-//                        [fill=cpu|dma] (dma: the ring is written by a device-to-host copy, as a
-//                        daemon's host cache is captured from the arena);
+//                        [fill=cpu|dma|realloc|realloc-memset] (dma: the ring is written by a
+//                        device-to-host copy, as a daemon's host cache is captured from the arena,
+//                        and the arena is freed and allocated again before the first pass, as a
+//                        restore after a release does; realloc: the same with a CPU-written ring;
+//                        realloc-memset: then a device memset of the new arena, timed apart);
 // one JSON line per kind. slots x slot_mib = GiB copies from that much distinct memory in pieces
 // of slot_mib, as a daemon restore from its host cache does.
 #include <cuda_runtime.h>
@@ -116,17 +119,29 @@ int main(int argc, char** argv) {
   CHECK(cudaEventCreate(&a));
   CHECK(cudaEventCreate(&b));
   const std::string only = argc > 5 ? argv[5] : "register-thp,mallochost,register-4k";
-  const bool dma_fill = argc > 6 && std::string(argv[6]) == "dma";
+  const std::string fill = argc > 6 ? argv[6] : "cpu";
   for (const char* kind : {"register-thp", "mallochost", "register-4k"}) {
     if (("," + only + ",").find(std::string(",") + kind + ",") == std::string::npos) continue;
     Ring ring = MakeRing(kind, slots * slot);
     void* dev = nullptr;
     CHECK(cudaMalloc(&dev, n));
-    if (dma_fill) {
+    if (fill == "dma") {
       CHECK(cudaMemset(dev, 0x5a, std::min(n, ring.bytes)));
       CHECK(cudaMemcpy(ring.ptr, dev, std::min(n, ring.bytes), cudaMemcpyDeviceToHost));
-      CHECK(cudaFree(dev));  // the restore's arena is allocated after the capture
+    }
+    if (fill != "cpu") {  // the restore's arena is allocated after the capture freed one
+      CHECK(cudaMemset(dev, 0x11, n));
+      CHECK(cudaDeviceSynchronize());
+      CHECK(cudaFree(dev));
       CHECK(cudaMalloc(&dev, n));
+    }
+    float touch_ms = 0;
+    if (fill == "realloc-memset") {
+      CHECK(cudaEventRecord(a, s));
+      CHECK(cudaMemsetAsync(dev, 0, n, s));
+      CHECK(cudaEventRecord(b, s));
+      CHECK(cudaEventSynchronize(b));
+      CHECK(cudaEventElapsedTime(&touch_ms, a, b));
     }
     const float fresh = Pass(ring, static_cast<unsigned char*>(dev), n, slot, s, a, b);
     std::vector<float> warm;
@@ -137,11 +152,12 @@ int main(int argc, char** argv) {
     std::ostringstream runs_ms;
     for (size_t i = 0; i < warm.size(); ++i) runs_ms << (i ? ", " : "") << warm[i];
     std::printf(
-        "{\"kind\": \"ring_ceiling\", \"host\": \"%s\", \"fill\": \"%s\", \"slots\": %zu, "
+        "{\"kind\": \"ring_ceiling\", \"host\": \"%s\", \"fill\": \"%s\", \"touch_ms\": %.3f, "
+        "\"slots\": %zu, "
         "\"slot_mib\": %zu, "
         "\"bytes\": %zu, \"ring_huge_kib\": %ld, \"fresh_ms\": %.3f, \"warm_ms\": [%s], "
         "\"median_ms\": %.3f, \"gib_s\": %.3f, \"fresh_gib_s\": %.3f}\n",
-        kind, dma_fill ? "dma" : "cpu", slots, slot >> 20, n, ring.huge_kib, fresh,
+        kind, fill.c_str(), touch_ms, slots, slot >> 20, n, ring.huge_kib, fresh,
         runs_ms.str().c_str(), med, n / (1024.0 * 1024 * 1024) / (med / 1e3),
         n / (1024.0 * 1024 * 1024) / (fresh / 1e3));
     std::fflush(stdout);
