@@ -12,19 +12,22 @@
 //                        device-to-host copy, as a daemon's host cache is captured from the arena,
 //                        and the arena is freed and allocated again before the first pass, as a
 //                        restore after a release does; realloc: the same with a CPU-written ring;
-//                        realloc-memset: then a device memset of the new arena, timed apart);
+//                        realloc-memset: then a device memset of the new arena, timed apart;
+//                        realloc-wait: a second between the free and the first pass);
 // one JSON line per kind. slots x slot_mib = GiB copies from that much distinct memory in pieces
 // of slot_mib, as a daemon restore from its host cache does.
 #include <cuda_runtime.h>
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #define CHECK(x)                                                                             \
@@ -134,6 +137,7 @@ int main(int argc, char** argv) {
       CHECK(cudaDeviceSynchronize());
       CHECK(cudaFree(dev));
       CHECK(cudaMalloc(&dev, n));
+      if (fill == "realloc-wait") std::this_thread::sleep_for(std::chrono::seconds(1));
     }
     float touch_ms = 0;
     if (fill == "realloc-memset") {

@@ -255,11 +255,11 @@ int ServeCommands::RunCtl() {
         return 0;
       }
       std::printf(
-          "restored: %s in %.3f s (%.1f GiB/s); DMA %.3f s (%.1f GiB/s); first touch of the "
-          "new arena %.1f ms; arena allocation %.1f ms\n",
+          "restored: %s in %.3f s (%.1f GiB/s); DMA %.3f s (%.1f GiB/s); arena allocation "
+          "%.1f ms\n",
           Gib(rr.bytes()).c_str(), rr.seconds(), rr.gib_per_s(), rr.dma_seconds(),
           rr.dma_seconds() > 0 ? rr.bytes() / rr.dma_seconds() / (1ull << 30) : 0.0,
-          rr.touch_seconds() * 1e3, rr.alloc_seconds() * 1e3);
+          rr.alloc_seconds() * 1e3);
     }
   }
   return 0;

@@ -397,8 +397,8 @@ Result<transport::DeviceBuffer> HostCache::Restore(RestoreTiming* timing) {
   const Clock::time_point a = Clock::now();
   HOIST_ASSIGN_OR_RETURN(transport::DeviceBuffer arena, device_.Allocate(buffer_.bytes));
   const Clock::time_point b = Clock::now();
-  double dma_seconds = 0, touch_seconds = 0;
-  Status s = CopyIn(arena, &dma_seconds, &touch_seconds);
+  double dma_seconds = 0;
+  Status s = CopyIn(arena, &dma_seconds);
   if (!s.ok()) {
     (void)device_.Free(arena);
     return s.Annotate("host cache: restoring " + std::to_string(buffer_.bytes) + " bytes");
@@ -409,7 +409,6 @@ Result<transport::DeviceBuffer> HostCache::Restore(RestoreTiming* timing) {
     timing->alloc_seconds = std::chrono::duration<double>(b - a).count();
     timing->seconds = Since(b);
     timing->dma_seconds = dma_seconds;
-    timing->touch_seconds = touch_seconds;
   }
   return arena;
 }
@@ -445,20 +444,17 @@ Result<transport::DeviceBuffer> HostCache::RestorePacked(RestoreTiming* timing) 
   return *arena;
 }
 
-// The cache into `arena` on a new stream: first a device memset of the new arena (its first
-// write, *touch_seconds), then the copies between two timing events (*dma_seconds). On the H200
-// box a copy into an arena allocated after a free ran at 46-48 GiB/s against 51.6 into one written
-// before (docs/BENCHMARKS.md, run J). The first error wins; the stream and events are destroyed
-// in every case.
-Status HostCache::CopyIn(const transport::DeviceBuffer& arena, double* dma_seconds,
-                         double* touch_seconds) {
+// The cache into `arena` on a new stream, between two timing events (*dma_seconds: their
+// distance). The first error wins; the stream and events are destroyed in every case.
+// Measured on the H200 box (docs/BENCHMARKS.md, run J): the first copy into device memory
+// allocated after a free runs at 46-48 GiB/s where later copies into it, and copies into a first
+// allocation, run at 51.6; writing the new arena with a device memset first (2 ms) does not
+// change that, so the restore does not pay for it.
+Status HostCache::CopyIn(const transport::DeviceBuffer& arena, double* dma_seconds) {
   HOIST_ASSIGN_OR_RETURN(transport::StreamId stream, device_.CreateStream());
-  Result<transport::EventId> touch = device_.CreateEvent(true);
   Result<transport::EventId> from = device_.CreateEvent(true);
   Result<transport::EventId> to = device_.CreateEvent(true);
-  Status status = !touch.ok() ? touch.status() : !from.ok() ? from.status() : to.status();
-  if (status.ok()) status = device_.Record(*touch, stream);
-  if (status.ok()) status = device_.MemsetAsync(arena.ptr, 0, buffer_.bytes, stream);
+  Status status = !from.ok() ? from.status() : to.status();
   if (status.ok()) status = device_.Record(*from, stream);
   for (std::uint64_t off = 0; off < buffer_.bytes && status.ok(); off += kPiece) {
     transport::Copy2D op;
@@ -472,12 +468,10 @@ Status HostCache::CopyIn(const transport::DeviceBuffer& arena, double* dma_secon
   if (status.ok()) status = sync;
   if (status.ok()) {
     Result<double> elapsed = device_.Elapsed(*from, *to);
-    Result<double> touched = device_.Elapsed(*touch, *from);
     if (elapsed.ok()) *dma_seconds = *elapsed;
-    if (touched.ok()) *touch_seconds = *touched;
-    status = elapsed.ok() ? touched.status() : elapsed.status();
+    status = elapsed.status();
   }
-  for (const Result<transport::EventId>* e : {&touch, &from, &to}) {
+  for (const Result<transport::EventId>* e : {&from, &to}) {
     if (e->ok()) (void)device_.DestroyEvent(**e);
   }
   Status destroy = device_.DestroyStream(stream);

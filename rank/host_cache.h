@@ -39,8 +39,6 @@ struct RestoreTiming {
   double dma_seconds = 0;         // the copy stream, first op to last (device clock)
   double decode_seconds = 0;      // packed: the decodes alone, summed over slots (device clock)
   double alloc_seconds = 0;       // the new arena (packed: and the device slots, streams, decoder)
-  double touch_seconds = 0;       // plain: the first write into the new arena (a device memset
-                                  // before the copies; device clock)
 };
 
 struct HostCacheOptions {
@@ -79,7 +77,7 @@ class HostCache {
                                                           const proto::LoadPlan& plan,
                                                           const proto::RankPlan& rank_plan,
                                                           const HostCacheOptions& options);
-  Status CopyIn(const transport::DeviceBuffer& arena, double* dma_seconds, double* touch_seconds);
+  Status CopyIn(const transport::DeviceBuffer& arena, double* dma_seconds);
   Result<transport::DeviceBuffer> RestorePacked(RestoreTiming* timing);
 
   transport::Device& device_;

@@ -471,7 +471,6 @@ proto::DaemonResponse Daemon::Restore() {
   r.mutable_restore()->set_gib_per_s(last_restore_gib_s_);
   r.mutable_restore()->set_dma_seconds(t.dma_seconds);
   r.mutable_restore()->set_alloc_seconds(t.alloc_seconds);
-  r.mutable_restore()->set_touch_seconds(t.touch_seconds);
   r.mutable_restore()->set_moved_bytes(t.moved_bytes);
   r.mutable_restore()->set_decode_seconds(t.decode_seconds);
   r.mutable_restore()->set_packed(cache_->packed());
