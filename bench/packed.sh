@@ -8,7 +8,8 @@
 #   - daemon restore from a host cache (packed: compressed cache decoded on the GPU);
 #   - on 2 GPUs: mpirun -np 2 tp 2, per rank.
 #   bench/packed.sh   (env: RUNS_HOT=5 RUNS_COLD=3 HF=1 (make and use the transformers checkpoint),
-#                      MODELS=/tmp/hoist-models BUILD_DIR=build-bench OUT AUX,
+#                      MODELS=/tmp/hoist-models BUILD_DIR=build-bench OUT AUX, RESTORE_GAP=seconds
+#                      between ctl release and ctl restore (default 0),
 #                      STAGES="tests codec ceilings hot cold verify restore tp2": a call under the
 #                      device's 10-minute limit runs some of them; the build and the packed
 #                      models are made once and kept)
@@ -184,6 +185,7 @@ restore_runs() {  # label model
     echo "{\"kind\": \"serve_memory\", \"label\": \"$label\", \"anon_huge_kib\": $huge}" >> "$res"
     for i in $(seq "$RUNS_HOT"); do
       $hoist ctl release --socket "$sd/rank-0.sock" > /dev/null
+      sleep "${RESTORE_GAP:-0}"  # seconds between release and restore (device memory just freed)
       line=$($hoist ctl restore --socket "$sd/rank-0.sock" 2>&1 || true); echo "$label: $line" >&2
       python3 - "$label" "$line" >> "$res" <<'PY'
 import json, re, sys
