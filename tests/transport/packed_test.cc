@@ -117,6 +117,39 @@ TEST(PackedLoad, SlotSizesFromOneBlockUpMatchTheReference) {
   EXPECT_NE(small.status.message().find("--slot-mib"), std::string::npos);
 }
 
+// A cut made ahead (while the device opens, CutPackedAhead) is taken by a run of its geometry,
+// and a run of another slot size cuts again; both load the same bytes. The small slots make many
+// more sequences than device slots (two per staging slot), so device slots are reused.
+TEST(PackedLoad, ACutMadeAheadIsTakenOnlyByARunOfItsGeometry) {
+  Packed p = MakePacked(Specs(), 2048);
+  const proto::RankPlan rp = MixedPlan(p);
+  auto streams = PackedStreams::FromPlan(p.plan);
+  ASSERT_TRUE(streams.ok());
+  PipelineOptions o = Small(ReadMode::kMmap, 48 << 10);
+  for (std::uint64_t made_for : {o.slot_bytes, o.slot_bytes * 2}) {
+    SCOPED_TRACE(made_for);
+    auto work = streams->Translate(rp);
+    ASSERT_TRUE(work.ok()) << work.status().ToString();
+    PipelineOptions ahead_options = o;
+    ahead_options.slot_bytes = made_for;
+    PackedCut ahead = CutPackedAhead(*work, ahead_options);
+    const std::uint64_t ahead_seqs = ahead.cut.seqs();
+    ASSERT_GT(ahead_seqs, 0u);
+    PipelineOptions run_options = o;
+    run_options.packed_work = &*work;
+    run_options.packed_cut = &ahead;
+    const LoadRun run = Load(p, rp, run_options);
+    ExpectMatchesReference(p, rp, run);
+    EXPECT_GT(run.report.slot_seqs, 2u * static_cast<std::uint64_t>(o.slots));
+    if (made_for == o.slot_bytes) {
+      EXPECT_EQ(run.report.slot_seqs, ahead_seqs);
+      EXPECT_EQ(ahead.cut.seqs(), 0u) << "the run took the cut made ahead";
+    } else {
+      EXPECT_EQ(ahead.cut.seqs(), ahead_seqs) << "a cut of another geometry is left alone";
+    }
+  }
+}
+
 TEST(PackedLoad, RandomRowAndColumnSlicesMatchTheReference) {
   Packed p = MakePacked(Specs(), 3000);
   std::mt19937_64 rng(7);

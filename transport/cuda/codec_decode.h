@@ -7,7 +7,8 @@
 //
 // One CUDA block of `sub_streams` threads per codec block: it stages the 12-bit decode table
 // and the block's coded words in shared memory, scans the sub-stream bit lengths, then thread t
-// decodes values t, t + T, t + 2T, ... (coalesced raw-byte reads and 2-byte writes). Stored
+// decodes values t, t + T, t + 2T, ... (coalesced raw-byte reads and 2-byte writes), reading its
+// sub-stream through a 64-bit register (one shared-memory table load per value). Stored
 // streams are one device-to-device copy.
 //
 // Failure: LaunchCodecDecode checks its arguments on the host (InvalidArgument: unaligned or
