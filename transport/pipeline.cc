@@ -285,12 +285,12 @@ struct RunContext {
   Status decoder_status_;
 };
 
-// Packed: device slot k starts at k times this (256-byte aligned, as the slots' contents are).
 // Packed: device slots per staging slot. A staging slot is free again once its blocks are in a
 // device slot; the device slot, once they are decoded (seq q waits for the decode of q - count,
 // which by then finished long ago).
 constexpr int kDeviceSlotsPerSlot = 2;
 
+// Packed: device slot k starts at k times this (256-byte aligned, as the slots' contents are).
 inline std::uint64_t DeviceSlotStride(const RunContext& cx) {
   return (cx.slot_bytes + 255) / 256 * 256;
 }
