@@ -219,8 +219,9 @@ struct RunContext {
   PackedWork* work = nullptr;  // its decode streams and names move to `decode` at set-up
   DecodeSet decode;            // the work's streams with the cut's jobs (the decoder's)
   StreamId decode_stream = -1;
-  DeviceBuffer device_slots;  // device_slot_count x DeviceSlotStride
+  DeviceBuffer device_slots;  // device_slot_count x device_slot_stride
   int device_slot_count = 0;  // kDeviceSlotsPerSlot x the ring (at most one per sequence)
+  std::uint64_t device_slot_stride = 0;  // DeviceSlotStride
   std::vector<SpanRecord> decode_spans;
   // The stream that ends a slot's work: slot end events and milestones are recorded there.
   StreamId tail() const { return work != nullptr ? decode_stream : stream; }
@@ -290,9 +291,12 @@ struct RunContext {
 // which by then finished long ago).
 constexpr int kDeviceSlotsPerSlot = 2;
 
-// Packed: device slot k starts at k times this (256-byte aligned, as the slots' contents are).
+// Packed: device slot k starts at k times this: the fullest slot of the cut (a small model's
+// device slots are as small as its data), 256-byte aligned as the slots' contents are.
 inline std::uint64_t DeviceSlotStride(const RunContext& cx) {
-  return (cx.slot_bytes + 255) / 256 * 256;
+  std::uint64_t fullest = 1;
+  for (std::uint64_t b : cx.cut.seq_bytes) fullest = std::max(fullest, b);
+  return (fullest + 255) / 256 * 256;
 }
 
 // Runs fn and times it as a fully busy phase (bytes left to fn).
@@ -653,7 +657,7 @@ class SlotRing {
     const int d = static_cast<int>(q % dev_slots_.size());
     HOIST_RETURN_IF_ERROR(CollectDecode(d));
     const std::size_t first = cx_.cut.seq_jobs[q], last = cx_.cut.seq_jobs[q + 1];
-    std::byte* dslot = static_cast<std::byte*>(cx_.device_slots.ptr) + d * DeviceSlotStride(cx_);
+    std::byte* dslot = static_cast<std::byte*>(cx_.device_slots.ptr) + d * cx_.device_slot_stride;
     if (first < last) {
       const std::uint64_t lo = cx_.decode.jobs[first].src;
       const std::uint64_t hi = cx_.decode.jobs[last - 1].src + cx_.decode.jobs[last - 1].bytes;
@@ -1063,8 +1067,9 @@ class Runner {
     HOIST_ASSIGN_OR_RETURN(cx_.decode_stream, cx_.dev.CreateStream());
     cx_.device_slot_count = static_cast<int>(
         std::min<std::uint64_t>(std::uint64_t{kDeviceSlotsPerSlot} * ring, cx_.cut.seqs()));
+    cx_.device_slot_stride = DeviceSlotStride(cx_);
     HOIST_ASSIGN_OR_RETURN(cx_.device_slots,
-                           cx_.dev.Allocate(cx_.device_slot_count * DeviceSlotStride(cx_)));
+                           cx_.dev.Allocate(cx_.device_slot_count * cx_.device_slot_stride));
     // The work's streams and names, and the cut's jobs, move to the decoder's set (the cut and
     // the work keep the rest).
     cx_.decode.streams = std::move(cx_.work->decode.streams);
