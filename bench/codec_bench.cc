@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "codec/codec.h"
+#include "codec/layout.h"
 #include "transport/cuda/codec_decode.h"
 
 namespace {
@@ -354,8 +355,9 @@ GpuJobs MakeGpuJobs(const std::vector<Tensor>& tensors, Gpu& g, std::uint64_t pe
       j.rows = 1;
       j.stream = static_cast<std::uint32_t>(i);
       j.block = b;
-      const std::uint64_t head = (j.values + 3ull) / 4 * 4 + (2ull * info.sub_streams + 3) / 4 * 4;
-      max_words = std::max<std::uint64_t>(max_words, (j.bytes - head) / 4);
+      const std::uint64_t head = hoist::codec::layout::RawRegionBytes(j.values) +
+                                 hoist::codec::layout::LengthsRegionBytes(info.sub_streams);
+      if (j.bytes >= head) max_words = std::max<std::uint64_t>(max_words, (j.bytes - head) / 4);
       if (bytes >= per * out.cuts.size()) out.cuts.push_back(jobs.size());
       bytes += j.bytes;
       jobs.push_back(j);

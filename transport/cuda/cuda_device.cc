@@ -22,6 +22,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "codec/layout.h"
 #include "transport/decode_job.h"
 #include "transport/device.h"
 #include "transport/host_memory.h"
@@ -98,8 +99,8 @@ DecodeArrays MakeDecodeArrays(const DecodeSet& set) {
   for (const DecodeJob& j : set.jobs) {
     a.jobs.push_back({j.src, j.dst, j.dst_pitch, j.first, j.pitch, j.width, j.rows, j.bytes,
                       j.values, j.stream, j.block});
-    const std::uint64_t head = (std::uint64_t{j.values} + 3) / 4 * 4 +
-                               (2 * std::uint64_t{set.streams[j.stream].sub_streams} + 3) / 4 * 4;
+    const std::uint64_t head = codec::layout::RawRegionBytes(j.values) +
+                               codec::layout::LengthsRegionBytes(set.streams[j.stream].sub_streams);
     if (j.bytes >= head) a.max_words = std::max<std::uint64_t>(a.max_words, (j.bytes - head) / 4);
   }
   return a;
