@@ -4,7 +4,8 @@
 # under identical conditions (machines of one kind differ by more than most changes).
 #   bench/ab.sh OLD_HOIST NEW_HOIST MODEL_DIR      (env RUNS=5, CASES="tp1|... ;")
 # CASES: ';'-separated argument lists for `hoist load`; each case runs RUNS times per build.
-# Prints one JSON line per run (build, case, load ms, phases) on stdout.
+# Prints one JSON line per run (build, case, load ms, the process's wall ms, phases and their
+# starts relative to `total`) on stdout.
 set -euo pipefail
 old=$1 new=$2 model=$3
 RUNS="${RUNS:-5}"
@@ -17,13 +18,18 @@ for c in "${cases[@]}"; do
   for i in $(seq "$RUNS"); do
     for b in old new; do
       warm
+      t0=$(date +%s%N)
       if ${!b} load --model "$model" --log-level warn --report-json "$tmp/r.json" $c > "$tmp/log" 2>&1; then
-        python3 - "$tmp/r.json" "$b" "$c" <<'PY'
+        t1=$(date +%s%N)
+        python3 - "$tmp/r.json" "$b" "$c" "$(( (t1 - t0) / 1000 ))" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1])); k = r["ranks"][0]
+ph = k["phases"]; t0 = ph["total"].get("start_s", 0)
 print(json.dumps({"kind": "ab", "build": sys.argv[2], "case": sys.argv[3],
-                  "ms": k["phases"]["total"]["seconds"] * 1e3, "bytes": k["bytes_h2d"],
-                  "phases": {n: round(p["seconds"] * 1e3, 2) for n, p in k["phases"].items()}}))
+                  "ms": ph["total"]["seconds"] * 1e3, "process_ms": int(sys.argv[4]) / 1e3,
+                  "bytes": k["bytes_h2d"],
+                  "phases": {n: round(p["seconds"] * 1e3, 2) for n, p in ph.items()},
+                  "starts": {n: round((p.get("start_s", 0) - t0) * 1e3, 2) for n, p in ph.items()}}))
 PY
       else
         echo "{\"kind\": \"ab\", \"build\": \"$b\", \"case\": \"$c\", \"failed\": true}"; tail -3 "$tmp/log" >&2

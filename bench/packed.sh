@@ -10,9 +10,10 @@
 #   bench/packed.sh   (env: RUNS_HOT=5 RUNS_COLD=3 HF=1 (make and use the transformers checkpoint),
 #                      MODELS=/tmp/hoist-models BUILD_DIR=build-bench OUT AUX, RESTORE_GAP=seconds
 #                      between ctl release and ctl restore (default 0),
-#                      STAGES="tests codec ceilings hot cold verify restore tp2": a call under the
+#                      STAGES="env readers tests codec ceilings hot cold verify restore tp2 ab": a call under the
 #                      device's 10-minute limit runs some of them; the build and the packed
-#                      models are made once and kept)
+#                      models are made once and kept; ab needs OLD_SRC, an older tree, and takes
+#                      AB_CASES)
 # Writes packed.jsonl and PACKED.md under $OUT.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -56,7 +57,30 @@ print(json.dumps({"kind": "pack", "model": os.path.basename(m), "original": size
                   "packed": size(p + "/*.bin"), "seconds": float(t1) - float(t0)}))
 PY
 }
+fhp() { echo "$1: $(grep -E 'FileHugePages|^Cached' /proc/meminfo | tr -s ' ' | tr '\n' ' ')" >> "$OUT/env.txt"; }
+if stage env; then
+  { lscpu | grep -E 'Model name|^CPU\(s\)|NUMA node|L3'; uname -r; df -T "$MODELS" | tail -1
+    nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.current,pcie.link.width.current --format=csv,noheader
+  } >> "$OUT/env.txt" 2>&1 || true
+  fhp "models made"
+fi
 for m in "${models[@]}" "$ds"; do pack "$m"; done
+stage env && fhp "packed"
+
+# Page-cache copy rate per file set: one 16-thread buffered reader (hoist-bench-io), original
+# against packed files, alternating; then the packed files' page cache dropped and read back
+# (readahead's folios instead of the writer's) and measured again.
+if stage readers; then
+  log "page-cache readers: original and packed files"
+  reader() {  # label dir
+    mapfile -t shards < <(ls "$2"/*.safetensors "$2"/*.bin 2>/dev/null)
+    warm "$2"; $build/bench/hoist-bench-io --buffered --threads 16 "${shards[@]}" \
+      | sed "s/^{/{\"kind\":\"host_copy\",\"label\":\"$1\",/" >> "$res" || true
+  }
+  for m in "${models[@]}"; do
+    for i in 1 2 3; do reader "$(basename "$m")/original" "$m"; reader "$(basename "$m")/packed" "$m-packed"; done
+  done
+fi
 
 if stage tests; then
   log "CUDA tests: the batched decoder, the codec kernel, the CUDA pipeline"
@@ -139,6 +163,19 @@ if stage sweep; then
       # shellcheck disable=SC2086
       load "sweep/original $c" hot "$m4b" $c; cp "$AUX/r.json" "$AUX/sweep-original-$tag.json"
     done
+  done
+fi
+# A/B of this tree against OLD_SRC (an exported older tree): `hoist load` of the original
+# alternated build by build (bench/ab.sh), AB_CASES ';'-separated.
+if stage ab && [[ -n "${OLD_SRC:-}" ]]; then
+  log "A/B: building $OLD_SRC"
+  ob=/tmp/hb-old
+  cmake -S "$OLD_SRC" -B $ob -G Ninja -DCMAKE_BUILD_TYPE=Release -DHOIST_BUILD_TESTS=OFF \
+    -DCMAKE_INCLUDE_PATH="$root/.gpu-deps/include" > "$AUX/ocmake.log" 2>&1 && ninja -C $ob hoist > "$AUX/obuild.log" 2>&1 \
+    || { tail -20 "$AUX/obuild.log" "$AUX/ocmake.log" >&2; }
+  for m in "${models[@]}"; do
+    RUNS=$RUNS_HOT CASES="${AB_CASES:---read auto;--tp 2 --rank 1}" bash bench/ab.sh $ob/launch/hoist "$hoist" "$m" \
+      | sed "s/^{/{\"model\":\"$(basename "$m")\",/" >> "$res" || true
   done
 fi
 if stage ring; then

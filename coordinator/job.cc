@@ -194,7 +194,8 @@ void PrepareDeviceBesidePlanning(const Comm& comm, bool mpi_world, JobOptions* o
   const int rank = mpi_world ? comm.rank() : o->solo_rank;
   const int gpu = ExpectedGpu(o->plan, rank, mpi_world ? comm.local_rank() : o->solo_rank);
   o->prepared = std::make_shared<std::future<Result<rank::PreparedDevice>>>(
-      std::async(std::launch::async, rank::PrepareDevice, o->load.device, gpu, o->load.origin));
+      std::async(std::launch::async, rank::PrepareDevice, o->load.device, gpu, o->load.origin,
+                 rank::RingOf(o->load)));
 }
 
 std::uint64_t CopyBytes(const proto::RankPlan& rp) {

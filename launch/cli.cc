@@ -195,7 +195,8 @@ std::shared_ptr<std::future<Result<rank::PreparedDevice>>> StartDeviceEarly(
                                mpi ? coordinator::LauncherLocalRank() : job.solo_rank);
   if (gpu < 0) return nullptr;  // unknown before MPI: RunJob opens it beside planning
   return std::make_shared<std::future<Result<rank::PreparedDevice>>>(
-      std::async(std::launch::async, rank::PrepareDevice, job.load.device, gpu, origin));
+      std::async(std::launch::async, rank::PrepareDevice, job.load.device, gpu, origin,
+                 rank::RingOf(job.load)));
 }
 
 int RunLoad(const config::JobSpec& spec, const LoadFlags& l, const std::string& log_level,

@@ -79,7 +79,8 @@ Result<std::unique_ptr<transport::Device>> OpenOrdinal(int ordinal) {
 Result<std::unique_ptr<transport::Device>> TakeDevice(const LoadOptions& o,
                                                       const proto::RankPlan& rp,
                                                       proto::RankReport* rep,
-                                                      Clock::time_point* t_start) {
+                                                      Clock::time_point* t_start,
+                                                      transport::PhaseTiming* staging) {
   const int want = WantedGpu(o, rp);
   const int ordinal = RankOrdinal(o, rp);
   if (o.prepared != nullptr && o.prepared->valid()) {
@@ -88,6 +89,7 @@ Result<std::unique_ptr<transport::Device>> TakeDevice(const LoadOptions& o,
     if (prepared->ordinal == ordinal) {
       transport::PhaseRecorder(rep, o.origin)
           .Record(Phase::kDeviceInit, prepared->start_s, prepared->seconds, prepared->seconds);
+      *staging = prepared->staging;
       *t_start = Clock::now();
       return std::move(prepared->device);
     }
@@ -251,13 +253,25 @@ Status Read(transport::Device& dev, const transport::DeviceBuffer& arena,
   return Status::Ok();
 }
 
-void AddPipelineReport(const transport::PipelineReport& pr, const LoadOptions& o,
-                       proto::RankReport* rep) {
+// The ring made while the device opened (PrepareDevice) and the pipeline's own staging set-up
+// (taking the kept slots, or making them) are one phase; it then starts before `total`.
+transport::PhaseTiming StagingPhase(const transport::PhaseTiming& ahead,
+                                    const transport::PhaseTiming& load) {
+  if (!ahead.ran) return load;
+  transport::PhaseTiming t = ahead;
+  t.seconds += load.seconds;
+  t.busy_s += load.busy_s;
+  t.bytes = std::max(t.bytes, load.bytes);
+  return t;
+}
+
+void AddPipelineReport(const transport::PipelineReport& pr, const transport::PhaseTiming& ahead,
+                       const LoadOptions& o, proto::RankReport* rep) {
   const double after_pipeline = Seconds(o.origin, Clock::now());
   const double read_start = pr.read.ran ? pr.read.start_s : after_pipeline;
   const transport::PhaseRecorder rec(rep, o.origin);
   RecordTiming(rec, Phase::kSetup, pr.setup, read_start);
-  RecordTiming(rec, Phase::kStagingAlloc, pr.staging_alloc, read_start);
+  RecordTiming(rec, Phase::kStagingAlloc, StagingPhase(ahead, pr.staging_alloc), read_start);
   RecordTiming(rec, Phase::kRead, pr.read, read_start);
   RecordTiming(rec, Phase::kH2d, pr.h2d, read_start);
   if (pr.decode.ran) RecordTiming(rec, Phase::kDecode, pr.decode, read_start);
@@ -310,7 +324,8 @@ Result<PackedLoad> PreparePacked(const proto::LoadPlan& plan, const proto::RankP
 }
 
 Status Execute(const proto::LoadPlan& plan, const proto::RankPlan& rp, const LoadOptions& o,
-               const Files& files, ResidencyProbe& residency, PackedLoad& packed, LoadedRank* out) {
+               const Files& files, ResidencyProbe& residency, PackedLoad& packed,
+               const transport::PhaseTiming& staged_ahead, LoadedRank* out) {
   transport::Device& dev = *out->device;
   proto::RankReport& rep = out->report;
   const transport::PhaseRecorder rec(&rep, o.origin);
@@ -350,7 +365,7 @@ Status Execute(const proto::LoadPlan& plan, const proto::RankPlan& rp, const Loa
   }  // otherwise the sources (mappings, descriptors) close here
   binding.reset();
   HOIST_RETURN_IF_ERROR(residency.Finish(rp, exchange, o, pr.bytes_resident, &rep));
-  AddPipelineReport(pr, o, &rep);
+  AddPipelineReport(pr, staged_ahead, o, &rep);
   AddExchangeReport(rp, exchange, xr, o.origin, &rep);
 
   if (o.verify) {
@@ -397,9 +412,10 @@ Result<LoadedRank> Load(const proto::LoadPlan& plan, std::uint32_t rank, const L
                            o.read_mode != transport::ReadMode::kAuto && plan.packed_size() == 0);
   SetStage(o, LoadStage::kDevice);
   HOIST_ASSIGN_OR_RETURN(PackedLoad packed, PreparePacked(plan, rp, o, exchange));
-  HOIST_ASSIGN_OR_RETURN(out.device, TakeDevice(o, rp, &rep, &t_start));
+  transport::PhaseTiming staged_ahead;  // the ring made with the device, if it was
+  HOIST_ASSIGN_OR_RETURN(out.device, TakeDevice(o, rp, &rep, &t_start, &staged_ahead));
   rep.set_device(out.device->Name());
-  HOIST_RETURN_IF_ERROR(Execute(plan, rp, o, files, residency, packed, &out));
+  HOIST_RETURN_IF_ERROR(Execute(plan, rp, o, files, residency, packed, staged_ahead, &out));
   transport::PhaseRecorder(&rep, o.origin)
       .Record(Phase::kTotal, t_start, Clock::now(),
               plan.packed_size() > 0 ? rp.payload_bytes() : rep.bytes_h2d());
@@ -449,13 +465,65 @@ int ResolveOrdinal(DeviceKind kind, int gpu) {
   return gpu % count;
 }
 
-Result<PreparedDevice> PrepareDevice(DeviceKind kind, int gpu, Clock::time_point origin) {
+StagingRing RingOf(const LoadOptions& o) {
+  StagingRing ring;
+  ring.slots = o.slots > 0 ? o.slots : transport::kDefaultSlots;
+  ring.slot_bytes = o.slot_bytes > 0 ? o.slot_bytes : transport::kDefaultSlotBytes;
+  ring.kind = o.staging;
+  ring.cpu_bind = o.cpu_bind;
+  ring.bind_numa = o.bind_numa;
+  return ring;
+}
+
+// One thread per slot, bound like the load's fill threads (the GPU's NUMA domain), makes it.
+transport::PhaseTiming MakeRingAhead(transport::Device& dev, const StagingRing& ring,
+                                     Clock::time_point origin) {
+  transport::PhaseTiming t;
+  const std::uint64_t bytes = std::uint64_t(std::max(ring.slots, 0)) * ring.slot_bytes;
+  if (bytes == 0 || bytes > dev.KeptStagingBytes()) return t;
+  const Clock::time_point a = Clock::now();
+  std::unique_ptr<ThreadBinding> binding;
+  Result<CpuPlan> cpus = PlanCpus(ring.cpu_bind, NodeRanks{{dev.Caps().pci_bus_id}, 0});
+  if (cpus.ok()) binding = ThreadBinding::Bind(*cpus, ring.bind_numa);
+  std::vector<transport::HostBuffer> slots(ring.slots);
+  std::vector<Status> made(ring.slots);
+  std::vector<std::thread> threads;  // started while bound: they inherit the binding
+  for (int k = 0; k < ring.slots; ++k) {
+    threads.emplace_back([&, k] {
+      Result<transport::HostBuffer> b = dev.AllocateStaging(ring.slot_bytes, ring.kind);
+      if (b.ok()) slots[k] = *b;
+      made[k] = b.status();
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  binding.reset();
+  Status status;
+  for (int k = 0; k < ring.slots; ++k) {
+    Status s = made[k].ok() ? dev.FreeStaging(slots[k]) : made[k];  // frees into the kept pool
+    if (status.ok() && !s.ok()) status = std::move(s);
+  }
+  const Clock::time_point z = Clock::now();
+  if (!status.ok()) {
+    spdlog::warn("{}: staging ring not made ahead (the load makes its own): {}", dev.Name(),
+                 status.ToString());
+    return t;
+  }
+  t.start_s = Seconds(origin, a);
+  t.seconds = t.busy_s = Seconds(a, z);
+  t.bytes = bytes;
+  t.ran = true;
+  return t;
+}
+
+Result<PreparedDevice> PrepareDevice(DeviceKind kind, int gpu, Clock::time_point origin,
+                                     const StagingRing& ring) {
   const Clock::time_point start = Clock::now();
   PreparedDevice p;
   p.ordinal = ResolveOrdinal(kind, gpu < 0 ? 0 : gpu);
   HOIST_ASSIGN_OR_RETURN(p.device, OpenOrdinal(p.ordinal));
   p.start_s = Seconds(origin, start);
   p.seconds = Seconds(start, Clock::now());
+  p.staging = MakeRingAhead(*p.device, ring, origin);
   return p;
 }
 

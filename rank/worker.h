@@ -26,6 +26,7 @@
 #include "rank/placement.h"
 #include "transport/device.h"
 #include "transport/peer.h"
+#include "transport/pipeline.h"
 #include "transport/source.h"
 
 namespace hoist::rank {
@@ -35,17 +36,45 @@ enum class DeviceKind { kAuto, kCuda, kHost };
 // The device a rank will load into, opened before the rank has its plan: creating a CUDA context
 // costs about 0.3 s, which callers overlap with MPI start-up and planning by calling
 // PrepareDevice on a helper thread. It belongs to the `device_init` phase, not to the load.
+//
+// The load's staging ring is made there too, once the context exists: its slots are touched
+// (from threads bound like the load's fill threads, so the pages sit on the GPU's NUMA node) and
+// registered, then handed to the device's kept staging (Device::KeptStagingBytes), where the
+// load's pipeline takes them. Setting up the ring costs 3-9 ms on the H200 box and, done inside
+// the load, held the first DMA back until the last slot was registered.
 struct PreparedDevice {
   std::unique_ptr<transport::Device> device;
   int ordinal = -1;    // CUDA ordinal; -1 on the host backend
   double start_s = 0;  // since the origin passed to PrepareDevice
-  double seconds = 0;
+  double seconds = 0;  // opening the device (the context), without the ring
+  // The ring made ahead (ran: false when none was: the host backend, a ring larger than the
+  // device keeps, or a failure, which is logged; the load then makes its own).
+  transport::PhaseTiming staging;
 };
 
-// Opens the device for `kind`: CUDA ordinal `gpu` modulo the visible GPUs, or host memory.
+// The staging ring a load with these options uses (slots of slot bytes, kind), and how its
+// fill threads are placed.
+struct StagingRing {
+  int slots = 0;  // 0: make none ahead
+  std::uint64_t slot_bytes = 0;
+  transport::StagingKind kind = transport::StagingKind::kAuto;
+  CpuBind cpu_bind = CpuBind::kAuto;
+  bool bind_numa = true;
+};
+
+// Makes `ring` on `dev` and frees its slots into the device's kept staging, where a load's
+// pipeline takes them (PrepareDevice calls it once the device is open). ran: false when nothing
+// was made: the device keeps no staging or less than the ring, or making it failed (logged).
+// Threading: any thread; it starts one thread per slot.
+transport::PhaseTiming MakeRingAhead(transport::Device& dev, const StagingRing& ring,
+                                     std::chrono::steady_clock::time_point origin);
+
+// Opens the device for `kind`: CUDA ordinal `gpu` modulo the visible GPUs, or host memory, and
+// makes `ring` ahead (see above). Failure: the device's; the ring's is logged, not returned.
 // Threading: may run on any thread; the device it returns may then be used from any thread.
 Result<PreparedDevice> PrepareDevice(DeviceKind kind, int gpu,
-                                     std::chrono::steady_clock::time_point origin);
+                                     std::chrono::steady_clock::time_point origin,
+                                     const StagingRing& ring = {});
 
 // The CUDA ordinal a rank uses for plan gpu `gpu` (modulo the visible GPUs), -1 for the host
 // backend (kHost, or kAuto without a visible GPU).
@@ -113,6 +142,9 @@ struct LoadOptions {
   // reads every one of its copies itself (e.g. a single rank run without mpirun).
   ExchangeHost* exchange = nullptr;
 };
+
+// The ring `options` ask for (their defaults resolved), for PrepareDevice.
+StagingRing RingOf(const LoadOptions& options);
 
 // The GPU a rank of the plan loads into: options.gpu when set, else the plan's gpu for it
 // (WantedGpu), as a CUDA ordinal (ResolveOrdinal: modulo the visible GPUs; -1 on the host).

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "tools/file_io.h"
 #include "tools/mkckpt.h"
 
 namespace hoist::tools {
@@ -86,24 +87,6 @@ struct Task {
   std::uint64_t file_offset;
   std::uint64_t begin, end;  // byte range of the tensor
 };
-
-Status WriteAll(int fd, const std::uint8_t* data, std::uint64_t n, std::uint64_t offset,
-                const std::string& path) {
-  while (n > 0) {
-    ssize_t w = ::pwrite(fd, data, n, static_cast<off_t>(offset));
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return Status::IoError(path + ": pwrite of " + std::to_string(n) + " bytes at offset " +
-                             std::to_string(offset) + ": " + std::strerror(errno));
-    }
-    if (w == 0)
-      return Status::IoError(path + ": pwrite wrote 0 bytes at " + std::to_string(offset));
-    data += w;
-    n -= static_cast<std::uint64_t>(w);
-    offset += static_cast<std::uint64_t>(w);
-  }
-  return Status::Ok();
-}
 
 Status WriteTextFile(const fs::path& path, const std::string& text) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

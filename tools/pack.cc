@@ -1,6 +1,7 @@
 // `hoist pack`'s library: see tools/pack.h and docs/PACKED.md.
 #include "tools/pack.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include "planner/checkpoint.h"
 #include "planner/regular_file.h"
 #include "planner/rules.h"
+#include "tools/file_io.h"
 
 namespace hoist::tools {
 namespace {
@@ -262,58 +264,90 @@ std::string Hex(std::uint64_t v) {
   return buf;
 }
 
+// Shards are written through one 8 MiB buffer, flushed with whole-buffer pwrites at offsets
+// that are multiples of it (as hoist-mkckpt writes), not as a stream of tensor-sized writes and
+// small pads.
 class ShardWriter {
  public:
-  ShardWriter(std::string dir, std::uint64_t limit) : dir_(std::move(dir)), limit_(limit) {}
+  ShardWriter(std::string dir, std::uint64_t limit) : dir_(std::move(dir)), limit_(limit) {
+    buf_.reserve(kBufferBytes);
+  }
+  ~ShardWriter() { (void)Close(); }
+  ShardWriter(const ShardWriter&) = delete;
+  ShardWriter& operator=(const ShardWriter&) = delete;
+
   // Appends a tensor's streams to one shard (a new one when they would push the current one
   // past the limit); sets the shard's name and each stream's offset in it.
   Status Append(const std::vector<EncodedStream>& streams, std::string* file,
                 std::vector<std::uint64_t>* at) {
     std::uint64_t need = 0;
     for (const EncodedStream& s : streams) need = Aligned(need) + s.bytes.size();
-    if (!out_.is_open() || (offset_ > 0 && Aligned(offset_) + need > limit_)) {
+    if (fd_ < 0 || (offset_ > 0 && Aligned(offset_) + need > limit_)) {
       HOIST_RETURN_IF_ERROR(Open());
     }
     at->clear();
     for (const EncodedStream& s : streams) {
-      static const char zeros[kStreamAlign] = {};
+      static const std::uint8_t zeros[kStreamAlign] = {};
       const std::uint64_t pad = Aligned(offset_) - offset_;
-      out_.write(zeros, static_cast<std::streamsize>(pad));
-      out_.write(reinterpret_cast<const char*>(s.bytes.data()),
-                 static_cast<std::streamsize>(s.bytes.size()));
-      at->push_back(offset_ + pad);
-      offset_ += pad + s.bytes.size();
-      total_ += pad + s.bytes.size();
+      HOIST_RETURN_IF_ERROR(Put(zeros, pad));
+      at->push_back(offset_);
+      HOIST_RETURN_IF_ERROR(Put(s.bytes.data(), s.bytes.size()));
     }
-    if (!out_) return Status::IoError(dir_ + "/" + name_ + ": write failed");
     *file = name_;
     return Status::Ok();
   }
   Status Close() {
-    if (!out_.is_open()) return Status::Ok();
-    out_.close();
-    return out_ ? Status::Ok() : Status::IoError(dir_ + "/" + name_ + ": close failed");
+    if (fd_ < 0) return Status::Ok();
+    Status s = Flush();
+    if (::close(fd_) != 0 && s.ok()) {
+      s = Status::IoError(Path() + ": close: " + std::strerror(errno));
+    }
+    fd_ = -1;
+    return s;
   }
   std::uint64_t total() const { return total_; }
 
  private:
+  static constexpr std::uint64_t kBufferBytes = 8ull << 20;
   static std::uint64_t Aligned(std::uint64_t x) {
     return (x + kStreamAlign - 1) / kStreamAlign * kStreamAlign;
   }
+  std::string Path() const { return dir_ + "/" + name_; }
   Status Open() {
     HOIST_RETURN_IF_ERROR(Close());
     char name[32];
     std::snprintf(name, sizeof(name), "packed-%05d.bin", ++index_);
     name_ = name;
-    out_.open(dir_ + "/" + name_, std::ios::binary | std::ios::trunc);
-    offset_ = 0;
-    return out_ ? Status::Ok() : Status::IoError(dir_ + "/" + name_ + ": cannot create");
+    fd_ = ::open(Path().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd_ < 0) return Status::IoError(Path() + ": cannot create: " + std::strerror(errno));
+    offset_ = flushed_ = 0;
+    return Status::Ok();
+  }
+  Status Put(const std::uint8_t* p, std::uint64_t n) {
+    offset_ += n;
+    total_ += n;
+    while (n > 0) {
+      const std::uint64_t m = std::min<std::uint64_t>(n, kBufferBytes - buf_.size());
+      buf_.insert(buf_.end(), p, p + m);
+      p += m;
+      n -= m;
+      if (buf_.size() == kBufferBytes) HOIST_RETURN_IF_ERROR(Flush());
+    }
+    return Status::Ok();
+  }
+  Status Flush() {
+    if (buf_.empty()) return Status::Ok();
+    HOIST_RETURN_IF_ERROR(WriteAll(fd_, buf_.data(), buf_.size(), flushed_, Path()));
+    flushed_ += buf_.size();
+    buf_.clear();
+    return Status::Ok();
   }
 
   std::string dir_, name_;
-  std::uint64_t limit_, offset_ = 0, total_ = 0;
+  std::uint64_t limit_, offset_ = 0, flushed_ = 0, total_ = 0;
   int index_ = 0;
-  std::ofstream out_;
+  int fd_ = -1;
+  std::vector<std::uint8_t> buf_;  // bytes [flushed_, offset_) of the open shard
 };
 
 Status CopyOtherFiles(const std::string& from, const std::string& to) {

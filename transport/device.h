@@ -100,6 +100,9 @@ class Device {
   // set-up (the memory then sits where the first load's threads placed it).
   virtual Result<HostBuffer> AllocateStaging(std::uint64_t bytes, StagingKind kind) = 0;
   virtual Status FreeStaging(HostBuffer& buffer) = 0;
+  // How many bytes of freed staging the device keeps for later requests (0: it keeps none, and
+  // FreeStaging frees).
+  virtual std::uint64_t KeptStagingBytes() const { return 0; }
 
   // Page-locks existing host memory (e.g. a mapped file; read_only for PROT_READ mappings).
   virtual Status RegisterHost(const void* ptr, std::uint64_t bytes, bool read_only) = 0;
@@ -176,7 +179,9 @@ Result<int> CudaOrdinalByPciBusId(const std::string& pci_bus_id);
 // a fault later. Accesses outside every arena are refused at enqueue. Copies from a mapped file
 // (pageable/registered modes) are guarded (transport/mapped_read.h): a file truncated under the
 // load is an IoError from CopySync, or from the next Wait/Synchronize of the copy's stream.
-std::unique_ptr<Device> OpenHostDevice();
+// `keep_staging_bytes` > 0 makes it keep freed staging as the CUDA backend does (a pool of that
+// capacity, per device; tests of code that relies on kept staging), 0 frees it at once.
+std::unique_ptr<Device> OpenHostDevice(std::uint64_t keep_staging_bytes = 0);
 
 // Number of CUDA devices visible (0 without a driver, a GPU, or a CUDA build).
 int CudaDeviceCount();

@@ -33,6 +33,7 @@
 #include "transport/device.h"
 #include "transport/host_memory.h"
 #include "transport/mapped_read.h"
+#include "transport/staging_pool.h"
 
 namespace hoist::transport {
 namespace {
@@ -155,7 +156,7 @@ Status Execute2D(const Copy2D& c) {
 
 class HostDevice final : public Device {
  public:
-  HostDevice() {
+  explicit HostDevice(std::uint64_t keep_staging_bytes) : kept_(keep_staging_bytes) {
     caps_.gpu = false;
     caps_.async_copy = true;
     caps_.copy_2d = true;
@@ -172,6 +173,7 @@ class HostDevice final : public Device {
     for (StreamId id : ids) (void)DestroyStream(id);
     for (auto& [p, a] : arenas_) Unmap(p, a);
     for (auto& [p, n] : staging_) FreeTouched(static_cast<std::byte*>(p), n);
+    for (const HostBuffer& b : kept_.Trim()) FreeTouched(b.ptr, b.bytes);
   }
 
   std::string Name() const override { return "host"; }
@@ -311,24 +313,40 @@ class HostDevice final : public Device {
   }
 
   Result<HostBuffer> AllocateStaging(std::uint64_t bytes, StagingKind kind) override {
-    HOIST_ASSIGN_OR_RETURN(std::byte * p, AllocTouched(bytes));
+    if (kind == StagingKind::kAuto) kind = StagingKind::kRegister;
+    HostBuffer b{nullptr, bytes, kind};
+    if (std::optional<HostBuffer> kept = kept_.Take(0, kind, bytes)) {
+      b = *kept;
+    } else {
+      HOIST_ASSIGN_OR_RETURN(b.ptr, AllocTouched(bytes));
+    }
     std::lock_guard lock(mu_);
-    staging_[p] = bytes;
-    return HostBuffer{p, bytes, kind == StagingKind::kAuto ? StagingKind::kRegister : kind};
+    staging_[b.ptr] = bytes;
+    return b;
   }
 
   Status FreeStaging(HostBuffer& buffer) override {
     if (buffer.ptr == nullptr) return Status::Ok();
+    HostBuffer b = buffer;
     {
       std::lock_guard lock(mu_);
-      if (staging_.erase(buffer.ptr) == 0) {
+      auto it = staging_.find(buffer.ptr);
+      if (it == staging_.end()) {
         return Status::InvalidArgument("host device: FreeStaging of unknown memory");
       }
+      b.bytes = it->second;
+      staging_.erase(it);
     }
-    FreeTouched(buffer.ptr, buffer.bytes);
+    if (kept_.capacity_bytes() == 0) {
+      FreeTouched(b.ptr, b.bytes);
+    } else {
+      for (const HostBuffer& evicted : kept_.Give(0, b)) FreeTouched(evicted.ptr, evicted.bytes);
+    }
     buffer = HostBuffer{};
     return Status::Ok();
   }
+
+  std::uint64_t KeptStagingBytes() const override { return kept_.capacity_bytes(); }
 
   Status RegisterHost(const void* ptr, std::uint64_t bytes, bool) override {
     if (ptr == nullptr || bytes == 0) {
@@ -640,6 +658,7 @@ class HostDevice final : public Device {
   mutable std::mutex mu_;
   std::map<std::byte*, Arena> arenas_;
   std::map<std::byte*, std::uint64_t> staging_;
+  StagingPool kept_;  // freed staging kept for later requests (capacity 0: none)
   std::set<const void*> registered_;
   std::unordered_map<StreamId, std::unique_ptr<Stream>> streams_;
   std::unordered_map<EventId, Event> events_;
@@ -658,6 +677,8 @@ class HostDevice final : public Device {
 
 }  // namespace
 
-std::unique_ptr<Device> OpenHostDevice() { return std::make_unique<HostDevice>(); }
+std::unique_ptr<Device> OpenHostDevice(std::uint64_t keep_staging_bytes) {
+  return std::make_unique<HostDevice>(keep_staging_bytes);
+}
 
 }  // namespace hoist::transport

@@ -40,6 +40,7 @@ class StagingPool {
   std::vector<HostBuffer> Trim(int ordinal = -1);
 
   std::uint64_t kept_bytes() const;
+  std::uint64_t capacity_bytes() const { return capacity_; }
 
  private:
   struct Kept {

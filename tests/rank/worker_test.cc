@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include <fstream>
+#include <future>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -353,6 +354,49 @@ TEST(LoadRankTest, BadRequestsFailCleanly) {
     ASSERT_FALSE(c.ok());
     EXPECT_NE(c.status().message().find("cuda"), std::string::npos) << c.status().ToString();
   }
+}
+
+TEST(LoadRankTest, ARingMadeAheadIsOnlyMadeWhereTheDeviceKeepsIt) {
+  const auto origin = std::chrono::steady_clock::now();
+  StagingRing ring;
+  ring.slots = 3;
+  ring.slot_bytes = 4096;
+  ring.cpu_bind = CpuBind::kNone;
+  auto keeps = transport::OpenHostDevice(3 * 4096);
+  const transport::PhaseTiming made = MakeRingAhead(*keeps, ring, origin);
+  EXPECT_TRUE(made.ran);
+  EXPECT_EQ(made.bytes, 3u * 4096);
+  EXPECT_GE(made.start_s, 0.0);
+  EXPECT_FALSE(MakeRingAhead(*transport::OpenHostDevice(), ring, origin).ran);  // keeps none
+  ring.slots = 4;  // more than it keeps: the pool would free what does not fit
+  EXPECT_FALSE(MakeRingAhead(*keeps, ring, origin).ran);
+  ring.slots = 0;
+  EXPECT_FALSE(MakeRingAhead(*keeps, ring, origin).ran);
+}
+
+TEST(LoadRankTest, ALoadTakesThePreparedDeviceAndReportsItsRing) {
+  Fixture fx = MakeFixture();
+  LoadOptions o = Small(transport::ReadMode::kAuto);
+  o.cpu_bind = CpuBind::kNone;
+  PreparedDevice p;
+  p.device = transport::OpenHostDevice(o.slots * o.slot_bytes);
+  p.ordinal = -1;
+  p.staging = MakeRingAhead(*p.device, RingOf(o), o.origin);
+  ASSERT_TRUE(p.staging.ran);
+  std::promise<Result<PreparedDevice>> promise;
+  promise.set_value(std::move(p));
+  std::future<Result<PreparedDevice>> future = promise.get_future();
+  o.prepared = &future;
+  auto lr = WithWatchdog([&] { return LoadRank(fx.plan, 1, o); });
+  ASSERT_TRUE(lr.ok()) << lr.status().ToString();
+  const auto ref = testtransport::ReferenceArena(fx.plan, fx.plan.ranks(1));
+  EXPECT_EQ(testtransport::FirstMismatch(ref, ArenaBytes(*lr).data()), -1);
+  auto ph = Phases(lr->report);
+  ASSERT_TRUE(ph.count("staging_alloc") && ph.count("total"));
+  // The ring was made before the load's clock started, and the phase says so.
+  EXPECT_LT(ph["staging_alloc"]->start_s(), ph["total"]->start_s());
+  EXPECT_GE(ph["staging_alloc"]->seconds(), p.staging.seconds);
+  EXPECT_EQ(ph["staging_alloc"]->bytes(), 3u * 4096);
 }
 
 TEST(LoadRankTest, DefaultsWorkOnTheHostDevice) {

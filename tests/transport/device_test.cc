@@ -17,6 +17,29 @@ namespace {
 
 using testtransport::Pattern;
 
+TEST(HostDeviceTest, KeptStagingComesBackForTheSameSizeOnly) {
+  auto dev = OpenHostDevice(/*keep_staging_bytes=*/3 * 65536);
+  EXPECT_EQ(dev->KeptStagingBytes(), 3u * 65536);
+  EXPECT_EQ(OpenHostDevice()->KeptStagingBytes(), 0u);
+  auto a = dev->AllocateStaging(65536, StagingKind::kAuto);
+  ASSERT_TRUE(a.ok());
+  std::byte* const kept = a->ptr;
+  kept[65535] = std::byte{0x42};
+  ASSERT_TRUE(dev->FreeStaging(*a).ok());
+  EXPECT_EQ(a->ptr, nullptr);
+  auto other = dev->AllocateStaging(4096, StagingKind::kAuto);  // another size: new memory
+  ASSERT_TRUE(other.ok());
+  EXPECT_NE(other->ptr, kept);
+  auto again = dev->AllocateStaging(65536, StagingKind::kRegister);  // auto is register
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->ptr, kept);
+  EXPECT_EQ(again->ptr[65535], std::byte{0x42});  // the same memory, not a new mapping
+  HostBuffer copy = *again;
+  ASSERT_TRUE(dev->FreeStaging(*again).ok());
+  EXPECT_EQ(dev->FreeStaging(copy).code(), Code::kInvalidArgument);  // kept is not handed out
+  ASSERT_TRUE(dev->FreeStaging(*other).ok());
+}
+
 TEST(HostDeviceTest, CopiesAndMemsetsRunInStreamOrder) {
   auto dev = OpenHostDevice();
   EXPECT_EQ(dev->Name(), "host");

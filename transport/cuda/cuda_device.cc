@@ -278,6 +278,8 @@ class CudaDevice final : public Device {
     return b;
   }
 
+  std::uint64_t KeptStagingBytes() const override { return KeptStaging().capacity_bytes(); }
+
   Status FreeStaging(HostBuffer& buffer) override {
     if (buffer.ptr == nullptr) return Status::Ok();
     HostBuffer b;
