@@ -75,7 +75,7 @@ if stage readers; then
   reader() {  # label dir
     mapfile -t shards < <(ls "$2"/*.safetensors "$2"/*.bin 2>/dev/null)
     warm "$2"; $build/bench/hoist-bench-io --buffered --threads 16 "${shards[@]}" \
-      | sed "s/^{/{\"kind\":\"host_copy\",\"label\":\"$1\",/" >> "$res" || true
+      | sed "s|^{|{\"kind\":\"host_copy\",\"label\":\"$1\",|" >> "$res" || true
   }
   for m in "${models[@]}"; do
     for i in 1 2 3; do reader "$(basename "$m")/original" "$m"; reader "$(basename "$m")/packed" "$m-packed"; done
@@ -140,6 +140,12 @@ for m in "${models[@]}"; do
     for i in $(seq "$RUNS_HOT"); do
       load "$b/original" hot "$m"; load "$b/packed" hot "$m-packed"
     done
+    # One more of each with a trace: where the device lanes spent their time (bench/lanes.py).
+    for which in original packed; do
+      mm=$m; [[ $which == packed ]] && mm="$m-packed"
+      load "$b/$which-traced" hot "$mm" --trace "$AUX/trace.json"
+      python3 bench/lanes.py "$AUX/trace.json" "$b/$which" >> "$res" || true
+    done
   fi
   stage cold || continue
   for mode in ${COLD_MODES:-auto direct}; do
@@ -159,7 +165,7 @@ if stage sweep; then
     for c in "${cases[@]}"; do
       tag=$(echo "$c" | tr -d ' -' | tr -c 'a-z0-9\n' '_')
       # shellcheck disable=SC2086
-      load "sweep/packed $c" hot "$m4b-packed" $c; cp "$AUX/r.json" "$AUX/sweep-packed-$tag.json"
+      [[ "${SWEEP_PACKED:-1}" == 1 ]] && { load "sweep/packed $c" hot "$m4b-packed" $c; cp "$AUX/r.json" "$AUX/sweep-packed-$tag.json"; }
       # shellcheck disable=SC2086
       load "sweep/original $c" hot "$m4b" $c; cp "$AUX/r.json" "$AUX/sweep-original-$tag.json"
     done

@@ -22,8 +22,8 @@ namespace hoist::transport {
 
 class StagingPool {
  public:
-  // Default capacity: two default rings (4 slots x 8 MiB each).
-  static constexpr std::uint64_t kDefaultCapacity = 64ull << 20;
+  // Default capacity: a ring of 8 x 16 MiB, or two of 4 x 16 MiB.
+  static constexpr std::uint64_t kDefaultCapacity = 128ull << 20;
 
   explicit StagingPool(std::uint64_t capacity_bytes = kDefaultCapacity)
       : capacity_(capacity_bytes) {}

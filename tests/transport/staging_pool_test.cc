@@ -36,7 +36,7 @@ TEST(StagingPoolTest, TakeMatchesDeviceKindAndSizeExactly) {
 }
 
 TEST(StagingPoolTest, ARingGivenBackIsTakenBackWhole) {
-  StagingPool pool;  // default: two default rings
+  StagingPool pool;  // default capacity: two default rings at least
   for (int k = 0; k < 4; ++k) EXPECT_TRUE(pool.Give(0, Buf(k, 8 * kMiB)).empty());
   std::vector<std::byte*> got;
   for (int k = 0; k < 4; ++k) {
