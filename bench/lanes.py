@@ -14,7 +14,8 @@ import sys
 def main():
     trace, label = sys.argv[1], sys.argv[2]
     events = json.load(open(trace))["traceEvents"]
-    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e.get("ph") == "M"}
+    names = {(e["pid"], e.get("tid")): e["args"]["name"] for e in events
+             if e.get("ph") == "M" and e.get("name") == "thread_name"}
     lanes = {}
     for e in events:
         if e.get("ph") != "X" or e.get("tid", 0) == 0:

@@ -140,19 +140,29 @@ for m in "${models[@]}"; do
     for i in $(seq "$RUNS_HOT"); do
       load "$b/original" hot "$m"; load "$b/packed" hot "$m-packed"
     done
-    # One more of each with a trace: where the device lanes spent their time (bench/lanes.py).
-    for which in original packed; do
-      mm=$m; [[ $which == packed ]] && mm="$m-packed"
-      load "$b/$which-traced" hot "$mm" --trace "$AUX/trace.json"
-      python3 bench/lanes.py "$AUX/trace.json" "$b/$which" >> "$res" || true
+    # Traced loads (each TRACED case, ';'-separated hoist options): where the device lanes spent
+    # their time (bench/lanes.py).
+    IFS=';' read -r -a traced <<< "${TRACED:-;--tp 2 --rank 1}"
+    for c in "${traced[@]}"; do
+      for which in original packed; do
+        mm=$m; [[ $which == packed ]] && mm="$m-packed"
+        # shellcheck disable=SC2086
+        load "$b/$which-traced $c" hot "$mm" --trace "$AUX/trace.json" $c
+        python3 bench/lanes.py "$AUX/trace.json" "$b/$which $c" >> "$res" || true
+      done
     done
   fi
   stage cold || continue
-  for mode in ${COLD_MODES:-auto direct}; do
-    log "$b: tp1 cold --read $mode (x $RUNS_COLD)"
-    for i in $(seq "$RUNS_COLD"); do
+  # The disk's rate drifts by tens of percent within a call: every round runs each mode on both
+  # copies and the O_DIRECT reader once, so that no mode gets a better stretch of the disk.
+  log "$b: tp1 cold, ${COLD_MODES:-auto direct} interleaved with the O_DIRECT reader (x $RUNS_COLD)"
+  mapfile -t oshards < <(ls "$m"/*.safetensors)
+  for i in $(seq "$RUNS_COLD"); do
+    for mode in ${COLD_MODES:-auto direct}; do
       load "$b/original-$mode" cold "$m" --read $mode; load "$b/packed-$mode" cold "$m-packed" --read $mode
     done
+    drop; $build/bench/hoist-bench-io --threads 16 --chunk-mib 4 --depth 16 "${oshards[@]}" 2>/dev/null \
+      | sed "s|^{|{\"kind\":\"io_round\",\"model\":\"$b\",\"round\":$i,|" >> "$res" || true
   done
 done
 

@@ -43,13 +43,15 @@
 
 namespace hoist::transport {
 
-// Defaults measured on the H200 box (docs/BENCHMARKS.md, slot sweep, qwen3-4b hot, 16 threads):
-// 4 x 8 MiB 165 ms, 8 x 8 MiB 175 ms, 4 x 16 MiB 171 ms, 8 x 4 MiB 177 ms, 16 x 4 MiB 186 ms:
-// staging set-up (touch + cudaHostRegister) grows with the ring and is paid on every load, while
-// 4 slots already keep the DMA engine busy. Chunks of slot/threads, 16 fill threads at most.
+// Defaults measured on the H200 box (docs/BENCHMARKS.md run K, slot sweep, qwen3-4b hot, 16
+// threads, the ring made while the device opens): 4 x 16 MiB 155 ms, 4 x 8 MiB 165 ms, 8 x 16
+// MiB 162 ms, 4 x 32 MiB 164 ms; tp 2 rank 1: 4 x 16 MiB 85 ms, 4 x 8 MiB 91 ms, 8 x 8 MiB 95 ms.
+// Half as many copies per byte keep the DMA engine nearer its ceiling; a deeper ring does not
+// help. (When the ring was made inside the load, its set-up grew with its size and 4 x 8 MiB was
+// the best.) Chunks of slot/threads, 16 fill threads at most.
 inline constexpr int kDefaultSlots = 4;
 inline constexpr int kMaxFillThreads = 256;
-inline constexpr std::uint64_t kDefaultSlotBytes = 8ull << 20;
+inline constexpr std::uint64_t kDefaultSlotBytes = 16ull << 20;
 int DefaultFillThreads(int ranks_on_node = 1);
 
 // A packed work's staged slot cut for one geometry (transport/slot_plan.h).
