@@ -154,15 +154,24 @@ for m in "${models[@]}"; do
   fi
   stage cold || continue
   # The disk's rate drifts by tens of percent within a call: every round runs each mode on both
-  # copies and the O_DIRECT reader once, so that no mode gets a better stretch of the disk.
+  # copies and the O_DIRECT reader once, each round in a rotated order, so that no mode gets a
+  # better stretch of the disk or a fixed neighbour.
   log "$b: tp1 cold, ${COLD_MODES:-auto direct} interleaved with the O_DIRECT reader (x $RUNS_COLD)"
   mapfile -t oshards < <(ls "$m"/*.safetensors)
+  items=()
+  for mode in ${COLD_MODES:-auto direct}; do items+=("original $mode" "packed $mode"); done
+  items+=("reader")
   for i in $(seq "$RUNS_COLD"); do
-    for mode in ${COLD_MODES:-auto direct}; do
-      load "$b/original-$mode" cold "$m" --read $mode; load "$b/packed-$mode" cold "$m-packed" --read $mode
+    for j in $(seq 0 $((${#items[@]} - 1))); do  # round i starts i items later
+      read -r which mode <<< "${items[$(( (j + i - 1) % ${#items[@]} ))]}"
+      if [[ $which == reader ]]; then
+        drop; $build/bench/hoist-bench-io --threads 16 --chunk-mib 4 --depth 16 "${oshards[@]}" 2>/dev/null \
+          | sed "s|^{|{\"kind\":\"io_round\",\"model\":\"$b\",\"round\":$i,|" >> "$res" || true
+      else
+        mm=$m; [[ $which == packed ]] && mm="$m-packed"
+        load "$b/$which-$mode" cold "$mm" --read "$mode"
+      fi
     done
-    drop; $build/bench/hoist-bench-io --threads 16 --chunk-mib 4 --depth 16 "${oshards[@]}" 2>/dev/null \
-      | sed "s|^{|{\"kind\":\"io_round\",\"model\":\"$b\",\"round\":$i,|" >> "$res" || true
   done
 done
 

@@ -4,6 +4,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -13,6 +14,8 @@
 #include <mutex>
 #include <shared_mutex>
 #include <utility>
+
+#include "transport/stream_copy.h"
 
 namespace hoist::transport {
 namespace {
@@ -82,15 +85,17 @@ bool InstallHandler() {
   return g_installed;
 }
 
+// Non-temporal stores (transport/stream_copy.h): the destination is staging (or a host arena)
+// that this thread does not read back; RunGuarded fences once the batch is copied.
 void CopyRows(const RowsRead& r, const std::byte* base) {
   const std::byte* src = base + r.offset;
   if (r.rows == 1 || (r.src_pitch == r.width && r.dst_pitch == r.width)) {
-    std::memcpy(r.dst, src, r.width * r.rows);
+    StreamCopy(r.dst, src, r.width * r.rows);
     return;
   }
   std::byte* dst = r.dst;
   for (std::uint64_t i = 0; i < r.rows; ++i) {
-    std::memcpy(dst, src, r.width);
+    StreamCopy(dst, src, r.width);
     src += r.src_pitch;
     dst += r.dst_pitch;
   }
@@ -112,6 +117,7 @@ __attribute__((noinline)) const std::byte* RunGuarded(const MappedRange& m, cons
   for (std::size_t k = 0; k < n; ++k) {
     if (reads[k].rows > 0 && reads[k].width > 0) CopyRows(reads[k], m.base);
   }
+  StreamFence();  // the copies are visible before the caller hands the memory on
   std::atomic_signal_fence(std::memory_order_seq_cst);
   t_guard = nullptr;
   return nullptr;
@@ -141,8 +147,10 @@ Status Shrunk(const MappedRange& m, std::uint64_t lo, std::uint64_t hi, const st
     now = "its size now is unknown";
   }
   std::string where;
-  if (fault != nullptr) {
-    where = " (the mapping faulted at offset " + std::to_string(fault - m.base) + ")";
+  if (fault != nullptr) {  // a SIGBUS past the end is per page: name the page's first byte
+    static const std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+    const std::uint64_t at = static_cast<std::uint64_t>(fault - m.base) / page * page;
+    where = " (the mapping faulted at offset " + std::to_string(at) + ")";
   }
   return Status::IoError(*m.path + ": read of bytes [" + std::to_string(lo) + ", " +
                          std::to_string(hi) + ") through its mapping: " + now + ", " +
