@@ -4,7 +4,6 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -14,8 +13,6 @@
 #include <mutex>
 #include <shared_mutex>
 #include <utility>
-
-#include "transport/stream_copy.h"
 
 namespace hoist::transport {
 namespace {
@@ -85,17 +82,15 @@ bool InstallHandler() {
   return g_installed;
 }
 
-// Non-temporal stores (transport/stream_copy.h): the destination is staging (or a host arena)
-// that this thread does not read back; RunGuarded fences once the batch is copied.
 void CopyRows(const RowsRead& r, const std::byte* base) {
   const std::byte* src = base + r.offset;
   if (r.rows == 1 || (r.src_pitch == r.width && r.dst_pitch == r.width)) {
-    StreamCopy(r.dst, src, r.width * r.rows);
+    std::memcpy(r.dst, src, r.width * r.rows);
     return;
   }
   std::byte* dst = r.dst;
   for (std::uint64_t i = 0; i < r.rows; ++i) {
-    StreamCopy(dst, src, r.width);
+    std::memcpy(dst, src, r.width);
     src += r.src_pitch;
     dst += r.dst_pitch;
   }
@@ -117,7 +112,6 @@ __attribute__((noinline)) const std::byte* RunGuarded(const MappedRange& m, cons
   for (std::size_t k = 0; k < n; ++k) {
     if (reads[k].rows > 0 && reads[k].width > 0) CopyRows(reads[k], m.base);
   }
-  StreamFence();  // the copies are visible before the caller hands the memory on
   std::atomic_signal_fence(std::memory_order_seq_cst);
   t_guard = nullptr;
   return nullptr;
@@ -147,10 +141,8 @@ Status Shrunk(const MappedRange& m, std::uint64_t lo, std::uint64_t hi, const st
     now = "its size now is unknown";
   }
   std::string where;
-  if (fault != nullptr) {  // a SIGBUS past the end is per page: name the page's first byte
-    static const std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
-    const std::uint64_t at = static_cast<std::uint64_t>(fault - m.base) / page * page;
-    where = " (the mapping faulted at offset " + std::to_string(at) + ")";
+  if (fault != nullptr) {
+    where = " (the mapping faulted at offset " + std::to_string(fault - m.base) + ")";
   }
   return Status::IoError(*m.path + ": read of bytes [" + std::to_string(lo) + ", " +
                          std::to_string(hi) + ") through its mapping: " + now + ", " +
