@@ -126,6 +126,8 @@ for k in r["ranks"] if sys.argv[2] != "warmup" else []:
     print(json.dumps({"kind": "load", "label": sys.argv[2], "temp": sys.argv[3], "rank": k["rank"],
                       "payload": ph["total"]["bytes"], "total_s": ph["total"]["seconds"],
                       "bytes_read": k["bytes_read"], "bytes_h2d": k["bytes_h2d"],
+                      "resident": k.get("bytes_resident_at_start", 0),
+                      "read_busy_s": ph.get("read", {}).get("busy_s", 0),
                       "phases": {n: p["seconds"] for n, p in ph.items()},
                       "starts": {n: p.get("start_s", 0) - ph["total"].get("start_s", 0) for n, p in ph.items()},
                       "wall_s": r["wall_s"]}))
