@@ -337,11 +337,8 @@ class HostDevice final : public Device {
       b.bytes = it->second;
       staging_.erase(it);
     }
-    if (kept_.capacity_bytes() == 0) {
-      FreeTouched(b.ptr, b.bytes);
-    } else {
-      for (const HostBuffer& evicted : kept_.Give(0, b)) FreeTouched(evicted.ptr, evicted.bytes);
-    }
+    // Kept for a later request, unless it does not fit (a pool of 0 keeps nothing).
+    for (const HostBuffer& evicted : kept_.Give(0, b)) FreeTouched(evicted.ptr, evicted.bytes);
     buffer = HostBuffer{};
     return Status::Ok();
   }
