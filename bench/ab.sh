@@ -2,7 +2,8 @@
 # A/B in one call on the GPU box: the same `hoist load` commands from two builds, alternated run
 # by run on one machine, hot page cache, so that a change is judged against the code before it
 # under identical conditions (machines of one kind differ by more than most changes).
-#   bench/ab.sh OLD_HOIST NEW_HOIST MODEL_DIR      (env RUNS=5, CASES="tp1|... ;")
+#   bench/ab.sh OLD_HOIST NEW_HOIST MODEL_DIR      (env RUNS=5, CASES="tp1|... ;", TEMP=hot|cold:
+#                                                   cold drops the page cache before every run)
 # CASES: ';'-separated argument lists for `hoist load`; each case runs RUNS times per build.
 # Prints one JSON line per run (build, case, load ms, the process's wall ms, phases and their
 # starts relative to `total`) on stdout.
@@ -11,7 +12,11 @@ old=$1 new=$2 model=$3
 RUNS="${RUNS:-5}"
 CASES="${CASES:---read auto;--read auto --staging mallochost;--tp 2 --rank 1}"
 tmp=$(mktemp -d)
-warm() { cat "$model"/*.safetensors > /dev/null; }
+if [[ "${TEMP:-hot}" == cold ]]; then
+  warm() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+else
+  warm() { cat "$model"/*.safetensors > /dev/null; }
+fi
 IFS=';' read -r -a cases <<< "$CASES"
 for c in "${cases[@]}"; do
   for b in old new; do warm; ${!b} load --model "$model" --log-level warn $c > /dev/null 2>&1 || true; done
@@ -21,11 +26,11 @@ for c in "${cases[@]}"; do
       t0=$(date +%s%N)
       if ${!b} load --model "$model" --log-level warn --report-json "$tmp/r.json" $c > "$tmp/log" 2>&1; then
         t1=$(date +%s%N)
-        python3 - "$tmp/r.json" "$b" "$c" "$(( (t1 - t0) / 1000 ))" <<'PY'
+        python3 - "$tmp/r.json" "$b" "$c" "$(( (t1 - t0) / 1000 ))" "${TEMP:-hot}" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1])); k = r["ranks"][0]
 ph = k["phases"]; t0 = ph["total"].get("start_s", 0)
-print(json.dumps({"kind": "ab", "build": sys.argv[2], "case": sys.argv[3],
+print(json.dumps({"kind": "ab", "build": sys.argv[2], "case": sys.argv[3], "temp": sys.argv[5],
                   "ms": ph["total"]["seconds"] * 1e3, "process_ms": int(sys.argv[4]) / 1e3,
                   "bytes": k["bytes_h2d"],
                   "phases": {n: round(p["seconds"] * 1e3, 2) for n, p in ph.items()},

@@ -13,7 +13,7 @@
 #                      STAGES="env readers tests codec ceilings hot cold verify restore tp2 ab": a call under the
 #                      device's 10-minute limit runs some of them; the build and the packed
 #                      models are made once and kept; ab needs OLD_SRC, an older tree, and takes
-#                      AB_CASES)
+#                      AB_CASES (hot) and AB_COLD_CASES (cold, RUNS_COLD each))
 # Writes packed.jsonl and PACKED.md under $OUT.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -64,7 +64,7 @@ if stage env; then
   } >> "$OUT/env.txt" 2>&1 || true
   fhp "models made"
 fi
-for m in "${models[@]}" "$ds"; do pack "$m"; done
+[[ "${PACK:-1}" == 1 ]] && for m in "${models[@]}" "$ds"; do pack "$m"; done
 stage env && fhp "packed"
 
 # Page-cache copy rate per file set: one 16-thread buffered reader (hoist-bench-io), original
@@ -202,6 +202,8 @@ if stage ab && [[ -n "${OLD_SRC:-}" ]]; then
     || { tail -20 "$AUX/obuild.log" "$AUX/ocmake.log" >&2; }
   for m in "${models[@]}"; do
     RUNS=$RUNS_HOT CASES="${AB_CASES:---read auto;--tp 2 --rank 1}" bash bench/ab.sh $ob/launch/hoist "$hoist" "$m" \
+      | sed "s/^{/{\"model\":\"$(basename "$m")\",/" >> "$res" || true
+    [[ -n "${AB_COLD_CASES:-}" ]] && RUNS=$RUNS_COLD TEMP=cold CASES="$AB_COLD_CASES" bash bench/ab.sh $ob/launch/hoist "$hoist" "$m" \
       | sed "s/^{/{\"model\":\"$(basename "$m")\",/" >> "$res" || true
   done
 fi

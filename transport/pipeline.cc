@@ -33,43 +33,6 @@ std::uint64_t Extent(std::uint64_t pitch, std::uint64_t width, std::uint64_t row
   return e;
 }
 
-// Bytes of a strided block of a mapped file that are in the page cache now: one mincore over the
-// block's whole extent, gaps between rows included (the vector reused per thread). A strided
-// block is a tensor-parallel slice whose rows sit a few KiB apart, so the gaps share pages with
-// the rows or lie between them, and one system call per piece replaces one per row (hundreds per
-// piece of 4-10 KiB rows), which made auto-mode strided fills several times slower than their
-// memcpy. The count is scaled to the block's own bytes.
-std::uint64_t ResidentNow(const std::byte* mapping, std::uint64_t size, std::uint64_t src,
-                          std::uint64_t pitch, std::uint64_t width, std::uint64_t rows) {
-  static const std::uint64_t page = [] {
-    const long p = ::sysconf(_SC_PAGESIZE);
-    return p > 0 ? static_cast<std::uint64_t>(p) : 4096u;
-  }();
-  thread_local std::vector<unsigned char> vec;
-  auto range = [&](std::uint64_t off, std::uint64_t n) -> std::uint64_t {
-    if (off >= size || n == 0) return 0;
-    n = std::min(n, size - off);
-    const std::uint64_t p0 = off / page, p1 = (off + n + page - 1) / page;
-    vec.resize(p1 - p0);
-    if (::mincore(const_cast<std::byte*>(mapping) + p0 * page, (p1 - p0) * page, vec.data()) != 0) {
-      return n;  // cannot tell: treat as resident (the mapped read is always correct)
-    }
-    std::uint64_t got = 0;
-    for (std::uint64_t k = p0; k < p1; ++k) {
-      if (!(vec[k - p0] & 1)) continue;
-      const std::uint64_t lo = std::max(off, k * page), hi = std::min(off + n, (k + 1) * page);
-      got += hi - lo;
-    }
-    return got;
-  };
-  if (rows <= 1 || pitch == width) return range(src, width * rows);
-  const std::uint64_t extent = (rows - 1) * pitch + width;  // validated against the file already
-  const std::uint64_t bytes = width * rows;
-  const std::uint64_t here = range(src, extent);
-  return here >= extent ? bytes
-                        : static_cast<std::uint64_t>(static_cast<double>(here) / extent * bytes);
-}
-
 std::string CopyLabel(int i, const std::vector<std::string>& paths, std::uint32_t file) {
   std::string s = "copy " + std::to_string(i);
   if (file < paths.size()) s += " (file " + paths[file] + ")";
@@ -441,18 +404,21 @@ class TaskReader {
 
  private:
   // Whether piece i reads from the cold source. Auto mode without a precomputed residency asks
-  // the page cache now, through the primary source's mapping, and counts the resident bytes.
+  // the page cache now and counts the resident bytes: the cold source first (cachestat on its
+  // descriptor, so a load found cold never maps its files), else the primary source's mapping.
+  // Where neither can tell, the piece is read through the mapping (always correct).
   bool Cold(std::size_t i, std::uint64_t* resident) const {
     const SlotPiece& p = cx_.cut.pieces[i];
     const FileSources& fs = cx_.sources[p.file];
-    if (cx_.o.mode != ReadMode::kAuto || fs.cold == nullptr || fs.residency != nullptr ||
-        fs.primary->mapping() == nullptr) {
+    if (cx_.o.mode != ReadMode::kAuto || fs.cold == nullptr || fs.residency != nullptr) {
       return cx_.piece_cold[i];
     }
-    const std::uint64_t here =
-        ResidentNow(fs.primary->mapping(), fs.primary->size(), p.src, p.src_pitch, p.width, p.rows);
-    *resident += here;
-    return here * 2 < p.bytes();
+    const RowsRead block{p.src, p.src_pitch, p.width, p.rows, nullptr, p.width};
+    std::optional<std::uint64_t> here = fs.cold->ResidentNow(block);
+    if (!here) here = fs.primary->ResidentNow(block);
+    if (!here) return cx_.piece_cold[i];
+    *resident += *here;
+    return *here * 2 < p.bytes();
   }
 
   const RunContext& cx_;
@@ -1283,6 +1249,39 @@ Status RunPipeline(Device& device, const DeviceBuffer& arena, const proto::RankP
   return Runner(device, arena, work.plan, sources, options, report ? report : &local, &work).Run();
 }
 
+namespace {
+
+// Auto mode's two sources of one file: the cold one (O_DIRECT, or buffered once O_DIRECT was
+// found unsupported: *direct_ok turns false and the set's note says so), opened first, and the
+// page-cache one, a mapping made only when a piece is found resident.
+Status OpenAuto(const std::string& path, const DirectOptions& direct, const SourceWrapper& wrap,
+                bool release_mapped_pages, bool* direct_ok, SourceSet* set, FileSources* out) {
+  Result<std::unique_ptr<Source>> cold = Status::Internal("unset");
+  if (*direct_ok) {
+    cold = OpenDirectSource(path, direct);
+    if (!cold.ok() && cold.status().code() == Code::kUnsupported) {
+      *direct_ok = false;
+      set->note =
+          "O_DIRECT unsupported (" + cold.status().message() + "); auto reads cold ranges buffered";
+    }
+  }
+  if (!*direct_ok) cold = OpenBufferedSource(path);
+  if (!cold.ok()) return std::move(cold).status();
+  std::unique_ptr<Source> primary =
+      OpenMmapSourceLazily(path, (*cold)->size(), release_mapped_pages);
+  if (wrap) {
+    primary = wrap(std::move(primary));
+    *cold = wrap(std::move(*cold));
+  }
+  out->primary = primary.get();
+  out->cold = cold->get();
+  set->owned.push_back(std::move(primary));
+  set->owned.push_back(std::move(*cold));
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<SourceSet> OpenSources(const std::vector<std::string>& paths, const std::vector<bool>& used,
                               ReadMode mode, const DirectOptions& direct, const SourceWrapper& wrap,
                               bool release_mapped_pages) {
@@ -1291,6 +1290,11 @@ Result<SourceSet> OpenSources(const std::vector<std::string>& paths, const std::
   bool direct_ok = true;
   for (std::size_t f = 0; f < paths.size(); ++f) {
     if (f < used.size() && !used[f]) continue;
+    if (mode == ReadMode::kAuto) {
+      HOIST_RETURN_IF_ERROR(
+          OpenAuto(paths[f], direct, wrap, release_mapped_pages, &direct_ok, &set, &set.files[f]));
+      continue;
+    }
     Result<std::unique_ptr<Source>> primary = Status::Internal("unset");
     switch (mode) {
       case ReadMode::kBuffered:
@@ -1303,29 +1307,13 @@ Result<SourceSet> OpenSources(const std::vector<std::string>& paths, const std::
       case ReadMode::kMmap:
       case ReadMode::kPageable:
       case ReadMode::kRegistered:
-        primary = OpenMmapSource(
-            paths[f], release_mapped_pages && (mode == ReadMode::kAuto || mode == ReadMode::kMmap));
+        primary = OpenMmapSource(paths[f], release_mapped_pages && mode == ReadMode::kMmap);
         break;
     }
     if (!primary.ok()) return std::move(primary).status();
     if (wrap) *primary = wrap(std::move(*primary));
     set.files[f].primary = primary->get();
     set.owned.push_back(std::move(*primary));
-    if (mode != ReadMode::kAuto) continue;
-    Result<std::unique_ptr<Source>> cold = Status::Internal("unset");
-    if (direct_ok) {
-      cold = OpenDirectSource(paths[f], direct);
-      if (!cold.ok() && cold.status().code() == Code::kUnsupported) {
-        direct_ok = false;
-        set.note = "O_DIRECT unsupported (" + cold.status().message() +
-                   "); auto reads cold ranges buffered";
-      }
-    }
-    if (!direct_ok) cold = OpenBufferedSource(paths[f]);
-    if (!cold.ok()) return std::move(cold).status();
-    if (wrap) *cold = wrap(std::move(*cold));
-    set.files[f].cold = cold->get();
-    set.owned.push_back(std::move(*cold));
   }
   return set;
 }

@@ -109,10 +109,11 @@ PackedCut CutPackedAhead(const PackedWork& work, const PipelineOptions& options)
 
 // Per plan file (index = proto File index). Unused files may have null sources.
 struct FileSources {
-  Source* primary = nullptr;  // the mode's source (mmap for auto/pageable/registered)
-  Source* cold = nullptr;     // auto only: for non-resident chunks (direct, or buffered fallback)
-  // auto only: decides per chunk. Null: each chunk asks the page cache (mincore on the primary
-  // source's mapping) just before it is read.
+  // The mode's source: mmap for pageable/registered; for auto a mapping made on first use.
+  Source* primary = nullptr;
+  Source* cold = nullptr;  // auto only: for non-resident chunks (direct, or buffered fallback)
+  // auto only: decides per chunk. Null: each chunk asks the page cache just before it is read
+  // (Source::ResidentNow of the cold source, else of the primary).
   const Residency* residency = nullptr;
 };
 

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -37,6 +38,14 @@ std::string Errno(int err) { return std::strerror(err); }
 // Mapped reads spanning at least this many bytes release their pages once copied (MmapSource):
 // smaller ones (norms, biases) would cost a system call each for a page or two of RSS.
 constexpr std::uint64_t kReleaseMinBytes = 64u << 10;
+
+#ifdef MADV_POPULATE_READ
+constexpr int kMadvPopulateRead = MADV_POPULATE_READ;
+#else
+constexpr int kMadvPopulateRead = 22;  // Linux >= 5.14
+#endif
+// Cleared once the kernel refuses MADV_POPULATE_READ.
+std::atomic<bool> g_populate{true};
 
 // Residency::Measure splits a file between at most this many threads.
 constexpr std::uint64_t kMaxMeasureThreads = 16;
@@ -63,6 +72,93 @@ Status CheckRows(const std::string& path, std::uint64_t size, const RowsRead& r)
     return Status::Corrupt(path + ": strided read overflows at offset " + std::to_string(r.offset));
   }
   return CheckRange(path, size, last, r.width);
+}
+
+// ----- residency now (Source::ResidentNow) -----------------------------------------------------
+
+// cachestat(2), Linux >= 6.5. Same syscall number on x86_64 and aarch64.
+struct CachestatRange {
+  std::uint64_t off;
+  std::uint64_t len;
+};
+struct CachestatResult {
+  std::uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
+};
+constexpr long kSysCachestat = 451;
+
+// Set once cachestat is found missing (ENOSYS): later calls skip the system call.
+std::atomic<bool> g_no_cachestat{false};
+
+std::uint64_t PageBytes() {
+  static const std::uint64_t page = [] {
+    const long p = ::sysconf(_SC_PAGESIZE);
+    return p > 0 ? static_cast<std::uint64_t>(p) : 4096u;
+  }();
+  return page;
+}
+
+// Resident bytes of [off, off + n) of the file open as fd, by cachestat over the pages the range
+// touches; nullopt where cachestat is missing or fails. Partly resident: whole resident pages.
+std::optional<std::uint64_t> CachedRange(int fd, std::uint64_t off, std::uint64_t n) {
+  if (n == 0) return 0;
+  if (fd < 0 || g_no_cachestat.load(std::memory_order_relaxed)) return std::nullopt;
+  const std::uint64_t page = PageBytes();
+  const std::uint64_t lo = off / page * page, hi = (off + n + page - 1) / page * page;
+  CachestatRange range{lo, hi - lo};
+  CachestatResult cs{};
+  if (::syscall(kSysCachestat, fd, &range, &cs, 0) != 0) {
+    if (errno == ENOSYS) g_no_cachestat.store(true, std::memory_order_relaxed);
+    return std::nullopt;
+  }
+  if (cs.nr_cache >= (hi - lo) / page) return n;
+  return std::min(n, cs.nr_cache * page);
+}
+
+// Resident bytes of [off, off + n) of a mapping, by mincore (the vector reused per thread);
+// nullopt where mincore fails.
+std::optional<std::uint64_t> MincoreRange(const std::byte* map, std::uint64_t off,
+                                          std::uint64_t n) {
+  if (n == 0) return 0;
+  const std::uint64_t page = PageBytes();
+  const std::uint64_t p0 = off / page, p1 = (off + n + page - 1) / page;
+  thread_local std::vector<unsigned char> vec;
+  vec.resize(p1 - p0);
+  if (::mincore(const_cast<std::byte*>(map) + p0 * page, (p1 - p0) * page, vec.data()) != 0) {
+    return std::nullopt;
+  }
+  std::uint64_t got = 0;
+  for (std::uint64_t k = p0; k < p1; ++k) {
+    if (!(vec[k - p0] & 1)) continue;
+    got += std::min(off + n, (k + 1) * page) - std::max(off, k * page);
+  }
+  return got;
+}
+
+// Source::ResidentNow for a file of `size` bytes, given a counter of resident bytes over a
+// contiguous range: the block's extent (clipped to the file) counted once, scaled to its bytes.
+template <class Count>
+std::optional<std::uint64_t> BlockResident(std::uint64_t size, const RowsRead& b, Count count) {
+  if (b.rows == 0 || b.width == 0 || b.offset >= size) return 0;
+  std::uint64_t bytes = 0, extent = 0;
+  if (__builtin_mul_overflow(b.width, b.rows, &bytes)) return std::nullopt;
+  const bool contiguous = b.rows == 1 || b.src_pitch == b.width;
+  if (contiguous) {
+    extent = bytes;
+  } else if (__builtin_mul_overflow(b.rows - 1, b.src_pitch, &extent) ||
+             __builtin_add_overflow(extent, b.width, &extent)) {
+    return std::nullopt;
+  }
+  const std::uint64_t n = std::min(extent, size - b.offset);
+  const std::optional<std::uint64_t> here = count(b.offset, n);
+  if (!here || contiguous) return here;
+  if (*here >= n) return bytes;
+  return static_cast<std::uint64_t>(static_cast<double>(*here) / static_cast<double>(n) *
+                                    static_cast<double>(bytes));
+}
+
+std::optional<std::uint64_t> FdResident(int fd, std::uint64_t size, const RowsRead& b) {
+  return BlockResident(
+      size, b, [fd](std::uint64_t off, std::uint64_t n) { return CachedRange(fd, off, n); });
 }
 
 class Fd {
@@ -145,6 +241,9 @@ class BufferedSource final : public Source {
     HOIST_RETURN_IF_ERROR(CheckRange(path_, size_, offset, n));
     return PreadFull(fd_.get(), path_, offset, static_cast<std::byte*>(dst), n);
   }
+  std::optional<std::uint64_t> ResidentNow(const RowsRead& b) const override {
+    return FdResident(fd_.get(), size_, b);
+  }
 
  private:
   std::string path_;
@@ -173,12 +272,19 @@ class MmapSource final : public Source {
     return ReadMany(&r, n > 0 ? 1 : 0);
   }
   Status ReadRows(const RowsRead& r) override { return ReadMany(&r, 1); }
+  std::optional<std::uint64_t> ResidentNow(const RowsRead& b) const override {
+    if (std::optional<std::uint64_t> n = FdResident(fd_.get(), size_, b)) return n;
+    return BlockResident(size_, b, [this](std::uint64_t off, std::uint64_t n) {
+      return MincoreRange(map_, off, n);
+    });
+  }
   Status ReadMany(const RowsRead* reads, std::size_t n) override {
     for (std::size_t k = 0; k < n; ++k) {
       if (reads[k].rows > 0 && reads[k].width > 0) {
         HOIST_RETURN_IF_ERROR(CheckRows(path_, size_, reads[k]));
       }
     }
+    for (std::size_t k = 0; k < n; ++k) Populate(reads[k]);
     HOIST_RETURN_IF_ERROR(CopyFromMappingBatch(Range(), reads, n));
     if (release_) {
       for (std::size_t k = 0; k < n; ++k) Release(reads[k]);
@@ -189,6 +295,22 @@ class MmapSource final : public Source {
  private:
   MappedRange Range() const { return MappedRange{map_, size_, &path_, fd_.get()}; }
 
+  // Maps the pages a read of 64 KiB or more will copy, in one system call before the copy,
+  // instead of one page fault per fault-around window during it (best effort: a range the kernel
+  // cannot populate, e.g. past a truncation, is left to the guarded copy to report).
+  void Populate(const RowsRead& r) const {
+    if (r.rows == 0 || r.width == 0 || !g_populate.load(std::memory_order_relaxed)) return;
+    const std::uint64_t end = r.offset + (r.rows - 1) * r.src_pitch + r.width;
+    if (end - r.offset < kReleaseMinBytes) return;
+    const std::uint64_t page = PageBytes();
+    const std::uint64_t lo = r.offset / page * page;
+    const std::uint64_t hi =
+        std::min((end + page - 1) / page * page, (size_ + page - 1) / page * page);
+    if (::madvise(map_ + lo, hi - lo, kMadvPopulateRead) != 0 && errno == EINVAL) {
+      g_populate.store(false, std::memory_order_relaxed);  // a kernel before 5.14
+    }
+  }
+
   // Drops this process's page-table entries for the pages a read spanned (rounded out to whole
   // pages) once its bytes are copied: the page cache keeps the data, the process's RSS stops
   // counting it. Pages another thread still reads are simply faulted in again.
@@ -196,15 +318,10 @@ class MmapSource final : public Source {
     if (r.rows == 0 || r.width == 0) return;
     const std::uint64_t end = r.offset + (r.rows - 1) * r.src_pitch + r.width;
     if (end - r.offset < kReleaseMinBytes) return;
-    static const std::uint64_t page = PageBytes();
+    const std::uint64_t page = PageBytes();
     const std::uint64_t lo = r.offset / page * page;
     const std::uint64_t hi = (end + page - 1) / page * page;
     ::madvise(map_ + lo, hi - lo, MADV_DONTNEED);  // best effort: only RSS depends on it
-  }
-
-  static std::uint64_t PageBytes() {
-    const long ps = ::sysconf(_SC_PAGESIZE);
-    return ps > 0 ? static_cast<std::uint64_t>(ps) : 4096;
   }
 
   std::string path_;
@@ -213,6 +330,58 @@ class MmapSource final : public Source {
   std::uint64_t size_;
   MappingRegistration registration_;
   bool release_ = false;  // drop page-table entries once copied (host-memory loads: RSS)
+};
+
+// ---------------------------------------------------------------------------------------------
+// The mmap source made on first use (OpenMmapSourceLazily).
+class LazyMmapSource final : public Source {
+ public:
+  LazyMmapSource(std::string path, std::uint64_t size, bool release)
+      : path_(std::move(path)), size_(size), release_(release) {}
+  const std::string& path() const override { return path_; }
+  std::uint64_t size() const override { return size_; }
+  std::string_view kind() const override { return "mmap"; }
+  Status ReadAt(std::uint64_t offset, void* dst, std::uint64_t n) override {
+    HOIST_ASSIGN_OR_RETURN(Source * s, Open());
+    return s->ReadAt(offset, dst, n);
+  }
+  Status ReadRows(const RowsRead& r) override {
+    HOIST_ASSIGN_OR_RETURN(Source * s, Open());
+    return s->ReadRows(r);
+  }
+  Status ReadMany(const RowsRead* reads, std::size_t n) override {
+    HOIST_ASSIGN_OR_RETURN(Source * s, Open());
+    return s->ReadMany(reads, n);
+  }
+  const std::byte* mapping() const override {
+    Result<Source*> s = Open();
+    return s.ok() ? (*s)->mapping() : nullptr;
+  }
+  std::optional<std::uint64_t> ResidentNow(const RowsRead& b) const override {
+    Result<Source*> s = Open();
+    return s.ok() ? (*s)->ResidentNow(b) : std::nullopt;
+  }
+
+ private:
+  Result<Source*> Open() const {
+    std::call_once(once_, [this] {
+      Result<std::unique_ptr<Source>> r = OpenMmapSource(path_, release_);
+      if (r.ok()) {
+        inner_ = std::move(*r);
+      } else {
+        error_ = r.status();
+      }
+    });
+    if (inner_ == nullptr) return error_;
+    return inner_.get();
+  }
+
+  std::string path_;
+  std::uint64_t size_;
+  bool release_;
+  mutable std::once_flag once_;
+  mutable std::unique_ptr<Source> inner_;  // set once, by the first use
+  mutable Status error_;                   // the failure to map, when there was one
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -283,6 +452,9 @@ class DirectSource final : public Source {
   const std::string& path() const override { return path_; }
   std::uint64_t size() const override { return size_; }
   std::string_view kind() const override { return "direct"; }
+  std::optional<std::uint64_t> ResidentNow(const RowsRead& b) const override {
+    return FdResident(fd_.get(), size_, b);
+  }
 
   Status ReadAt(std::uint64_t offset, void* dst, std::uint64_t n) override {
     HOIST_RETURN_IF_ERROR(CheckRange(path_, size_, offset, n));
@@ -521,16 +693,6 @@ class FaultySource final : public Source {
   std::atomic<std::int64_t> calls_{0};
 };
 
-// cachestat(2), Linux >= 6.5. Same syscall number on x86_64 and aarch64.
-struct CachestatRange {
-  std::uint64_t off;
-  std::uint64_t len;
-};
-struct CachestatResult {
-  std::uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
-};
-constexpr long kSysCachestat = 451;
-
 }  // namespace
 
 std::optional<ReadMode> ParseReadMode(std::string_view name) {
@@ -586,6 +748,11 @@ Result<std::unique_ptr<Source>> OpenMmapSource(const std::string& path, bool rel
   }
   return std::unique_ptr<Source>(
       new MmapSource(path, std::move(fs.first), map, fs.second, release_pages));
+}
+
+std::unique_ptr<Source> OpenMmapSourceLazily(const std::string& path, std::uint64_t size,
+                                             bool release_pages) {
+  return std::make_unique<LazyMmapSource>(path, size, release_pages);
 }
 
 Result<std::unique_ptr<Source>> OpenDirectSource(const std::string& path,

@@ -86,6 +86,17 @@ class Source {
 
   // The read-only mapping of the whole file, or nullptr for sources that do not map.
   virtual const std::byte* mapping() const { return nullptr; }
+
+  // Bytes of `block` (its rows; dst is ignored) that are in the page cache now, or nullopt when
+  // this source cannot tell. Sources with a descriptor ask cachestat(2) (Linux >= 6.5), which
+  // needs no mapping; the mmap source falls back to mincore on its mapping. A strided block is
+  // measured over its whole extent, gaps included, and scaled to its own bytes: its rows sit a few
+  // KiB apart, and one system call per block replaces one per row. A range whose pages are
+  // partly resident counts whole resident pages (exact for all and for none).
+  virtual std::optional<std::uint64_t> ResidentNow(const RowsRead& block) const {
+    (void)block;
+    return std::nullopt;
+  }
 };
 
 // Buffered reads through the page cache (pread).
@@ -111,6 +122,13 @@ struct DirectOptions {
 // place; everything else goes through aligned per-thread bounce buffers.
 Result<std::unique_ptr<Source>> OpenDirectSource(const std::string& path,
                                                  const DirectOptions& options = {});
+
+// Auto mode's page-cache source: a mapping made on first use (a read, mapping() or ResidentNow),
+// so that a load whose pieces are all cold never maps its files and reads exactly as `direct`
+// does. A failure to map is returned by every call that needed the mapping. Threading: the first
+// use from several threads maps once (the others wait for it).
+std::unique_ptr<Source> OpenMmapSourceLazily(const std::string& path, std::uint64_t size,
+                                             bool release_pages = false);
 
 // Faults injected by WrapFaulty. Counts are over ReadAt calls (ReadRows counts each row as a
 // call); negative means never.

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <set>
 
@@ -116,6 +118,69 @@ INSTANTIATE_TEST_SUITE_P(
                       ModeCase{"pageable", ReadMode::kPageable, Residence::kMeasured},
                       ModeCase{"registered", ReadMode::kRegistered, Residence::kMeasured}),
     [](const auto& info) { return std::string(info.param.name); });
+
+// Whether /proc/self/maps lists a mapping of `path`.
+bool Mapped(const std::string& path) {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    if (line.size() >= path.size() &&
+        line.compare(line.size() - path.size(), path.size(), path) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Auto mode asking per chunk (no precomputed residency): a load whose files are all out of the
+// page cache reads every byte through O_DIRECT and never maps a file; once the files are back in
+// the cache, the same load reads them through the mapping. Both match the pread reference.
+TEST(PipelineTest, AutoMapsAFileOnlyWhenItFindsPiecesResident) {
+  Synth s = MakeSynth(7);
+  if (!DirectSupported(s.paths[0])) GTEST_SKIP() << "O_DIRECT unsupported here";
+  {
+    auto probe = OpenDirectSource(s.paths[0]);
+    ASSERT_TRUE(probe.ok());
+    if (!(*probe)->ResidentNow(RowsRead{0, 0, 1, 1}).has_value()) {
+      GTEST_SKIP() << "no cachestat(2) on this kernel: auto asks the mapping";
+    }
+  }
+  const auto ref = testtransport::ReferenceArena(s.plan, s.rp());
+  auto run = [&](std::uint64_t want_cold) {
+    std::unique_ptr<Device> dev = OpenHostDevice();
+    auto arena = dev->Allocate(s.rp().arena_bytes());
+    ASSERT_TRUE(arena.ok());
+    auto sources = OpenSources(s.paths, std::vector<bool>(s.paths.size(), true), ReadMode::kAuto);
+    ASSERT_TRUE(sources.ok()) << sources.status().ToString();
+    PipelineReport rep;
+    Status st = WithWatchdog([&] {
+      return RunPipeline(*dev, *arena, s.rp(), sources->files, Tiny(ReadMode::kAuto), &rep);
+    });
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    for (const std::string& p : s.paths) EXPECT_EQ(Mapped(p), want_cold == 0) << p;
+    EXPECT_EQ(rep.bytes_cold, want_cold);
+    std::vector<std::uint8_t> got(s.rp().arena_bytes());
+    ASSERT_TRUE(dev->CopyToHost(got.data(), arena->ptr, got.size()).ok());
+    EXPECT_EQ(testtransport::FirstMismatch(ref, got.data()), -1);
+    ASSERT_TRUE(dev->Free(*arena).ok());
+  };
+  for (const std::string& p : s.paths) {
+    if (!testtransport::Evict(p, 0, 0)) GTEST_SKIP() << "no fadvise";
+    auto r = Residency::Measure(p);
+    ASSERT_TRUE(r.ok());
+    if (r->TotalResident() != 0) GTEST_SKIP() << "this filesystem keeps pages after DONTNEED";
+  }
+  {
+    SCOPED_TRACE("cold");
+    run(s.copy_bytes);
+  }
+  for (const std::string& p : s.paths) {
+    std::ifstream in(p, std::ios::binary);
+    std::vector<char> all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
+  SCOPED_TRACE("hot");
+  run(0);
+}
 
 TEST(PipelineTest, RandomPlansAcrossSeeds) {
   for (std::uint64_t seed = 1; seed <= 6; ++seed) {

@@ -449,6 +449,109 @@ TEST(ResidencyTest, MeasuresAFreshFileAsResidentAndEvictedRangeAsNot) {
   EXPECT_LT(half->ResidentBytes(size / 2, size / 2), size / 2);
 }
 
+// Whether /proc/self/maps lists a mapping of `path`.
+bool Mapped(const std::string& path) {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    if (line.size() >= path.size() &&
+        line.compare(line.size() - path.size(), path.size(), path) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Every source that can tell agrees with Residency::Measure (mincore on a fresh mapping, the
+// reference) on contiguous ranges, and a strided block is all or nothing where its extent is.
+TEST(SourceResidentNowTest, AgreesWithTheMeasuredResidency) {
+  ScratchDir dir;
+  const std::uint64_t size = 4 << 20;
+  const std::string path = dir.Sub("f");
+  WriteFile(path, Pattern(size, 5));
+  if (!testtransport::Evict(path, size / 2, size / 2)) GTEST_SKIP() << "no fadvise";
+  auto ref = Residency::Measure(path, 1);
+  ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+  if (ref->ResidentBytes(size / 2, size / 2) != 0 || ref->ResidentBytes(0, size / 2) != size / 2) {
+    GTEST_SKIP() << "this filesystem does not evict exactly the second half";
+  }
+  std::vector<std::unique_ptr<Source>> sources;
+  for (auto open : {+[](const std::string& p) { return OpenBufferedSource(p); },
+                    +[](const std::string& p) { return OpenMmapSource(p); },
+                    +[](const std::string& p) { return OpenDirectSource(p); }}) {
+    auto s = open(path);
+    if (!s.ok() && s.status().code() == Code::kUnsupported) continue;
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    sources.push_back(std::move(*s));
+  }
+  sources.push_back(OpenMmapSourceLazily(path, size));
+  struct Block {
+    std::uint64_t offset, pitch, width, rows;
+  };
+  const Block contiguous[] = {{0, 0, size / 2, 1},       {size / 2, 0, size / 2, 1},
+                              {4096, 0, 1 << 20, 1},     {size / 2 - 8192, 0, 16384, 1},
+                              {size - 4096, 0, 4096, 1}, {12345, 0, 1000, 1}};
+  for (const auto& src : sources) {
+    SCOPED_TRACE(std::string(src->kind()));
+    for (const Block& b : contiguous) {
+      SCOPED_TRACE("offset " + std::to_string(b.offset) + " width " + std::to_string(b.width));
+      std::optional<std::uint64_t> n = src->ResidentNow(RowsRead{b.offset, b.width, b.width, 1});
+      if (src->kind() == "mmap") {
+        ASSERT_TRUE(n.has_value()) << "mincore always tells";
+      }
+      if (!n) continue;  // no cachestat on this kernel: the mapping answers instead
+      EXPECT_EQ(*n, ref->ResidentBytes(b.offset, b.width));
+    }
+    // Strided: 64 rows of 3000 bytes, 8 KiB apart, inside one half or the other.
+    const std::optional<std::uint64_t> hot = src->ResidentNow(RowsRead{100, 8192, 3000, 64});
+    const std::optional<std::uint64_t> cold =
+        src->ResidentNow(RowsRead{size / 2 + 100, 8192, 3000, 64});
+    if (hot) {
+      EXPECT_EQ(*hot, 3000u * 64);
+    }
+    if (cold) {
+      EXPECT_EQ(*cold, 0u);
+    }
+    // Past the end of the file counts nothing; an empty block is empty.
+    EXPECT_EQ(src->ResidentNow(RowsRead{size, 0, 10, 1}).value_or(0), 0u);
+    EXPECT_EQ(src->ResidentNow(RowsRead{0, 0, 0, 1}).value_or(1), 0u);
+  }
+}
+
+TEST(LazyMmapSourceTest, MapsOnFirstUseOnlyAndReadsTheFile) {
+  ScratchDir dir;
+  const std::string path = dir.Sub("lazy.bin");
+  auto data = Pattern(50'000, 9);
+  WriteFile(path, data);
+  std::unique_ptr<Source> s = OpenMmapSourceLazily(path, data.size());
+  EXPECT_EQ(s->size(), data.size());
+  EXPECT_FALSE(Mapped(path)) << "opened lazily, nothing is mapped yet";
+  std::vector<std::uint8_t> got(3000);
+  ASSERT_TRUE(s->ReadAt(1234, got.data(), got.size()).ok());
+  EXPECT_EQ(0, std::memcmp(got.data(), data.data() + 1234, got.size()));
+  EXPECT_TRUE(Mapped(path)) << "the first read maps the file";
+  ASSERT_NE(s->mapping(), nullptr);
+  EXPECT_EQ(0, std::memcmp(s->mapping(), data.data(), data.size()));
+  s.reset();
+  EXPECT_FALSE(Mapped(path)) << "destroying the source unmaps it";
+}
+
+TEST(LazyMmapSourceTest, AFileGoneBeforeFirstUseIsNotFoundOnEveryCall) {
+  ScratchDir dir;
+  const std::string path = dir.Sub("gone.bin");
+  WriteFile(path, Pattern(10'000, 1));
+  std::unique_ptr<Source> s = OpenMmapSourceLazily(path, 10'000);
+  ASSERT_EQ(::unlink(path.c_str()), 0);
+  std::vector<std::uint8_t> got(100);
+  for (int i = 0; i < 2; ++i) {
+    Status st = s->ReadAt(0, got.data(), got.size());
+    EXPECT_EQ(st.code(), Code::kNotFound) << st.ToString();
+    EXPECT_NE(st.message().find(path), std::string::npos) << st.ToString();
+  }
+  EXPECT_EQ(s->mapping(), nullptr);
+  EXPECT_FALSE(s->ResidentNow(RowsRead{0, 0, 100, 1}).has_value());
+}
+
 TEST(ReadModeTest, NamesRoundTrip) {
   for (ReadMode m : {ReadMode::kAuto, ReadMode::kBuffered, ReadMode::kDirect, ReadMode::kMmap,
                      ReadMode::kPageable, ReadMode::kRegistered}) {
