@@ -161,7 +161,9 @@ for m in "${models[@]}"; do
   log "$b: tp1 cold, ${COLD_MODES:-auto direct} interleaved with the O_DIRECT reader (x $RUNS_COLD)"
   mapfile -t oshards < <(ls "$m"/*.safetensors)
   items=()
-  for mode in ${COLD_MODES:-auto direct}; do items+=("original $mode" "packed $mode"); done
+  for mode in ${COLD_MODES:-auto direct}; do
+    items+=("original $mode"); [[ "${PACK:-1}" == 1 ]] && items+=("packed $mode")
+  done
   items+=("reader")
   for i in $(seq "$RUNS_COLD"); do
     for j in $(seq 0 $((${#items[@]} - 1))); do  # round i starts i items later

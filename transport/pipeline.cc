@@ -153,6 +153,9 @@ class SpanEmitter {
 // The run's inputs, its geometry and slot cut, the copy stream with its time base, the events to
 // destroy at the end, and the h2d spans seen so far. Set up by Runner before any executor runs;
 // executors change only `events`, `h2d_spans` (under their own locks) and the report.
+// Auto mode's verdict on one file, taken once before the fill (Runner::JudgeFiles).
+enum class Whole : char { kAskPerPiece, kCold, kHot };
+
 struct RunContext {
   RunContext(Device& d, const DeviceBuffer& a, const proto::RankPlan& p,
              const std::vector<FileSources>& s, const PipelineOptions& opts, PipelineReport& r)
@@ -170,7 +173,8 @@ struct RunContext {
   std::uint64_t chunk = 0;
   bool staged = true;
   SlotPlan cut;
-  std::vector<char> piece_cold;  // staged: cold by the precomputed residency, per piece
+  std::vector<char> piece_cold;   // staged: cold by the precomputed residency, per piece
+  std::vector<Whole> file_whole;  // auto: each file read cold or mapped throughout, or asked
 
   StreamId stream = -1;
   EventId t0_event = -1;  // recorded and completed at set-up: device times are relative to it
@@ -413,6 +417,8 @@ class TaskReader {
     if (cx_.o.mode != ReadMode::kAuto || fs.cold == nullptr || fs.residency != nullptr) {
       return cx_.piece_cold[i];
     }
+    if (cx_.file_whole[p.file] != Whole::kAskPerPiece)
+      return cx_.file_whole[p.file] == Whole::kCold;
     const RowsRead block{p.src, p.src_pitch, p.width, p.rows, nullptr, p.width};
     std::optional<std::uint64_t> here = fs.cold->ResidentNow(block);
     if (!here) here = fs.primary->ResidentNow(block);
@@ -1120,7 +1126,40 @@ class Runner {
             fs.residency->ResidentBytes(p.src, p.src_pitch, p.width, p.rows) * 2 < p.bytes();
       }
     }
+    if (cx_.staged && cx_.o.mode == ReadMode::kAuto) JudgeFiles();
     cx_.rep.tasks = cx_.cut.tasks.size();
+  }
+
+  // Auto without a precomputed residency: the extent of each file that this load reads is asked
+  // once (cachestat on the cold source's descriptor). A file found almost entirely out of the page
+  // cache (under 1% of the extent resident) is read cold throughout, exactly as `direct` reads it;
+  // one found entirely resident is read through its mapping; only files in between ask per piece.
+  // The bytes found resident count once, here.
+  void JudgeFiles() {
+    const std::size_t nf = cx_.sources.size();
+    std::vector<std::uint64_t> lo(nf, ~0ull), hi(nf, 0), bytes(nf, 0);
+    for (const SlotPiece& p : cx_.cut.pieces) {
+      if (p.rows == 0 || p.width == 0) continue;
+      lo[p.file] = std::min(lo[p.file], p.src);
+      hi[p.file] = std::max(hi[p.file], p.src + (p.rows - 1) * p.src_pitch + p.width);
+      bytes[p.file] += p.bytes();
+    }
+    cx_.file_whole.assign(nf, Whole::kAskPerPiece);
+    for (std::size_t f = 0; f < nf; ++f) {
+      const FileSources& fs = cx_.sources[f];
+      if (fs.cold == nullptr || fs.residency != nullptr || lo[f] >= hi[f]) continue;
+      const std::uint64_t extent = hi[f] - lo[f];
+      const std::optional<std::uint64_t> here =
+          fs.cold->ResidentNow(RowsRead{lo[f], extent, extent, 1, nullptr, extent});
+      if (!here) continue;
+      if (*here >= extent) {
+        cx_.file_whole[f] = Whole::kHot;
+        cx_.rep.bytes_resident += bytes[f];
+      } else if (*here * 100 < extent) {
+        cx_.file_whole[f] = Whole::kCold;
+        cx_.rep.bytes_resident += std::min(*here, bytes[f]);
+      }
+    }
   }
 
   Status Body() {
