@@ -158,10 +158,12 @@ for m in "${models[@]}"; do
   # The disk's rate drifts by tens of percent within a call: every round runs each mode on both
   # copies and the O_DIRECT reader once, each round in a rotated order, so that no mode gets a
   # better stretch of the disk or a fixed neighbour.
-  log "$b: tp1 cold, ${COLD_MODES:-auto direct} interleaved with the O_DIRECT reader (x $RUNS_COLD)"
+  # COLD_MODES: ';'-separated, each a read mode and optionally more `hoist load` options.
+  log "$b: tp1 cold, ${COLD_MODES:-auto;direct} interleaved with the O_DIRECT reader (x $RUNS_COLD)"
   mapfile -t oshards < <(ls "$m"/*.safetensors)
   items=()
-  for mode in ${COLD_MODES:-auto direct}; do
+  IFS=';' read -r -a cmodes <<< "${COLD_MODES:-auto;direct}"
+  for mode in "${cmodes[@]}"; do
     items+=("original $mode"); [[ "${PACK:-1}" == 1 ]] && items+=("packed $mode")
   done
   items+=("reader")
@@ -173,7 +175,8 @@ for m in "${models[@]}"; do
           | sed "s|^{|{\"kind\":\"io_round\",\"model\":\"$b\",\"round\":$i,|" >> "$res" || true
       else
         mm=$m; [[ $which == packed ]] && mm="$m-packed"
-        load "$b/$which-$mode" cold "$mm" --read "$mode"
+        # shellcheck disable=SC2086
+        load "$b/$which-$mode" cold "$mm" --read $mode
       fi
     done
   done

@@ -745,7 +745,6 @@ Result<std::unique_ptr<Source>> OpenMmapSource(const std::string& path, bool rel
                              " bytes: " + Errno(errno));
     }
     map = static_cast<std::byte*>(p);
-    if (std::getenv("HOIST_TRIAL_HUGE_MAP") != nullptr) ::madvise(p, fs.second, MADV_HUGEPAGE);
   }
   return std::unique_ptr<Source>(
       new MmapSource(path, std::move(fs.first), map, fs.second, release_pages));
