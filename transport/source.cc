@@ -39,14 +39,6 @@ std::string Errno(int err) { return std::strerror(err); }
 // smaller ones (norms, biases) would cost a system call each for a page or two of RSS.
 constexpr std::uint64_t kReleaseMinBytes = 64u << 10;
 
-#ifdef MADV_POPULATE_READ
-constexpr int kMadvPopulateRead = MADV_POPULATE_READ;
-#else
-constexpr int kMadvPopulateRead = 22;  // Linux >= 5.14
-#endif
-// Cleared once the kernel refuses MADV_POPULATE_READ.
-std::atomic<bool> g_populate{true};
-
 // Residency::Measure splits a file between at most this many threads.
 constexpr std::uint64_t kMaxMeasureThreads = 16;
 
@@ -284,7 +276,6 @@ class MmapSource final : public Source {
         HOIST_RETURN_IF_ERROR(CheckRows(path_, size_, reads[k]));
       }
     }
-    for (std::size_t k = 0; k < n; ++k) Populate(reads[k]);
     HOIST_RETURN_IF_ERROR(CopyFromMappingBatch(Range(), reads, n));
     if (release_) {
       for (std::size_t k = 0; k < n; ++k) Release(reads[k]);
@@ -294,22 +285,6 @@ class MmapSource final : public Source {
 
  private:
   MappedRange Range() const { return MappedRange{map_, size_, &path_, fd_.get()}; }
-
-  // Maps the pages a read of 64 KiB or more will copy, in one system call before the copy,
-  // instead of one page fault per fault-around window during it (best effort: a range the kernel
-  // cannot populate, e.g. past a truncation, is left to the guarded copy to report).
-  void Populate(const RowsRead& r) const {
-    if (r.rows == 0 || r.width == 0 || !g_populate.load(std::memory_order_relaxed)) return;
-    const std::uint64_t end = r.offset + (r.rows - 1) * r.src_pitch + r.width;
-    if (end - r.offset < kReleaseMinBytes) return;
-    const std::uint64_t page = PageBytes();
-    const std::uint64_t lo = r.offset / page * page;
-    const std::uint64_t hi =
-        std::min((end + page - 1) / page * page, (size_ + page - 1) / page * page);
-    if (::madvise(map_ + lo, hi - lo, kMadvPopulateRead) != 0 && errno == EINVAL) {
-      g_populate.store(false, std::memory_order_relaxed);  // a kernel before 5.14
-    }
-  }
 
   // Drops this process's page-table entries for the pages a read spanned (rounded out to whole
   // pages) once its bytes are copied: the page cache keeps the data, the process's RSS stops
