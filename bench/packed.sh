@@ -166,13 +166,16 @@ for m in "${models[@]}"; do
   for mode in "${cmodes[@]}"; do
     items+=("original $mode"); [[ "${PACK:-1}" == 1 ]] && items+=("packed $mode")
   done
-  items+=("reader")
+  # READERS: ';'-separated hoist-bench-io option sets, each an item of every round.
+  IFS=';' read -r -a readers <<< "${READERS:---threads 16 --chunk-mib 4 --depth 16}"
+  for rd in "${readers[@]}"; do items+=("reader $rd"); done
   for i in $(seq "$RUNS_COLD"); do
     for j in $(seq 0 $((${#items[@]} - 1))); do  # round i starts i items later
       read -r which mode <<< "${items[$(( (j + i - 1) % ${#items[@]} ))]}"
       if [[ $which == reader ]]; then
-        drop; $build/bench/hoist-bench-io --threads 16 --chunk-mib 4 --depth 16 "${oshards[@]}" 2>/dev/null \
-          | sed "s|^{|{\"kind\":\"io_round\",\"model\":\"$b\",\"round\":$i,|" >> "$res" || true
+        # shellcheck disable=SC2086
+        drop; $build/bench/hoist-bench-io $mode "${oshards[@]}" 2>/dev/null \
+          | sed "s|^{|{\"kind\":\"io_round\",\"model\":\"$b\",\"round\":$i,\"reader\":\"$mode\",|" >> "$res" || true
       else
         mm=$m; [[ $which == packed ]] && mm="$m-packed"
         # shellcheck disable=SC2086

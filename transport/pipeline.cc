@@ -153,9 +153,6 @@ class SpanEmitter {
 // The run's inputs, its geometry and slot cut, the copy stream with its time base, the events to
 // destroy at the end, and the h2d spans seen so far. Set up by Runner before any executor runs;
 // executors change only `events`, `h2d_spans` (under their own locks) and the report.
-// A cold load's fill chunk at least: four O_DIRECT requests of 1 MiB in flight per thread (run L:
-// tp 1 cold 17% faster than 1 MiB chunks).
-constexpr std::uint64_t kColdChunkBytes = 4u << 20;
 
 // Auto mode's verdict on one file, taken once before the fill (Runner::JudgeFiles).
 enum class Whole : char { kAskPerPiece, kCold, kHot };
@@ -1077,8 +1074,7 @@ class Runner {
   }
 
   // The fill chunk (one task's bytes): as given, else packed's, else the slot shared among the
-  // threads, at least 64 KiB. A load that reads cold (direct, or auto with every file judged cold)
-  // takes at least kColdChunkBytes, so that each thread keeps several O_DIRECT requests in flight.
+  // threads, at least 64 KiB.
   void Chunk() {
     const PipelineOptions& o = cx_.o;
     if (cx_.work != nullptr) {
@@ -1086,22 +1082,11 @@ class Runner {
     } else if (o.chunk_bytes > 0) {
       cx_.chunk = std::min(o.chunk_bytes, cx_.slot_bytes);
     } else {
-      cx_.chunk =
-          std::max<std::uint64_t>(64u << 10, cx_.slot_bytes / static_cast<unsigned>(cx_.threads));
-      if (ReadsCold()) cx_.chunk = std::max(cx_.chunk, kColdChunkBytes);
-      cx_.chunk = std::min(cx_.chunk, cx_.slot_bytes);
+      cx_.chunk = std::min(
+          cx_.slot_bytes,
+          std::max<std::uint64_t>(64u << 10, cx_.slot_bytes / static_cast<unsigned>(cx_.threads)));
     }
     cx_.rep.chunk_bytes = cx_.chunk;
-  }
-
-  bool ReadsCold() const {
-    if (!cx_.staged) return false;
-    if (cx_.o.mode == ReadMode::kDirect) return true;
-    if (cx_.o.mode != ReadMode::kAuto || cx_.file_whole.empty()) return false;
-    for (std::size_t f = 0; f < cx_.file_whole.size(); ++f) {
-      if (cx_.sources[f].cold != nullptr && cx_.file_whole[f] != Whole::kCold) return false;
-    }
-    return true;
   }
 
   // Every copy with bytes has a source; direct modes need it mapped.

@@ -182,58 +182,6 @@ TEST(PipelineTest, AutoMapsAFileOnlyWhenItFindsPiecesResident) {
   run(0);
 }
 
-// The default fill chunk: the slot shared among the threads, at least 4 MiB for a load that reads
-// cold (direct, or auto finding every file out of the page cache), as given when given.
-TEST(PipelineTest, ColdLoadsTakeLargerChunksByDefault) {
-  Synth s = MakeSynth(3);
-  if (!DirectSupported(s.paths[0])) GTEST_SKIP() << "O_DIRECT unsupported here";
-  auto chunk = [&](ReadMode mode, std::uint64_t given) {
-    std::unique_ptr<Device> dev = OpenHostDevice();
-    auto arena = dev->Allocate(s.rp().arena_bytes());
-    EXPECT_TRUE(arena.ok());
-    auto sources = OpenSources(s.paths, std::vector<bool>(s.paths.size(), true), mode);
-    EXPECT_TRUE(sources.ok()) << sources.status().ToString();
-    PipelineOptions o;
-    o.mode = mode;
-    o.slots = 2;
-    o.slot_bytes = 16u << 20;
-    o.threads = 16;
-    o.chunk_bytes = given;
-    PipelineReport rep;
-    Status st =
-        WithWatchdog([&] { return RunPipeline(*dev, *arena, s.rp(), sources->files, o, &rep); });
-    EXPECT_TRUE(st.ok()) << st.ToString();
-    EXPECT_TRUE(dev->Free(*arena).ok());
-    return rep.chunk_bytes;
-  };
-  EXPECT_EQ(chunk(ReadMode::kBuffered, 0), 1u << 20);
-  EXPECT_EQ(chunk(ReadMode::kDirect, 0), 4u << 20);
-  EXPECT_EQ(chunk(ReadMode::kDirect, 100000), 100000u);
-  for (const std::string& p : s.paths) {
-    std::ifstream in(p, std::ios::binary);
-    std::vector<char> all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  }
-  auto r = Residency::Measure(s.paths[0]);
-  ASSERT_TRUE(r.ok());
-  if (r->TotalResident() == r->size()) {
-    EXPECT_EQ(chunk(ReadMode::kAuto, 0), 1u << 20) << "all resident";
-  }
-  for (const std::string& p : s.paths) {
-    if (!testtransport::Evict(p, 0, 0)) GTEST_SKIP() << "no fadvise";
-    auto e = Residency::Measure(p);
-    ASSERT_TRUE(e.ok());
-    if (e->TotalResident() != 0) GTEST_SKIP() << "this filesystem keeps pages after DONTNEED";
-  }
-  {
-    auto probe = OpenDirectSource(s.paths[0]);
-    ASSERT_TRUE(probe.ok());
-    if (!(*probe)->ResidentNow(RowsRead{0, 0, 1, 1}).has_value()) {
-      GTEST_SKIP() << "no cachestat(2): auto cannot judge files without mapping them";
-    }
-  }
-  EXPECT_EQ(chunk(ReadMode::kAuto, 0), 4u << 20) << "every file cold";
-}
-
 TEST(PipelineTest, RandomPlansAcrossSeeds) {
   for (std::uint64_t seed = 1; seed <= 6; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
