@@ -150,13 +150,29 @@ class SpanEmitter {
 
 // ----- what every executor shares ------------------------------------------------------------
 
-// The run's inputs, its geometry and slot cut, the copy stream with its time base, the events to
-// destroy at the end, and the h2d spans seen so far. Set up by Runner before any executor runs;
-// executors change only `events`, `h2d_spans` (under their own locks) and the report.
+// The slot a load smaller than one slot needs on a device that keeps no staging (each load makes
+// and touches its ring): its bytes rounded up to 64 KiB, so that a small model does not touch a
+// 16 MiB slot for a few hundred KiB. Unchanged where a kept ring exists (it is reused as made).
+std::uint64_t LoneSlotBytes(const proto::RankPlan& plan) {
+  constexpr std::uint64_t kRound = 64u << 10;
+  std::uint64_t total = 0;
+  for (const proto::Copy& c : plan.copies()) {
+    std::uint64_t n = 0;
+    if (__builtin_mul_overflow(c.width(), c.rows(), &n) ||
+        __builtin_add_overflow(total, n, &total)) {
+      return ~0ull;
+    }
+  }
+  if (total > ~0ull - kRound) return ~0ull;
+  return std::max(kRound, (total + kRound - 1) / kRound * kRound);
+}
 
 // Auto mode's verdict on one file, taken once before the fill (Runner::JudgeFiles).
 enum class Whole : char { kAskPerPiece, kCold, kHot };
 
+// The run's inputs, its geometry and slot cut, the copy stream with its time base, the events to
+// destroy at the end, and the h2d spans seen so far. Set up by Runner before any executor runs;
+// executors change only `events`, `h2d_spans` (under their own locks) and the report.
 struct RunContext {
   RunContext(Device& d, const DeviceBuffer& a, const proto::RankPlan& p,
              const std::vector<FileSources>& s, const PipelineOptions& opts, PipelineReport& r)
@@ -1066,8 +1082,11 @@ class Runner {
     }
     if (o.slots < 1) return Status::InvalidArgument("pipeline: slots must be >= 1");
     if (o.slot_bytes < 1) return Status::InvalidArgument("pipeline: slot bytes must be >= 1");
-    cx_.slot_bytes = o.slot_bytes;
     cx_.staged = o.mode != ReadMode::kPageable && o.mode != ReadMode::kRegistered;
+    cx_.slot_bytes = o.slot_bytes;
+    if (cx_.staged && cx_.work == nullptr && cx_.dev.KeptStagingBytes() == 0) {
+      cx_.slot_bytes = std::min(cx_.slot_bytes, LoneSlotBytes(cx_.plan));
+    }
     cx_.rep.threads = cx_.threads;
     cx_.rep.slot_bytes = cx_.staged ? cx_.slot_bytes : 0;
     return Status::Ok();

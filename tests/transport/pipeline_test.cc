@@ -182,6 +182,27 @@ TEST(PipelineTest, AutoMapsAFileOnlyWhenItFindsPiecesResident) {
   run(0);
 }
 
+// A load smaller than a slot, on a device that keeps no staging, makes a slot of its own bytes
+// rounded up to 64 KiB; a device keeping a ring uses the slots as given. Both load the bytes.
+TEST(PipelineTest, ALoadSmallerThanASlotMakesASlotItsSize) {
+  Synth s = MakeSynth(5, 0);
+  const auto ref = testtransport::ReferenceArena(s.plan, s.rp());
+  const std::uint64_t rounded = (s.copy_bytes + (64u << 10) - 1) / (64u << 10) * (64u << 10);
+  ASSERT_LT(rounded, 16u << 20);
+  for (std::uint64_t kept : {std::uint64_t{0}, std::uint64_t{32} << 20}) {
+    SCOPED_TRACE("kept staging " + std::to_string(kept));
+    std::unique_ptr<Device> dev = OpenHostDevice(kept);
+    PipelineOptions o = Tiny(ReadMode::kBuffered, 0);
+    o.slots = 2;
+    o.slot_bytes = 16u << 20;
+    RunResult r = RunSynth(s, o, Residence::kMeasured, nullptr, dev.get());
+    ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+    EXPECT_EQ(testtransport::FirstMismatch(ref, r.arena.data()), -1);
+    EXPECT_EQ(r.report.slot_bytes, kept == 0 ? rounded : o.slot_bytes);
+    EXPECT_EQ(r.report.slots, 1) << "one sequence of slots";
+  }
+}
+
 TEST(PipelineTest, RandomPlansAcrossSeeds) {
   for (std::uint64_t seed = 1; seed <= 6; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
