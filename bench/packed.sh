@@ -155,9 +155,11 @@ for m in "${models[@]}"; do
     done
   fi
   stage cold || continue
-  # The disk's rate drifts by tens of percent within a call: every round runs each mode on both
-  # copies and the O_DIRECT reader once, each round in a rotated order, so that no mode gets a
-  # better stretch of the disk or a fixed neighbour.
+  # The disk's rate drifts by tens of percent within a call, and a load right after the deep
+  # O_DIRECT reader runs about 15% slower than one right after a load (run L: the disk's burst
+  # allowance): every round runs each mode on both copies and the reader once, in an order
+  # rotated every round and reversed every other round, so that no mode gets a better stretch of
+  # the disk or always the same predecessor (a rotation alone keeps each item's predecessor).
   # COLD_MODES: ';'-separated, each a read mode and optionally more `hoist load` options.
   log "$b: tp1 cold, ${COLD_MODES:-auto;direct} interleaved with the O_DIRECT reader (x $RUNS_COLD)"
   mapfile -t oshards < <(ls "$m"/*.safetensors)
@@ -170,8 +172,10 @@ for m in "${models[@]}"; do
   IFS=';' read -r -a readers <<< "${READERS:---threads 16 --chunk-mib 4 --depth 16}"
   for rd in "${readers[@]}"; do items+=("reader $rd"); done
   for i in $(seq "$RUNS_COLD"); do
-    for j in $(seq 0 $((${#items[@]} - 1))); do  # round i starts i items later
-      read -r which mode <<< "${items[$(( (j + i - 1) % ${#items[@]} ))]}"
+    n=${#items[@]}
+    for j in $(seq 0 $((n - 1))); do  # round i starts i items later; even rounds run backwards
+      k=$(( i % 2 == 1 ? (j + i - 1) % n : (n - 1 - j + i - 1) % n ))
+      read -r which mode <<< "${items[$k]}"
       if [[ $which == reader ]]; then
         # shellcheck disable=SC2086
         drop; $build/bench/hoist-bench-io $mode "${oshards[@]}" 2>/dev/null \

@@ -2,9 +2,11 @@
 //
 // Implementations: buffered pread, mmap (the mapping is exposed for memcpy-based fills), O_DIRECT
 // (aligned bounce buffers, unaligned head/tail handled, several requests in flight through Linux
-// native AIO), and a fault-injecting wrapper for tests. Page-cache residency per range (mincore,
-// or cachestat where mincore may not report) backs the `auto` read mode and the report's
-// bytes_resident_at_start.
+// native AIO), the mmap source made on first use (auto mode's page-cache source), and a
+// fault-injecting wrapper for tests. Page-cache residency: a source's ResidentNow (cachestat on its
+// descriptor, or mincore on its mapping) backs the `auto` read mode; Residency (a page map of a
+// whole file: mincore, or cachestat where mincore may not report) the report's
+// bytes_resident_at_start in the other modes.
 //
 // Opening: only regular files are opened, and never blocking: the path is stat'ed first, opened
 // O_NONBLOCK and fstat'ed again (O_NONBLOCK is cleared and O_DIRECT set afterwards), so a FIFO,
