@@ -7,8 +7,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <fstream>
-#include <iterator>
 #include <random>
 #include <set>
 
@@ -19,6 +17,7 @@ namespace hoist::transport {
 namespace {
 
 using testtransport::MakeSynth;
+using testtransport::Mapped;
 using testtransport::Pattern;
 using testtransport::Residence;
 using testtransport::RunResult;
@@ -119,19 +118,6 @@ INSTANTIATE_TEST_SUITE_P(
                       ModeCase{"registered", ReadMode::kRegistered, Residence::kMeasured}),
     [](const auto& info) { return std::string(info.param.name); });
 
-// Whether /proc/self/maps lists a mapping of `path`.
-bool Mapped(const std::string& path) {
-  std::ifstream maps("/proc/self/maps");
-  std::string line;
-  while (std::getline(maps, line)) {
-    if (line.size() >= path.size() &&
-        line.compare(line.size() - path.size(), path.size(), path) == 0) {
-      return true;
-    }
-  }
-  return false;
-}
-
 // Auto mode asking per chunk (no precomputed residency): a load whose files are all out of the
 // page cache reads every byte through O_DIRECT and never maps a file; once the files are back in
 // the cache, the same load reads them through the mapping. Both match the pread reference.
@@ -174,10 +160,7 @@ TEST(PipelineTest, AutoMapsAFileOnlyWhenItFindsPiecesResident) {
     SCOPED_TRACE("cold");
     run(s.copy_bytes);
   }
-  for (const std::string& p : s.paths) {
-    std::ifstream in(p, std::ios::binary);
-    std::vector<char> all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  }
+  for (const std::string& p : s.paths) testtransport::Warm(p);
   SCOPED_TRACE("hot");
   run(0);
 }

@@ -16,6 +16,7 @@
 namespace hoist::transport {
 namespace {
 
+using testtransport::Mapped;
 using testtransport::Pattern;
 using testtransport::ScratchDir;
 using testtransport::WriteFile;
@@ -447,19 +448,6 @@ TEST(ResidencyTest, MeasuresAFreshFileAsResidentAndEvictedRangeAsNot) {
   }
   EXPECT_EQ(half->ResidentBytes(0, size / 2), size / 2);
   EXPECT_LT(half->ResidentBytes(size / 2, size / 2), size / 2);
-}
-
-// Whether /proc/self/maps lists a mapping of `path`.
-bool Mapped(const std::string& path) {
-  std::ifstream maps("/proc/self/maps");
-  std::string line;
-  while (std::getline(maps, line)) {
-    if (line.size() >= path.size() &&
-        line.compare(line.size() - path.size(), path.size(), path) == 0) {
-      return true;
-    }
-  }
-  return false;
 }
 
 // Every source that can tell agrees with Residency::Measure (mincore on a fresh mapping, the

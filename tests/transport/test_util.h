@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <future>
 #include <stdexcept>
@@ -62,6 +63,27 @@ inline proto::File StatFile(const std::string& path) {
   f.set_mtime_ns(static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec);
   f.set_data_start(0);
   return f;
+}
+
+// Whether /proc/self/maps lists a mapping of `path`.
+inline bool Mapped(const std::string& path) {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    if (line.size() >= path.size() &&
+        line.compare(line.size() - path.size(), path.size(), path) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Reads the whole file once, which brings it into the page cache.
+inline void Warm(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> buf(1 << 16);
+  while (in.read(buf.data(), static_cast<std::streamsize>(buf.size())) || in.gcount() > 0) {
+  }
 }
 
 // Drops the file's clean pages from the page cache (best effort); true if the kernel accepted.
