@@ -89,21 +89,29 @@ std::uint64_t PageBytes() {
   return page;
 }
 
-// Resident bytes of [off, off + n) of the file open as fd, by cachestat over the pages the range
-// touches; nullopt where cachestat is missing or fails. Partly resident: whole resident pages.
-std::optional<std::uint64_t> CachedRange(int fd, std::uint64_t off, std::uint64_t n) {
-  if (n == 0) return 0;
+// Pages of [off, off + len) of the file open as fd in the page cache (cachestat); nullopt where
+// cachestat is missing or fails.
+std::optional<std::uint64_t> CachedPages(int fd, std::uint64_t off, std::uint64_t len) {
   if (fd < 0 || g_no_cachestat.load(std::memory_order_relaxed)) return std::nullopt;
-  const std::uint64_t page = PageBytes();
-  const std::uint64_t lo = off / page * page, hi = (off + n + page - 1) / page * page;
-  CachestatRange range{lo, hi - lo};
+  CachestatRange range{off, len};
   CachestatResult cs{};
   if (::syscall(kSysCachestat, fd, &range, &cs, 0) != 0) {
     if (errno == ENOSYS) g_no_cachestat.store(true, std::memory_order_relaxed);
     return std::nullopt;
   }
-  if (cs.nr_cache >= (hi - lo) / page) return n;
-  return std::min(n, cs.nr_cache * page);
+  return cs.nr_cache;
+}
+
+// Resident bytes of [off, off + n) of the file open as fd, by cachestat over the pages the range
+// touches; nullopt where cachestat is missing or fails. Partly resident: whole resident pages.
+std::optional<std::uint64_t> CachedRange(int fd, std::uint64_t off, std::uint64_t n) {
+  if (n == 0) return 0;
+  const std::uint64_t page = PageBytes();
+  const std::uint64_t lo = off / page * page, hi = (off + n + page - 1) / page * page;
+  const std::optional<std::uint64_t> cached = CachedPages(fd, lo, hi - lo);
+  if (!cached) return std::nullopt;
+  if (*cached >= (hi - lo) / page) return n;
+  return std::min(n, *cached * page);
 }
 
 // Resident bytes of [off, off + n) of a mapping, by mincore (the vector reused per thread);
@@ -817,16 +825,16 @@ Result<Residency> Residency::Measure(const std::string& path, int threads) {
     const std::uint64_t granule = 1ull << 20;
     bool ok = true;
     for (std::uint64_t off = 0; off < r.size_ && ok; off += granule) {
-      CachestatRange range{off, std::min(granule, r.size_ - off)};
-      CachestatResult cs{};
-      if (::syscall(kSysCachestat, fs.first.get(), &range, &cs, 0) != 0) {
+      const std::uint64_t len = std::min(granule, r.size_ - off);
+      const std::optional<std::uint64_t> cached = CachedPages(fs.first.get(), off, len);
+      if (!cached) {
         ok = false;
         break;
       }
       const std::uint64_t p0 = off / r.page_;
-      const std::uint64_t pn = (range.len + r.page_ - 1) / r.page_;
-      // Counts only: mark the first nr_cache pages of the granule (exact in total).
-      for (std::uint64_t k = 0; k < pn && k < cs.nr_cache; ++k) r.pages_[p0 + k] = 1;
+      const std::uint64_t pn = (len + r.page_ - 1) / r.page_;
+      // Counts only: mark the first `cached` pages of the granule (exact in total).
+      for (std::uint64_t k = 0; k < pn && k < *cached; ++k) r.pages_[p0 + k] = 1;
     }
     if (ok) {
       r.method_ = "cachestat";
