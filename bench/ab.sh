@@ -4,7 +4,8 @@
 # under identical conditions (machines of one kind differ by more than most changes).
 #   bench/ab.sh OLD_HOIST NEW_HOIST MODEL_DIR      (env RUNS=5, CASES="tp1|... ;", TEMP=hot|cold:
 #                                                   cold drops the page cache before every run)
-# CASES: ';'-separated argument lists for `hoist load`; each case runs RUNS times per build.
+# CASES: ';'-separated argument lists for `hoist load`; each case runs RUNS times per build. OLD and
+# NEW may be the same binary: the cases then compare options of one build.
 # Prints one JSON line per run (build, case, load ms, the process's wall ms, phases and their
 # starts relative to `total`) on stdout.
 set -euo pipefail
@@ -20,7 +21,11 @@ fi
 IFS=';' read -r -a cases <<< "$CASES"
 for c in "${cases[@]}"; do
   for b in old new; do warm; ${!b} load --model "$model" --log-level warn $c > /dev/null 2>&1 || true; done
-  for i in $(seq "$RUNS"); do
+done
+# Runs interleave the cases round by round (and the builds within a case), so that a drift of the
+# machine over the call falls on every case alike.
+for i in $(seq "$RUNS"); do
+  for c in "${cases[@]}"; do
     for b in old new; do
       warm
       t0=$(date +%s%N)

@@ -206,16 +206,21 @@ if stage sweep; then
 fi
 # A/B of this tree against OLD_SRC (an exported older tree): `hoist load` of the original
 # alternated build by build (bench/ab.sh), AB_CASES ';'-separated.
-if stage ab && [[ -n "${OLD_SRC:-}" ]]; then
-  log "A/B: building $OLD_SRC"
-  ob=/tmp/hb-old
-  cmake -S "$OLD_SRC" -B $ob -G Ninja -DCMAKE_BUILD_TYPE=Release -DHOIST_BUILD_TESTS=OFF \
-    -DCMAKE_INCLUDE_PATH="$root/.gpu-deps/include" > "$AUX/ocmake.log" 2>&1 && ninja -C $ob hoist > "$AUX/obuild.log" 2>&1 \
-    || { tail -20 "$AUX/obuild.log" "$AUX/ocmake.log" >&2; }
+# A/B: OLD_SRC's build against this one; without OLD_SRC, this build against itself (the cases
+# then compare options, with twice the runs each).
+if stage ab; then
+  ohoist=$hoist
+  if [[ -n "${OLD_SRC:-}" ]]; then
+    log "A/B: building $OLD_SRC"
+    ob=/tmp/hb-old; ohoist=$ob/launch/hoist
+    cmake -S "$OLD_SRC" -B $ob -G Ninja -DCMAKE_BUILD_TYPE=Release -DHOIST_BUILD_TESTS=OFF \
+      -DCMAKE_INCLUDE_PATH="$root/.gpu-deps/include" > "$AUX/ocmake.log" 2>&1 && ninja -C $ob hoist > "$AUX/obuild.log" 2>&1 \
+      || { tail -20 "$AUX/obuild.log" "$AUX/ocmake.log" >&2; }
+  fi
   for m in "${models[@]}"; do
-    RUNS=$RUNS_HOT CASES="${AB_CASES:---read auto;--tp 2 --rank 1}" bash bench/ab.sh $ob/launch/hoist "$hoist" "$m" \
+    RUNS=$RUNS_HOT CASES="${AB_CASES:---read auto;--tp 2 --rank 1}" bash bench/ab.sh "$ohoist" "$hoist" "$m" \
       | sed "s/^{/{\"model\":\"$(basename "$m")\",/" >> "$res" || true
-    [[ -n "${AB_COLD_CASES:-}" ]] && RUNS=$RUNS_COLD TEMP=cold CASES="$AB_COLD_CASES" bash bench/ab.sh $ob/launch/hoist "$hoist" "$m" \
+    [[ -n "${AB_COLD_CASES:-}" ]] && RUNS=$RUNS_COLD TEMP=cold CASES="$AB_COLD_CASES" bash bench/ab.sh "$ohoist" "$hoist" "$m" \
       | sed "s/^{/{\"model\":\"$(basename "$m")\",/" >> "$res" || true
   done
 fi
