@@ -196,6 +196,7 @@ Status ResolveLoadNumbers(const Merged& m, coordinator::JobOptions* job) {
   l->slot_bytes = static_cast<std::uint64_t>(*o.slot_mib) << 20;
   l->threads = *o.threads;
   l->chunk_bytes = static_cast<std::uint64_t>(*o.chunk_kib) << 10;
+  l->read_depth_bytes = static_cast<std::uint64_t>(*o.read_depth_mib) << 20;
 
   const double timeout = *o.peer_timeout_s;
   if (!std::isfinite(timeout) || timeout <= 0 || timeout > kLimits.max_peer_timeout_s) {

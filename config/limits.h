@@ -13,6 +13,7 @@ struct JobLimits {
   long long max_staging_mib = 262144;  // slots x slot_mib: 256 GiB of pinned staging per rank
   int max_threads = 1024;
   int max_chunk_kib = 16 << 20;       // 16 GiB
+  int max_read_depth_mib = 262144;    // 256 GiB of deep-read staging per rank
   double max_peer_timeout_s = 86400;  // a day
   int max_gpu = 255;                  // a GPU ordinal in the topology's nodes list
 };

@@ -86,6 +86,9 @@ inline constexpr OptionInfo kOptions[] = {
      1, kLimits.max_threads, true, HOIST_FIELD(threads)},
     {"chunk_kib", Concern::kStaging, OptionType::kInt, false, "the fill chunk in KiB", "", "0", 1,
      kLimits.max_chunk_kib, true, HOIST_FIELD(chunk_kib)},
+    {"read_depth_mib", Concern::kStaging, OptionType::kInt, false,
+     "MiB of O_DIRECT reads in flight when a load reads wholly cold (0: the ring only)", "", "1024",
+     0, kLimits.max_read_depth_mib, false, HOIST_FIELD(read_depth_mib)},
     {"cpu_bind", Concern::kStaging, OptionType::kString, false,
      "where fill threads run: auto (the GPU's NUMA cores, shared among the node's ranks), "
      "launcher (as mpirun bound them) or none",

@@ -7,7 +7,8 @@
 //   dp: 1            # data parallel groups (ignored when ep > 0: dp = ep / tp)
 //   layout: fused    # fused | hf
 //   read: auto       # auto | buffered | direct | mmap | pageable | registered
-//   slots: 4         # staging ring: slots, slot_mib, threads, chunk_kib, pinning, cpu_bind, numa
+//   slots: 4         # staging ring: slots, slot_mib, threads, chunk_kib, read_depth_mib,
+//                    # pinning, cpu_bind, numa
 //   dedup: auto      # auto | none | node | job; peer_timeout_s, dedup_step_kib
 //   verify: false
 //   nodes:           # rank -> (node, gpu) in order; absent: one node, gpu = rank

@@ -87,6 +87,13 @@ std::uint64_t LoadedBytes(const proto::RankReport& r) {
   return total != nullptr && total->bytes() > 0 ? total->bytes() : r.bytes_h2d();
 }
 
+// ", ring 4 x 16.00 MiB" (", deep for cold reads" when widened), or "" without a ring.
+std::string RingText(const proto::RankReport& r) {
+  if (r.staging_slots() == 0) return "";
+  return ", ring " + std::to_string(r.staging_slots()) + " x " +
+         HumanBytes(r.staging_slot_bytes()) + (r.deep_read() ? " (deep: a cold load)" : "");
+}
+
 }  // namespace
 
 Aggregate AggregateReports(const std::vector<proto::RankReport>& reports, double wall_s) {
@@ -178,7 +185,8 @@ std::string FormatTable(const proto::LoadPlan& plan, const std::vector<proto::Ra
       }
       if (!r->cpus().empty()) {
         os << "            cpus " << Printable(r->cpus()) << " (" << r->cpu_bind() << "), "
-           << r->fill_threads() << (r->fill_threads() == 1 ? " fill thread\n" : " fill threads\n");
+           << r->fill_threads() << (r->fill_threads() == 1 ? " fill thread" : " fill threads")
+           << RingText(*r) << "\n";
       }
       if (plan.dedup() != proto::DEDUP_NONE) {
         std::snprintf(line, sizeof(line), "            from storage %12s, sent %12s, received %12s",
@@ -256,6 +264,9 @@ nlohmann::json ReportJson(const proto::LoadPlan& plan,
     jr["verified"] = r.verified();
     jr["cpus"] = r.cpus();
     jr["fill_threads"] = r.fill_threads();
+    jr["staging_slots"] = r.staging_slots();
+    jr["staging_slot_bytes"] = r.staging_slot_bytes();
+    jr["deep_read"] = r.deep_read();
     jr["cpu_bind"] = r.cpu_bind();
     jr["stopped_by"] = r.stopped_by();
     jr["origin_epoch_s"] = r.origin_epoch_s();

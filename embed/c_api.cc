@@ -69,6 +69,7 @@ const CField kCFields[] = {
     {"slot_mib", &O::slot_mib},
     {"threads", &O::threads},
     {"chunk_kib", &O::chunk_kib},
+    {"read_depth_mib", &O::read_depth_mib, -1},
     {"cpu_bind", &O::cpu_bind},
     {"numa", &O::numa},
     {"dedup", &O::dedup},
@@ -158,6 +159,7 @@ void hoist_load_options_init(hoist_load_options* o) {
   if (o == nullptr) return;
   *o = hoist_load_options{};
   o->ep = -1;
+  o->read_depth_mib = -1;
 }
 
 int hoist_load_options_set(hoist_load_options* o, const char* key, const char* value) {

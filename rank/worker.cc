@@ -227,6 +227,7 @@ transport::PipelineOptions PipelineFor(const LoadOptions& o, int threads) {
   po.slot_bytes = o.slot_bytes > 0 ? o.slot_bytes : transport::kDefaultSlotBytes;
   po.threads = threads;
   po.chunk_bytes = o.chunk_bytes;
+  po.read_depth_bytes = o.read_depth_bytes;
   po.staging = o.staging;
   po.lazy_staging = o.lazy_staging;
   po.origin = o.origin;
@@ -280,6 +281,9 @@ void AddPipelineReport(const transport::PipelineReport& pr, const transport::Pha
   rep->set_bytes_read(pr.bytes_read);
   rep->set_bytes_h2d(pr.bytes_h2d);
   rep->set_fill_threads(static_cast<std::uint32_t>(pr.threads));
+  rep->set_staging_slots(static_cast<std::uint32_t>(pr.slots));
+  rep->set_staging_slot_bytes(pr.slots > 0 ? pr.slot_bytes : 0);
+  rep->set_deep_read(pr.deep);
   for (const transport::SpanRecord& s : pr.spans) {
     proto::Span* p = rep->add_spans();
     p->set_lane(s.lane);

@@ -112,6 +112,8 @@ struct LoadOptions {
   CpuBind cpu_bind = CpuBind::kAuto;      // where the fill threads run (rank/placement.h)
   bool bind_numa = true;                  // bind staging memory to the cpus' NUMA nodes
   std::uint64_t chunk_bytes = 0;  // bytes per fill task; 0: slot_bytes / threads (>= 64 KiB)
+  // O_DIRECT bytes in flight for a wholly cold load (transport::PipelineOptions); 0: the ring only
+  std::uint64_t read_depth_bytes = transport::kDefaultReadDepthBytes;
   transport::StagingKind staging = transport::StagingKind::kAuto;  // auto = register
   bool lazy_staging = true;         // allocate each slot on first use
   int gpu = -1;                     // CUDA ordinal; -1: the plan's gpu (modulo the visible count)

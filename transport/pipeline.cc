@@ -150,11 +150,8 @@ class SpanEmitter {
 
 // ----- what every executor shares ------------------------------------------------------------
 
-// The slot a load smaller than one slot needs on a device that keeps no staging (each load makes
-// and touches its ring): its bytes rounded up to 64 KiB, so that a small model does not touch a
-// 16 MiB slot for a few hundred KiB. Unchanged where a kept ring exists (it is reused as made).
-std::uint64_t LoneSlotBytes(const proto::RankPlan& plan) {
-  constexpr std::uint64_t kRound = 64u << 10;
+// The bytes of the plan's copies (~0 on overflow).
+std::uint64_t CopyBytes(const proto::RankPlan& plan) {
   std::uint64_t total = 0;
   for (const proto::Copy& c : plan.copies()) {
     std::uint64_t n = 0;
@@ -163,6 +160,15 @@ std::uint64_t LoneSlotBytes(const proto::RankPlan& plan) {
       return ~0ull;
     }
   }
+  return total;
+}
+
+// The slot a load smaller than one slot needs on a device that keeps no staging (each load makes
+// and touches its ring): its bytes rounded up to 64 KiB, so that a small model does not touch a
+// 16 MiB slot for a few hundred KiB. Unchanged where a kept ring exists (it is reused as made).
+std::uint64_t LoneSlotBytes(const proto::RankPlan& plan) {
+  constexpr std::uint64_t kRound = 64u << 10;
+  const std::uint64_t total = CopyBytes(plan);
   if (total > ~0ull - kRound) return ~0ull;
   return std::max(kRound, (total + kRound - 1) / kRound * kRound);
 }
@@ -186,9 +192,11 @@ struct RunContext {
   PipelineReport& rep;
 
   int threads = 1;
+  int slots = 1;  // the ring's slots: the options', or deeper for a wholly cold load
   std::uint64_t slot_bytes = 0;
   std::uint64_t chunk = 0;
   bool staged = true;
+  bool deep = false;  // the ring widened for a wholly cold load (PipelineOptions::read_depth_bytes)
   SlotPlan cut;
   std::vector<char> piece_cold;   // staged: cold by the precomputed residency, per piece
   std::vector<Whole> file_whole;  // auto: each file read cold or mapped throughout, or asked
@@ -768,7 +776,7 @@ class StagedExecutor {
  public:
   StagedExecutor(RunContext& cx, Milestones& milestones)
       : cx_(cx),
-        ring_(cx, milestones, static_cast<int>(std::min<std::uint64_t>(cx.o.slots, cx.cut.seqs()))),
+        ring_(cx, milestones, static_cast<int>(std::min<std::uint64_t>(cx.slots, cx.cut.seqs()))),
         reader_(cx) {}
 
   Status Run() {
@@ -1014,6 +1022,7 @@ class Runner {
     }
     HOIST_RETURN_IF_ERROR(CheckPacked());
     if (cx_.staged && cx_.o.mode == ReadMode::kAuto) JudgeFiles();
+    Deepen();
     Chunk();
     Cut();
     HOIST_ASSIGN_OR_RETURN(cx_.stream, cx_.dev.CreateStream());
@@ -1054,7 +1063,7 @@ class Runner {
       cx_.work = nullptr;  // nothing to decode: the plain path
       return Status::Ok();
     }
-    const int ring = static_cast<int>(std::min<std::uint64_t>(cx_.o.slots, cx_.cut.seqs()));
+    const int ring = static_cast<int>(std::min<std::uint64_t>(cx_.slots, cx_.cut.seqs()));
     HOIST_ASSIGN_OR_RETURN(cx_.decode_stream, cx_.dev.CreateStream());
     cx_.device_slot_count = static_cast<int>(
         std::min<std::uint64_t>(std::uint64_t{kDeviceSlotsPerSlot} * ring, cx_.cut.seqs()));
@@ -1083,6 +1092,7 @@ class Runner {
     if (o.slots < 1) return Status::InvalidArgument("pipeline: slots must be >= 1");
     if (o.slot_bytes < 1) return Status::InvalidArgument("pipeline: slot bytes must be >= 1");
     cx_.staged = o.mode != ReadMode::kPageable && o.mode != ReadMode::kRegistered;
+    cx_.slots = o.slots;
     cx_.slot_bytes = o.slot_bytes;
     if (cx_.staged && cx_.work == nullptr && cx_.dev.KeptStagingBytes() == 0) {
       cx_.slot_bytes = std::min(cx_.slot_bytes, LoneSlotBytes(cx_.plan));
@@ -1092,14 +1102,46 @@ class Runner {
     return Status::Ok();
   }
 
-  // The fill chunk (one task's bytes): as given, else packed's, else the slot shared among the
-  // threads, at least 64 KiB.
+  // A wholly cold plain load (every byte through O_DIRECT) widens the ring to read_depth_bytes
+  // of slots and runs a fill thread per slot, so that that many bytes are read at once.
+  void Deepen() {
+    const PipelineOptions& o = cx_.o;
+    if (!cx_.staged || cx_.work != nullptr || !WhollyCold()) return;
+    const std::uint64_t load = CopyBytes(cx_.plan);
+    const std::uint64_t seqs = load / cx_.slot_bytes + (load % cx_.slot_bytes != 0);
+    const std::uint64_t want =
+        std::min<std::uint64_t>({o.read_depth_bytes / cx_.slot_bytes, seqs, kMaxDeepSlots});
+    if (want <= static_cast<std::uint64_t>(cx_.slots)) return;
+    cx_.slots = static_cast<int>(want);
+    cx_.threads = std::max(cx_.threads, std::min(cx_.slots, kMaxDeepThreads));
+    cx_.deep = cx_.rep.deep = true;
+    cx_.rep.threads = cx_.threads;
+  }
+
+  // Whether every byte of the load is read through the O_DIRECT source: direct mode, or auto
+  // with every file that has bytes judged cold (JudgeFiles).
+  bool WhollyCold() const {
+    if (cx_.o.mode == ReadMode::kDirect) return true;
+    if (cx_.o.mode != ReadMode::kAuto || cx_.file_whole.empty()) return false;
+    for (const proto::Copy& c : cx_.plan.copies()) {
+      if (c.width() == 0 || c.rows() == 0) continue;
+      if (c.file() >= cx_.file_whole.size() || cx_.file_whole[c.file()] != Whole::kCold) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // The fill chunk (one task's bytes): as given, else packed's, else a deep ring's whole slot,
+  // else the slot shared among the threads, at least 64 KiB.
   void Chunk() {
     const PipelineOptions& o = cx_.o;
     if (cx_.work != nullptr) {
       cx_.chunk = PackedChunkBytes(o);
     } else if (o.chunk_bytes > 0) {
       cx_.chunk = std::min(o.chunk_bytes, cx_.slot_bytes);
+    } else if (cx_.deep) {
+      cx_.chunk = cx_.slot_bytes;
     } else {
       cx_.chunk = std::min(
           cx_.slot_bytes,

@@ -53,6 +53,13 @@ namespace hoist::transport {
 inline constexpr int kDefaultSlots = 4;
 inline constexpr int kMaxFillThreads = 256;
 inline constexpr std::uint64_t kDefaultSlotBytes = 16ull << 20;
+// Cold O_DIRECT reads go as fast as the bytes kept in flight allow, far past the ring's 64 MiB
+// (docs/BENCHMARKS.md run M: qwen3-4b cold direct 1.0-1.25 GiB/s with the 4 x 16 MiB ring and 16
+// threads, 1.49-1.66 with 64 x 16 MiB slots and 64 threads, against 1.47-1.57 for a reader with
+// 1 GiB queued). A load read wholly cold widens its ring to this depth (PipelineOptions).
+inline constexpr std::uint64_t kDefaultReadDepthBytes = 1ull << 30;
+inline constexpr int kMaxDeepSlots = 1024;
+inline constexpr int kMaxDeepThreads = 64;
 int DefaultFillThreads(int ranks_on_node = 1);
 
 // A packed work's staged slot cut for one geometry (transport/slot_plan.h).
@@ -67,6 +74,14 @@ struct PipelineOptions {
   std::uint64_t slot_bytes = kDefaultSlotBytes;
   int threads = 0;                // 0: DefaultFillThreads()
   std::uint64_t chunk_bytes = 0;  // 0: max(64 KiB, slot_bytes / threads), at most slot_bytes
+  // Deep cold reads: when every byte of a plain (unpacked) staged load is read through O_DIRECT
+  // (mode direct, or auto finding every file uncached), the ring widens to read_depth_bytes /
+  // slot_bytes slots (at most kMaxDeepSlots, at most the load's slots), with as many fill threads
+  // (at least the options', at most kMaxDeepThreads beyond them), each reading a whole slot at
+  // once (chunk_bytes 0 then means slot_bytes). The
+  // slots beyond the kept ring are made on first use by the thread that takes them. 0, or a ring
+  // already that deep: the ring as given.
+  std::uint64_t read_depth_bytes = kDefaultReadDepthBytes;
   StagingKind staging = StagingKind::kAuto;
   bool lazy_staging = true;      // allocate each slot on first use (overlaps set-up with reading)
   std::size_t max_spans = 4096;  // spans beyond this are coalesced per lane
@@ -149,6 +164,7 @@ struct PipelineReport {
   int threads = 0;
   std::uint64_t slot_bytes = 0;
   std::uint64_t chunk_bytes = 0;
+  bool deep = false;  // the ring was widened for a wholly cold load (read_depth_bytes)
   std::vector<SpanRecord> spans;
 };
 

@@ -65,6 +65,8 @@ typedef struct {
   const char* dedup;              /* auto | none | node | job */
   int dedup_step_kib;             /* 0: unset */
   double peer_timeout_s;          /* 0: unset */
+  int read_depth_mib; /* MiB of O_DIRECT reads in flight for a wholly cold load; -1: unset, 0: off
+                       */
 } hoist_load_options;
 
 typedef struct {

@@ -165,6 +165,62 @@ TEST(PipelineTest, AutoMapsAFileOnlyWhenItFindsPiecesResident) {
   run(0);
 }
 
+// A load read wholly through O_DIRECT widens its ring to the read depth, a fill thread and one
+// whole-slot read per slot; a depth of 0, a mapped mode and a hot auto load keep the ring as
+// given. Every shape loads the pread reference's bytes.
+TEST(PipelineTest, AWhollyColdLoadWidensItsRingToTheReadDepth) {
+  Synth s = MakeSynth(11);
+  if (!DirectSupported(s.paths[0])) GTEST_SKIP() << "O_DIRECT unsupported here";
+  const auto ref = testtransport::ReferenceArena(s.plan, s.rp());
+  const std::uint64_t seqs = (s.copy_bytes + 4095) / 4096;
+  ASSERT_GT(seqs, 16u);
+  auto run = [&](ReadMode mode, std::uint64_t depth, bool deep) {
+    SCOPED_TRACE(std::string(ReadModeName(mode)) + ", depth " + std::to_string(depth));
+    PipelineOptions o = Tiny(mode, 0);
+    o.threads = 2;
+    o.read_depth_bytes = depth;
+    std::unique_ptr<Device> dev = OpenHostDevice();
+    auto arena = dev->Allocate(s.rp().arena_bytes());
+    ASSERT_TRUE(arena.ok());
+    auto sources = OpenSources(s.paths, std::vector<bool>(s.paths.size(), true), mode);
+    ASSERT_TRUE(sources.ok()) << sources.status().ToString();
+    PipelineReport rep;
+    Status st =
+        WithWatchdog([&] { return RunPipeline(*dev, *arena, s.rp(), sources->files, o, &rep); });
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    std::vector<std::uint8_t> got(s.rp().arena_bytes());
+    ASSERT_TRUE(dev->CopyToHost(got.data(), arena->ptr, got.size()).ok());
+    EXPECT_EQ(testtransport::FirstMismatch(ref, got.data()), -1);
+    EXPECT_EQ(rep.deep, deep);
+    EXPECT_EQ(rep.slots, deep ? 16 : 3);
+    EXPECT_EQ(rep.threads, deep ? 16 : 2);
+    EXPECT_EQ(rep.chunk_bytes, 4096u);  // a whole slot (deep), or the 64 KiB floor capped by it
+    EXPECT_EQ(rep.staging_free.bytes, static_cast<std::uint64_t>(rep.slots) * 4096u);
+    ASSERT_TRUE(dev->Free(*arena).ok());
+  };
+  run(ReadMode::kDirect, 16 * 4096, true);
+  run(ReadMode::kDirect, 16 * 4096 + 4095, true);  // whole slots only
+  run(ReadMode::kDirect, 0, false);
+  run(ReadMode::kDirect, 3 * 4096, false);  // the ring is that deep already
+  run(ReadMode::kMmap, 16 * 4096, false);
+  {
+    auto probe = OpenDirectSource(s.paths[0]);
+    ASSERT_TRUE(probe.ok());
+    if (!(*probe)->ResidentNow(RowsRead{0, 0, 1, 1}).has_value()) {
+      GTEST_SKIP() << "no cachestat(2) on this kernel: auto cannot judge whole files";
+    }
+  }
+  for (const std::string& p : s.paths) {
+    if (!testtransport::Evict(p, 0, 0)) GTEST_SKIP() << "no fadvise";
+    auto r = Residency::Measure(p);
+    ASSERT_TRUE(r.ok());
+    if (r->TotalResident() != 0) GTEST_SKIP() << "this filesystem keeps pages after DONTNEED";
+  }
+  run(ReadMode::kAuto, 16 * 4096, true);  // O_DIRECT reads leave the files uncached
+  for (const std::string& p : s.paths) testtransport::Warm(p);
+  run(ReadMode::kAuto, 16 * 4096, false);
+}
+
 // A load smaller than a slot, on a device that keeps no staging, makes a slot of its own bytes
 // rounded up to 64 KiB; a device keeping a ring uses the slots as given. Both load the bytes.
 TEST(PipelineTest, ALoadSmallerThanASlotMakesASlotItsSize) {
