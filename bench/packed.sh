@@ -128,6 +128,8 @@ for k in r["ranks"] if sys.argv[2] != "warmup" else []:
                       "bytes_read": k["bytes_read"], "bytes_h2d": k["bytes_h2d"],
                       "resident": k.get("bytes_resident_at_start", 0),
                       "read_busy_s": ph.get("read", {}).get("busy_s", 0),
+                      "threads": k.get("fill_threads"), "slots": k.get("staging_slots"),
+                      "deep": k.get("deep_read"),
                       "phases": {n: p["seconds"] for n, p in ph.items()},
                       "starts": {n: p.get("start_s", 0) - ph["total"].get("start_s", 0) for n, p in ph.items()},
                       "wall_s": r["wall_s"]}))
@@ -156,11 +158,12 @@ for m in "${models[@]}"; do
   fi
   stage cold || continue
   # The disk's rate drifts by tens of percent within a call, and a load right after the deep
-  # O_DIRECT reader runs about 15% slower than one right after a load (run L: the disk's burst
-  # allowance): every round runs each mode on both copies and the reader once, in an order
-  # rotated every round and reversed every other round, so that no mode gets a better stretch of
-  # the disk or always the same predecessor (a rotation alone keeps each item's predecessor).
-  # COLD_MODES: ';'-separated, each a read mode and optionally more `hoist load` options.
+  # O_DIRECT reader runs 10-45% slower than one right after a load (runs L and M: the disk's burst
+  # allowance). So every round runs the reader(s) first, then one unrecorded cold load to settle
+  # the disk, then each mode on both copies, in an order rotated every round and reversed every
+  # other round: every recorded load follows a load, and no mode always gets the same predecessor
+  # or the same stretch of the disk. COLD_MODES: ';'-separated, each a read mode and optionally
+  # more `hoist load` options.
   log "$b: tp1 cold, ${COLD_MODES:-auto;direct} interleaved with the O_DIRECT reader (x $RUNS_COLD)"
   mapfile -t oshards < <(ls "$m"/*.safetensors)
   items=()
@@ -168,23 +171,22 @@ for m in "${models[@]}"; do
   for mode in "${cmodes[@]}"; do
     items+=("original $mode"); [[ "${PACK:-1}" == 1 ]] && items+=("packed $mode")
   done
-  # READERS: ';'-separated hoist-bench-io option sets, each an item of every round.
+  # READERS: ';'-separated hoist-bench-io option sets, each run first in every round.
   IFS=';' read -r -a readers <<< "${READERS:---threads 16 --chunk-mib 4 --depth 16}"
-  for rd in "${readers[@]}"; do items+=("reader $rd"); done
   for i in $(seq "$RUNS_COLD"); do
+    for rd in "${readers[@]}"; do
+      # shellcheck disable=SC2086
+      drop; $build/bench/hoist-bench-io $rd "${oshards[@]}" 2>/dev/null \
+        | sed "s|^{|{\"kind\":\"io_round\",\"model\":\"$b\",\"round\":$i,\"reader\":\"$rd\",|" >> "$res" || true
+    done
+    drop; $hoist load --model "$m" --log-level warn --no-progress > /dev/null 2>&1 || true  # settle
     n=${#items[@]}
     for j in $(seq 0 $((n - 1))); do  # round i starts i items later; even rounds run backwards
       k=$(( i % 2 == 1 ? (j + i - 1) % n : (n - 1 - j + i - 1) % n ))
       read -r which mode <<< "${items[$k]}"
-      if [[ $which == reader ]]; then
-        # shellcheck disable=SC2086
-        drop; $build/bench/hoist-bench-io $mode "${oshards[@]}" 2>/dev/null \
-          | sed "s|^{|{\"kind\":\"io_round\",\"model\":\"$b\",\"round\":$i,\"reader\":\"$mode\",|" >> "$res" || true
-      else
-        mm=$m; [[ $which == packed ]] && mm="$m-packed"
-        # shellcheck disable=SC2086
-        load "$b/$which-$mode" cold "$mm" --read $mode
-      fi
+      mm=$m; [[ $which == packed ]] && mm="$m-packed"
+      # shellcheck disable=SC2086
+      load "$b/$which-$mode" cold "$mm" --read $mode
     done
   done
 done
