@@ -275,6 +275,7 @@ std::string DescribeJob(const coordinator::JobOptions& j) {
   add("load.slot_bytes", l.slot_bytes);
   add("load.threads", l.threads);
   add("load.chunk_bytes", l.chunk_bytes);
+  add("load.read_depth_bytes", l.read_depth_bytes);
   add("load.cpu_bind", static_cast<int>(l.cpu_bind));
   add("load.bind_numa", l.bind_numa);
   add("load.verify", l.verify);
