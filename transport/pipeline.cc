@@ -1063,7 +1063,9 @@ class Runner {
       cx_.work = nullptr;  // nothing to decode: the plain path
       return Status::Ok();
     }
-    const int ring = static_cast<int>(std::min<std::uint64_t>(cx_.slots, cx_.cut.seqs()));
+    // The device slots overlap the DMA with the decode: as many as the configured ring needs, not
+    // a deep ring's (its depth is for the disk).
+    const int ring = static_cast<int>(std::min<std::uint64_t>(cx_.o.slots, cx_.cut.seqs()));
     HOIST_ASSIGN_OR_RETURN(cx_.decode_stream, cx_.dev.CreateStream());
     cx_.device_slot_count = static_cast<int>(
         std::min<std::uint64_t>(std::uint64_t{kDeviceSlotsPerSlot} * ring, cx_.cut.seqs()));
@@ -1102,12 +1104,13 @@ class Runner {
     return Status::Ok();
   }
 
-  // A wholly cold plain load (every byte through O_DIRECT) widens the ring to read_depth_bytes
-  // of slots and runs a fill thread per slot, so that that many bytes are read at once.
+  // A wholly cold load (every byte through O_DIRECT) widens the ring to read_depth_bytes of
+  // slots and runs a fill thread per slot, so that that many bytes are read at once. (A packed
+  // load's slots hold fewer, stored, bytes than its copies: its depth is then an upper bound.)
   void Deepen() {
     const PipelineOptions& o = cx_.o;
-    if (!cx_.staged || cx_.work != nullptr || !WhollyCold()) return;
-    const std::uint64_t load = CopyBytes(cx_.plan);
+    if (!cx_.staged || !WhollyCold()) return;
+    const std::uint64_t load = StreamBytes();
     const std::uint64_t seqs = load / cx_.slot_bytes + (load % cx_.slot_bytes != 0);
     const std::uint64_t want =
         std::min<std::uint64_t>({o.read_depth_bytes / cx_.slot_bytes, seqs, kMaxDeepSlots});
@@ -1123,25 +1126,38 @@ class Runner {
   bool WhollyCold() const {
     if (cx_.o.mode == ReadMode::kDirect) return true;
     if (cx_.o.mode != ReadMode::kAuto || cx_.file_whole.empty()) return false;
+    auto cold = [&](std::uint32_t file) {
+      return file < cx_.file_whole.size() && cx_.file_whole[file] == Whole::kCold;
+    };
     for (const proto::Copy& c : cx_.plan.copies()) {
-      if (c.width() == 0 || c.rows() == 0) continue;
-      if (c.file() >= cx_.file_whole.size() || cx_.file_whole[c.file()] != Whole::kCold) {
-        return false;
-      }
+      if (c.width() != 0 && c.rows() != 0 && !cold(c.file())) return false;
+    }
+    if (cx_.work == nullptr) return true;
+    for (const DecodeUnit& u : cx_.work->units) {
+      if (u.bytes != 0 && !cold(u.file)) return false;
     }
     return true;
   }
 
-  // The fill chunk (one task's bytes): as given, else packed's, else a deep ring's whole slot,
+  // The bytes the fill threads read: the plan's copies and, packed, its stored blocks.
+  std::uint64_t StreamBytes() const {
+    std::uint64_t total = CopyBytes(cx_.plan);
+    if (cx_.work == nullptr) return total;
+    for (const DecodeUnit& u : cx_.work->units) total += u.bytes;
+    return total;
+  }
+
+  // The fill chunk (one task's bytes): as given, else a deep ring's whole slot, else packed's,
   // else the slot shared among the threads, at least 64 KiB.
   void Chunk() {
     const PipelineOptions& o = cx_.o;
-    if (cx_.work != nullptr) {
-      cx_.chunk = PackedChunkBytes(o);
-    } else if (o.chunk_bytes > 0) {
-      cx_.chunk = std::min(o.chunk_bytes, cx_.slot_bytes);
+    if (o.chunk_bytes > 0) {
+      cx_.chunk =
+          cx_.work != nullptr ? PackedChunkBytes(o) : std::min(o.chunk_bytes, cx_.slot_bytes);
     } else if (cx_.deep) {
       cx_.chunk = cx_.slot_bytes;
+    } else if (cx_.work != nullptr) {
+      cx_.chunk = PackedChunkBytes(o);
     } else {
       cx_.chunk = std::min(
           cx_.slot_bytes,
@@ -1203,23 +1219,31 @@ class Runner {
   // once (cachestat on the cold source's descriptor). A file found almost entirely out of the page
   // cache (under 1% of the extent resident) is read cold throughout, exactly as `direct` reads it;
   // one found entirely resident is read through its mapping; only files in between ask per piece.
-  // The bytes found resident count once, here.
+  // The bytes found resident count once, here. A packed load's extents include its stored blocks.
   void JudgeFiles() {
     const std::size_t nf = cx_.sources.size();
     std::vector<std::uint64_t> lo(nf, ~0ull), hi(nf, 0), bytes(nf, 0);
-    std::vector<char> unknown(nf, 0);  // a copy whose extent overflows: ask per piece
+    std::vector<char> unknown(nf, 0);  // an extent that overflows: ask per piece
+    auto add = [&](std::uint32_t f, std::uint64_t off, std::uint64_t extent, bool overflow,
+                   std::uint64_t n) {
+      if (f >= nf || n == 0) return;
+      std::uint64_t end = 0;
+      if (overflow || __builtin_add_overflow(off, extent, &end)) {
+        unknown[f] = 1;
+        return;
+      }
+      lo[f] = std::min(lo[f], off);
+      hi[f] = std::max(hi[f], end);
+      bytes[f] += n;
+    };
     for (const proto::Copy& c : cx_.plan.copies()) {
-      if (c.rows() == 0 || c.width() == 0 || c.file() >= nf) continue;
+      if (c.rows() == 0 || c.width() == 0) continue;
       bool overflow = false;
       const std::uint64_t extent = Extent(c.src_pitch(), c.width(), c.rows(), &overflow);
-      std::uint64_t end = 0;
-      if (overflow || __builtin_add_overflow(c.src_offset(), extent, &end)) {
-        unknown[c.file()] = 1;
-        continue;
-      }
-      lo[c.file()] = std::min(lo[c.file()], c.src_offset());
-      hi[c.file()] = std::max(hi[c.file()], end);
-      bytes[c.file()] += c.width() * c.rows();
+      add(c.file(), c.src_offset(), extent, overflow, c.width() * c.rows());
+    }
+    if (cx_.work != nullptr) {  // a packed load's stored blocks
+      for (const DecodeUnit& u : cx_.work->units) add(u.file, u.src, u.bytes, false, u.bytes);
     }
     cx_.file_whole.assign(nf, Whole::kAskPerPiece);
     for (std::size_t f = 0; f < nf; ++f) {

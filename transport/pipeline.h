@@ -74,7 +74,7 @@ struct PipelineOptions {
   std::uint64_t slot_bytes = kDefaultSlotBytes;
   int threads = 0;                // 0: DefaultFillThreads()
   std::uint64_t chunk_bytes = 0;  // 0: max(64 KiB, slot_bytes / threads), at most slot_bytes
-  // Deep cold reads: when every byte of a plain (unpacked) staged load is read through O_DIRECT
+  // Deep cold reads: when every byte of a staged load is read through O_DIRECT
   // (mode direct, or auto finding every file uncached), the ring widens to read_depth_bytes /
   // slot_bytes slots (at most kMaxDeepSlots, at most the load's slots), with as many fill threads
   // (at least the options', at most kMaxDeepThreads beyond them), each reading a whole slot at

@@ -87,17 +87,71 @@ PipelineOptions Small(ReadMode mode, std::uint64_t slot_bytes) {
   return o;
 }
 
+// A deep ring (pipeline.h, read_depth_bytes): wider than the configured 3 slots, at most the
+// depth's 8 and the stream's slots, a fill thread and a whole-slot read per slot.
+void ExpectDeep(const PipelineReport& r, const PipelineOptions& o, bool deep) {
+  EXPECT_EQ(r.deep, deep);
+  if (!deep) {
+    EXPECT_EQ(r.slots, o.slots);
+    EXPECT_EQ(r.threads, o.threads);
+    return;
+  }
+  EXPECT_GT(r.slots, o.slots);
+  EXPECT_LE(static_cast<std::uint64_t>(r.slots), std::min<std::uint64_t>(8, r.slot_seqs));
+  EXPECT_EQ(r.threads, r.slots);
+  EXPECT_EQ(r.chunk_bytes, o.slot_bytes);
+}
+
+// Every staged mode; direct reads wholly cold, so its ring widens to the read depth of its
+// stored bytes, while its device decode slots stay two per configured slot.
 TEST(PackedLoad, EveryModeMatchesTheReference) {
   Packed p = MakePacked(Specs(), 4096);
   const proto::RankPlan rp = MixedPlan(p);
-  for (ReadMode mode : {ReadMode::kBuffered, ReadMode::kMmap, ReadMode::kAuto}) {
+  std::vector<ReadMode> modes = {ReadMode::kBuffered, ReadMode::kMmap, ReadMode::kAuto};
+  auto direct = OpenDirectSource(p.plan.files(0).path());
+  if (direct.ok()) modes.push_back(ReadMode::kDirect);
+  for (ReadMode mode : modes) {
     SCOPED_TRACE(std::string(ReadModeName(mode)));
-    const LoadRun run = Load(p, rp, Small(mode, 64 << 10));
+    PipelineOptions o = Small(mode, 16 << 10);
+    o.read_depth_bytes = 8 * o.slot_bytes;
+    const LoadRun run = Load(p, rp, o);
     ExpectMatchesReference(p, rp, run);
     EXPECT_GT(run.report.bytes_decoded, 0u);
     EXPECT_TRUE(run.report.decode.ran);
     EXPECT_LT(run.report.bytes_h2d, rp.arena_bytes()) << "compressed bytes cross the link";
+    ExpectDeep(run.report, o, mode == ReadMode::kDirect);
   }
+}
+
+// Auto judges a packed shard by the extent of its stored blocks (a load of coded tensors alone
+// has no plain copy to judge it by): evicted, the load is read as direct reads it (deep); back in
+// the page cache, through the mapping.
+TEST(PackedLoad, AutoReadsAnEvictedShardDeepAndACachedOneMapped) {
+  Packed p = MakePacked(Specs(), 4096);
+  PlanWriter w(p);  // coded tensors only: every byte read is a stored block
+  w.Rect(0, 0, 96, 0, 700);
+  w.Rect(3, 0, 64, 128, 384);
+  w.Rect(4, 0, 1, 0, 5000);
+  const proto::RankPlan rp = w.Done();
+  const std::string& path = p.plan.files(0).path();
+  auto probe = OpenDirectSource(path);
+  if (!probe.ok()) GTEST_SKIP() << "O_DIRECT unsupported here";
+  if (!(*probe)->ResidentNow(RowsRead{0, 0, 1, 1}).has_value()) {
+    GTEST_SKIP() << "no cachestat(2) on this kernel: auto cannot judge whole files";
+  }
+  if (!testtransport::Evict(path, 0, 0)) GTEST_SKIP() << "no fadvise";
+  if (Residency::Measure(path)->TotalResident() != 0) {
+    GTEST_SKIP() << "this filesystem keeps pages after DONTNEED";
+  }
+  PipelineOptions o = Small(ReadMode::kAuto, 16 << 10);
+  o.read_depth_bytes = 8 * o.slot_bytes;
+  const LoadRun cold = Load(p, rp, o);
+  ExpectMatchesReference(p, rp, cold);
+  ExpectDeep(cold.report, o, true);
+  testtransport::Warm(path);
+  const LoadRun hot = Load(p, rp, o);
+  ExpectMatchesReference(p, rp, hot);
+  ExpectDeep(hot.report, o, false);
 }
 
 TEST(PackedLoad, SlotSizesFromOneBlockUpMatchTheReference) {
