@@ -82,24 +82,14 @@ bool InstallHandler() {
   return g_installed;
 }
 
-// The most of the next strided row prefetched while a row is copied.
-constexpr std::uint64_t kRowPrefetchBytes = 16u << 10;
-
 void CopyRows(const RowsRead& r, const std::byte* base) {
   const std::byte* src = base + r.offset;
   if (r.rows == 1 || (r.src_pitch == r.width && r.dst_pitch == r.width)) {
     std::memcpy(r.dst, src, r.width * r.rows);
     return;
   }
-  // Strided rows (a tp shard's half rows): the next row is asked for before this one is copied,
-  // so that each row's copy does not begin at memory latency (the hardware prefetchers stop at a
-  // row's end and must relearn the stream at the next row's start).
-  const std::uint64_t ahead = std::min(r.width, kRowPrefetchBytes);
   std::byte* dst = r.dst;
   for (std::uint64_t i = 0; i < r.rows; ++i) {
-    if (i + 1 < r.rows) {
-      for (std::uint64_t b = 0; b < ahead; b += 64) __builtin_prefetch(src + r.src_pitch + b);
-    }
     std::memcpy(dst, src, r.width);
     src += r.src_pitch;
     dst += r.dst_pitch;
