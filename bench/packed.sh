@@ -176,8 +176,13 @@ for m in "${models[@]}"; do
   for i in $(seq "$RUNS_COLD"); do
     for rd in "${readers[@]}"; do
       # shellcheck disable=SC2086
-      drop; $build/bench/hoist-bench-io $rd "${oshards[@]}" 2>/dev/null \
-        | sed "s|^{|{\"kind\":\"io_round\",\"model\":\"$b\",\"round\":$i,\"reader\":\"$rd\",|" >> "$res" || true
+      for which in original packed; do  # the packed files too: the disk may read them slower
+        [[ $which == packed && "${PACK:-1}" != 1 ]] && continue
+        files=("${oshards[@]}"); [[ $which == packed ]] && files=("$m"-packed/*.bin)
+        # shellcheck disable=SC2086
+        drop; $build/bench/hoist-bench-io $rd "${files[@]}" 2>/dev/null \
+          | sed "s|^{|{\"kind\":\"io_round\",\"model\":\"$b\",\"files\":\"$which\",\"round\":$i,\"reader\":\"$rd\",|" >> "$res" || true
+      done
     done
     drop; $hoist load --model "$m" --log-level warn --no-progress > /dev/null 2>&1 || true  # settle
     n=${#items[@]}

@@ -34,6 +34,16 @@ if dec:
 if by["io_ceiling"]:
     print("O_DIRECT rate of this call (cold, 16 threads x 16 queued 4 MiB requests): " + ", ".join(
         f"{r['model']} {r['gib_s']:.2f} GiB/s" for r in by["io_ceiling"]) + "\n")
+rounds = defaultdict(list)
+for r in by["io_round"]:
+    rounds[(r["model"], r.get("files", "original"))].append(r)
+for (model, files), rs in sorted(rounds.items()):
+    runs = ", ".join("%.2f" % r["gib_s"] for r in rs)
+    print(f"O_DIRECT reader in the cold rounds, {model} {files} files: median "
+          f"{med([r['gib_s'] for r in rs]):.2f} GiB/s, {med([r['seconds'] for r in rs]):.2f} s "
+          f"(runs {runs})")
+if rounds:
+    print()
 
 loads = defaultdict(list)
 for r in by["load"]:
