@@ -187,7 +187,7 @@ for m in "${models[@]}"; do
     drop; $hoist load --model "$m" --log-level warn --no-progress > /dev/null 2>&1 || true  # settle
     n=${#items[@]}
     for j in $(seq 0 $((n - 1))); do  # round i starts i items later; even rounds run backwards
-      k=$(( i % 2 == 1 ? (j + i - 1) % n : (n - 1 - j + i - 1) % n ))
+      k=$(( i % 2 == 1 ? (j + i - 1) % n : (n + (i - 1 - j) % n) % n ))
       read -r which mode <<< "${items[$k]}"
       mm=$m; [[ $which == packed ]] && mm="$m-packed"
       # shellcheck disable=SC2086
