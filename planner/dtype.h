@@ -9,7 +9,21 @@
 namespace hoist::planner {
 
 enum class DType : std::uint8_t {
-  kBool, kU8, kI8, kF8E4M3, kF8E5M2, kI16, kU16, kF16, kBF16, kI32, kU32, kF32, kF64, kI64, kU64,
+  kBool,
+  kU8,
+  kI8,
+  kF8E4M3,
+  kF8E5M2,
+  kI16,
+  kU16,
+  kF16,
+  kBF16,
+  kI32,
+  kU32,
+  kF32,
+  kF64,
+  kI64,
+  kU64,
 };
 
 // "BF16" -> kBF16; nullopt for a name safetensors does not define.

@@ -17,15 +17,15 @@ namespace hoist {
 
 enum class Code : unsigned char {
   kOk = 0,
-  kInvalidArgument,   // bad flag, bad topology, bad request
-  kNotFound,          // missing file, tensor or key
-  kCorrupt,           // untrusted input that violates its format
-  kIoError,           // the OS failed a read, open or stat
-  kUnsupported,       // valid input this build or family cannot handle
-  kFailedPrecondition,// e.g. a file changed between plan and load
-  kResourceExhausted, // allocation failed
-  kAborted,           // stopped because another rank failed
-  kInternal,          // a bug
+  kInvalidArgument,     // bad flag, bad topology, bad request
+  kNotFound,            // missing file, tensor or key
+  kCorrupt,             // untrusted input that violates its format
+  kIoError,             // the OS failed a read, open or stat
+  kUnsupported,         // valid input this build or family cannot handle
+  kFailedPrecondition,  // e.g. a file changed between plan and load
+  kResourceExhausted,   // allocation failed
+  kAborted,             // stopped because another rank failed
+  kInternal,            // a bug
 };
 
 std::string_view CodeName(Code code);
@@ -84,16 +84,26 @@ class [[nodiscard]] Status {
 
 inline std::string_view CodeName(Code code) {
   switch (code) {
-    case Code::kOk: return "OK";
-    case Code::kInvalidArgument: return "InvalidArgument";
-    case Code::kNotFound: return "NotFound";
-    case Code::kCorrupt: return "Corrupt";
-    case Code::kIoError: return "IoError";
-    case Code::kUnsupported: return "Unsupported";
-    case Code::kFailedPrecondition: return "FailedPrecondition";
-    case Code::kResourceExhausted: return "ResourceExhausted";
-    case Code::kAborted: return "Aborted";
-    case Code::kInternal: return "Internal";
+    case Code::kOk:
+      return "OK";
+    case Code::kInvalidArgument:
+      return "InvalidArgument";
+    case Code::kNotFound:
+      return "NotFound";
+    case Code::kCorrupt:
+      return "Corrupt";
+    case Code::kIoError:
+      return "IoError";
+    case Code::kUnsupported:
+      return "Unsupported";
+    case Code::kFailedPrecondition:
+      return "FailedPrecondition";
+    case Code::kResourceExhausted:
+      return "ResourceExhausted";
+    case Code::kAborted:
+      return "Aborted";
+    case Code::kInternal:
+      return "Internal";
   }
   return "Unknown";
 }
@@ -108,7 +118,7 @@ inline std::string Status::ToString() const {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {  // NOLINT
     if (std::get<Status>(v_).ok()) v_ = Status::Internal("Result constructed from OK status");
   }
@@ -138,10 +148,10 @@ class [[nodiscard]] Result {
 #define HOIST_CONCAT_(a, b) HOIST_CONCAT_INNER_(a, b)
 
 // Returns the Status of `expr` from the enclosing function when it is not OK.
-#define HOIST_RETURN_IF_ERROR(expr)                    \
-  do {                                                 \
-    ::hoist::Status hoist_status_ = (expr);            \
-    if (!hoist_status_.ok()) return hoist_status_;     \
+#define HOIST_RETURN_IF_ERROR(expr)                \
+  do {                                             \
+    ::hoist::Status hoist_status_ = (expr);        \
+    if (!hoist_status_.ok()) return hoist_status_; \
   } while (0)
 
 // `HOIST_ASSIGN_OR_RETURN(auto x, ComputeX());` unwraps a Result or returns its Status.
