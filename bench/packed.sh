@@ -175,7 +175,6 @@ for m in "${models[@]}"; do
   IFS=';' read -r -a readers <<< "${READERS:---threads 16 --chunk-mib 4 --depth 16}"
   for i in $(seq "$RUNS_COLD"); do
     for rd in "${readers[@]}"; do
-      # shellcheck disable=SC2086
       for which in original packed; do  # the packed files too: the disk may read them slower
         [[ $which == packed && "${PACK:-1}" != 1 ]] && continue
         files=("${oshards[@]}"); [[ $which == packed ]] && files=("$m"-packed/*.bin)
@@ -186,7 +185,7 @@ for m in "${models[@]}"; do
     done
     drop; $hoist load --model "$m" --log-level warn --no-progress > /dev/null 2>&1 || true  # settle
     n=${#items[@]}
-    for j in $(seq 0 $((n - 1))); do  # round i starts i items later; even rounds run backwards
+    for j in $(seq 0 $((n - 1))); do  # round i starts at item i-1; even rounds run backwards
       k=$(( i % 2 == 1 ? (j + i - 1) % n : (n + (i - 1 - j) % n) % n ))
       read -r which mode <<< "${items[$k]}"
       mm=$m; [[ $which == packed ]] && mm="$m-packed"
