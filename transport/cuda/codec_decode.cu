@@ -91,47 +91,6 @@ class BitReader {
   std::uint32_t next_, have_, left_;
 };
 
-template <bool kBf16>
-__global__ void __launch_bounds__(1024) DecodeKernel(Params p) {
-  extern __shared__ std::uint32_t smem[];
-  std::uint32_t* lut_words = smem;
-  std::uint32_t* scan = smem + kLutWords;
-  std::uint32_t* bits = scan + kScanWords;
-  const std::uint16_t* lut = reinterpret_cast<const std::uint16_t*>(lut_words);
-
-  const std::uint32_t b = blockIdx.x, T = blockDim.x, t = threadIdx.x;
-  const std::uint64_t first = std::uint64_t{b} * p.block_values;
-  const std::uint64_t left = p.values - first;
-  const std::uint32_t n = left < p.block_values ? static_cast<std::uint32_t>(left) : p.block_values;
-  const std::uint8_t* block = p.stream + p.header_bytes + p.offsets[b];
-  const std::uint64_t size = p.offsets[b + 1] - p.offsets[b];
-  const std::uint32_t head = Align4(n) + Align4(2ull * T);
-  const std::uint16_t* lengths = reinterpret_cast<const std::uint16_t*>(block + Align4(n));
-  const std::uint32_t* words = reinterpret_cast<const std::uint32_t*>(block + head);
-  const std::uint32_t word_count = static_cast<std::uint32_t>((size - head) / 4);
-
-  for (std::uint32_t i = t; i < kLutWords; i += T) lut_words[i] = p.lut[i];
-  for (std::uint32_t i = t; i < word_count; i += T) bits[i] = words[i];
-  if (t < 2) bits[word_count + t] = 0;  // peeks at the end read zeros
-  const std::uint32_t my_bits = lengths[t];
-  const std::uint32_t start = BlockExclusiveScan(my_bits, scan, scan + 32);  // syncs
-  const std::uint32_t total = scan[32];
-
-  bool ok = total <= 32u * word_count;
-  BitReader reader(bits, ok ? start : 0, ok ? my_bits : 0);
-  std::uint16_t* out = p.out + first;
-  std::uint32_t next_raw = t < n ? block[t] : 0;  // loaded one value ahead of its use
-  for (std::uint32_t k = t; ok && k < n; k += T) {
-    const std::uint32_t raw = next_raw;
-    if (k + T < n) next_raw = block[k + T];
-    std::uint32_t sym = 0;
-    ok = reader.Next(lut, &sym);
-    out[k] = kBf16 ? static_cast<std::uint16_t>((raw & 0x80) << 8 | sym << 7 | (raw & 0x7F))
-                   : static_cast<std::uint16_t>(sym << 8 | raw);
-  }
-  if (!ok || !reader.Done()) atomicCAS(p.error, 0, static_cast<int>(b) + 1);
-}
-
 // ---- Batched jobs (LaunchCodecJobs) ----
 
 struct JobArgs {
@@ -191,21 +150,75 @@ struct GridOut {
 };
 
 // Decodes values k = t, t + T, ... < n of the thread's sub-stream; false on a bit pattern
-// without a code, a code past the sub-stream's end or bits left over.
-template <bool kBf16, class Out>
+// without a code, a code past the sub-stream's end or bits left over. The raw bytes are loaded
+// kAhead values ahead of their use, so that several global loads are in flight per thread.
+template <bool kBf16, std::uint32_t kAhead, class Out>
 __device__ __forceinline__ bool DecodeSubStream(BitReader& reader, const std::uint16_t* lut,
                                                 const std::uint8_t* raw, std::uint32_t t,
                                                 std::uint32_t T, std::uint32_t n, Out& out) {
-  std::uint32_t next_raw = t < n ? raw[t] : 0;  // loaded one value ahead of its use
-  for (std::uint32_t k = t; k < n; k += T) {
-    const std::uint32_t this_raw = next_raw;
-    if (k + T < n) next_raw = raw[k + T];
-    std::uint32_t sym = 0;
-    if (!reader.Next(lut, &sym)) return false;
-    out.Put(k, Value<kBf16>(sym, this_raw));
-    out.Step();
+  std::uint32_t ahead[kAhead];
+#pragma unroll
+  for (std::uint32_t u = 0; u < kAhead; ++u) {
+    const std::uint32_t k = t + u * T;
+    ahead[u] = k < n ? raw[k] : 0;
+  }
+  for (std::uint32_t k0 = t; k0 < n; k0 += kAhead * T) {  // n <= 2^22: no overflow
+    std::uint32_t now[kAhead];
+#pragma unroll
+    for (std::uint32_t u = 0; u < kAhead; ++u) {
+      now[u] = ahead[u];
+      const std::uint32_t k = k0 + (kAhead + u) * T;
+      ahead[u] = k < n ? raw[k] : 0;
+    }
+#pragma unroll
+    for (std::uint32_t u = 0; u < kAhead; ++u) {
+      const std::uint32_t k = k0 + u * T;
+      if (k >= n) break;
+      std::uint32_t sym = 0;
+      if (!reader.Next(lut, &sym)) return false;
+      out.Put(k, Value<kBf16>(sym, now[u]));
+      out.Step();
+    }
   }
   return reader.Done();
+}
+
+// One CUDA block per codec block, one thread per sub-stream. Two 1024-thread blocks a
+// multiprocessor (at most 32 registers a thread): with one, the SM idles while its block stages
+// words and waits at barriers.
+template <bool kBf16>
+__global__ void __launch_bounds__(1024, 2) DecodeKernel(Params p) {
+  extern __shared__ std::uint32_t smem[];
+  std::uint32_t* lut_words = smem;
+  std::uint32_t* scan = smem + kLutWords;
+  std::uint32_t* bits = scan + kScanWords;
+  const std::uint16_t* lut = reinterpret_cast<const std::uint16_t*>(lut_words);
+
+  const std::uint32_t b = blockIdx.x, T = blockDim.x, t = threadIdx.x;
+  const std::uint64_t first = std::uint64_t{b} * p.block_values;
+  const std::uint64_t left = p.values - first;
+  const std::uint32_t n = left < p.block_values ? static_cast<std::uint32_t>(left) : p.block_values;
+  const std::uint8_t* block = p.stream + p.header_bytes + p.offsets[b];
+  const std::uint64_t size = p.offsets[b + 1] - p.offsets[b];
+  const std::uint32_t head = Align4(n) + Align4(2ull * T);
+  const std::uint16_t* lengths = reinterpret_cast<const std::uint16_t*>(block + Align4(n));
+  const std::uint32_t* words = reinterpret_cast<const std::uint32_t*>(block + head);
+  const std::uint32_t word_count = static_cast<std::uint32_t>((size - head) / 4);
+
+  for (std::uint32_t i = t; i < kLutWords; i += T) lut_words[i] = p.lut[i];
+  for (std::uint32_t i = t; i < word_count; i += T) bits[i] = words[i];
+  if (t < 2) bits[word_count + t] = 0;  // peeks at the end read zeros
+  const std::uint32_t my_bits = lengths[t];
+  const std::uint32_t start = BlockExclusiveScan(my_bits, scan, scan + 32);  // syncs
+  const std::uint32_t total = scan[32];
+
+  bool ok = total <= 32u * word_count;
+  if (ok) {
+    BitReader reader(bits, start, my_bits);
+    RangeOut out{p.out, static_cast<std::int64_t>(first), 0, n};
+    ok = DecodeSubStream<kBf16, 4>(reader, lut, block, t, T, n, out);
+  }
+  if (!ok) atomicCAS(p.error, 0, static_cast<int>(b) + 1);
 }
 
 // True when job j's kept values are one range of k (rows == 1, or whole rows packed in the
@@ -302,13 +315,13 @@ __device__ bool DecodeJobValues(const CodecJob& j, std::uint8_t* arena, BitReade
   const std::uint32_t t = threadIdx.x;
   RangeOut range;
   if (MakeRangeOut(j, arena, &range)) {
-    return DecodeSubStream<kBf16>(reader, lut, raw, t, T, j.values, range);
+    return DecodeSubStream<kBf16, 4>(reader, lut, raw, t, T, j.values, range);
   }
   GridOut grid = MakeGridOut(j, arena, t, T);
-  return DecodeSubStream<kBf16>(reader, lut, raw, t, T, j.values, grid);
+  return DecodeSubStream<kBf16, 1>(reader, lut, raw, t, T, j.values, grid);
 }
 
-__global__ void __launch_bounds__(1024) JobKernel(JobArgs a) {
+__global__ void __launch_bounds__(1024, 2) JobKernel(JobArgs a) {
   extern __shared__ uint4 smem4[];
   std::uint32_t* lut_words = reinterpret_cast<std::uint32_t*>(smem4);
   std::uint32_t* scan = lut_words + kLutWords;
