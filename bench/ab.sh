@@ -16,7 +16,8 @@ tmp=$(mktemp -d)
 if [[ "${TEMP:-hot}" == cold ]]; then
   warm() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 else
-  warm() { cat "$model"/*.safetensors > /dev/null; }
+  # A plain checkpoint's shards are *.safetensors, a packed copy's *.bin (docs/PACKED.md).
+  warm() { cat "$model"/*.safetensors "$model"/*.bin > /dev/null 2>&1 || true; }
 fi
 IFS=';' read -r -a cases <<< "$CASES"
 for c in "${cases[@]}"; do
