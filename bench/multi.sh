@@ -19,7 +19,7 @@ build="${1:?build dir}"; models="${2:?models dir}"
 OUT="${OUT:-/tmp/hoist-bench-out}"; AUX="${AUX:-/tmp/hoist-bench-aux}"; mkdir -p "$OUT" "$AUX"
 RUNS_HOT="${RUNS_HOT:-5}"; RUNS_COLD="${RUNS_COLD:-2}"
 CONFIGS="${CONFIGS:-tp dp ep}"; DEDUPS="${DEDUPS:-none node auto}"
-STAGES="${STAGES:-ceilings hoist peers verify timeline}"  # a subset runs only those
+STAGES="${STAGES-ceilings hoist peers verify timeline}"  # a subset runs only those; empty: none
 stage() { [[ " $STAGES " == *" $1 "* ]]; }
 hoist=$build/launch/hoist
 res="$OUT/multi.jsonl"; : > "$res"

@@ -12,7 +12,8 @@
 #                      between ctl release and ctl restore (default 0),
 #                      STAGES="env readers tests codec ceilings hot cold verify restore tp2 ab": a call under the
 #                      device's 10-minute limit runs some of them; the build and the packed
-#                      models are made once and kept; ab needs OLD_SRC, an older tree, and takes
+#                      models are made once and kept (STAGES="" makes only those: unset
+#                      runs the default list); ab needs OLD_SRC, an older tree, and takes
 #                      AB_CASES (hot) and AB_COLD_CASES (cold, RUNS_COLD each))
 # Writes packed.jsonl and PACKED.md under $OUT.
 set -euo pipefail
@@ -24,7 +25,7 @@ RUNS_HOT="${RUNS_HOT:-5}"; RUNS_COLD="${RUNS_COLD:-3}"
 MODELS="${MODELS:-/tmp/hoist-models}"
 build="${BUILD_DIR:-build-bench}"
 res="$OUT/packed.jsonl"; : > "$res"
-STAGES="${STAGES:-tests codec ceilings hot cold verify restore tp2}"
+STAGES="${STAGES-tests codec ceilings hot cold verify restore tp2}"
 stage() { [[ " $STAGES " == *" $1 "* ]]; }
 log() { echo "[packed $(date +%T)] $*" >&2; }
 drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
