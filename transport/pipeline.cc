@@ -1021,16 +1021,47 @@ class Runner {
       return Status::InvalidArgument("pipeline: milestone events and copy counts differ in size");
     }
     HOIST_RETURN_IF_ERROR(CheckPacked());
-    if (cx_.staged && cx_.o.mode == ReadMode::kAuto) JudgeFiles();
+    if (cx_.staged && cx_.o.mode == ReadMode::kAuto) {
+      SetupStep([&] {
+        JudgeFiles();
+        return "residency judged";
+      });
+    }
     Deepen();
     Chunk();
-    Cut();
+    SetupStep([&] { return Cut(); });
+    Status s;
+    SetupStep([&] {
+      s = StartStream();
+      return "copy stream started";
+    });
+    HOIST_RETURN_IF_ERROR(s);
+    if (cx_.work == nullptr) return Status::Ok();
+    SetupStep([&] {
+      s = SetupDecode();
+      return cx_.work != nullptr ? "decoder started" : "nothing to decode";
+    });
+    return s;
+  }
+
+  // Times one step of the set-up as a span on the "setup" lane, so that a report's timeline
+  // says where the `setup` phase went. `fn` returns the span's name.
+  template <typename Fn>
+  void SetupStep(Fn fn) {
+    const Clock::time_point a = Clock::now();
+    std::string what = fn();
+    const Clock::time_point z = Clock::now();
+    cx_.rep.spans.push_back(SpanRecord{"setup", std::move(what), cx_.Since(a), Seconds(a, z), 0});
+  }
+
+  // The copy stream and the event every device span is timed from.
+  Status StartStream() {
     HOIST_ASSIGN_OR_RETURN(cx_.stream, cx_.dev.CreateStream());
     HOIST_ASSIGN_OR_RETURN(cx_.t0_event, cx_.dev.CreateEvent(true));
     HOIST_RETURN_IF_ERROR(cx_.dev.Record(cx_.t0_event, cx_.stream));
     HOIST_RETURN_IF_ERROR(cx_.dev.Wait(cx_.t0_event));
     cx_.t0_s = cx_.Since(Clock::now());
-    return SetupDecode();
+    return Status::Ok();
   }
 
   // Packed work needs a staged mode and slots that hold its largest block.
@@ -1187,8 +1218,9 @@ class Runner {
 
   // The slot cut (transport/slot_plan.h) and, staged, each piece's cold/hot choice by the
   // precomputed residency. Pageable copies in chunks so that threads copy in parallel;
-  // registered enqueues whole copies.
-  void Cut() {
+  // registered enqueues whole copies. Returns what it did, for the set-up's span.
+  const char* Cut() {
+    const char* what = "slot cut";
     if (!cx_.staged) {
       cx_.cut = CutDirect(cx_.plan, cx_.o.mode == ReadMode::kRegistered ? ~0ull : cx_.chunk);
     } else if (cx_.work == nullptr) {
@@ -1198,8 +1230,11 @@ class Runner {
                                                     ahead->chunk_bytes == cx_.chunk) {
       cx_.cut = std::move(ahead->cut);  // made while the device opened
       *ahead = PackedCut{};
+      what = "slot cut made ahead, taken";
     } else {
       cx_.cut = CutStaged(*cx_.work, cx_.slot_bytes, cx_.chunk);
+      what = cx_.o.packed_cut != nullptr ? "slot cut made again (the ahead one does not fit)"
+                                         : "slot cut";
     }
     if (cx_.staged) cx_.rep.slot_seqs = cx_.cut.seqs();
     cx_.piece_cold.assign(cx_.cut.pieces.size(), 0);
@@ -1213,6 +1248,7 @@ class Runner {
       }
     }
     cx_.rep.tasks = cx_.cut.tasks.size();
+    return what;
   }
 
   // Auto without a precomputed residency: the extent of each file that this load reads is asked

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <set>
 
 #include "codec/codec.h"
 #include "tests/transport/packed_synth.h"
@@ -195,11 +196,18 @@ TEST(PackedLoad, ACutMadeAheadIsTakenOnlyByARunOfItsGeometry) {
     const LoadRun run = Load(p, rp, run_options);
     ExpectMatchesReference(p, rp, run);
     EXPECT_GT(run.report.slot_seqs, 2u * static_cast<std::uint64_t>(o.slots));
+    std::set<std::string> steps;  // the set-up's spans say which it was
+    for (const SpanRecord& sp : run.report.spans) {
+      if (sp.lane == "setup") steps.insert(sp.what);
+    }
+    EXPECT_TRUE(steps.count("decoder started"));
     if (made_for == o.slot_bytes) {
       EXPECT_EQ(run.report.slot_seqs, ahead_seqs);
       EXPECT_EQ(ahead.cut.seqs(), 0u) << "the run took the cut made ahead";
+      EXPECT_TRUE(steps.count("slot cut made ahead, taken"));
     } else {
       EXPECT_EQ(ahead.cut.seqs(), ahead_seqs) << "a cut of another geometry is left alone";
+      EXPECT_TRUE(steps.count("slot cut made again (the ahead one does not fit)"));
     }
   }
 }

@@ -284,7 +284,9 @@ TEST(PipelineTest, SpansHaveLanesAndAreCapped) {
   }
   EXPECT_TRUE(lanes.count("h2d-0"));
   EXPECT_GE(lanes.size(), 2u) << "at least one fill lane";  // a thread may get no task at all
-  for (const auto& l : lanes) EXPECT_TRUE(l == "h2d-0" || l.rfind("fill-", 0) == 0) << l;
+  for (const auto& l : lanes) {
+    EXPECT_TRUE(l == "h2d-0" || l == "setup" || l.rfind("fill-", 0) == 0) << l;
+  }
   EXPECT_EQ(fill_bytes, s.copy_bytes);
   EXPECT_EQ(h2d_bytes, s.copy_bytes);
   const std::size_t uncapped = r.report.spans.size();
@@ -293,10 +295,37 @@ TEST(PipelineTest, SpansHaveLanesAndAreCapped) {
   o.max_spans = 20;
   RunResult capped = RunSynth(s, o);
   ASSERT_TRUE(capped.status.ok());
-  EXPECT_LE(capped.report.spans.size(), 20u + 4u);  // one partial group per lane at most
+  std::size_t set_up = 0;  // the set-up's steps, never coalesced
+  for (const auto& sp : capped.report.spans) set_up += sp.lane == "setup";
+  EXPECT_LE(capped.report.spans.size() - set_up, 20u + 4u);  // one partial group per lane at most
   std::uint64_t total = 0;
   for (const auto& sp : capped.report.spans) total += sp.bytes;
   EXPECT_EQ(total, 2 * s.copy_bytes) << "coalescing keeps every byte";
+}
+
+// The set-up's steps are spans on the "setup" lane, inside the setup phase: auto judges the
+// files' residency first; every mode cuts the slots and starts the copy stream.
+TEST(PipelineTest, SetUpStepsAreSpansInsideTheSetupPhase) {
+  for (ReadMode mode : {ReadMode::kAuto, ReadMode::kMmap}) {
+    SCOPED_TRACE(ReadModeName(mode));
+    Synth s = MakeSynth(11);
+    RunResult r = RunSynth(s, Tiny(mode));
+    ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+    const PhaseTiming& setup = r.report.setup;
+    std::vector<std::string> steps;
+    double sum = 0;
+    for (const auto& sp : r.report.spans) {
+      if (sp.lane != "setup") continue;
+      steps.push_back(sp.what);
+      sum += sp.seconds;
+      EXPECT_GE(sp.start_s, setup.start_s - 1e-6) << sp.what;
+      EXPECT_LE(sp.start_s + sp.seconds, setup.start_s + setup.seconds + 1e-6) << sp.what;
+    }
+    std::vector<std::string> want = {"slot cut", "copy stream started"};
+    if (mode == ReadMode::kAuto) want.insert(want.begin(), "residency judged");
+    EXPECT_EQ(steps, want);
+    EXPECT_LE(sum, setup.seconds + 1e-6);
+  }
 }
 
 TEST(PipelineTest, EmptyPlanOnlyFills) {
