@@ -294,11 +294,14 @@ void AddPipelineReport(const transport::PipelineReport& pr, const transport::Pha
   }
 }
 
-void AddExchangeReport(const proto::RankPlan& rp, bool exchange, const ExchangeReport& xr,
-                       Clock::time_point origin, proto::RankReport* report) {
+// After AddPipelineReport. A packed checkpoint's copies address logical bytes: what its rank read
+// from storage is what the pipeline read (stored blocks and plain copies), not the copies' sum.
+void AddExchangeReport(const proto::LoadPlan& plan, const proto::RankPlan& rp, bool exchange,
+                       const ExchangeReport& xr, Clock::time_point origin,
+                       proto::RankReport* report) {
   std::uint64_t storage = 0;
   for (const proto::Copy* c : StorageReads(rp, exchange)) storage += c->width() * c->rows();
-  report->set_bytes_read_from_storage(storage);
+  report->set_bytes_read_from_storage(plan.packed_size() > 0 ? report->bytes_read() : storage);
   if (!exchange) return;
   report->set_bytes_sent(xr.bytes_sent);
   report->set_bytes_received(xr.bytes_received);
@@ -370,7 +373,7 @@ Status Execute(const proto::LoadPlan& plan, const proto::RankPlan& rp, const Loa
   binding.reset();
   HOIST_RETURN_IF_ERROR(residency.Finish(rp, exchange, o, pr.bytes_resident, &rep));
   AddPipelineReport(pr, staged_ahead, o, &rep);
-  AddExchangeReport(rp, exchange, xr, o.origin, &rep);
+  AddExchangeReport(plan, rp, exchange, xr, o.origin, &rep);
 
   if (o.verify) {
     SetStage(o, LoadStage::kVerify);

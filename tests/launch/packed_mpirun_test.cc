@@ -95,7 +95,23 @@ class PackedMpirunTest : public ::testing::Test {
       EXPECT_LT(rank["bytes_h2d"].get<std::uint64_t>(),
                 rank["phases"]["total"]["bytes"].get<std::uint64_t>())
           << "compressed bytes cross the link, the arena gets the original bytes";
+      EXPECT_EQ(rank["bytes_read_from_storage"], rank["bytes_read"])
+          << "a packed rank reads stored bytes, not the logical bytes its copies address";
     }
+    if (np == 1) {  // one rank reads every stored block once: within the packed files' size
+      const std::uint64_t storage = report["ranks"][0]["bytes_read_from_storage"];
+      EXPECT_GT(storage, 0u);
+      EXPECT_LE(storage, FilesBytes(Packed(preset), ".bin"));
+      EXPECT_LT(storage, FilesBytes(Original(preset), ".safetensors"));
+    }
+  }
+
+  static std::uint64_t FilesBytes(const fs::path& dir, const std::string& extension) {
+    std::uint64_t n = 0;
+    for (const auto& e : fs::directory_iterator(dir)) {
+      if (e.path().extension() == extension) n += e.file_size();
+    }
+    return n;
   }
 
   static fs::path* root_;
