@@ -12,6 +12,21 @@ namespace {
 
 std::string Layout(proto::Layout l) { return l == proto::LAYOUT_HF ? "hf" : "fused"; }
 
+// A packed checkpoint's coded tensors: their original bytes and their streams' stored bytes.
+struct PackedTotals {
+  std::uint64_t tensors = 0, logical = 0, stored = 0;
+};
+
+PackedTotals Packed(const proto::LoadPlan& plan) {
+  PackedTotals p;
+  for (const auto& t : plan.packed()) {
+    ++p.tensors;
+    p.logical += t.bytes();
+    for (const auto& s : t.streams()) p.stored += s.bytes();
+  }
+  return p;
+}
+
 }  // namespace
 
 RankSummary SummarizeRank(const proto::RankPlan& rank) {
@@ -48,6 +63,15 @@ std::string FormatPlanTable(const proto::LoadPlan& plan) {
                 HumanBytes(plan.source_bytes()).c_str(),
                 static_cast<unsigned long long>(plan.source_bytes()), plan.files_size());
   out += line;
+  if (const PackedTotals p = Packed(plan); p.tensors > 0) {
+    std::snprintf(line, sizeof line,
+                  "packed: %llu tensors stored as codec streams, %s for their %s (%.1f%%); the "
+                  "bytes below are the tensors', ranks read the stored blocks that hold them\n",
+                  static_cast<unsigned long long>(p.tensors), HumanBytes(p.stored).c_str(),
+                  HumanBytes(p.logical).c_str(),
+                  p.logical > 0 ? 100.0 * static_cast<double>(p.stored) / p.logical : 0.0);
+    out += line;
+  }
   std::snprintf(line, sizeof line, "%6s %5s %4s %4s %8s %16s %12s %9s %7s %6s\n", "rank", "node",
                 "gpu", "tp", "tensors", "bytes", "payload", "copies", "fills", "files");
   out += line;
@@ -109,6 +133,10 @@ nlohmann::json PlanToJson(const proto::LoadPlan& plan) {
                : plan.dedup() == proto::DEDUP_JOB ? "job"
                                                   : "none";
   j["storage_bytes"] = plan.storage_bytes();
+  if (const PackedTotals p = Packed(plan); p.tensors > 0) {
+    j["packed"] = {
+        {"tensors", p.tensors}, {"logical_bytes", p.logical}, {"stored_bytes", p.stored}};
+  }
   const auto& t = plan.topology();
   j["topology"] = {
       {"world", t.world()},

@@ -1234,5 +1234,34 @@ TEST(PlanBuilderTest, SummaryTableAndJson) {
             2 + 4 + 1 + (plan.dedup_reason().empty() ? 0 : 1));
 }
 
+// A packed plan says so: how many tensors are coded and their stored bytes against their
+// original ones, in the table and the JSON (the rank rows stay the tensors' logical bytes).
+TEST(PlanSummary, APackedPlanStatesItsStoredBytes) {
+  proto::LoadPlan plan;
+  plan.set_model_type("qwen3");
+  plan.add_ranks();
+  const std::uint64_t logical[] = {1000, 3000};
+  const std::vector<std::vector<std::uint64_t>> streams = {{600, 100}, {2000}};
+  for (int i = 0; i < 2; ++i) {
+    proto::PackedTensor* t = plan.add_packed();
+    t->set_name("t" + std::to_string(i));
+    t->set_bytes(logical[i]);
+    for (std::uint64_t b : streams[i]) t->add_streams()->set_bytes(b);
+  }
+  const std::string table = FormatPlanTable(plan);
+  EXPECT_NE(table.find("packed: 2 tensors stored as codec streams, 2.64 KiB for their 3.91 KiB "
+                       "(67.5%)"),
+            std::string::npos)
+      << table;
+  const nlohmann::json j = PlanToJson(plan);
+  EXPECT_EQ(j.at("packed").at("tensors").get<std::uint64_t>(), 2u);
+  EXPECT_EQ(j.at("packed").at("logical_bytes").get<std::uint64_t>(), 4000u);
+  EXPECT_EQ(j.at("packed").at("stored_bytes").get<std::uint64_t>(), 2700u);
+
+  plan.clear_packed();  // a plain plan has neither
+  EXPECT_EQ(FormatPlanTable(plan).find("packed:"), std::string::npos);
+  EXPECT_FALSE(PlanToJson(plan).contains("packed"));
+}
+
 }  // namespace
 }  // namespace hoist::planner
