@@ -1088,9 +1088,10 @@ class Runner {
     return Status::Ok();
   }
 
-  // Packed: the decode stream, the device slots and the decoder (its jobs are the cut's).
+  // Packed (Setup calls it only with work): the decode stream, the device slots and the decoder
+  // (its jobs are the cut's).
   Status SetupDecode() {
-    if (cx_.work == nullptr || cx_.cut.jobs.empty()) {
+    if (cx_.cut.jobs.empty()) {
       cx_.work = nullptr;  // nothing to decode: the plain path
       return Status::Ok();
     }
