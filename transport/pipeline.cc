@@ -279,9 +279,12 @@ struct RunContext {
 };
 
 // Packed: device slots per staging slot. A staging slot is free again once its blocks are in a
-// device slot; the device slot, once they are decoded (seq q waits for the decode of q - count,
-// which by then finished long ago).
+// device slot; the device slot, once they are decoded (the copy stream waits for that on the
+// device; it has finished long before in a load the link paces).
 constexpr int kDeviceSlotsPerSlot = 2;
+// Packed: decode records (events and span) per device slot: more than one, so that the record
+// of the decode a device slot waits for is still intact when the slot is taken again.
+constexpr int kDecodeRecordsPerDeviceSlot = 2;
 
 // Packed: device slot k starts at k times this: the fullest slot of the cut (a small model's
 // device slots are as small as its data), 256-byte aligned as the slots' contents are.
@@ -483,10 +486,10 @@ class SlotRing {
       ev_end_.push_back(b);
     }
     if (cx_.work == nullptr) return Status::Ok();
-    for (int d = 0; d < cx_.device_slot_count; ++d) {
+    for (int i = 0; i < kDecodeRecordsPerDeviceSlot * cx_.device_slot_count; ++i) {
       HOIST_ASSIGN_OR_RETURN(EventId a, cx_.NewEvent());
       HOIST_ASSIGN_OR_RETURN(EventId b, cx_.NewEvent());
-      dev_slots_.push_back(DeviceSlot{a, b, -1});
+      decodes_.push_back(Decode{a, b});
     }
     return Status::Ok();
   }
@@ -590,13 +593,8 @@ class SlotRing {
       cx_.h2d_spans.push_back(std::move(*span));
       slots_[k].waited = q;
     }
-    std::vector<std::pair<std::int64_t, int>> decoding;  // packed: device slots, oldest first
-    for (int d = 0; d < static_cast<int>(dev_slots_.size()); ++d) {
-      if (dev_slots_[d].seq >= 0) decoding.emplace_back(dev_slots_[d].seq, d);
-    }
-    std::sort(decoding.begin(), decoding.end());
-    for (auto [q, d] : decoding) {
-      Status s = CollectDecode(d);
+    for (std::size_t i = 0; i < decodes_.size(); ++i) {  // packed: oldest submit first
+      Status s = CollectDecode(decodes_[(decode_submits_ + i) % decodes_.size()]);
       if (status.ok()) status = s;
     }
     Status sync = cx_.dev.Synchronize(cx_.stream);
@@ -646,13 +644,28 @@ class SlotRing {
     bool waiting = false;
   };
 
-  // Packed: slot q's blocks [lo, hi) to device slot d = q mod count (once the decode of its
-  // previous sequence completed), ev_end_[k] on the copy stream after them, then on the decode
-  // stream, once they are there, slot q's decode jobs between d's events. Called under
-  // submit_mu_.
+  // Packed: one decode's events, its sequence (-1: none, or collected) and device slot.
+  struct Decode {
+    EventId start = -1, end = -1;
+    std::int64_t seq = -1;
+    int slot = 0;
+  };
+
+  // Packed: slot q's blocks [lo, hi) to device slot d (submits take the device slots in turn),
+  // ev_end_[k] on the copy stream after them, then on the decode stream, once they are there,
+  // slot q's decode jobs between the events of decode record n (records also taken in turn).
+  // Nothing here waits on the host before the copy is enqueued: the copy stream waits, on the
+  // device, for the decode that last read slot d (submit n - device slots, whose record is
+  // still intact as there are more records than device slots). The record's previous use (submit
+  // n - records) is collected after the copy is enqueued. Called under submit_mu_.
   Status SubmitDecode(std::uint32_t q, int k) {
-    const int d = static_cast<int>(q % dev_slots_.size());
-    HOIST_RETURN_IF_ERROR(CollectDecode(d));
+    const std::uint64_t n = decode_submits_++;
+    const std::uint64_t slots = static_cast<std::uint64_t>(cx_.device_slot_count);
+    const int d = static_cast<int>(n % slots);
+    if (n >= slots) {
+      HOIST_RETURN_IF_ERROR(
+          cx_.dev.StreamWait(cx_.stream, decodes_[(n - slots) % decodes_.size()].end));
+    }
     const std::size_t first = cx_.cut.seq_jobs[q], last = cx_.cut.seq_jobs[q + 1];
     std::byte* dslot = static_cast<std::byte*>(cx_.device_slots.ptr) + d * cx_.device_slot_stride;
     if (first < last) {
@@ -666,30 +679,32 @@ class SlotRing {
     }
     HOIST_RETURN_IF_ERROR(cx_.dev.Record(ev_end_[k], cx_.stream));
     HOIST_RETURN_IF_ERROR(cx_.dev.StreamWait(cx_.decode_stream, ev_end_[k]));
-    DeviceSlot& ds = dev_slots_[d];
-    HOIST_RETURN_IF_ERROR(cx_.dev.Record(ds.start, cx_.decode_stream));
+    Decode& rec = decodes_[n % decodes_.size()];
+    HOIST_RETURN_IF_ERROR(CollectDecode(rec));
+    HOIST_RETURN_IF_ERROR(cx_.dev.Record(rec.start, cx_.decode_stream));
     if (first < last) {
       HOIST_ASSIGN_OR_RETURN(DecoderId decoder, cx_.Decoder());
       HOIST_RETURN_IF_ERROR(cx_.dev.DecodeAsync(decoder, first, last - first, dslot, cx_.arena.ptr,
                                                 cx_.decode_stream));
     }
-    HOIST_RETURN_IF_ERROR(cx_.dev.Record(ds.end, cx_.decode_stream));
-    ds.seq = q;
+    HOIST_RETURN_IF_ERROR(cx_.dev.Record(rec.end, cx_.decode_stream));
+    rec.seq = q;
+    rec.slot = d;
     return Status::Ok();
   }
 
-  // Packed: waits for device slot d's decode (if it holds a sequence) and keeps its span (lane
+  // Packed: waits for a decode record's decode (if it holds a sequence) and keeps its span (lane
   // "decode-0"). Under submit_mu_, or after the fill threads are joined.
-  Status CollectDecode(int d) {
-    DeviceSlot& ds = dev_slots_[d];
-    if (ds.seq < 0) return Status::Ok();
-    const std::int64_t q = ds.seq;
-    ds.seq = -1;
-    HOIST_RETURN_IF_ERROR(cx_.dev.Wait(ds.end));
-    HOIST_ASSIGN_OR_RETURN(SpanRecord span, cx_.DeviceSpan(ds.start, ds.end,
-                                                           "device slot " + std::to_string(d) +
-                                                               " seq " + std::to_string(q),
-                                                           "decode-0"));
+  Status CollectDecode(Decode& rec) {
+    if (rec.seq < 0) return Status::Ok();
+    const std::int64_t q = rec.seq;
+    rec.seq = -1;
+    HOIST_RETURN_IF_ERROR(cx_.dev.Wait(rec.end));
+    HOIST_ASSIGN_OR_RETURN(
+        SpanRecord span,
+        cx_.DeviceSpan(rec.start, rec.end,
+                       "device slot " + std::to_string(rec.slot) + " seq " + std::to_string(q),
+                       "decode-0"));
     span.seconds = std::max(0.0, span.seconds);
     for (std::size_t j = cx_.cut.seq_jobs[q]; j < cx_.cut.seq_jobs[q + 1]; ++j) {
       span.bytes += std::uint64_t{cx_.decode.jobs[j].values} * 2;
@@ -742,16 +757,11 @@ class SlotRing {
     return s;
   }
 
-  // Packed: a device slot's decode events and the sequence it holds (-1: none, or collected).
-  struct DeviceSlot {
-    EventId start = -1, end = -1;
-    std::int64_t seq = -1;
-  };
-
   RunContext& cx_;
   Milestones& milestones_;
   std::vector<EventId> ev_start_, ev_end_;  // ev_end_: the slot's copies are out of it
-  std::vector<DeviceSlot> dev_slots_;       // packed; guarded by submit_mu_
+  std::vector<Decode> decodes_;             // packed; guarded by submit_mu_
+  std::uint64_t decode_submits_ = 0;        // packed; guarded by submit_mu_
 
   std::mutex mu_;  // guards slots_, remaining_, status_, cx_.h2d_spans, alloc stats, bytes_h2d_
   std::condition_variable cv_;
