@@ -13,8 +13,9 @@
 // registered.
 //
 // Read modes: buffered (pread), mmap (memcpy from the mapping), direct (O_DIRECT, several requests
-// in flight per thread), auto (each file's extent is asked once: a file under 1% resident is read
-// with O_DIRECT throughout, a fully resident one through its mapping; otherwise per chunk, mmap
+// in flight per thread), auto (each file's extent is asked once, a large one first in 64 sampled
+// windows: a file under 1% resident is read with O_DIRECT throughout, a fully resident one (or
+// one whose windows all are) through its mapping; otherwise per chunk, mmap
 // when at least half its bytes are resident, asked just before it is read); pageable (no staging:
 // synchronous copies straight from the mapping) and registered (the mapped file is registered, DMA
 // reads it directly).

@@ -221,6 +221,114 @@ TEST(PipelineTest, AWhollyColdLoadWidensItsRingToTheReadDepth) {
   run(ReadMode::kAuto, 16 * 4096, false);
 }
 
+// A source whose page-cache answers come from a script (the reads are the real file's), counting
+// the ranges it is asked about: auto's judgement of whole files, seen from the source.
+class ScriptedResidency final : public Source {
+ public:
+  ScriptedResidency(std::unique_ptr<Source> inner, std::uint64_t hole_lo, std::uint64_t hole_hi)
+      : inner_(std::move(inner)), hole_lo_(hole_lo), hole_hi_(hole_hi) {}
+  const std::string& path() const override { return inner_->path(); }
+  std::uint64_t size() const override { return inner_->size(); }
+  std::string_view kind() const override { return inner_->kind(); }
+  Status ReadAt(std::uint64_t offset, void* dst, std::uint64_t n) override {
+    return inner_->ReadAt(offset, dst, n);
+  }
+  // Every byte outside [hole_lo, hole_hi) is resident; a strided block counts its extent.
+  std::optional<std::uint64_t> ResidentNow(const RowsRead& b) const override {
+    const std::uint64_t lo = b.offset, hi = b.offset + (b.rows - 1) * b.src_pitch + b.width;
+    asked.push_back(hi - lo);
+    const std::uint64_t overlap = std::max(hole_lo_, lo) < std::min(hole_hi_, hi)
+                                      ? std::min(hole_hi_, hi) - std::max(hole_lo_, lo)
+                                      : 0;
+    return hi - lo - overlap;
+  }
+  mutable std::vector<std::uint64_t> asked;  // the extent of every question, in order
+
+ private:
+  std::unique_ptr<Source> inner_;
+  std::uint64_t hole_lo_, hole_hi_;
+};
+
+// Auto judges a large extent by 64 windows of 1 MiB first: all resident, the file is read
+// through its mapping without asking the whole extent, even with a hole between windows; a window
+// short, the whole extent is asked (here: under 1% resident, so it is read cold); a small extent is
+// asked whole at once. Each run loads the pread reference's bytes (two 64 KiB copies 700 MiB apart
+// in a sparse file).
+TEST(PipelineTest, AutoSamplesALargeExtentBeforeAskingAllOfIt) {
+  ScratchDir dir;
+  const std::string path = dir.Sub("sparse.bin");
+  const std::uint64_t far = 700ull << 20, n = 64u << 10;
+  {
+    testtransport::WriteFile(path, Pattern(n, 3));
+    std::FILE* f = std::fopen(path.c_str(), "r+b");
+    ASSERT_NE(f, nullptr);
+    const std::vector<std::uint8_t> tail = Pattern(n, 4);
+    ASSERT_EQ(::fseeko(f, static_cast<off_t>(far), SEEK_SET), 0);
+    ASSERT_EQ(std::fwrite(tail.data(), 1, n, f), n);
+    std::fclose(f);
+  }
+  proto::LoadPlan plan;
+  *plan.add_files() = testtransport::StatFile(path);
+  proto::RankPlan& rp = *plan.add_ranks();
+  for (std::uint64_t at : {std::uint64_t{0}, far}) {
+    proto::Copy* c = rp.add_copies();
+    c->set_file(0);
+    c->set_src_offset(at);
+    c->set_dst_offset(at == 0 ? 0 : n);
+    c->set_width(n);
+    c->set_rows(1);
+    c->set_src_pitch(n);
+    c->set_dst_pitch(n);
+  }
+  rp.set_arena_bytes(2 * n);
+  auto run = [&](const proto::RankPlan& plan_run, std::uint64_t hole_lo, std::uint64_t hole_hi,
+                 std::uint64_t want_cold, std::vector<std::uint64_t>* asked) {
+    asked->clear();
+    auto primary = OpenMmapSource(path);
+    auto cold = OpenBufferedSource(path);
+    ASSERT_TRUE(primary.ok() && cold.ok());
+    ScriptedResidency scripted(std::move(*cold), hole_lo, hole_hi);
+    std::vector<FileSources> files(1);
+    files[0].primary = primary->get();
+    files[0].cold = &scripted;
+    std::unique_ptr<Device> dev = OpenHostDevice();
+    auto arena = dev->Allocate(plan_run.arena_bytes());
+    ASSERT_TRUE(arena.ok());
+    PipelineReport rep;
+    PipelineOptions o = Tiny(ReadMode::kAuto, 4096);
+    o.read_depth_bytes = 0;
+    Status st = WithWatchdog([&] { return RunPipeline(*dev, *arena, plan_run, files, o, &rep); });
+    *asked = scripted.asked;
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    std::vector<std::uint8_t> got(plan_run.arena_bytes());
+    ASSERT_TRUE(dev->CopyToHost(got.data(), arena->ptr, got.size()).ok());
+    EXPECT_EQ(
+        testtransport::FirstMismatch(testtransport::ReferenceArena(plan, plan_run), got.data()),
+        -1);
+    EXPECT_EQ(rep.bytes_cold, want_cold);
+    ASSERT_TRUE(dev->Free(*arena).ok());
+  };
+  const std::uint64_t extent = far + n;
+  std::vector<std::uint64_t> asked;
+  {
+    SCOPED_TRACE("every window resident, a hole between them");
+    const std::uint64_t gap = (extent - (1u << 20)) / 63;  // windows start gap bytes apart
+    run(rp, 10 * gap + (2u << 20), 11 * gap - (1u << 20), 0, &asked);
+    EXPECT_EQ(asked, std::vector<std::uint64_t>(64, 1u << 20));
+  }
+  {
+    SCOPED_TRACE("the first window short: the whole extent asked, under 1% resident: cold");
+    run(rp, 4096, extent, 2 * n, &asked);
+    EXPECT_EQ(asked, (std::vector<std::uint64_t>{1u << 20, extent}));
+  }
+  proto::RankPlan near = rp;
+  near.mutable_copies()->RemoveLast();
+  near.set_arena_bytes(n);
+  SCOPED_TRACE("a small extent: asked whole, once");
+  run(near, 0, 0, 0, &asked);
+  EXPECT_EQ(asked, std::vector<std::uint64_t>{n});
+}
+
 // A load smaller than a slot, on a device that keeps no staging, makes a slot of its own bytes
 // rounded up to 64 KiB; a device keeping a ring uses the slots as given. Both load the bytes.
 TEST(PipelineTest, ALoadSmallerThanASlotMakesASlotItsSize) {
