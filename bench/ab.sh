@@ -6,8 +6,10 @@
 #                                                   cold drops the page cache before every run)
 # CASES: ';'-separated argument lists for `hoist load`; each case runs RUNS times per build. OLD and
 # NEW may be the same binary: the cases then compare options of one build.
-# Prints one JSON line per run (build, case, load ms, the process's wall ms, phases and their
-# starts relative to `total`) on stdout.
+# Prints one JSON line per run (build, case, load ms, the process's wall ms, the bytes moved to
+# the device and the rank's logical bytes, phases with their busy time and their starts relative
+# to `total`) on stdout. TRACE_DIR: the first round's runs also write Chrome traces there
+# (BUILD-CASEINDEX.json, for bench/lanes.py).
 set -euo pipefail
 old=$1 new=$2 model=$3
 RUNS="${RUNS:-5}"
@@ -26,11 +28,14 @@ done
 # Runs interleave the cases round by round (and the builds within a case), so that a drift of the
 # machine over the call falls on every case alike.
 for i in $(seq "$RUNS"); do
-  for c in "${cases[@]}"; do
+  for ci in "${!cases[@]}"; do
+    c=${cases[$ci]}
     for b in old new; do
+      trace=()
+      if [[ -n "${TRACE_DIR:-}" && $i == 1 ]]; then trace=(--trace "$TRACE_DIR/$b-$ci.json"); fi
       warm
       t0=$(date +%s%N)
-      if ${!b} load --model "$model" --log-level warn --report-json "$tmp/r.json" $c > "$tmp/log" 2>&1; then
+      if ${!b} load --model "$model" --log-level warn --report-json "$tmp/r.json" "${trace[@]}" $c > "$tmp/log" 2>&1; then
         t1=$(date +%s%N)
         python3 - "$tmp/r.json" "$b" "$c" "$(( (t1 - t0) / 1000 ))" "${TEMP:-hot}" <<'PY'
 import json, sys
@@ -38,8 +43,9 @@ r = json.load(open(sys.argv[1])); k = r["ranks"][0]
 ph = k["phases"]; t0 = ph["total"].get("start_s", 0)
 print(json.dumps({"kind": "ab", "build": sys.argv[2], "case": sys.argv[3], "temp": sys.argv[5],
                   "ms": ph["total"]["seconds"] * 1e3, "process_ms": int(sys.argv[4]) / 1e3,
-                  "bytes": k["bytes_h2d"],
+                  "bytes": k["bytes_h2d"], "logical_bytes": ph["total"].get("bytes", 0),
                   "phases": {n: round(p["seconds"] * 1e3, 2) for n, p in ph.items()},
+                  "busy": {n: round(p.get("busy_s", 0) * 1e3, 2) for n, p in ph.items()},
                   "starts": {n: round((p.get("start_s", 0) - t0) * 1e3, 2) for n, p in ph.items()}}))
 PY
       else

@@ -12,8 +12,8 @@ by = defaultdict(list)
 for r in rows:
     if r.get("kind") == "ab" and not r.get("failed"):
         by[(r["case"], r["build"])].append(r)
-print("| case | build | n | load ms (median [min-max]) | GiB/s | vs H2D | read | h2d | staging_alloc |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+print("| case | build | n | load ms (median [min-max]) | GiB/s | vs H2D | read | h2d (busy) | setup | staging_alloc |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 for case in dict.fromkeys(c for c, _ in by):
     for b in ("old", "new"):
         rs = by.get((case, b), [])
@@ -21,11 +21,14 @@ for case in dict.fromkeys(c for c, _ in by):
             continue
         ms = [r["ms"] for r in rs]
         med = statistics.median(ms)
-        gib = rs[0]["bytes"] / 2**30 / (med / 1e3)
+        # Effective rate: the rank's logical bytes (a packed load moves fewer); older lines lack them.
+        gib = (rs[0].get("logical_bytes") or rs[0]["bytes"]) / 2**30 / (med / 1e3)
         ph = lambda n: statistics.median([r["phases"].get(n, 0) for r in rs])
+        busy = lambda n: statistics.median([r.get("busy", {}).get(n, 0) for r in rs])
         vs = f"{gib / ceiling:.0%}" if ceiling else "-"
         print(f"| {case} | {b} | {len(rs)} | {med:.1f} [{min(ms):.1f}-{max(ms):.1f}] | {gib:.2f} | {vs} "
-              f"| {ph('read'):.1f} | {ph('h2d'):.1f} | {ph('staging_alloc'):.1f} |")
+              f"| {ph('read'):.1f} | {ph('h2d'):.1f} ({busy('h2d'):.1f}) | {ph('setup'):.1f} "
+              f"| {ph('staging_alloc'):.1f} |")
 fails = [r for r in rows if r.get("failed")]
 if fails:
     print(f"\n{len(fails)} failed runs: " + ", ".join(f"{r['build']} {r['case']}" for r in fails))
