@@ -478,7 +478,8 @@ struct SvgGeometry {
 };
 
 // Span lanes: DMA streams and fill threads; phases: their kind's colour (transport/phase.h).
-constexpr std::string_view kH2dColor = "#3b7dd8", kFillColor = "#e8a33d", kDecodeColor = "#d63384";
+constexpr std::string_view kH2dColor = "#3b7dd8", kFillColor = "#e8a33d", kDecodeColor = "#d63384",
+                           kSubmitColor = "#6c757d";
 
 std::string_view BoxColor(const std::string& what, const std::string& label) {
   if (label.find("h2d") != std::string::npos || what.rfind("h2d", 0) == 0) return kH2dColor;
@@ -486,6 +487,7 @@ std::string_view BoxColor(const std::string& what, const std::string& label) {
   if (label.find("decode") != std::string::npos || what.rfind("decode", 0) == 0) {
     return kDecodeColor;  // packed loads: blocks decoded on the device
   }
+  if (label.find("submit") != std::string::npos) return kSubmitColor;  // a slot's copies enqueued
   return transport::PhaseColor(what);
 }
 
@@ -533,6 +535,7 @@ void SvgLegend(std::ostringstream& os, int ly) {
            {"fill", kFillColor},
            {"h2d", kH2dColor},
            {"decode", kDecodeColor},
+           {"submit", kSubmitColor},
            {"verify/dump", transport::PhaseColor(Phase::kVerify)},
            {"peer", transport::PhaseColor(Phase::kPeer)}}) {
     os << "<rect x=\"" << lx << "\" y=\"" << ly - 9 << "\" width=\"10\" height=\"10\" fill=\""

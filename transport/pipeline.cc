@@ -90,13 +90,18 @@ void SpansPhase(const std::vector<SpanRecord>& spans, std::uint64_t bytes, Phase
   *out = PhaseTiming{first, last - first, busy, bytes, true};
 }
 
-// Appends the fill lanes' spans and the h2d spans to the report, coalesced per lane when there
-// are more than max_spans.
+// Appends the fill lanes' spans and the device lanes' spans (h2d, decode, submit: one per slot
+// each) to the report, coalesced per lane when there are more than max_spans. The device lanes
+// get up to half of max_spans and the fill lanes the rest, so that a load's per-slot spans stay
+// whole unless it has thousands of slots.
 class SpanEmitter {
  public:
-  // `total` spans in all; more than max_spans are grouped so that at most about max_spans remain.
-  SpanEmitter(std::size_t total, std::size_t max_spans, std::vector<SpanRecord>* out)
-      : group_(GroupOf(total, max_spans)), out_(*out) {}
+  SpanEmitter(std::size_t fill_total, std::size_t device_total, std::size_t max_spans,
+              std::vector<SpanRecord>* out)
+      : device_budget_(std::min(device_total, std::max<std::size_t>(max_spans / 2, 1))),
+        group_(GroupOf(fill_total, std::max<std::size_t>(max_spans - device_budget_, 1))),
+        device_group_(GroupOf(device_total, device_budget_)),
+        out_(*out) {}
 
   void Fill(const std::vector<Lane>& lanes, const char* what) {
     for (std::size_t t = 0; t < lanes.size(); ++t) {
@@ -115,8 +120,8 @@ class SpanEmitter {
   void H2d(std::vector<SpanRecord>& spans) {
     std::sort(spans.begin(), spans.end(),
               [](const SpanRecord& a, const SpanRecord& b) { return a.start_s < b.start_s; });
-    for (std::size_t i = 0; i < spans.size(); i += group_) {
-      std::size_t j = std::min(spans.size(), i + group_);
+    for (std::size_t i = 0; i < spans.size(); i += device_group_) {
+      std::size_t j = std::min(spans.size(), i + device_group_);
       std::uint64_t bytes = 0;
       double end = 0;
       for (std::size_t x = i; x < j; ++x) {
@@ -144,7 +149,7 @@ class SpanEmitter {
     out_.push_back(std::move(r));
   }
 
-  const std::size_t group_;
+  const std::size_t device_budget_, group_, device_group_;
   std::vector<SpanRecord>& out_;
 };
 
@@ -557,10 +562,12 @@ class SlotRing {
     return --remaining_[q] == 0;
   }
 
-  // Enqueues sequence q's host->device copies out of its slot (q's ops, contiguously).
+  // Enqueues sequence q's host->device copies out of its slot (q's ops, contiguously). The time
+  // from asking for the submit lock to the last call is a span on lane "submit".
   Status Submit(std::uint32_t q) {
     const int k = static_cast<int>(q % slots_.size());
     {
+      const Clock::time_point a = Clock::now();
       std::lock_guard lock(submit_mu_);
       HOIST_RETURN_IF_ERROR(cx_.dev.Record(ev_start_[k], cx_.stream));
       for (std::size_t i = cx_.cut.seq_ops[q]; i < cx_.cut.seq_ops[q + 1]; ++i) {
@@ -573,6 +580,9 @@ class SlotRing {
         HOIST_RETURN_IF_ERROR(cx_.dev.Record(ev_end_[k], cx_.stream));
       }
       HOIST_RETURN_IF_ERROR(milestones_.OnSubmitted(q));
+      const Clock::time_point z = Clock::now();
+      submit_spans_.push_back(SpanRecord{"submit", "seq " + std::to_string(q), cx_.Since(a),
+                                         Seconds(a, z), cx_.cut.seq_bytes[q]});
     }
     std::lock_guard lock(mu_);
     slots_[k].submitted = q;
@@ -625,6 +635,9 @@ class SlotRing {
     }
     rep.bytes_h2d = bytes_h2d_;
   }
+
+  // The submit spans so far (after the fill threads are joined).
+  std::vector<SpanRecord> TakeSubmitSpans() { return std::move(submit_spans_); }
 
   // Frees every allocated slot (the stream must have drained): the first error.
   Status FreeStaging() {
@@ -771,7 +784,8 @@ class SlotRing {
 
   std::mutex mu_;  // guards slots_, remaining_, status_, cx_.h2d_spans, alloc stats, bytes_h2d_
   std::condition_variable cv_;
-  std::mutex submit_mu_;  // one slot's ops are enqueued contiguously
+  std::mutex submit_mu_;  // one slot's ops are enqueued contiguously; guards submit_spans_
+  std::vector<SpanRecord> submit_spans_;
   std::vector<Slot> slots_;
   std::vector<int> remaining_;  // tasks of each seq not yet read
   std::atomic<bool> failed_{false};
@@ -819,10 +833,14 @@ class StagedExecutor {
     }
     Status freed = ring_.FreeStaging();
     if (status.ok()) status = freed;
-    SpanEmitter emit(SpanCount(lanes), cx_.o.max_spans, &cx_.rep.spans);
+    std::vector<SpanRecord> submits = ring_.TakeSubmitSpans();
+    SpanEmitter emit(FillSpanCount(lanes),
+                     cx_.h2d_spans.size() + cx_.decode_spans.size() + submits.size(),
+                     cx_.o.max_spans, &cx_.rep.spans);
     emit.Fill(lanes, "read");
     emit.H2d(cx_.h2d_spans);
     emit.H2d(cx_.decode_spans);
+    emit.H2d(submits);
     return status;
   }
 
@@ -868,8 +886,8 @@ class StagedExecutor {
     }
   }
 
-  std::size_t SpanCount(const std::vector<Lane>& lanes) const {
-    std::size_t total = cx_.h2d_spans.size() + cx_.decode_spans.size();
+  static std::size_t FillSpanCount(const std::vector<Lane>& lanes) {
+    std::size_t total = 0;
     for (const Lane& lane : lanes) total += lane.spans.size();
     return total;
   }
@@ -897,7 +915,7 @@ class PageableExecutor {
     cx_.AddProgress(bytes);
     std::size_t total = 0;
     for (const Lane& lane : lanes) total += lane.spans.size();
-    SpanEmitter emit(total, cx_.o.max_spans, &cx_.rep.spans);
+    SpanEmitter emit(total, 0, cx_.o.max_spans, &cx_.rep.spans);
     emit.Fill(lanes, "pageable");
     return error_.status();
   }
@@ -942,7 +960,7 @@ class RegisteredExecutor {
       }
     });
     cx_.rep.staging_free.bytes = cx_.rep.staging_alloc.bytes;
-    SpanEmitter emit(cx_.h2d_spans.size(), cx_.o.max_spans, &cx_.rep.spans);
+    SpanEmitter emit(0, cx_.h2d_spans.size(), cx_.o.max_spans, &cx_.rep.spans);
     emit.H2d(cx_.h2d_spans);
     return status;
   }

@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Why the copy engine idled in one load, from its Chrome trace (hoist load --trace).
+
+    bench/gaps.py TRACE.json LABEL   -> one JSON line on stdout
+
+Each idle gap on lane h2d-0 before a slot's copies (span "slot K seq Q") is put down to one of:
+  - fill: its submit (lane "submit", span "seq Q": it begins as the slot's last read ends) began
+    after the engine went idle (the reads were late);
+  - submit: its submit began in time but ended after the engine went idle (the submit lock, or
+    the calls that enqueue the copies);
+  - device: it was submitted before the engine went idle, yet its copies began later (a wait on
+    the device: packed loads wait for the decode that last read the device slot).
+Also: the gap before the first copy, submit time per slot (median, p90, max), and for packed
+loads how long after its copies each slot's decode began and ran."""
+import json
+import re
+import statistics
+import sys
+
+
+def spans_by_lane(path):
+    events = json.load(open(path))["traceEvents"]
+    names = {(e["pid"], e.get("tid")): e["args"]["name"] for e in events
+             if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    lanes = {}
+    for e in events:
+        if e.get("ph") == "X" and e.get("tid", 0) != 0:
+            lanes.setdefault(names.get((e["pid"], e["tid"]), ""), []).append(e)
+    return lanes
+
+
+def seq_of(name):
+    m = re.search(r"seq (\d+)", name)
+    return int(m.group(1)) if m and " x" not in name else None
+
+
+def quantiles(xs):
+    if not xs:
+        return None
+    xs = sorted(xs)
+    return {"median": round(statistics.median(xs), 1), "p90": round(xs[int(0.9 * (len(xs) - 1))], 1),
+            "max": round(xs[-1], 1)}
+
+
+def main():
+    path, label = sys.argv[1], sys.argv[2]
+    lanes = spans_by_lane(path)
+    h2d = sorted(lanes.get("h2d-0", []), key=lambda e: e["ts"])
+    submit = {seq_of(e["name"]): e for e in lanes.get("submit", [])}
+    cause = {"fill": 0.0, "submit": 0.0, "device": 0.0, "unknown": 0.0}
+    count = dict.fromkeys(cause, 0)
+    for prev, e in zip(h2d, h2d[1:]):
+        idle_from = prev["ts"] + prev["dur"]
+        gap = e["ts"] - idle_from
+        if gap <= 5:  # microseconds: back to back
+            continue
+        q = seq_of(e["name"])
+        s = submit.get(q)
+        if q is None or s is None:
+            c = "unknown"
+        elif s["ts"] > idle_from:
+            c = "fill"
+        elif s["ts"] + s["dur"] > idle_from:
+            c = "submit"
+        else:
+            c = "device"
+        cause[c] += gap
+        count[c] += 1
+    decode_wait, decode_run = [], []
+    h2d_end = {seq_of(e["name"]): e["ts"] + e["dur"] for e in h2d}
+    for e in lanes.get("decode-0", []):
+        q = seq_of(e["name"])
+        if q in h2d_end:
+            decode_wait.append(e["ts"] - h2d_end[q])
+            decode_run.append(e["dur"])
+    first_read = min((e["ts"] for lane, v in lanes.items() if lane.startswith("fill-") for e in v),
+                     default=None)
+    print(json.dumps({
+        "kind": "gaps", "label": label, "slots": len(h2d),
+        "h2d_busy_ms": round(sum(e["dur"] for e in h2d) / 1e3, 2),
+        "h2d_extent_ms": round((h2d[-1]["ts"] + h2d[-1]["dur"] - h2d[0]["ts"]) / 1e3, 2) if h2d else 0,
+        "first_copy_after_first_read_ms": round((h2d[0]["ts"] - first_read) / 1e3, 3)
+        if h2d and first_read is not None else None,
+        "gap_ms": {c: round(v / 1e3, 2) for c, v in cause.items()}, "gaps": count,
+        "submit_us": quantiles([e["dur"] for e in submit.values()]),
+        "decode_start_after_copy_us": quantiles(decode_wait), "decode_us": quantiles(decode_run)}))
+
+
+if __name__ == "__main__":
+    main()
