@@ -10,8 +10,11 @@ Each idle gap on lane h2d-0 before a slot's copies (span "slot K seq Q") is put 
     the calls that enqueue the copies);
   - device: it was submitted before the engine went idle, yet its copies began later (a wait on
     the device: packed loads wait for the decode that last read the device slot).
-Also: the gap before the first copy, submit time per slot (median, p90, max), and for packed
-loads how long after its copies each slot's decode began and ran."""
+For fill gaps: how long after its staging slot was free (the copies of the slot's previous
+sequence done) the slot's first read began, and how long its reads took from first start to last
+end. Also: the gap before the first copy, submit time per slot (median, p90, max), for packed
+loads how long after its copies each slot's decode began and ran, and when the decoder was made
+(lane "decoder") against the first read."""
 import json
 import re
 import statistics
@@ -47,6 +50,17 @@ def main():
     lanes = spans_by_lane(path)
     h2d = sorted(lanes.get("h2d-0", []), key=lambda e: e["ts"])
     submit = {seq_of(e["name"]): e for e in lanes.get("submit", [])}
+    reads = {}  # seq -> (first start, last end) of its reads (ungrouped spans only)
+    for lane, spans in lanes.items():
+        if lane.startswith("fill-"):
+            for e in spans:
+                q = seq_of(e["name"])
+                if q is not None:
+                    a, z = reads.get(q, (e["ts"], e["ts"] + e["dur"]))
+                    reads[q] = (min(a, e["ts"]), max(z, e["ts"] + e["dur"]))
+    h2d_by_seq = {seq_of(e["name"]): e for e in h2d}
+    ring = len({re.search(r"slot (\d+)", e["name"]).group(1) for e in h2d if "slot " in e["name"]})
+    late_start, read_time = [], []
     cause = {"fill": 0.0, "submit": 0.0, "device": 0.0, "unknown": 0.0}
     count = dict.fromkeys(cause, 0)
     for prev, e in zip(h2d, h2d[1:]):
@@ -60,6 +74,11 @@ def main():
             c = "unknown"
         elif s["ts"] > idle_from:
             c = "fill"
+            prev_use = h2d_by_seq.get(q - ring) if ring else None
+            if q in reads:
+                if prev_use is not None:
+                    late_start.append(reads[q][0] - (prev_use["ts"] + prev_use["dur"]))
+                read_time.append(reads[q][1] - reads[q][0])
         elif s["ts"] + s["dur"] > idle_from:
             c = "submit"
         else:
@@ -82,6 +101,11 @@ def main():
         "first_copy_after_first_read_ms": round((h2d[0]["ts"] - first_read) / 1e3, 3)
         if h2d and first_read is not None else None,
         "gap_ms": {c: round(v / 1e3, 2) for c, v in cause.items()}, "gaps": count,
+        "fill_gap_read_start_after_slot_free_us": quantiles(late_start),
+        "fill_gap_reads_us": quantiles(read_time),
+        "decoder_made": [{"after_first_read_ms": round((e["ts"] - first_read) / 1e3, 3)
+                          if first_read is not None else None, "ms": round(e["dur"] / 1e3, 3)}
+                         for e in lanes.get("decoder", [])],
         "submit_us": quantiles([e["dur"] for e in submit.values()]),
         "decode_start_after_copy_us": quantiles(decode_wait), "decode_us": quantiles(decode_run)}))
 

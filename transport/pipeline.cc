@@ -247,15 +247,27 @@ struct RunContext {
   }
 
   // Packed: the decoder is made on a helper thread while the ring fills (StartDecoder); the first
-  // caller of Decoder() waits for it. Any thread; the creation's error is every caller's.
+  // caller of Decoder() waits for it. Any thread; the creation's error is every caller's. Its
+  // making is timed as a span on lane "decoder" (DecoderSpan, once it is made).
   void StartDecoder() {
+    auto make = [this] {
+      const Clock::time_point a = Clock::now();
+      Result<DecoderId> d = dev.CreateDecoder(decode);
+      decoder_span_ = SpanRecord{"decoder", "decoder made", Since(a), Seconds(a, Clock::now()), 0};
+      return d;
+    };
     try {
-      decoder_made_ = std::async(std::launch::async, [this] { return dev.CreateDecoder(decode); });
+      decoder_made_ = std::async(std::launch::async, make);
     } catch (const std::system_error&) {  // no thread: make it here
       std::promise<Result<DecoderId>> now;
-      now.set_value(dev.CreateDecoder(decode));
+      now.set_value(make());
       decoder_made_ = now.get_future();
     }
+  }
+  // The decoder's making, once Decoder() has returned (empty lane: none was made).
+  SpanRecord DecoderSpan() {
+    std::lock_guard lock(decoder_mu_);
+    return decoder_span_;
   }
   Result<DecoderId> Decoder() {
     std::lock_guard lock(decoder_mu_);
@@ -279,6 +291,7 @@ struct RunContext {
  private:
   std::mutex decoder_mu_;
   std::future<Result<DecoderId>> decoder_made_;
+  SpanRecord decoder_span_;  // written by the making thread before its future is ready
   DecoderId decoder_ = -1;
   Status decoder_status_;
 };
@@ -1379,6 +1392,8 @@ class Runner {
     if (cx_.decode_stream >= 0) {
       keep(cx_.dev.Synchronize(cx_.decode_stream));
       keep(cx_.DestroyDecoder());
+      SpanRecord made = cx_.DecoderSpan();
+      if (!made.lane.empty()) cx_.rep.spans.push_back(std::move(made));
     }
     if (cx_.device_slots.ptr != nullptr) keep(cx_.dev.Free(cx_.device_slots));
     if (cx_.decode_stream >= 0) keep(cx_.dev.DestroyStream(cx_.decode_stream));
