@@ -13,8 +13,8 @@ Each idle gap on lane h2d-0 before a slot's copies (span "slot K seq Q") is put 
 For fill gaps: how long after its staging slot was free (the copies of the slot's previous
 sequence done) the slot's first read began, and how long its reads took from first start to last
 end. Also: the gap before the first copy, submit time per slot (median, p90, max), for packed
-loads how long after its copies each slot's decode began and ran, and how long making the decoder
-took (a "decoder made" span: lane "setup" since 5a13804's successor, lane "decoder" in 5a13804)."""
+loads how long after its copies each slot's decode began and ran, and when the decoder was made
+(lane "decoder") against the first read."""
 import json
 import re
 import statistics
@@ -105,8 +105,7 @@ def main():
         "fill_gap_reads_us": quantiles(read_time),
         "decoder_made": [{"after_first_read_ms": round((e["ts"] - first_read) / 1e3, 3)
                           if first_read is not None else None, "ms": round(e["dur"] / 1e3, 3)}
-                         for e in lanes.get("decoder", []) + lanes.get("setup", [])
-                         if e["name"] == "decoder made"],
+                         for e in lanes.get("decoder", [])],
         "submit_us": quantiles([e["dur"] for e in submit.values()]),
         "decode_start_after_copy_us": quantiles(decode_wait), "decode_us": quantiles(decode_run)}))
 

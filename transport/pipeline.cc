@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <future>
 #include <mutex>
 #include <system_error>
 #include <thread>
@@ -245,28 +246,54 @@ struct RunContext {
     if (o.progress != nullptr) o.progress->fetch_add(bytes, std::memory_order_relaxed);
   }
 
-  // Packed: the decoder (its jobs and code tables uploaded) is made during the set-up, before the
-  // ring fills. Made on a helper thread while the ring filled, its upload queued behind the
-  // slots' copies and took 18-32 ms on the H200 box, and no slot after the first could be
-  // submitted until it was ready (docs/BENCHMARKS.md run P). Decoder() from any thread after
-  // the set-up.
-  Status MakeDecoder() {
-    HOIST_ASSIGN_OR_RETURN(decoder_, dev.CreateDecoder(decode));
-    return Status::Ok();
+  // Packed: the decoder is made on a helper thread while the ring fills (StartDecoder); the first
+  // caller of Decoder() waits for it. Any thread; the creation's error is every caller's. Its
+  // making is timed as a span on lane "decoder" (DecoderSpan, once it is made).
+  void StartDecoder() {
+    auto make = [this] {
+      const Clock::time_point a = Clock::now();
+      Result<DecoderId> d = dev.CreateDecoder(decode);
+      decoder_span_ = SpanRecord{"decoder", "decoder made", Since(a), Seconds(a, Clock::now()), 0};
+      return d;
+    };
+    try {
+      decoder_made_ = std::async(std::launch::async, make);
+    } catch (const std::system_error&) {  // no thread: make it here
+      std::promise<Result<DecoderId>> now;
+      now.set_value(make());
+      decoder_made_ = now.get_future();
+    }
   }
-  Result<DecoderId> Decoder() const {
-    if (decoder_ < 0) return Status::Internal("pipeline: no decoder was made");
+  // The decoder's making, once Decoder() has returned (empty lane: none was made).
+  SpanRecord DecoderSpan() {
+    std::lock_guard lock(decoder_mu_);
+    return decoder_span_;
+  }
+  Result<DecoderId> Decoder() {
+    std::lock_guard lock(decoder_mu_);
+    if (decoder_made_.valid()) {
+      Result<DecoderId> d = decoder_made_.get();
+      if (d.ok()) decoder_ = *d;
+      decoder_status_ = d.status();
+    }
+    if (!decoder_status_.ok()) return decoder_status_;
+    if (decoder_ < 0) return Status::Internal("pipeline: no decoder was started");
     return decoder_;
   }
-  // Destroys the decoder, if one was made (its streams must have completed).
+  // Waits for a decoder being made and destroys it (its streams must have completed).
   Status DestroyDecoder() {
-    const DecoderId d = decoder_;
+    Result<DecoderId> d = Decoder();
+    std::lock_guard lock(decoder_mu_);
     decoder_ = -1;
-    return d >= 0 ? dev.DestroyDecoder(d) : Status::Ok();
+    return d.ok() ? dev.DestroyDecoder(*d) : Status::Ok();
   }
 
  private:
+  std::mutex decoder_mu_;
+  std::future<Result<DecoderId>> decoder_made_;
+  SpanRecord decoder_span_;  // written by the making thread before its future is ready
   DecoderId decoder_ = -1;
+  Status decoder_status_;
 };
 
 // Auto's residency judgement (Runner::JudgeFiles): an extent of at least kJudgeSampleAbove bytes
@@ -1059,7 +1086,7 @@ class Runner {
     if (cx_.work == nullptr) return Status::Ok();
     SetupStep([&] {
       s = SetupDecode();
-      return cx_.work != nullptr ? "decoder made" : "nothing to decode";
+      return cx_.work != nullptr ? "decoder started" : "nothing to decode";
     });
     return s;
   }
@@ -1131,7 +1158,8 @@ class Runner {
     cx_.decode.jobs = std::move(cx_.cut.jobs);
     cx_.decode.max_block_bytes = cx_.work->decode.max_block_bytes;
     cx_.decode.max_block_bit_words = cx_.work->decode.max_block_bit_words;
-    return cx_.MakeDecoder();
+    cx_.StartDecoder();  // the first slot's decode waits for it
+    return Status::Ok();
   }
 
   // Threads, slot and chunk sizes from the options (defaults resolved), into the report.
@@ -1364,6 +1392,8 @@ class Runner {
     if (cx_.decode_stream >= 0) {
       keep(cx_.dev.Synchronize(cx_.decode_stream));
       keep(cx_.DestroyDecoder());
+      SpanRecord made = cx_.DecoderSpan();
+      if (!made.lane.empty()) cx_.rep.spans.push_back(std::move(made));
     }
     if (cx_.device_slots.ptr != nullptr) keep(cx_.dev.Free(cx_.device_slots));
     if (cx_.decode_stream >= 0) keep(cx_.dev.DestroyStream(cx_.decode_stream));
