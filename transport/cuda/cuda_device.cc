@@ -141,12 +141,6 @@ class CudaDevice final : public Device {
     caps_.ordinal = ordinal_;
     caps_.pci_bus_id = bus;
     caps_.total_memory = prop.totalGlobalMem;
-#if HOIST_HAVE_CUDA_DECODE
-    // Loads the decode kernels' module now, while the device opens off the load's critical path,
-    // rather than on a packed load's first decoder (CUDA loads modules lazily). A failure here is
-    // reported by the first CreateDecoder instead.
-    if (!cuda::PrepareCodecJobs(0).ok()) (void)cudaGetLastError();
-#endif
     return Status::Ok();
   }
 
@@ -644,44 +638,45 @@ class CudaDevice final : public Device {
   }
 
 #if HOIST_HAVE_CUDA_DECODE
-  // Checks the kernel's shared memory against the device, then uploads jobs, stream parameters,
-  // tables and a zeroed error flag as one allocation with one copy (each cudaMalloc and each
-  // pageable copy costs a driver round trip, and the copies queue behind the load's own DMA);
-  // returns once they are in device memory.
+  // cudaMalloc + synchronous upload of `bytes` from `host`; the memory joins d.memory at once.
+  Result<void*> Upload(Decoder& d, const void* host, std::uint64_t bytes, const char* what) const {
+    void* p = nullptr;
+    HOIST_RETURN_IF_ERROR(
+        Check(cudaMalloc(&p, std::max<std::uint64_t>(bytes, 16)),
+              std::string("cudaMalloc(") + what + ", " + std::to_string(bytes) + " bytes)"));
+    d.memory.push_back(p);
+    if (bytes > 0) {
+      HOIST_RETURN_IF_ERROR(
+          Check(cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice),
+                std::string("cudaMemcpy(") + what + ", " + std::to_string(bytes) + " bytes)"));
+    }
+    return p;
+  }
+
+  // Checks the kernel's shared memory against the device, then uploads jobs, stream parameters
+  // and tables, and a zeroed error flag; returns once they are in device memory.
   Status UploadDecoder(const DecodeSet& set, Decoder& d) const {
     DecodeArrays a = MakeDecodeArrays(set);
     Status fits = cuda::PrepareCodecJobs(cuda::CodecJobSharedBytes(a.max_words));
     if (!fits.ok()) return std::move(fits.Annotate(name_));
-    const auto bytes = [](const auto& v) { return v.size() * sizeof(v[0]); };
-    const auto align = [](std::uint64_t x) { return (x + 255) / 256 * 256; };
-    const std::uint64_t streams_at = align(bytes(a.jobs));
-    const std::uint64_t luts_at = streams_at + align(bytes(a.streams));
-    const std::uint64_t error_at = luts_at + align(bytes(a.luts));
-    const std::uint64_t total = error_at + sizeof(int);
-    std::vector<std::byte> host(total);  // zeroed: the error flag starts at 0
-    std::memcpy(host.data(), a.jobs.data(), bytes(a.jobs));
-    std::memcpy(host.data() + streams_at, a.streams.data(), bytes(a.streams));
-    std::memcpy(host.data() + luts_at, a.luts.data(), bytes(a.luts));
-    void* p = nullptr;
-    HOIST_RETURN_IF_ERROR(Check(cudaMalloc(&p, total),
-                                "cudaMalloc(decoder: jobs, streams, code "
-                                "tables, error flag; " +
-                                    std::to_string(total) + " bytes)"));
-    d.memory.push_back(p);
-    HOIST_RETURN_IF_ERROR(Check(cudaMemcpy(p, host.data(), total, cudaMemcpyHostToDevice),
-                                "cudaMemcpy(decoder, " + std::to_string(total) + " bytes)"));
-    // A pageable copy may still run on the default stream, which the load's non-blocking streams
-    // do not wait for: finish it here.
-    HOIST_RETURN_IF_ERROR(
-        Check(cudaStreamSynchronize(nullptr), "cudaStreamSynchronize(default stream)"));
-    std::byte* base = static_cast<std::byte*>(p);
     cuda::CodecJobSet& args = d.args;
     args.threads = a.threads;
     args.max_words = static_cast<std::uint32_t>(a.max_words);
-    args.jobs = reinterpret_cast<const cuda::CodecJob*>(base);
-    args.streams = reinterpret_cast<const cuda::CodecJobStream*>(base + streams_at);
-    args.luts = reinterpret_cast<const std::uint16_t*>(base + luts_at);
-    args.error = d.error = reinterpret_cast<int*>(base + error_at);
+    const auto bytes = [](const auto& v) { return v.size() * sizeof(v[0]); };
+    HOIST_ASSIGN_OR_RETURN(void* jobs, Upload(d, a.jobs.data(), bytes(a.jobs), "decode jobs"));
+    HOIST_ASSIGN_OR_RETURN(void* streams,
+                           Upload(d, a.streams.data(), bytes(a.streams), "decode streams"));
+    HOIST_ASSIGN_OR_RETURN(void* luts, Upload(d, a.luts.data(), bytes(a.luts), "code tables"));
+    HOIST_ASSIGN_OR_RETURN(void* error, Upload(d, nullptr, 0, "decoder error flag"));
+    HOIST_RETURN_IF_ERROR(Check(cudaMemset(error, 0, sizeof(int)), "cudaMemset(error flag)"));
+    // The copies (from pageable memory) and the memset may still run on the default stream,
+    // which the load's non-blocking streams do not wait for: finish them here.
+    HOIST_RETURN_IF_ERROR(
+        Check(cudaStreamSynchronize(nullptr), "cudaStreamSynchronize(default stream)"));
+    args.jobs = static_cast<const cuda::CodecJob*>(jobs);
+    args.streams = static_cast<const cuda::CodecJobStream*>(streams);
+    args.luts = static_cast<const std::uint16_t*>(luts);
+    args.error = d.error = static_cast<int*>(error);
     return Status::Ok();
   }
 
