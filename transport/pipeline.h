@@ -84,7 +84,7 @@ struct PipelineOptions {
   // already that deep: the ring as given.
   std::uint64_t read_depth_bytes = kDefaultReadDepthBytes;
   StagingKind staging = StagingKind::kAuto;
-  bool lazy_staging = true;      // allocate each slot on first use (overlaps set-up with reading)
+  bool lazy_staging = true;  // allocate each slot on first use (overlaps set-up with reading)
   // Spans beyond this are coalesced per lane (8192: every read of an 8 GB load in 1 MiB chunks
   // stays whole; about 0.5 MB of report per rank).
   std::size_t max_spans = 8192;
