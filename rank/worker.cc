@@ -294,6 +294,16 @@ void AddPipelineReport(const transport::PipelineReport& pr, const transport::Pha
   }
 }
 
+// The sources' opening (O_DIRECT descriptors and their AIO contexts; mappings come on first use)
+// as a span on lane "sources".
+void OpenedSpan(Clock::time_point origin, Clock::time_point a, proto::RankReport* rep) {
+  proto::Span* p = rep->add_spans();
+  p->set_lane("sources");
+  p->set_what("sources opened");
+  p->set_start_s(Seconds(origin, a));
+  p->set_seconds(Seconds(a, Clock::now()));
+}
+
 // After AddPipelineReport. A packed checkpoint's copies address logical bytes: what its rank read
 // from storage is what the pipeline read (stored blocks and plain copies), not the copies' sum.
 void AddExchangeReport(const proto::LoadPlan& plan, const proto::RankPlan& rp, bool exchange,
@@ -355,9 +365,12 @@ Status Execute(const proto::LoadPlan& plan, const proto::RankPlan& rp, const Loa
   ExchangeReport xr;
   {
     // Host-memory loads release mapped pages once copied (RSS); GPU loads keep them mapped.
+    // Opening them is a span on lane "sources" (it runs between arena_alloc and setup).
+    const Clock::time_point open = Clock::now();
     HOIST_ASSIGN_OR_RETURN(transport::SourceSet sources,
                            transport::OpenSources(files.paths, files.used, o.read_mode, o.direct,
                                                   o.wrap_source, !dev.Caps().gpu));
+    OpenedSpan(o.origin, open, &rep);
     if (!sources.note.empty()) spdlog::warn("{}", sources.note);
     transport::PipelineOptions po = PipelineFor(o, threads);
     po.packed = &packed.streams;
