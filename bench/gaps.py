@@ -20,16 +20,7 @@ import re
 import statistics
 import sys
 
-
-def spans_by_lane(path):
-    events = json.load(open(path))["traceEvents"]
-    names = {(e["pid"], e.get("tid")): e["args"]["name"] for e in events
-             if e.get("ph") == "M" and e.get("name") == "thread_name"}
-    lanes = {}
-    for e in events:
-        if e.get("ph") == "X" and e.get("tid", 0) != 0:
-            lanes.setdefault(names.get((e["pid"], e["tid"]), ""), []).append(e)
-    return lanes
+from lanes import spans_by_lane  # bench/lanes.py, beside this script
 
 
 def seq_of(name):
@@ -86,11 +77,10 @@ def main():
         cause[c] += gap
         count[c] += 1
     decode_wait, decode_run = [], []
-    h2d_end = {seq_of(e["name"]): e["ts"] + e["dur"] for e in h2d}
     for e in lanes.get("decode-0", []):
-        q = seq_of(e["name"])
-        if q in h2d_end:
-            decode_wait.append(e["ts"] - h2d_end[q])
+        copy = h2d_by_seq.get(seq_of(e["name"]))
+        if copy is not None:
+            decode_wait.append(e["ts"] - (copy["ts"] + copy["dur"]))
             decode_run.append(e["dur"])
     first_read = min((e["ts"] for lane, v in lanes.items() if lane.startswith("fill-") for e in v),
                      default=None)

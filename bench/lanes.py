@@ -11,18 +11,22 @@ import statistics
 import sys
 
 
-def main():
-    trace, label = sys.argv[1], sys.argv[2]
+def spans_by_lane(trace):
+    """A trace's spans ("X" events off the phases row), grouped by their lane's name."""
     events = json.load(open(trace))["traceEvents"]
     names = {(e["pid"], e.get("tid")): e["args"]["name"] for e in events
              if e.get("ph") == "M" and e.get("name") == "thread_name"}
     lanes = {}
     for e in events:
-        if e.get("ph") != "X" or e.get("tid", 0) == 0:
-            continue
-        lane = names.get((e["pid"], e["tid"]), "")
-        if lane.startswith(("h2d", "decode")):
-            lanes.setdefault(lane, []).append(e)
+        if e.get("ph") == "X" and e.get("tid", 0) != 0:
+            lanes.setdefault(names.get((e["pid"], e["tid"]), ""), []).append(e)
+    return lanes
+
+
+def main():
+    trace, label = sys.argv[1], sys.argv[2]
+    lanes = {lane: spans for lane, spans in spans_by_lane(trace).items()
+             if lane.startswith(("h2d", "decode"))}
     for lane, spans in sorted(lanes.items()):
         spans.sort(key=lambda e: e["ts"])
         busy = sum(e["dur"] for e in spans)
