@@ -593,9 +593,7 @@ class SlotRing {
         HOIST_RETURN_IF_ERROR(cx_.dev.Record(ev_end_[k], cx_.stream));
       }
       HOIST_RETURN_IF_ERROR(milestones_.OnSubmitted(q));
-      const Clock::time_point z = Clock::now();
-      submit_spans_.push_back(SpanRecord{"submit", "seq " + std::to_string(q), cx_.Since(a),
-                                         Seconds(a, z), cx_.cut.seq_bytes[q]});
+      submits_.push_back(Timed{q, a, Clock::now()});
     }
     std::lock_guard lock(mu_);
     slots_[k].submitted = q;
@@ -649,8 +647,16 @@ class SlotRing {
     rep.bytes_h2d = bytes_h2d_;
   }
 
-  // The submit spans so far (after the fill threads are joined).
-  std::vector<SpanRecord> TakeSubmitSpans() { return std::move(submit_spans_); }
+  // The submit spans (after the fill threads are joined).
+  std::vector<SpanRecord> TakeSubmitSpans() const {
+    std::vector<SpanRecord> spans;
+    spans.reserve(submits_.size());
+    for (const Timed& t : submits_) {
+      spans.push_back(SpanRecord{"submit", "seq " + std::to_string(t.seq), cx_.Since(t.a),
+                                 Seconds(t.a, t.z), cx_.cut.seq_bytes[t.seq]});
+    }
+    return spans;
+  }
 
   // Frees every allocated slot (the stream must have drained): the first error.
   Status FreeStaging() {
@@ -797,8 +803,12 @@ class SlotRing {
 
   std::mutex mu_;  // guards slots_, remaining_, status_, cx_.h2d_spans, alloc stats, bytes_h2d_
   std::condition_variable cv_;
-  std::mutex submit_mu_;  // one slot's ops are enqueued contiguously; guards submit_spans_
-  std::vector<SpanRecord> submit_spans_;
+  std::mutex submit_mu_;  // one slot's ops are enqueued contiguously; guards submits_
+  struct Timed {          // a submit: its sequence, from asking for the lock to its last call
+    std::uint32_t seq;
+    Clock::time_point a, z;
+  };
+  std::vector<Timed> submits_;
   std::vector<Slot> slots_;
   std::vector<int> remaining_;  // tasks of each seq not yet read
   std::atomic<bool> failed_{false};

@@ -85,8 +85,8 @@ struct PipelineOptions {
   std::uint64_t read_depth_bytes = kDefaultReadDepthBytes;
   StagingKind staging = StagingKind::kAuto;
   bool lazy_staging = true;  // allocate each slot on first use (overlaps set-up with reading)
-  // Spans beyond this are coalesced per lane (8192: every read of an 8 GB load in 1 MiB chunks
-  // stays whole; about 0.5 MB of report per rank).
+  // Spans beyond this are coalesced per lane (8192: a 5.6 GB load's 1 MiB reads stay whole beside
+  // its per-slot spans, an 8 GB load's are paired; about 0.5 MB of report per rank).
   std::size_t max_spans = 8192;
   // When set, bytes handed to the DMA engine are added here as they go (relaxed atomics), so
   // another thread can show progress while the pipeline runs.
