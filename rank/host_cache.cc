@@ -164,6 +164,7 @@ Result<std::unique_ptr<PackedCacheLayout>> Layout(const transport::PackedWork& w
   for (std::uint64_t b : l->cut.seq_bytes) l->base.push_back(l->base.back() + b);
   l->decode.streams = work.decode.streams;
   l->decode.names = work.decode.names;
+  l->decode.luts = work.decode.luts;
   l->decode.jobs = l->cut.jobs;
   l->decode.max_block_bytes = work.decode.max_block_bytes;
   l->decode.max_block_bit_words = work.decode.max_block_bit_words;

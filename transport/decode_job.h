@@ -40,12 +40,26 @@ struct DecodeJob {
   std::uint32_t block = 0;      // block index within its stream (checksums, errors)
 };
 
+// Built before the load's clock (transport/packed.h: with the plan, while the device opens), so
+// that a decoder's making allocates and converts nothing: the GPU backend uploads `jobs` and
+// `luts` as they are.
 struct DecodeSet {
   std::vector<codec::StreamInfo> streams;  // Huffman-coded streams only
   std::vector<std::string> names;          // per stream, for errors: "<shard path>: <tensor>"
+  std::vector<std::uint16_t> luts;         // the streams' tables back to back: stream s's at
+                                           // s * codec::kLutEntries (kept by AddStream)
   std::vector<DecodeJob> jobs;
   std::uint64_t max_block_bytes = 0;      // the largest job's `bytes`
   std::uint64_t max_block_bit_words = 0;  // over streams: the largest block's coded words
+
+  // Appends a stream, its name and its table; returns its index.
+  std::uint32_t AddStream(const codec::StreamInfo& info, std::string name) {
+    streams.push_back(info);
+    names.push_back(std::move(name));
+    luts.insert(luts.end(), info.lut.begin(), info.lut.end());
+    max_block_bit_words = std::max(max_block_bit_words, info.max_block_bit_words);
+    return static_cast<std::uint32_t>(streams.size() - 1);
+  }
 };
 
 // A run of consecutive blocks of one stream, contiguous in a file: what the staging ring moves.

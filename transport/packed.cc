@@ -273,11 +273,8 @@ class Translator {
     if (added) {
       const PackedStreams::Tensor& t = p_.tensors()[ti];
       const codec::StreamInfo& info = t.streams[s].info;
-      w_.decode.streams.push_back(info);
-      w_.decode.names.push_back(Label(paths_[t.file], t.name) + " (stream at offset " +
-                                std::to_string(t.streams[s].offset) + ")");
-      w_.decode.max_block_bit_words =
-          std::max(w_.decode.max_block_bit_words, info.max_block_bit_words);
+      w_.decode.AddStream(info, Label(paths_[t.file], t.name) + " (stream at offset " +
+                                    std::to_string(t.streams[s].offset) + ")");
     }
     return static_cast<std::uint32_t>(it->second);
   }
@@ -333,6 +330,7 @@ Result<PackedWork> PackedStreams::Translate(const proto::RankPlan& logical) cons
   // cost nothing): no job or stream is copied as the vectors grow.
   w.decode.jobs.reserve(blocks_);
   w.decode.streams.reserve(streams_);
+  w.decode.luts.reserve(streams_ * codec::kLutEntries);
   Translator tr(*this, paths_, packed_, file_first_, &w);
   for (int i = 0; i < logical.copies_size(); ++i) {
     HOIST_RETURN_IF_ERROR(tr.Add(i, logical.copies(i)));

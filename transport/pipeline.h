@@ -110,7 +110,7 @@ struct PipelineOptions {
   // stream (which then carries the slots' end events and the milestones).
   const PackedStreams* packed = nullptr;
   // Optional: `packed`'s translation of exactly the plan RunPipeline gets (made ahead of time by
-  // the caller, e.g. while the device opens); the run takes its decode streams and names.
+  // the caller, e.g. while the device opens); the run takes its decode streams, names and tables.
   PackedWork* packed_work = nullptr;
   // Optional, with packed_work: its slot cut made ahead (CutPackedAhead). The run takes it (moves
   // from it) when it was made for this run's slot and chunk sizes, and cuts again otherwise.

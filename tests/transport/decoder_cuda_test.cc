@@ -138,9 +138,7 @@ Case MakeCase() {
     AddJobs(c, copy);
   }
   for (const Tensor& t : c.tensors) {
-    c.set.streams.push_back(t.info);
-    c.set.names.push_back(t.name);
-    c.set.max_block_bit_words = std::max(c.set.max_block_bit_words, t.info.max_block_bit_words);
+    c.set.AddStream(t.info, t.name);
   }
   for (const DecodeJob& j : c.set.jobs) {
     c.set.max_block_bytes = std::max<std::uint64_t>(c.set.max_block_bytes, j.bytes);
@@ -380,6 +378,9 @@ TEST(DecoderCuda, RefusesBadArguments) {
   DecodeSet odd = c.set;  // an odd arena offset
   odd.jobs[0].dst += 1;
   EXPECT_EQ(dev->CreateDecoder(odd).status().code(), Code::kInvalidArgument);
+  DecodeSet short_tables = c.set;  // tables out of step with the streams
+  short_tables.luts.pop_back();
+  EXPECT_EQ(dev->CreateDecoder(short_tables).status().code(), Code::kInvalidArgument);
 
   auto other = dev->CreateDecoder(c.set);
   ASSERT_TRUE(other.ok()) << other.status().ToString();

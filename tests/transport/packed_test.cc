@@ -9,10 +9,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <set>
 
 #include "codec/codec.h"
+#include "codec/huffman.h"
 #include "tests/transport/packed_synth.h"
 #include "tests/transport/test_util.h"
 #include "transport/pipeline.h"
@@ -263,6 +265,26 @@ TEST(PackedLoad, CutKeepsBlocksWholeInsideTheirSlots) {
     EXPECT_LE(cut.copy_last_seq[i - 1], cut.copy_last_seq[i]);
   }
   EXPECT_EQ(cut.copy_last_seq.back(), static_cast<std::int64_t>(cut.seqs()) - 1);
+}
+
+TEST(PackedLoad, TheDecodeSetKeepsEachStreamsTableInStreamOrder) {
+  Packed p = MakePacked(Specs(), 2048);
+  auto streams = PackedStreams::FromPlan(p.plan);
+  ASSERT_TRUE(streams.ok());
+  auto work = streams->Translate(MixedPlan(p));
+  ASSERT_TRUE(work.ok());
+  const DecodeSet& set = work->decode;
+  ASSERT_GE(set.streams.size(), 2u);
+  ASSERT_EQ(set.luts.size(), set.streams.size() * codec::kLutEntries);
+  std::uint64_t max_words = 0;
+  for (std::size_t s = 0; s < set.streams.size(); ++s) {
+    // The table the stream's own code lengths give, rebuilt independently.
+    const codec::DecodeLut want = codec::BuildDecodeLut(set.streams[s].code_lengths);
+    EXPECT_TRUE(std::equal(want.begin(), want.end(), set.luts.begin() + s * codec::kLutEntries))
+        << "stream " << s << " (" << set.names[s] << ")";
+    max_words = std::max(max_words, set.streams[s].max_block_bit_words);
+  }
+  EXPECT_EQ(set.max_block_bit_words, max_words);
 }
 
 TEST(PackedLoad, ADamagedBlockIsANamedError) {

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cctype>
 #include <climits>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -49,7 +50,8 @@ std::string P(const void* p) {
 
 #if HOIST_HAVE_CUDA_DECODE
 // What the kernel cannot take: a stream that is not Huffman BF16/F16 with 1..1024 sub-streams,
-// a job naming no stream or an odd arena offset, more jobs than the error flag can name.
+// a job naming no stream or an odd arena offset, more jobs than the error flag can name, tables
+// out of step with the streams.
 Status CheckDecodeSet(const std::string& device, const DecodeSet& set) {
   const auto bad = [&](const std::string& what) {
     return Status::InvalidArgument(device + ": decode set: " + what);
@@ -57,6 +59,11 @@ Status CheckDecodeSet(const std::string& device, const DecodeSet& set) {
   if (set.names.size() != set.streams.size()) {
     return bad(std::to_string(set.names.size()) + " names for " +
                std::to_string(set.streams.size()) + " streams");
+  }
+  if (set.luts.size() != set.streams.size() * codec::kLutEntries) {
+    return bad(std::to_string(set.luts.size()) + " table entries for " +
+               std::to_string(set.streams.size()) + " streams (DecodeSet::AddStream keeps " +
+               std::to_string(codec::kLutEntries) + " per stream)");
   }
   for (std::size_t i = 0; i < set.streams.size(); ++i) {
     const codec::StreamInfo& info = set.streams[i];
@@ -78,27 +85,33 @@ Status CheckDecodeSet(const std::string& device, const DecodeSet& set) {
   return Status::Ok();
 }
 
-// The kernel's view of `set`: its jobs, per-stream parameters and tables (host copies), the
-// block size (the largest sub-stream count rounded up to 32) and the largest job's coded words.
+// The kernel's job is DecodeJob byte for byte (codec_decode.h mirrors it to stay free of
+// transport headers): a set's jobs upload as they are, with no copy on the load's clock.
+#define HOIST_SAME_FIELD(f) offsetof(DecodeJob, f) == offsetof(cuda::CodecJob, f)
+static_assert(sizeof(DecodeJob) == sizeof(cuda::CodecJob) && HOIST_SAME_FIELD(src) &&
+                  HOIST_SAME_FIELD(dst) && HOIST_SAME_FIELD(dst_pitch) && HOIST_SAME_FIELD(first) &&
+                  HOIST_SAME_FIELD(pitch) && HOIST_SAME_FIELD(width) && HOIST_SAME_FIELD(rows) &&
+                  HOIST_SAME_FIELD(bytes) && HOIST_SAME_FIELD(values) && HOIST_SAME_FIELD(stream) &&
+                  HOIST_SAME_FIELD(block),
+              "cuda::CodecJob must mirror transport::DecodeJob");
+#undef HOIST_SAME_FIELD
+
+// The kernel's per-stream parameters, its block size (the largest sub-stream count rounded up to
+// 32) and the largest job's coded words; the jobs and tables are the set's own arrays.
 struct DecodeArrays {
-  std::vector<cuda::CodecJob> jobs;
   std::vector<cuda::CodecJobStream> streams;
-  std::vector<std::uint16_t> luts;
   std::uint32_t threads = 32;
   std::uint64_t max_words = 0;
 };
 
 DecodeArrays MakeDecodeArrays(const DecodeSet& set) {
   DecodeArrays a;
+  a.streams.reserve(set.streams.size());
   for (const codec::StreamInfo& info : set.streams) {
     a.streams.push_back({info.sub_streams, info.dtype == codec::DType::kBF16 ? 1u : 0u});
-    a.luts.insert(a.luts.end(), info.lut.begin(), info.lut.end());
     a.threads = std::max(a.threads, (info.sub_streams + 31) / 32 * 32);
   }
-  a.jobs.reserve(set.jobs.size());
   for (const DecodeJob& j : set.jobs) {
-    a.jobs.push_back({j.src, j.dst, j.dst_pitch, j.first, j.pitch, j.width, j.rows, j.bytes,
-                      j.values, j.stream, j.block});
     const std::uint64_t head = codec::layout::RawRegionBytes(j.values) +
                                codec::layout::LengthsRegionBytes(set.streams[j.stream].sub_streams);
     if (j.bytes >= head) a.max_words = std::max<std::uint64_t>(a.max_words, (j.bytes - head) / 4);
@@ -663,10 +676,10 @@ class CudaDevice final : public Device {
     args.threads = a.threads;
     args.max_words = static_cast<std::uint32_t>(a.max_words);
     const auto bytes = [](const auto& v) { return v.size() * sizeof(v[0]); };
-    HOIST_ASSIGN_OR_RETURN(void* jobs, Upload(d, a.jobs.data(), bytes(a.jobs), "decode jobs"));
+    HOIST_ASSIGN_OR_RETURN(void* jobs, Upload(d, set.jobs.data(), bytes(set.jobs), "decode jobs"));
     HOIST_ASSIGN_OR_RETURN(void* streams,
                            Upload(d, a.streams.data(), bytes(a.streams), "decode streams"));
-    HOIST_ASSIGN_OR_RETURN(void* luts, Upload(d, a.luts.data(), bytes(a.luts), "code tables"));
+    HOIST_ASSIGN_OR_RETURN(void* luts, Upload(d, set.luts.data(), bytes(set.luts), "code tables"));
     HOIST_ASSIGN_OR_RETURN(void* error, Upload(d, nullptr, 0, "decoder error flag"));
     HOIST_RETURN_IF_ERROR(Check(cudaMemset(error, 0, sizeof(int)), "cudaMemset(error flag)"));
     // The copies (from pageable memory) and the memset may still run on the default stream,
