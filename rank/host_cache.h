@@ -35,10 +35,11 @@ struct RestoreTiming {
   std::uint64_t bytes = 0;        // original bytes restored: the arena (plain), the bytes the
                                   // plan's copies and fills write (packed: the payload)
   std::uint64_t moved_bytes = 0;  // bytes copied host -> device (packed: compressed and stored)
-  double seconds = 0;             // allocation excluded: enqueue to completion (host clock)
+  double seconds = 0;             // after the arena's allocation to completion (host clock;
+                                  // packed: the device slots, streams and decoder included)
   double dma_seconds = 0;         // the copy stream, first op to last (device clock)
   double decode_seconds = 0;      // packed: the decodes alone, summed over slots (device clock)
-  double alloc_seconds = 0;       // the new arena (packed: and the device slots, streams, decoder)
+  double alloc_seconds = 0;       // the new arena's allocation
 };
 
 struct HostCacheOptions {
