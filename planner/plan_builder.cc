@@ -391,20 +391,31 @@ void AddPackedTensors(const Checkpoint& ckpt, proto::LoadPlan* plan) {
   }
 }
 
-}  // namespace
-
-Result<proto::LoadPlan> BuildLoadPlan(const Checkpoint& ckpt, const PlanOptions& options) {
-  const ModelConfig& cfg = ckpt.config;
-  HOIST_RETURN_IF_ERROR(ValidatePlanOptions(options));
-  HOIST_ASSIGN_OR_RETURN(Family family, FamilyOf(cfg));
-  HOIST_RETURN_IF_ERROR(CheckParallelism(ckpt, family, options));
-  const Topo topo = ResolveTopology(options);
-  const bool fused = options.layout == proto::LAYOUT_FUSED;
-
-  // 1. Classify every indexed tensor, in file order.
+// Step 1's product: the plan's sources in file order, with the checkpoint's totals.
+struct Classified {
   std::vector<Source> sources;
-  sources.reserve(ckpt.tensors.size());
-  std::uint64_t source_tensors = 0, source_bytes = 0;
+  std::uint64_t tensors = 0, bytes = 0;  // every indexed tensor, skipped ones included
+};
+
+// Corrupt when e's dtype x shape is not its byte count.
+Status CheckEntryBytes(const TensorEntry& e, const ShardFile& file) {
+  std::uint64_t n = 1;
+  for (auto d : e.shape) n *= d;
+  if (DTypeSize(e.dtype) * n == e.bytes()) return Status::Ok();
+  return Status::Corrupt("tensor '" + e.name + "' in " + file.rel_path + " at offset " +
+                         std::to_string(e.begin) + ": dtype x shape != byte count");
+}
+
+bool IsFp8(DType d) { return d == DType::kF8E4M3 || d == DType::kF8E5M2; }
+
+// 1. Classifies every indexed tensor, in file order, then checks the set is complete: a tensor on
+// the wrong kind of layer names the config disagreement more exactly than the implied tensors it
+// leaves missing, so completeness is checked after classification.
+Result<Classified> ClassifySources(const Checkpoint& ckpt, Family family,
+                                   const PlanOptions& options) {
+  const ModelConfig& cfg = ckpt.config;
+  Classified c;
+  c.sources.reserve(ckpt.tensors.size());
   std::vector<std::string> unexpected;            // no rule of the family knows them
   std::uint64_t fp8_weights = 0, fp8_scaled = 0;  // FP8 weights that need a scale / have one
   Status orphan_scale;                            // the first scale whose weight is absent
@@ -414,8 +425,8 @@ Result<proto::LoadPlan> BuildLoadPlan(const Checkpoint& ckpt, const PlanOptions&
       const TensorEntry& e = file.header.tensors[i];
       auto it = ckpt.tensors.find(e.name);
       if (it == ckpt.tensors.end() || it->second.file != f || it->second.entry != i) continue;
-      ++source_tensors;
-      source_bytes += e.bytes();
+      ++c.tensors;
+      c.bytes += e.bytes();
       Result<TensorRule> classified = ClassifyTensor(cfg, family, e.name, e.shape, file.rel_path);
       if (classified.status().code() == Code::kNotFound) {
         unexpected.push_back(e.name);
@@ -423,18 +434,8 @@ Result<proto::LoadPlan> BuildLoadPlan(const Checkpoint& ckpt, const PlanOptions&
       }
       HOIST_ASSIGN_OR_RETURN(TensorRule rule, std::move(classified));
       if (rule.role == Role::kSkip) continue;
-      if (DTypeSize(e.dtype) *
-              [&] {
-                std::uint64_t n = 1;
-                for (auto d : e.shape) n *= d;
-                return n;
-              }() !=
-          e.bytes()) {
-        return Status::Corrupt("tensor '" + e.name + "' in " + file.rel_path + " at offset " +
-                               std::to_string(e.begin) + ": dtype x shape != byte count");
-      }
-      const bool fp8 = e.dtype == DType::kF8E4M3 || e.dtype == DType::kF8E5M2;
-      if (rule.param == Param::kWeight && rule.scalable && fp8) ++fp8_weights;
+      HOIST_RETURN_IF_ERROR(CheckEntryBytes(e, file));
+      if (rule.param == Param::kWeight && rule.scalable && IsFp8(e.dtype)) ++fp8_weights;
       Source s{&e, f, std::move(rule), nullptr};
       if (s.rule.param == Param::kScale) {
         const std::string wname = e.name.substr(0, e.name.size() - 10);  // drop "_scale_inv"
@@ -447,20 +448,22 @@ Result<proto::LoadPlan> BuildLoadPlan(const Checkpoint& ckpt, const PlanOptions&
           continue;
         }
         s.weight = &ckpt.Entry(w->second);
-        fp8_scaled += s.weight->dtype == DType::kF8E4M3 || s.weight->dtype == DType::kF8E5M2;
+        fp8_scaled += IsFp8(s.weight->dtype);
       }
-      sources.push_back(std::move(s));
+      c.sources.push_back(std::move(s));
     }
   }
-
-  // A tensor on the wrong kind of layer (step 1) names the config disagreement more exactly than
-  // the implied tensors it leaves missing, so completeness is checked after classification.
   HOIST_RETURN_IF_ERROR(CheckComplete(ckpt, family));
   HOIST_RETURN_IF_ERROR(orphan_scale);
   HOIST_RETURN_IF_ERROR(ReportUnexpected(ckpt, family, unexpected, options.unexpected));
   if (fp8_scaled < fp8_weights) HOIST_RETURN_IF_ERROR(CheckScales(ckpt, family));
+  return c;
+}
 
-  // 2. Group into output tensors and check the groups are complete and consistent.
+// 2. Groups the sources into output tensors, checks each group is complete and consistent, and
+// orders them as the arena will (by their first source's file and offset).
+Result<std::vector<Group>> GroupSources(const std::vector<Source>& sources, const ModelConfig& cfg,
+                                        bool fused) {
   std::vector<Group> groups;
   std::unordered_map<std::string, int> by_name;
   by_name.reserve(sources.size());
@@ -470,16 +473,20 @@ Result<proto::LoadPlan> BuildLoadPlan(const Checkpoint& ckpt, const PlanOptions&
   for (const Group& g : groups) HOIST_RETURN_IF_ERROR(CheckGroup(g, sources));
   std::stable_sort(groups.begin(), groups.end(),
                    [](const Group& a, const Group& b) { return a.key < b.key; });
+  return groups;
+}
 
-  // 3. The plan header.
+// 3. The plan header: model, layout, topology and files (and a packed checkpoint's streams).
+proto::LoadPlan PlanHeader(const Checkpoint& ckpt, const PlanOptions& options, const Topo& topo,
+                           const Classified& c) {
   proto::LoadPlan plan;
   plan.set_version(1);
   plan.set_model_dir(ckpt.dir);
-  plan.set_model_type(cfg.model_type);
+  plan.set_model_type(ckpt.config.model_type);
   plan.set_layout(options.layout);
   plan.set_alignment(options.alignment);
-  plan.set_source_tensors(source_tensors);
-  plan.set_source_bytes(source_bytes);
+  plan.set_source_tensors(c.tensors);
+  plan.set_source_bytes(c.bytes);
   proto::Topology* pt = plan.mutable_topology();
   pt->set_world(topo.world);
   pt->set_tp(topo.tp);
@@ -501,95 +508,139 @@ Result<proto::LoadPlan> BuildLoadPlan(const Checkpoint& ckpt, const PlanOptions&
     }
   }
   if (ckpt.packed) AddPackedTensors(ckpt, &plan);
+  return plan;
+}
 
-  // 4. Per rank: slice, place, emit.
-  std::vector<std::uint64_t> data_start(ckpt.files.size());
-  for (std::size_t f = 0; f < ckpt.files.size(); ++f)
-    data_start[f] = ckpt.files[f].header.data_start;
-  const int num_experts = static_cast<int>(cfg.num_experts);
-  for (int rank = 0; rank < topo.world; ++rank) {
-    const int t = rank % topo.tp;
-    proto::RankPlan* rp = plan.add_ranks();
-    rp->set_rank(rank);
-    rp->set_tp_rank(t);
-    rp->set_dp_rank(rank / topo.tp);
-    if (options.locations.empty()) {
-      rp->set_node(0);
-      rp->set_gpu(rank);
-    } else {
-      rp->set_node(options.locations[rank].node);
-      rp->set_gpu(options.locations[rank].gpu);
+// What step 4 needs of steps 1-3, for every rank alike.
+struct RankInputs {
+  const Checkpoint& ckpt;
+  const PlanOptions& options;
+  const Topo& topo;
+  const std::vector<Source>& sources;
+  const std::vector<Group>& groups;
+};
+
+// Rank `rank`'s pieces of group g (source index and slice, in output order) and how many of its
+// experts the rank holds (expert stacks; 0 for other groups). No pieces: another rank's experts.
+Status PiecesFor(const RankInputs& in, const Group& g, int rank,
+                 std::vector<std::pair<int, Slice>>* pieces, std::uint64_t* local_experts) {
+  const ModelConfig& cfg = in.ckpt.config;
+  const Topo& topo = in.topo;
+  const int t = rank % topo.tp, num_experts = static_cast<int>(cfg.num_experts);
+  pieces->clear();
+  *local_experts = 0;
+  if (g.kind == Fusion::kExpertStack) {
+    for (int e = 0; e < static_cast<int>(g.experts.size()); ++e) {
+      if (topo.ep > 0 && ExpertOwner(e, num_experts, topo, in.options) != rank) continue;
+      ++*local_experts;
+      for (int idx : g.experts[e]) {
+        HOIST_ASSIGN_OR_RETURN(Slice sl, SliceFor(in.sources[idx], cfg, topo, t));
+        pieces->emplace_back(idx, sl);
+      }
     }
-    RankBuild build;
-    std::uint64_t cursor = 0, payload = 0;
-    std::vector<std::pair<int, Slice>> pieces;
-    for (const Group& g : groups) {
-      pieces.clear();
-      std::uint64_t local_experts = 0;
-      if (g.kind == Fusion::kExpertStack) {
-        for (int e = 0; e < static_cast<int>(g.experts.size()); ++e) {
-          if (topo.ep > 0 && ExpertOwner(e, num_experts, topo, options) != rank) continue;
-          ++local_experts;
-          for (int idx : g.experts[e]) {
-            HOIST_ASSIGN_OR_RETURN(Slice sl, SliceFor(sources[idx], cfg, topo, t));
-            pieces.emplace_back(idx, sl);
-          }
-        }
-        if (local_experts == 0) continue;
-      } else {
-        const Source& first = sources[g.parts[0]];
-        if (g.kind == Fusion::kNone && topo.ep > 0 && first.rule.expert >= 0 &&
-            IsExpertRole(first.rule.role) &&
-            ExpertOwner(first.rule.expert, num_experts, topo, options) != rank) {
-          continue;  // hf layout under EP: another rank's expert
-        }
-        for (int idx : g.parts) {
-          HOIST_ASSIGN_OR_RETURN(Slice sl, SliceFor(sources[idx], cfg, topo, t));
-          pieces.emplace_back(idx, sl);
-        }
-      }
-      // Output shape: concatenation along dim 0 (per expert for stacks).
-      const TensorEntry& e0 = *sources[pieces[0].first].entry;
-      std::vector<std::uint64_t> shape = SlicedShape(e0, pieces[0].second);
-      std::uint64_t rows = 0;
-      for (const auto& [idx, sl] : pieces) rows += sl.nrows + sl.pad_rows;
-      if (g.kind == Fusion::kExpertStack) {
-        if (!shape.empty()) shape[0] = rows / local_experts;
-        shape.insert(shape.begin(), local_experts);
-      } else if (!shape.empty()) {
-        shape[0] = rows;
-      }
-      const std::uint64_t es = DTypeSize(e0.dtype);
-      std::uint64_t elems = 1;
-      for (auto d : shape) elems *= d;
-      const std::uint64_t bytes = elems * es;
-      const std::uint64_t offset = AlignUp(cursor, options.alignment);
-      proto::TensorOut* to = rp->add_tensors();
-      to->set_name(g.name);
-      to->set_dtype(std::string(DTypeName(e0.dtype)));
-      for (auto d : shape) to->add_shape(d);
-      to->set_arena_offset(offset);
-      to->set_bytes(bytes);
-      std::uint64_t dst = offset;
-      for (const auto& [idx, sl] : pieces) {
-        Emit(sources[idx], sl, dst, data_start[sources[idx].file], &build);
-        dst += (sl.nrows + sl.pad_rows) * sl.ncols * es;
-      }
-      if (dst != offset + bytes) {
-        return Status::Internal("output '" + g.name + "': pieces cover " +
-                                std::to_string(dst - offset) + " bytes of " +
-                                std::to_string(bytes));
-      }
-      cursor = offset + bytes;
-      payload += bytes;
-    }
-    SortAndCoalesce(&build);
-    rp->mutable_copies()->Reserve(static_cast<int>(build.copies.size()));
-    for (auto& c : build.copies) *rp->add_copies() = std::move(c);
-    for (auto& f : build.fills) *rp->add_fills() = std::move(f);
-    rp->set_arena_bytes(AlignUp(cursor, options.alignment));
-    rp->set_payload_bytes(payload);
+    return Status::Ok();
   }
+  const Source& first = in.sources[g.parts[0]];
+  if (g.kind == Fusion::kNone && topo.ep > 0 && first.rule.expert >= 0 &&
+      IsExpertRole(first.rule.role) &&
+      ExpertOwner(first.rule.expert, num_experts, topo, in.options) != rank) {
+    return Status::Ok();  // hf layout under EP: another rank's expert
+  }
+  for (int idx : g.parts) {
+    HOIST_ASSIGN_OR_RETURN(Slice sl, SliceFor(in.sources[idx], cfg, topo, t));
+    pieces->emplace_back(idx, sl);
+  }
+  return Status::Ok();
+}
+
+// The output tensor of `pieces` at arena offset `offset`: shape (a concatenation along dim 0,
+// per expert for stacks) into `to`, its copies and fills into `build`; returns its bytes.
+Result<std::uint64_t> EmitGroup(const RankInputs& in, const Group& g,
+                                const std::vector<std::pair<int, Slice>>& pieces,
+                                std::uint64_t local_experts, std::uint64_t offset,
+                                proto::TensorOut* to, RankBuild* build) {
+  const TensorEntry& e0 = *in.sources[pieces[0].first].entry;
+  std::vector<std::uint64_t> shape = SlicedShape(e0, pieces[0].second);
+  std::uint64_t rows = 0;
+  for (const auto& [idx, sl] : pieces) rows += sl.nrows + sl.pad_rows;
+  if (g.kind == Fusion::kExpertStack) {
+    if (!shape.empty()) shape[0] = rows / local_experts;
+    shape.insert(shape.begin(), local_experts);
+  } else if (!shape.empty()) {
+    shape[0] = rows;
+  }
+  const std::uint64_t es = DTypeSize(e0.dtype);
+  std::uint64_t elems = 1;
+  for (auto d : shape) elems *= d;
+  const std::uint64_t bytes = elems * es;
+  to->set_name(g.name);
+  to->set_dtype(std::string(DTypeName(e0.dtype)));
+  for (auto d : shape) to->add_shape(d);
+  to->set_arena_offset(offset);
+  to->set_bytes(bytes);
+  std::uint64_t dst = offset;
+  for (const auto& [idx, sl] : pieces) {
+    const Source& s = in.sources[idx];
+    Emit(s, sl, dst, in.ckpt.files[s.file].header.data_start, build);
+    dst += (sl.nrows + sl.pad_rows) * sl.ncols * es;
+  }
+  if (dst != offset + bytes) {
+    return Status::Internal("output '" + g.name + "': pieces cover " +
+                            std::to_string(dst - offset) + " bytes of " + std::to_string(bytes));
+  }
+  return bytes;
+}
+
+// 4. Rank `rank`: its place, then every group sliced, placed in one aligned arena and emitted.
+Status AddRank(const RankInputs& in, int rank, proto::LoadPlan* plan) {
+  const Topo& topo = in.topo;
+  proto::RankPlan* rp = plan->add_ranks();
+  rp->set_rank(rank);
+  rp->set_tp_rank(rank % topo.tp);
+  rp->set_dp_rank(rank / topo.tp);
+  if (in.options.locations.empty()) {
+    rp->set_node(0);
+    rp->set_gpu(rank);
+  } else {
+    rp->set_node(in.options.locations[rank].node);
+    rp->set_gpu(in.options.locations[rank].gpu);
+  }
+  RankBuild build;
+  std::uint64_t cursor = 0, payload = 0;
+  std::vector<std::pair<int, Slice>> pieces;
+  for (const Group& g : in.groups) {
+    std::uint64_t local_experts = 0;
+    HOIST_RETURN_IF_ERROR(PiecesFor(in, g, rank, &pieces, &local_experts));
+    if (pieces.empty()) continue;
+    const std::uint64_t offset = AlignUp(cursor, in.options.alignment);
+    HOIST_ASSIGN_OR_RETURN(std::uint64_t bytes, EmitGroup(in, g, pieces, local_experts, offset,
+                                                          rp->add_tensors(), &build));
+    cursor = offset + bytes;
+    payload += bytes;
+  }
+  SortAndCoalesce(&build);
+  rp->mutable_copies()->Reserve(static_cast<int>(build.copies.size()));
+  for (auto& c : build.copies) *rp->add_copies() = std::move(c);
+  for (auto& f : build.fills) *rp->add_fills() = std::move(f);
+  rp->set_arena_bytes(AlignUp(cursor, in.options.alignment));
+  rp->set_payload_bytes(payload);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<proto::LoadPlan> BuildLoadPlan(const Checkpoint& ckpt, const PlanOptions& options) {
+  HOIST_RETURN_IF_ERROR(ValidatePlanOptions(options));
+  HOIST_ASSIGN_OR_RETURN(Family family, FamilyOf(ckpt.config));
+  HOIST_RETURN_IF_ERROR(CheckParallelism(ckpt, family, options));
+  const Topo topo = ResolveTopology(options);
+  HOIST_ASSIGN_OR_RETURN(Classified classified, ClassifySources(ckpt, family, options));
+  HOIST_ASSIGN_OR_RETURN(
+      std::vector<Group> groups,
+      GroupSources(classified.sources, ckpt.config, options.layout == proto::LAYOUT_FUSED));
+  proto::LoadPlan plan = PlanHeader(ckpt, options, topo, classified);
+  const RankInputs in{ckpt, options, topo, classified.sources, groups};
+  for (int rank = 0; rank < topo.world; ++rank) HOIST_RETURN_IF_ERROR(AddRank(in, rank, &plan));
   HOIST_RETURN_IF_ERROR(
       ApplyDedup({options.dedup, options.dedup_step_bytes, options.gpu_peers}, &plan));
   return plan;
