@@ -83,6 +83,112 @@ Role EffectiveRole(const Source& s, const Topo& topo) {
   return r;
 }
 
+// Built only on the error paths (slicing runs once per tensor per rank).
+std::string Who(const TensorEntry& e) { return "tensor '" + e.name + "' " + Sizes(e); }
+
+// An FP8 block scale's slice: the blocks of its weight's column- or row-parallel shard.
+Result<Slice> ScaleSlice(const Source& s, const ModelConfig& cfg, Role role, std::uint64_t tp,
+                         int t, Slice sl) {
+  const TensorEntry& e = *s.entry;
+  const std::uint64_t R = Rows(e), C = Cols(e);
+  const BlockSize block = BlockSizeOf(cfg);
+  const TensorEntry& w = *s.weight;
+  const bool column = role == Role::kColumn;
+  if (role != Role::kColumn && role != Role::kRow) {
+    return Status::Unsupported(Who(e) + ": FP8 block scales of a " + std::string(RoleName(role)) +
+                               " tensor are not supported");
+  }
+  const std::uint64_t n = column ? Rows(w) : Cols(w);
+  const std::uint64_t bsz = column ? block.rows : block.cols;
+  const char* dim = column ? "rows" : "columns";
+  if (n % tp != 0) {
+    return Status::InvalidArgument("tensor '" + w.name + "' " + Sizes(w) + ": " +
+                                   std::to_string(n) + " " + dim + " not divisible by tp " +
+                                   std::to_string(tp));
+  }
+  const std::uint64_t shard = n / tp;
+  if (shard % bsz != 0) {
+    const std::uint64_t lo = t * shard, hi = lo + shard;
+    const std::uint64_t blk = (lo % bsz != 0 ? lo : hi) / bsz;
+    const std::string per_block =
+        n % bsz == 0 ? std::to_string(n / bsz)
+                     : std::to_string(n) + "/" + std::to_string(bsz) + ", not whole";
+    return Status::InvalidArgument(
+        Who(e) + ": the " + (column ? "column" : "row") + "-parallel shard of '" + w.name + "' " +
+        Sizes(w) + " at tp " + std::to_string(tp) + " is " + dim + " [" + std::to_string(lo) +
+        ", " + std::to_string(hi) + ") (" + std::to_string(shard) + " of N=" + std::to_string(n) +
+        " per rank), which cuts FP8 scale block " + std::to_string(blk) + " (" + dim + " [" +
+        std::to_string(blk * bsz) + ", " + std::to_string(blk * bsz + bsz) + "); blocks are " +
+        std::to_string(block.rows) + "x" + std::to_string(block.cols) +
+        "); use a tp that divides N/" + std::to_string(bsz) + " = " + per_block +
+        ", or --ep for experts");
+  }
+  const std::uint64_t blocks = shard / bsz;
+  if (column) {
+    sl.row0 = t * blocks;
+    sl.nrows = blocks;
+  } else {
+    if (e.shape.size() != 2)
+      return Status::Unsupported(Who(e) + ": a row-parallel scale must be 2-D");
+    sl.col0 = t * blocks;
+    sl.ncols = blocks;
+  }
+  if (sl.row0 + sl.nrows > R || sl.col0 + sl.ncols > C) {
+    return Status::Corrupt(Who(e) + ": scale shape disagrees with weight '" + w.name + "' " +
+                           Sizes(w));
+  }
+  return sl;
+}
+
+// Key/value heads: a 1/tp share of the heads, or one head replicated over tp / heads ranks.
+Result<Slice> KvHeadSlice(const TensorEntry& e, const ModelConfig& cfg, std::uint64_t tp, int t,
+                          Slice sl) {
+  const std::uint64_t R = Rows(e);
+  const std::uint64_t kvh = static_cast<std::uint64_t>(cfg.num_key_value_heads);
+  const std::uint64_t hd = static_cast<std::uint64_t>(cfg.head_dim);
+  if (kvh == 0 || kvh * hd != R) {
+    return Status::Corrupt(Who(e) + ": expected num_key_value_heads " + std::to_string(kvh) +
+                           " x head_dim " + std::to_string(hd) + " rows");
+  }
+  if (tp <= kvh) {
+    if (kvh % tp != 0) {
+      return Status::InvalidArgument(Who(e) + ": num_key_value_heads " + std::to_string(kvh) +
+                                     " is not divisible by tp " + std::to_string(tp) +
+                                     "; use a tp that divides it or a multiple of it");
+    }
+    sl.row0 = t * (R / tp);
+    sl.nrows = R / tp;
+    return sl;
+  }
+  if (tp % kvh != 0) {
+    return Status::InvalidArgument(Who(e) + ": tp " + std::to_string(tp) +
+                                   " is larger than num_key_value_heads " + std::to_string(kvh) +
+                                   " but not a multiple of it; use a tp that divides or is "
+                                   "a multiple of " +
+                                   std::to_string(kvh));
+  }
+  const std::uint64_t head = t / (tp / kvh);
+  sl.row0 = head * hd;
+  sl.nrows = hd;
+  return sl;
+}
+
+// The vocabulary padded to a multiple of kVocabPad, then a 1/tp share (its tail zero rows).
+Result<Slice> VocabSlice(const TensorEntry& e, std::uint64_t tp, int t, Slice sl) {
+  const std::uint64_t R = Rows(e);
+  const std::uint64_t vp = AlignUp(R, kVocabPad);
+  if (vp % tp != 0) {
+    return Status::InvalidArgument(Who(e) + ": padded vocab " + std::to_string(vp) +
+                                   " is not divisible by tp " + std::to_string(tp));
+  }
+  const std::uint64_t per = vp / tp;
+  const std::uint64_t a = t * per, b = a + per;
+  sl.row0 = std::min(a, R);
+  sl.nrows = std::min(b, R) - sl.row0;
+  sl.pad_rows = per - sl.nrows;
+  return sl;
+}
+
 Result<Slice> SliceFor(const Source& s, const ModelConfig& cfg, const Topo& topo, int t) {
   const TensorEntry& e = *s.entry;
   const std::uint64_t R = Rows(e), C = Cols(e);
@@ -90,63 +196,11 @@ Result<Slice> SliceFor(const Source& s, const ModelConfig& cfg, const Topo& topo
   Slice sl{0, R, 0, C, 0};
   const Role role = EffectiveRole(s, topo);
   if (role == Role::kReplicated || (tp == 1 && role != Role::kVocab)) return sl;
-  // Built only on the error paths: this function runs once per tensor per rank.
-  auto Who = [&e] { return "tensor '" + e.name + "' " + Sizes(e); };
-
-  if (s.rule.param == Param::kScale) {
-    const BlockSize block = BlockSizeOf(cfg);
-    const TensorEntry& w = *s.weight;
-    const bool column = role == Role::kColumn;
-    if (role != Role::kColumn && role != Role::kRow) {
-      return Status::Unsupported(Who() + ": FP8 block scales of a " + std::string(RoleName(role)) +
-                                 " tensor are not supported");
-    }
-    const std::uint64_t n = column ? Rows(w) : Cols(w);
-    const std::uint64_t bsz = column ? block.rows : block.cols;
-    const char* dim = column ? "rows" : "columns";
-    if (n % tp != 0) {
-      return Status::InvalidArgument("tensor '" + w.name + "' " + Sizes(w) + ": " +
-                                     std::to_string(n) + " " + dim + " not divisible by tp " +
-                                     std::to_string(tp));
-    }
-    const std::uint64_t shard = n / tp;
-    if (shard % bsz != 0) {
-      const std::uint64_t lo = t * shard, hi = lo + shard;
-      const std::uint64_t blk = (lo % bsz != 0 ? lo : hi) / bsz;
-      const std::string per_block =
-          n % bsz == 0 ? std::to_string(n / bsz)
-                       : std::to_string(n) + "/" + std::to_string(bsz) + ", not whole";
-      return Status::InvalidArgument(
-          Who() + ": the " + (column ? "column" : "row") + "-parallel shard of '" + w.name + "' " +
-          Sizes(w) + " at tp " + std::to_string(tp) + " is " + dim + " [" + std::to_string(lo) +
-          ", " + std::to_string(hi) + ") (" + std::to_string(shard) + " of N=" + std::to_string(n) +
-          " per rank), which cuts FP8 scale block " + std::to_string(blk) + " (" + dim + " [" +
-          std::to_string(blk * bsz) + ", " + std::to_string(blk * bsz + bsz) + "); blocks are " +
-          std::to_string(block.rows) + "x" + std::to_string(block.cols) +
-          "); use a tp that divides N/" + std::to_string(bsz) + " = " + per_block +
-          ", or --ep for experts");
-    }
-    const std::uint64_t blocks = shard / bsz;
-    if (column) {
-      sl.row0 = t * blocks;
-      sl.nrows = blocks;
-    } else {
-      if (e.shape.size() != 2)
-        return Status::Unsupported(Who() + ": a row-parallel scale must be 2-D");
-      sl.col0 = t * blocks;
-      sl.ncols = blocks;
-    }
-    if (sl.row0 + sl.nrows > R || sl.col0 + sl.ncols > C) {
-      return Status::Corrupt(Who() + ": scale shape disagrees with weight '" + w.name + "' " +
-                             Sizes(w));
-    }
-    return sl;
-  }
-
+  if (s.rule.param == Param::kScale) return ScaleSlice(s, cfg, role, tp, t, sl);
   switch (role) {
     case Role::kColumn: {
       if (R % tp != 0) {
-        return Status::InvalidArgument(Who() + ": column-parallel dimension " + std::to_string(R) +
+        return Status::InvalidArgument(Who(e) + ": column-parallel dimension " + std::to_string(R) +
                                        " is not divisible by tp " + std::to_string(tp) +
                                        "; use a tp that divides " + std::to_string(R));
       }
@@ -156,10 +210,10 @@ Result<Slice> SliceFor(const Source& s, const ModelConfig& cfg, const Topo& topo
     }
     case Role::kRow: {
       if (e.shape.size() != 2) {
-        return Status::Unsupported(Who() + ": row-parallel slicing needs a 2-D tensor");
+        return Status::Unsupported(Who(e) + ": row-parallel slicing needs a 2-D tensor");
       }
       if (C % tp != 0) {
-        return Status::InvalidArgument(Who() + ": row-parallel dimension " + std::to_string(C) +
+        return Status::InvalidArgument(Who(e) + ": row-parallel dimension " + std::to_string(C) +
                                        " is not divisible by tp " + std::to_string(tp) +
                                        "; use a tp that divides " + std::to_string(C));
       }
@@ -167,51 +221,12 @@ Result<Slice> SliceFor(const Source& s, const ModelConfig& cfg, const Topo& topo
       sl.ncols = C / tp;
       return sl;
     }
-    case Role::kKvHeads: {
-      const std::uint64_t kvh = static_cast<std::uint64_t>(cfg.num_key_value_heads);
-      const std::uint64_t hd = static_cast<std::uint64_t>(cfg.head_dim);
-      if (kvh == 0 || kvh * hd != R) {
-        return Status::Corrupt(Who() + ": expected num_key_value_heads " + std::to_string(kvh) +
-                               " x head_dim " + std::to_string(hd) + " rows");
-      }
-      if (tp <= kvh) {
-        if (kvh % tp != 0) {
-          return Status::InvalidArgument(Who() + ": num_key_value_heads " + std::to_string(kvh) +
-                                         " is not divisible by tp " + std::to_string(tp) +
-                                         "; use a tp that divides it or a multiple of it");
-        }
-        sl.row0 = t * (R / tp);
-        sl.nrows = R / tp;
-        return sl;
-      }
-      if (tp % kvh != 0) {
-        return Status::InvalidArgument(Who() + ": tp " + std::to_string(tp) +
-                                       " is larger than num_key_value_heads " +
-                                       std::to_string(kvh) +
-                                       " but not a multiple of it; use a tp that divides or is "
-                                       "a multiple of " +
-                                       std::to_string(kvh));
-      }
-      const std::uint64_t head = t / (tp / kvh);
-      sl.row0 = head * hd;
-      sl.nrows = hd;
-      return sl;
-    }
-    case Role::kVocab: {
-      const std::uint64_t vp = AlignUp(R, kVocabPad);
-      if (vp % tp != 0) {
-        return Status::InvalidArgument(Who() + ": padded vocab " + std::to_string(vp) +
-                                       " is not divisible by tp " + std::to_string(tp));
-      }
-      const std::uint64_t per = vp / tp;
-      const std::uint64_t a = t * per, b = a + per;
-      sl.row0 = std::min(a, R);
-      sl.nrows = std::min(b, R) - sl.row0;
-      sl.pad_rows = per - sl.nrows;
-      return sl;
-    }
+    case Role::kKvHeads:
+      return KvHeadSlice(e, cfg, tp, t, sl);
+    case Role::kVocab:
+      return VocabSlice(e, tp, t, sl);
     default:
-      return Status::Internal(Who() + ": no slicing for role " + std::string(RoleName(role)));
+      return Status::Internal(Who(e) + ": no slicing for role " + std::string(RoleName(role)));
   }
 }
 
