@@ -105,17 +105,23 @@ struct SharedPiece {
   std::vector<const Seg*> needers;  // one seg per rank, ascending rank
 };
 
-// Dedups one group of ranks. `forwards` receives the group's forwards in order.
-Status DedupGroup(const proto::LoadPlan& plan, const std::vector<std::uint32_t>& ranks,
-                  std::uint64_t step_bytes, std::map<std::uint32_t, RankOut>* out,
-                  std::vector<Forward>* forwards) {
+// One group's dedup state: its ranks' contiguous and row-strided copies as segments of source
+// lattices, the bytes each rank reads so far, and the ranks' outputs.
+struct GroupState {
   std::map<Lattice, int> lattice_index;
   std::vector<Lattice> lattices;
-  std::vector<std::vector<Seg>> segs;
-  std::map<std::uint32_t, std::uint64_t> load;  // bytes each rank reads so far
+  std::vector<std::vector<Seg>> segs;  // per lattice; complete before pieces point into them
+  std::map<std::uint32_t, std::uint64_t> load;
+  std::map<std::uint32_t, RankOut>* out = nullptr;
+};
+
+// Every copy of the group's ranks as a segment of its lattice; copies strided in the arena go
+// to their rank's own reads.
+void CollectSegs(const proto::LoadPlan& plan, const std::vector<std::uint32_t>& ranks,
+                 GroupState& g) {
   for (std::uint32_t r : ranks) {
-    RankOut& ro = (*out)[r];
-    load[r] = 0;
+    RankOut& ro = (*g.out)[r];
+    g.load[r] = 0;
     for (const proto::Copy& c : plan.ranks(static_cast<int>(r)).copies()) {
       if (c.width() == 0 || c.rows() == 0) continue;
       Lattice l;
@@ -135,94 +141,100 @@ Status DedupGroup(const proto::LoadPlan& plan, const std::vector<std::uint32_t>&
       } else {
         // Strided in the arena (or overlapping rows): never shared; the rank reads it itself.
         ro.own.push_back(c);
-        load[r] += CopyBytes(c);
+        g.load[r] += CopyBytes(c);
         continue;
       }
-      auto [it, inserted] = lattice_index.emplace(l, static_cast<int>(lattices.size()));
+      auto [it, inserted] = g.lattice_index.emplace(l, static_cast<int>(g.lattices.size()));
       if (inserted) {
-        lattices.push_back(l);
-        segs.emplace_back();
+        g.lattices.push_back(l);
+        g.segs.emplace_back();
       }
-      segs[it->second].push_back(s);
+      g.segs[it->second].push_back(s);
     }
   }
+}
 
-  // Cut each lattice at every boundary; classify each elementary piece.
-  std::vector<SharedPiece> shared;
-  for (std::size_t li = 0; li < lattices.size(); ++li) {
-    const Lattice& l = lattices[li];
-    std::vector<std::uint64_t> bounds;
-    bounds.reserve(segs[li].size() * 2);
-    for (const Seg& s : segs[li]) {
-      bounds.push_back(s.lo);
-      bounds.push_back(s.hi);
-    }
-    std::sort(bounds.begin(), bounds.end());
-    bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
-    std::vector<std::vector<const Seg*>> cover(bounds.size());
-    for (const Seg& s : segs[li]) {
-      const auto j0 = std::lower_bound(bounds.begin(), bounds.end(), s.lo) - bounds.begin();
-      const auto j1 = std::lower_bound(bounds.begin(), bounds.end(), s.hi) - bounds.begin();
-      for (auto j = j0; j < j1; ++j) cover[static_cast<std::size_t>(j)].push_back(&s);
-    }
-    for (std::size_t j = 0; j + 1 < bounds.size(); ++j) {
-      auto& cv = cover[j];
-      if (cv.empty()) continue;
-      const std::uint64_t a = bounds[j], b = bounds[j + 1];
-      std::stable_sort(cv.begin(), cv.end(),
-                       [](const Seg* x, const Seg* y) { return x->rank < y->rank; });
-      SharedPiece p{static_cast<int>(li), a, b, {}};
-      for (const Seg* s : cv) {
-        if (!p.needers.empty() && p.needers.back()->rank == s->rank) {
-          // The same bytes twice in one rank's arena: it reads the second copy itself.
-          (*out)[s->rank].own.push_back(SubCopy(l, *s, a, b));
-          load[s->rank] += l.Bytes(a, b);
-          continue;
-        }
-        p.needers.push_back(s);
-      }
-      if (p.needers.size() == 1) {
-        const Seg& s = *p.needers[0];
-        (*out)[s.rank].own.push_back(SubCopy(l, s, a, b));
-        load[s.rank] += l.Bytes(a, b);
+// Cuts lattice li at every segment boundary: a piece one rank needs (or a rank's second copy of
+// the same bytes) becomes an own read; a piece several ranks need becomes shared pieces of at
+// most step_bytes, so that forwarding starts before a whole tensor is read.
+void CutLattice(GroupState& g, std::size_t li, std::uint64_t step_bytes,
+                std::vector<SharedPiece>* shared) {
+  const Lattice& l = g.lattices[li];
+  std::vector<std::uint64_t> bounds;
+  bounds.reserve(g.segs[li].size() * 2);
+  for (const Seg& s : g.segs[li]) {
+    bounds.push_back(s.lo);
+    bounds.push_back(s.hi);
+  }
+  std::sort(bounds.begin(), bounds.end());
+  bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
+  std::vector<std::vector<const Seg*>> cover(bounds.size());
+  for (const Seg& s : g.segs[li]) {
+    const auto j0 = std::lower_bound(bounds.begin(), bounds.end(), s.lo) - bounds.begin();
+    const auto j1 = std::lower_bound(bounds.begin(), bounds.end(), s.hi) - bounds.begin();
+    for (auto j = j0; j < j1; ++j) cover[static_cast<std::size_t>(j)].push_back(&s);
+  }
+  for (std::size_t j = 0; j + 1 < bounds.size(); ++j) {
+    auto& cv = cover[j];
+    if (cv.empty()) continue;
+    const std::uint64_t a = bounds[j], b = bounds[j + 1];
+    std::stable_sort(cv.begin(), cv.end(),
+                     [](const Seg* x, const Seg* y) { return x->rank < y->rank; });
+    SharedPiece p{static_cast<int>(li), a, b, {}};
+    for (const Seg* s : cv) {
+      if (!p.needers.empty() && p.needers.back()->rank == s->rank) {
+        // The same bytes twice in one rank's arena: it reads the second copy itself.
+        (*g.out)[s->rank].own.push_back(SubCopy(l, *s, a, b));
+        g.load[s->rank] += l.Bytes(a, b);
         continue;
       }
-      // Cut large shared pieces so that forwarding starts before a whole tensor is read.
-      const std::uint64_t unit = l.pitch == 0 ? 1 : l.width;
-      const std::uint64_t max_units = std::max<std::uint64_t>(1, step_bytes / unit);
-      for (std::uint64_t x = a; x < b; x += max_units) {
-        SharedPiece q = p;
-        q.lo = x;
-        q.hi = std::min(b, x + max_units);
-        shared.push_back(std::move(q));
-      }
+      p.needers.push_back(s);
+    }
+    if (p.needers.size() == 1) {
+      const Seg& s = *p.needers[0];
+      (*g.out)[s.rank].own.push_back(SubCopy(l, s, a, b));
+      g.load[s.rank] += l.Bytes(a, b);
+      continue;
+    }
+    // Cut large shared pieces so that forwarding starts before a whole tensor is read.
+    const std::uint64_t unit = l.pitch == 0 ? 1 : l.width;
+    const std::uint64_t max_units = std::max<std::uint64_t>(1, step_bytes / unit);
+    for (std::uint64_t x = a; x < b; x += max_units) {
+      SharedPiece q = p;
+      q.lo = x;
+      q.hi = std::min(b, x + max_units);
+      shared->push_back(std::move(q));
     }
   }
+}
 
-  // Shared pieces in file order: choose readers and steps.
+// Shared pieces in file order: each read by the needer that has read least so far (ties: the
+// previous piece's reader, so that runs extend), forwarded to the others in steps of step_bytes.
+void AssignReaders(GroupState& g, std::vector<SharedPiece>& shared, std::uint64_t step_bytes,
+                   std::vector<Forward>* forwards) {
   std::stable_sort(shared.begin(), shared.end(), [&](const SharedPiece& x, const SharedPiece& y) {
-    const Lattice& lx = lattices[x.lattice];
-    const Lattice& ly = lattices[y.lattice];
+    const Lattice& lx = g.lattices[x.lattice];
+    const Lattice& ly = g.lattices[y.lattice];
     return std::make_tuple(lx.file, lx.FileOffset(x.lo), x.lattice) <
            std::make_tuple(ly.file, ly.FileOffset(y.lo), y.lattice);
   });
   std::uint64_t cum = 0;
   std::int64_t prev = -1;
   for (const SharedPiece& p : shared) {
-    const Lattice& l = lattices[p.lattice];
+    const Lattice& l = g.lattices[p.lattice];
     const std::uint64_t bytes = l.Bytes(p.lo, p.hi);
     const Seg* reader = nullptr;
     for (const Seg* s : p.needers) {
-      if (reader == nullptr || load[s->rank] < load[reader->rank] ||
-          (load[s->rank] == load[reader->rank] && static_cast<std::int64_t>(s->rank) == prev)) {
+      if (reader == nullptr || g.load[s->rank] < g.load[reader->rank] ||
+          (g.load[s->rank] == g.load[reader->rank] && static_cast<std::int64_t>(s->rank) == prev)) {
         reader = s;
       }
     }
     prev = reader->rank;
-    load[reader->rank] += bytes;
+    g.load[reader->rank] += bytes;
     const auto step = static_cast<std::uint32_t>(cum / step_bytes);
     cum += bytes;
-    RankOut& ro = (*out)[reader->rank];
+    RankOut& ro = (*g.out)[reader->rank];
     if (ro.step_reads.size() <= step) ro.step_reads.resize(step + 1);
     ro.step_reads[step].push_back(SubCopy(l, *reader, p.lo, p.hi));
     Forward f;
@@ -241,6 +253,18 @@ Status DedupGroup(const proto::LoadPlan& plan, const std::vector<std::uint32_t>&
       forwards->push_back(std::move(f));
     }
   }
+}
+
+// Dedups one group of ranks. `forwards` receives the group's forwards in order.
+Status DedupGroup(const proto::LoadPlan& plan, const std::vector<std::uint32_t>& ranks,
+                  std::uint64_t step_bytes, std::map<std::uint32_t, RankOut>* out,
+                  std::vector<Forward>* forwards) {
+  GroupState g;
+  g.out = out;
+  CollectSegs(plan, ranks, g);
+  std::vector<SharedPiece> shared;
+  for (std::size_t li = 0; li < g.lattices.size(); ++li) CutLattice(g, li, step_bytes, &shared);
+  AssignReaders(g, shared, step_bytes, forwards);
   return Status::Ok();
 }
 
