@@ -339,6 +339,55 @@ Status ApplyAutoDedup(const DedupOptions& options, proto::LoadPlan* plan) {
   return Status::Ok();
 }
 
+// Rank r's reads into its plan: `steps` exchange steps of shared reads, then its own reads, each
+// list coalesced; returns the bytes it reads from storage.
+std::uint64_t WriteRankReads(proto::Dedup mode, std::size_t steps, std::uint32_t r, RankOut& ro,
+                             proto::LoadPlan* plan) {
+  proto::RankPlan& rp = *plan->mutable_ranks(static_cast<int>(r));
+  rp.set_peer_group(mode == proto::DEDUP_NODE ? rp.node() : 0);
+  ro.step_reads.resize(steps);
+  std::uint64_t bytes = 0;
+  for (auto& reads : ro.step_reads) {
+    CoalesceCopies(&reads);
+    proto::ExchangeStep* st = rp.add_steps();
+    for (proto::Copy& c : reads) {
+      bytes += CopyBytes(c);
+      *st->add_reads() = std::move(c);
+    }
+  }
+  CoalesceCopies(&ro.own);
+  for (proto::Copy& c : ro.own) {
+    bytes += CopyBytes(c);
+    *rp.add_own_reads() = std::move(c);
+  }
+  rp.set_storage_bytes(bytes);
+  return bytes;
+}
+
+// A forward as a send in its sender's step and a receive in each receiver's.
+void WriteForward(const Forward& f, proto::LoadPlan* plan) {
+  proto::ExchangeStep* sender =
+      plan->mutable_ranks(static_cast<int>(f.sender))->mutable_steps(static_cast<int>(f.step));
+  for (const Receiver& rv : f.receivers) {
+    proto::Transfer* s = sender->add_sends();
+    s->set_peer(rv.rank);
+    s->set_offset(f.offset);
+    s->set_peer_offset(rv.offset);
+    s->set_bytes(f.bytes);
+    s->set_file(f.file);
+    s->set_file_offset(f.file_offset);
+    proto::Transfer* t = plan->mutable_ranks(static_cast<int>(rv.rank))
+                             ->mutable_steps(static_cast<int>(f.step))
+                             ->add_recvs();
+    t->set_peer(f.sender);
+    t->set_offset(rv.offset);
+    t->set_peer_offset(f.offset);
+    t->set_bytes(f.bytes);
+    t->set_file(f.file);
+    t->set_file_offset(f.file_offset);
+  }
+}
+
 }  // namespace
 
 Status ApplyDedup(const DedupOptions& options, proto::LoadPlan* plan) {
@@ -387,49 +436,8 @@ Status ApplyDedup(const DedupOptions& options, proto::LoadPlan* plan) {
   for (const auto& [r, ro] : out) steps = std::max(steps, ro.step_reads.size());
   for (const Forward& f : forwards) steps = std::max<std::size_t>(steps, f.step + 1);
 
-  for (auto& [r, ro] : out) {
-    proto::RankPlan& rp = *plan->mutable_ranks(static_cast<int>(r));
-    rp.set_peer_group(options.mode == proto::DEDUP_NODE ? rp.node() : 0);
-    ro.step_reads.resize(steps);
-    std::uint64_t bytes = 0;
-    for (auto& reads : ro.step_reads) {
-      CoalesceCopies(&reads);
-      proto::ExchangeStep* st = rp.add_steps();
-      for (proto::Copy& c : reads) {
-        bytes += CopyBytes(c);
-        *st->add_reads() = std::move(c);
-      }
-    }
-    CoalesceCopies(&ro.own);
-    for (proto::Copy& c : ro.own) {
-      bytes += CopyBytes(c);
-      *rp.add_own_reads() = std::move(c);
-    }
-    rp.set_storage_bytes(bytes);
-    total += bytes;
-  }
-  for (const Forward& f : forwards) {
-    proto::ExchangeStep* sender =
-        plan->mutable_ranks(static_cast<int>(f.sender))->mutable_steps(static_cast<int>(f.step));
-    for (const Receiver& rv : f.receivers) {
-      proto::Transfer* s = sender->add_sends();
-      s->set_peer(rv.rank);
-      s->set_offset(f.offset);
-      s->set_peer_offset(rv.offset);
-      s->set_bytes(f.bytes);
-      s->set_file(f.file);
-      s->set_file_offset(f.file_offset);
-      proto::Transfer* t = plan->mutable_ranks(static_cast<int>(rv.rank))
-                               ->mutable_steps(static_cast<int>(f.step))
-                               ->add_recvs();
-      t->set_peer(f.sender);
-      t->set_offset(rv.offset);
-      t->set_peer_offset(f.offset);
-      t->set_bytes(f.bytes);
-      t->set_file(f.file);
-      t->set_file_offset(f.file_offset);
-    }
-  }
+  for (auto& [r, ro] : out) total += WriteRankReads(options.mode, steps, r, ro, plan);
+  for (const Forward& f : forwards) WriteForward(f, plan);
   plan->set_storage_bytes(total);
   return Status::Ok();
 }
