@@ -449,6 +449,65 @@ const TensorEntry* Checkpoint::Find(std::string_view name) const {
   return it == tensors.end() ? nullptr : &Entry(it->second);
 }
 
+namespace {
+
+// The shards: the index's (with its tensor -> file map), or the single file.
+Status FindShards(const fs::path& dir, std::map<std::string, PendingShard>* shards,
+                  std::unordered_map<std::string, std::string>* tensor_to_file, bool* has_index) {
+  std::error_code ec;
+  *has_index = fs::exists(fs::symlink_status(dir / kIndexName, ec));
+  if (*has_index) {
+    HOIST_ASSIGN_OR_RETURN(fs::path index_path,
+                           ResolveInside(dir, std::string(kIndexName), "index file"));
+    HOIST_ASSIGN_OR_RETURN(std::string index_text, ReadSmallFile(index_path.string()));
+    return ParseIndex(dir, index_path.string(), index_text, shards, tensor_to_file);
+  }
+  if (!fs::exists(fs::symlink_status(dir / kSingleFileName, ec))) {
+    return Status::NotFound(dir.string() + ": neither " + std::string(kIndexName) + " nor " +
+                            std::string(kSingleFileName) + " found");
+  }
+  HOIST_ASSIGN_OR_RETURN(fs::path single,
+                         ResolveInside(dir, std::string(kSingleFileName), "single-file model"));
+  (*shards)[single.string()].rel_path = std::string(kSingleFileName);
+  return Status::Ok();
+}
+
+// file's tensors into ckpt->tensors (file_index: its place in ckpt->files), each checked against
+// the index's map when there is one (tensor_to_file non-null).
+Status AddShardTensors(const ShardFile& file, std::uint32_t file_index,
+                       const std::unordered_map<std::string, std::string>* tensor_to_file,
+                       Checkpoint* ckpt) {
+  const std::string& abs = file.abs_path;
+  for (std::uint32_t e = 0; e < file.header.tensors.size(); ++e) {
+    const TensorEntry& t = file.header.tensors[e];
+    if (tensor_to_file != nullptr) {
+      auto mapped = tensor_to_file->find(t.name);
+      if (mapped == tensor_to_file->end()) {
+        return Status::Corrupt(abs + ": tensor " + QuoteForMessage(t.name) + " (file offset " +
+                               std::to_string(file.header.data_start + t.begin) + ") is not in " +
+                               std::string(kIndexName) + "'s weight_map");
+      }
+      if (mapped->second != abs) {
+        return Status::Corrupt(abs + ": tensor " + QuoteForMessage(t.name) + " (file offset " +
+                               std::to_string(file.header.data_start + t.begin) +
+                               ") is mapped by " + std::string(kIndexName) + " to " +
+                               mapped->second + ", not to this file (duplicate across shards?)");
+      }
+    }
+    auto [it, inserted] = ckpt->tensors.emplace(t.name, TensorLocation{file_index, e});
+    if (!inserted) {  // only reachable without an index if ever; kept as a guard
+      return Status::Corrupt(abs + ": tensor " + QuoteForMessage(t.name) + " is also in " +
+                             ckpt->files[it->second.file].abs_path);
+    }
+    if (__builtin_add_overflow(ckpt->tensor_bytes, t.bytes(), &ckpt->tensor_bytes)) {
+      return Status::Corrupt(ckpt->dir + ": total tensor bytes overflow 64 bits");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<Checkpoint> OpenCheckpoint(const std::string& dir_arg) {
   HOIST_ASSIGN_OR_RETURN(const fs::path dir, ModelFolder(dir_arg));
   Checkpoint ckpt;
@@ -465,26 +524,10 @@ Result<Checkpoint> OpenCheckpoint(const std::string& dir_arg) {
     HOIST_RETURN_IF_ERROR(OpenPacked(dir, &ckpt));
     return ckpt;
   }
-
-  // The index, or the single file.
   std::map<std::string, PendingShard> shards;                   // canonical path -> shard
   std::unordered_map<std::string, std::string> tensor_to_file;  // empty without an index
-  const bool has_index = fs::exists(fs::symlink_status(dir / kIndexName, ec));
-  if (has_index) {
-    HOIST_ASSIGN_OR_RETURN(fs::path index_path,
-                           ResolveInside(dir, std::string(kIndexName), "index file"));
-    HOIST_ASSIGN_OR_RETURN(std::string index_text, ReadSmallFile(index_path.string()));
-    HOIST_RETURN_IF_ERROR(
-        ParseIndex(dir, index_path.string(), index_text, &shards, &tensor_to_file));
-  } else {
-    if (!fs::exists(fs::symlink_status(dir / kSingleFileName, ec))) {
-      return Status::NotFound(ckpt.dir + ": neither " + std::string(kIndexName) + " nor " +
-                              std::string(kSingleFileName) + " found");
-    }
-    HOIST_ASSIGN_OR_RETURN(fs::path single,
-                           ResolveInside(dir, std::string(kSingleFileName), "single-file model"));
-    shards[single.string()].rel_path = std::string(kSingleFileName);
-  }
+  bool has_index = false;
+  HOIST_RETURN_IF_ERROR(FindShards(dir, &shards, &tensor_to_file, &has_index));
 
   // Files in rel_path order, each header read once.
   std::vector<std::pair<std::string, PendingShard*>> order;
@@ -498,35 +541,11 @@ Result<Checkpoint> OpenCheckpoint(const std::string& dir_arg) {
     file.rel_path = pending->rel_path;
     file.abs_path = abs;
     HOIST_ASSIGN_OR_RETURN(file.header, ReadSafetensorsHeader(abs, &file.stat));
-    const auto file_index = static_cast<std::uint32_t>(ckpt.files.size());
     if (file.header.tensors.size() > UINT32_MAX) {
       return Status::Unsupported(abs + ": too many tensors");
     }
-    for (std::uint32_t e = 0; e < file.header.tensors.size(); ++e) {
-      const TensorEntry& t = file.header.tensors[e];
-      if (has_index) {
-        auto mapped = tensor_to_file.find(t.name);
-        if (mapped == tensor_to_file.end()) {
-          return Status::Corrupt(abs + ": tensor " + QuoteForMessage(t.name) + " (file offset " +
-                                 std::to_string(file.header.data_start + t.begin) + ") is not in " +
-                                 std::string(kIndexName) + "'s weight_map");
-        }
-        if (mapped->second != abs) {
-          return Status::Corrupt(abs + ": tensor " + QuoteForMessage(t.name) + " (file offset " +
-                                 std::to_string(file.header.data_start + t.begin) +
-                                 ") is mapped by " + std::string(kIndexName) + " to " +
-                                 mapped->second + ", not to this file (duplicate across shards?)");
-        }
-      }
-      auto [it, inserted] = ckpt.tensors.emplace(t.name, TensorLocation{file_index, e});
-      if (!inserted) {  // only reachable without an index if ever; kept as a guard
-        return Status::Corrupt(abs + ": tensor " + QuoteForMessage(t.name) + " is also in " +
-                               ckpt.files[it->second.file].abs_path);
-      }
-      if (__builtin_add_overflow(ckpt.tensor_bytes, t.bytes(), &ckpt.tensor_bytes)) {
-        return Status::Corrupt(ckpt.dir + ": total tensor bytes overflow 64 bits");
-      }
-    }
+    HOIST_RETURN_IF_ERROR(AddShardTensors(file, static_cast<std::uint32_t>(ckpt.files.size()),
+                                          has_index ? &tensor_to_file : nullptr, &ckpt));
     ckpt.files.push_back(std::move(file));
   }
   if (has_index) HOIST_RETURN_IF_ERROR(CheckUnindexedShards(dir, shards, tensor_to_file));
