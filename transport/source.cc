@@ -556,6 +556,22 @@ class DirectSource final : public Source {
                            " (short read)");
   }
 
+  // Without native AIO: one synchronous request at a time, through the first bounce buffer.
+  Status RunSync(const std::vector<Request>& reqs, const Extent* ex, std::size_t n,
+                 DirectThreadState& st) const {
+    for (const Request& r : reqs) {
+      std::byte* buf = r.in_place ? r.in_place : st.bufs[0];
+      ssize_t got;
+      do {
+        got = ::pread(fd_.get(), buf, r.b - r.a, static_cast<off_t>(r.a));
+      } while (got < 0 && errno == EINTR);
+      if (got < 0) return ShortRead(r, -errno);
+      if (static_cast<std::uint64_t>(got) < r.need) return ShortRead(r, got);
+      if (!r.in_place) Scatter(r, buf, ex, n);
+    }
+    return Status::Ok();
+  }
+
   Status Run(const std::vector<Request>& reqs, const Extent* ex, std::size_t n,
              std::uint64_t req_bytes) {
     DirectThreadState& st = ThreadState();
@@ -564,20 +580,7 @@ class DirectSource final : public Source {
       return Status::ResourceExhausted(path_ + ": O_DIRECT bounce buffers of " +
                                        std::to_string(req_bytes) + " bytes");
     }
-    if (!st.EnsureAio()) {
-      // No native AIO here: one synchronous request at a time.
-      for (const Request& r : reqs) {
-        std::byte* buf = r.in_place ? r.in_place : st.bufs[0];
-        ssize_t got;
-        do {
-          got = ::pread(fd_.get(), buf, r.b - r.a, static_cast<off_t>(r.a));
-        } while (got < 0 && errno == EINTR);
-        if (got < 0) return ShortRead(r, -errno);
-        if (static_cast<std::uint64_t>(got) < r.need) return ShortRead(r, got);
-        if (!r.in_place) Scatter(r, buf, ex, n);
-      }
-      return Status::Ok();
-    }
+    if (!st.EnsureAio()) return RunSync(reqs, ex, n, st);
     std::array<struct iocb, kMaxDepth> cbs{};
     std::array<int, kMaxDepth> slot_req{};
     std::vector<int> free_slots;
