@@ -103,6 +103,35 @@ Status ParseMetadata(std::string_view label, const json& value,
   return Status::Ok();
 }
 
+// An entry's dtype size x elements must be exactly its byte range (overflows named).
+Status CheckEntryBytes(std::string_view label, const std::string& name,
+                       const std::string& dtype_name, std::uint64_t data_start,
+                       const TensorEntry& e) {
+  std::uint64_t elements = 1;
+  for (std::uint64_t dim : e.shape) {
+    if (__builtin_mul_overflow(elements, dim, &elements)) {
+      return CorruptTensor(label, name,
+                           "shape " + ShapeString(e.shape) +
+                               " has more elements than fit in 64 bits (" +
+                               OffsetsString(e.begin, e.end, data_start) + ")");
+    }
+  }
+  std::uint64_t bytes = 0;
+  if (__builtin_mul_overflow(elements, static_cast<std::uint64_t>(DTypeSize(e.dtype)), &bytes)) {
+    return CorruptTensor(label, name,
+                         "shape " + ShapeString(e.shape) + " of " + dtype_name + " is " +
+                             U(elements) + " elements, whose byte count overflows 64 bits (" +
+                             OffsetsString(e.begin, e.end, data_start) + ")");
+  }
+  if (bytes != e.end - e.begin) {
+    return CorruptTensor(label, name,
+                         dtype_name + " x shape " + ShapeString(e.shape) + " = " + U(bytes) +
+                             " bytes, but " + OffsetsString(e.begin, e.end, data_start) + " span " +
+                             U(e.end - e.begin) + " bytes");
+  }
+  return Status::Ok();
+}
+
 // Parses one tensor entry and checks everything that does not involve other tensors.
 Status ParseEntry(std::string_view label, const std::string& name, const json& value,
                   std::uint64_t data_start, std::uint64_t data_size, TensorEntry* out) {
@@ -162,30 +191,7 @@ Status ParseEntry(std::string_view label, const std::string& name, const json& v
                              " bytes (file bytes [" + U(data_start) + ", " +
                              U(data_start + data_size) + "))");
   }
-  // dtype size x elements must be exactly the byte range.
-  std::uint64_t elements = 1;
-  for (std::uint64_t dim : out->shape) {
-    if (__builtin_mul_overflow(elements, dim, &elements)) {
-      return CorruptTensor(label, name,
-                           "shape " + ShapeString(out->shape) +
-                               " has more elements than fit in 64 bits (" +
-                               OffsetsString(out->begin, out->end, data_start) + ")");
-    }
-  }
-  std::uint64_t bytes = 0;
-  if (__builtin_mul_overflow(elements, static_cast<std::uint64_t>(DTypeSize(*dtype)), &bytes)) {
-    return CorruptTensor(label, name,
-                         "shape " + ShapeString(out->shape) + " of " + dtype_name + " is " +
-                             U(elements) + " elements, whose byte count overflows 64 bits (" +
-                             OffsetsString(out->begin, out->end, data_start) + ")");
-  }
-  if (bytes != out->end - out->begin) {
-    return CorruptTensor(label, name,
-                         dtype_name + " x shape " + ShapeString(out->shape) + " = " + U(bytes) +
-                             " bytes, but " + OffsetsString(out->begin, out->end, data_start) +
-                             " span " + U(out->end - out->begin) + " bytes");
-  }
-  return Status::Ok();
+  return CheckEntryBytes(label, name, dtype_name, data_start, *out);
 }
 
 // Tensors sorted by begin must tile the data section exactly: no overlap, no hole, no tail.
