@@ -482,10 +482,13 @@ constexpr std::string_view kH2dColor = "#3b7dd8", kFillColor = "#e8a33d", kDecod
                            kSubmitColor = "#6c757d";
 
 std::string_view BoxColor(const std::string& what, const std::string& label) {
-  // The set-up's steps ("decoder started" among them) take the setup phase's colour.
-  if (label.size() >= 6 && label.compare(label.size() - 6, 6, " setup") == 0) {
-    return transport::PhaseColor(Phase::kSetup);
-  }
+  // The set-up's steps ("decoder started" among them) and the tear-down take the setup phase's
+  // colour.
+  const auto ends_with = [&label](std::string_view tail) {
+    return label.size() >= tail.size() &&
+           label.compare(label.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  if (ends_with(" setup") || ends_with(" teardown")) return transport::PhaseColor(Phase::kSetup);
   if (label.find("h2d") != std::string::npos || what.rfind("h2d", 0) == 0) return kH2dColor;
   if (label.find("fill") != std::string::npos || what.rfind("fill", 0) == 0) return kFillColor;
   if (label.find("decode") != std::string::npos || what.rfind("decode", 0) == 0) {

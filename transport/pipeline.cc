@@ -1065,7 +1065,13 @@ class Runner {
       Status sync = cx_.dev.Synchronize(cx_.stream);
       if (s.ok()) s = sync;
     }
-    Status cleanup = Cleanup();
+    Status cleanup;
+    SetupStep(
+        [&] {
+          cleanup = Cleanup();
+          return "decoder, device slots, streams and events freed";
+        },
+        "teardown");
     if (s.ok()) s = cleanup;
     return s;
   }
@@ -1101,14 +1107,15 @@ class Runner {
     return s;
   }
 
-  // Times one step of the set-up as a span on the "setup" lane, so that a report's timeline
-  // says where the `setup` phase went. `fn` returns the span's name.
+  // Times one step of the set-up as a span on the "setup" lane (the tear-down's on lane
+  // "teardown"), so that a report's timeline says where the `setup` phase and the load's tail
+  // went. `fn` returns the span's name.
   template <typename Fn>
-  void SetupStep(Fn fn) {
+  void SetupStep(Fn fn, const char* lane = "setup") {
     const Clock::time_point a = Clock::now();
     std::string what = fn();
     const Clock::time_point z = Clock::now();
-    cx_.rep.spans.push_back(SpanRecord{"setup", std::move(what), cx_.Since(a), Seconds(a, z), 0});
+    cx_.rep.spans.push_back(SpanRecord{lane, std::move(what), cx_.Since(a), Seconds(a, z), 0});
   }
 
   // The copy stream and the event every device span is timed from.

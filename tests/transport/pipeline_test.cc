@@ -397,7 +397,9 @@ TEST(PipelineTest, SpansHaveLanesAndAreCapped) {
   EXPECT_TRUE(lanes.count("h2d-0"));
   EXPECT_GE(lanes.size(), 3u) << "at least one fill lane";  // a thread may get no task at all
   for (const auto& l : lanes) {
-    EXPECT_TRUE(l == "h2d-0" || l == "setup" || l == "submit" || l.rfind("fill-", 0) == 0) << l;
+    EXPECT_TRUE(l == "h2d-0" || l == "setup" || l == "teardown" || l == "submit" ||
+                l.rfind("fill-", 0) == 0)
+        << l;
   }
   EXPECT_EQ(fill_bytes, s.copy_bytes);
   EXPECT_EQ(h2d_bytes, s.copy_bytes);
@@ -410,7 +412,7 @@ TEST(PipelineTest, SpansHaveLanesAndAreCapped) {
   RunResult capped = RunSynth(s, o);
   ASSERT_TRUE(capped.status.ok());
   std::size_t set_up = 0;  // the set-up's steps, never coalesced
-  for (const auto& sp : capped.report.spans) set_up += sp.lane == "setup";
+  for (const auto& sp : capped.report.spans) set_up += sp.lane == "setup" || sp.lane == "teardown";
   EXPECT_LE(capped.report.spans.size() - set_up, 20u + 5u);  // one partial group per lane at most
   std::uint64_t total = 0;
   for (const auto& sp : capped.report.spans) total += sp.bytes;
@@ -418,7 +420,8 @@ TEST(PipelineTest, SpansHaveLanesAndAreCapped) {
 }
 
 // The set-up's steps are spans on the "setup" lane, inside the setup phase: auto judges the
-// files' residency first; every mode cuts the slots and starts the copy stream.
+// files' residency first; every mode cuts the slots and starts the copy stream. The tear-down is
+// one span on lane "teardown", after the staging is freed.
 TEST(PipelineTest, SetUpStepsAreSpansInsideTheSetupPhase) {
   for (ReadMode mode : {ReadMode::kAuto, ReadMode::kMmap}) {
     SCOPED_TRACE(ReadModeName(mode));
@@ -439,6 +442,14 @@ TEST(PipelineTest, SetUpStepsAreSpansInsideTheSetupPhase) {
     if (mode == ReadMode::kAuto) want.insert(want.begin(), "residency judged");
     EXPECT_EQ(steps, want);
     EXPECT_LE(sum, setup.seconds + 1e-6);
+    int teardowns = 0;  // and the tear-down, one span after the staging is freed
+    for (const auto& sp : r.report.spans) {
+      if (sp.lane != "teardown") continue;
+      ++teardowns;
+      EXPECT_GE(sp.start_s, r.report.staging_free.start_s - 1e-6);
+      EXPECT_GE(sp.seconds, 0);
+    }
+    EXPECT_EQ(teardowns, 1);
   }
 }
 
