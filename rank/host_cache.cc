@@ -27,6 +27,7 @@ struct PackedCacheLayout {
   transport::DecodeSet decode;      // the work's streams with the cut's jobs (the decoder's)
   std::vector<proto::Fill> fills;
   std::uint64_t slot_bytes = 0, arena_bytes = 0, written_bytes = 0;
+  std::uint64_t device_slot_bytes = 0;  // the fullest slot, rounded up to 256: a device slot
   int device_slots = 4;
   std::uint32_t rank = 0;
 };
@@ -161,7 +162,12 @@ Result<std::unique_ptr<PackedCacheLayout>> Layout(const transport::PackedWork& w
                             " decode jobs");
   }
   l->base.assign(1, 0);
-  for (std::uint64_t b : l->cut.seq_bytes) l->base.push_back(l->base.back() + b);
+  std::uint64_t fullest = 1;
+  for (std::uint64_t b : l->cut.seq_bytes) {
+    l->base.push_back(l->base.back() + b);
+    fullest = std::max(fullest, b);
+  }
+  l->device_slot_bytes = (fullest + 255) / 256 * 256;
   l->decode.streams = work.decode.streams;
   l->decode.names = work.decode.names;
   l->decode.luts = work.decode.luts;
@@ -198,7 +204,7 @@ class PackedRestore {
     }
     const int k = static_cast<int>(std::min<std::uint64_t>(l_.device_slots, decoding));
     HOIST_ASSIGN_OR_RETURN(decode_, dev_.CreateStream());
-    HOIST_ASSIGN_OR_RETURN(slots_, dev_.Allocate(k * l_.slot_bytes));
+    HOIST_ASSIGN_OR_RETURN(slots_, dev_.Allocate(k * l_.device_slot_bytes));
     for (int i = 0; i < k; ++i) {
       HOIST_ASSIGN_OR_RETURN(EventId copied, NewEvent(false));
       HOIST_ASSIGN_OR_RETURN(EventId start, NewEvent(true));
@@ -283,7 +289,7 @@ class PackedRestore {
     if (r.busy) HOIST_RETURN_IF_ERROR(Collect(r));
     const std::uint64_t lo = l_.cut.jobs[first].src;
     const std::uint64_t hi = l_.cut.jobs[last - 1].src + l_.cut.jobs[last - 1].bytes;
-    std::byte* dslot = static_cast<std::byte*>(slots_.ptr) + k * l_.slot_bytes;
+    std::byte* dslot = static_cast<std::byte*>(slots_.ptr) + k * l_.device_slot_bytes;
     Copy2D c;
     c.dst = dslot + lo;
     c.src = slot + lo;
