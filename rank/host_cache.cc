@@ -27,7 +27,7 @@ struct PackedCacheLayout {
   transport::DecodeSet decode;      // the work's streams with the cut's jobs (the decoder's)
   std::vector<proto::Fill> fills;
   std::uint64_t slot_bytes = 0, arena_bytes = 0, written_bytes = 0;
-  std::uint64_t device_slot_bytes = 0;  // the fullest slot, rounded up to 256: a device slot
+  std::uint64_t device_slot_bytes = 0;  // transport::DeviceSlotBytes(cut): one device slot
   int device_slots = 4;
   std::uint32_t rank = 0;
 };
@@ -162,12 +162,8 @@ Result<std::unique_ptr<PackedCacheLayout>> Layout(const transport::PackedWork& w
                             " decode jobs");
   }
   l->base.assign(1, 0);
-  std::uint64_t fullest = 1;
-  for (std::uint64_t b : l->cut.seq_bytes) {
-    l->base.push_back(l->base.back() + b);
-    fullest = std::max(fullest, b);
-  }
-  l->device_slot_bytes = (fullest + 255) / 256 * 256;
+  for (std::uint64_t b : l->cut.seq_bytes) l->base.push_back(l->base.back() + b);
+  l->device_slot_bytes = transport::DeviceSlotBytes(l->cut);
   l->decode.streams = work.decode.streams;
   l->decode.names = work.decode.names;
   l->decode.luts = work.decode.luts;

@@ -218,7 +218,7 @@ struct RunContext {
   StreamId decode_stream = -1;
   DeviceBuffer device_slots;  // device_slot_count x device_slot_stride
   int device_slot_count = 0;  // kDeviceSlotsPerSlot x the ring (at most one per sequence)
-  std::uint64_t device_slot_stride = 0;  // DeviceSlotStride
+  std::uint64_t device_slot_stride = 0;  // DeviceSlotBytes(cut)
   std::vector<SpanRecord> decode_spans;
   // The stream that ends a slot's work: slot end events and milestones are recorded there.
   StreamId tail() const { return work != nullptr ? decode_stream : stream; }
@@ -309,14 +309,6 @@ constexpr int kDeviceSlotsPerSlot = 2;
 // Packed: decode records (events and span) per device slot: more than one, so that the record
 // of the decode a device slot waits for is still intact when the slot is taken again.
 constexpr int kDecodeRecordsPerDeviceSlot = 2;
-
-// Packed: device slot k starts at k times this: the fullest slot of the cut (a small model's
-// device slots are as small as its data), 256-byte aligned as the slots' contents are.
-inline std::uint64_t DeviceSlotStride(const RunContext& cx) {
-  std::uint64_t fullest = 1;
-  for (std::uint64_t b : cx.cut.seq_bytes) fullest = std::max(fullest, b);
-  return (fullest + 255) / 256 * 256;
-}
 
 // Runs fn and times it as a fully busy phase (bytes left to fn).
 template <class F>
@@ -1166,7 +1158,7 @@ class Runner {
     HOIST_ASSIGN_OR_RETURN(cx_.decode_stream, cx_.dev.CreateStream());
     cx_.device_slot_count = static_cast<int>(
         std::min<std::uint64_t>(std::uint64_t{kDeviceSlotsPerSlot} * ring, cx_.cut.seqs()));
-    cx_.device_slot_stride = DeviceSlotStride(cx_);
+    cx_.device_slot_stride = DeviceSlotBytes(cx_.cut);
     HOIST_ASSIGN_OR_RETURN(cx_.device_slots,
                            cx_.dev.Allocate(cx_.device_slot_count * cx_.device_slot_stride));
     // The work's streams, names and tables, and the cut's jobs, move to the decoder's set (the

@@ -228,4 +228,10 @@ std::int64_t LastSeqOfCopies(const SlotPlan& cut, int copies) {
   return cut.copy_last_seq[std::min<std::size_t>(copies, cut.copy_last_seq.size()) - 1];
 }
 
+std::uint64_t DeviceSlotBytes(const SlotPlan& cut) {
+  std::uint64_t fullest = 1;
+  for (std::uint64_t b : cut.seq_bytes) fullest = std::max(fullest, b);
+  return (fullest + 255) / 256 * 256;
+}
+
 }  // namespace hoist::transport

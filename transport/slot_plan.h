@@ -91,6 +91,12 @@ SlotPlan CutStaged(const proto::RankPlan& plan, std::uint64_t slot_bytes,
 // the run in one go. copy_last_seq is per logical copy (work.copies_end).
 SlotPlan CutStaged(const PackedWork& work, std::uint64_t slot_bytes, std::uint64_t chunk_bytes);
 
+// Packed: the size of one device slot that a slot of `cut` is copied into for decoding (a load's
+// or a cache restore's): the fullest slot, rounded up to 256 bytes so that device slot k (at k
+// times this) keeps the slots' alignment; at least 256. A small model's device slots are as
+// small as its data.
+std::uint64_t DeviceSlotBytes(const SlotPlan& cut);
+
 // Direct cut (pageable: chunk_bytes >= 1; registered: whole copies, ~0ull).
 SlotPlan CutDirect(const proto::RankPlan& plan, std::uint64_t chunk_bytes);
 

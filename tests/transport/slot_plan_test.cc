@@ -261,5 +261,16 @@ TEST(SlotPlanTest, StridedRowsAreGatheredAndSplitAtSlotEnds) {
   }
 }
 
+TEST(SlotPlanTest, DeviceSlotBytesIsTheFullestSlotRoundedTo256) {
+  SlotPlan cut;
+  EXPECT_EQ(DeviceSlotBytes(cut), 256u) << "no slot: the smallest slot";
+  cut.seq_bytes = {256};
+  EXPECT_EQ(DeviceSlotBytes(cut), 256u);
+  cut.seq_bytes = {1000, 257, 3};
+  EXPECT_EQ(DeviceSlotBytes(cut), 1024u);
+  cut.seq_bytes = {5, 64u << 20, 7};
+  EXPECT_EQ(DeviceSlotBytes(cut), 64u << 20);
+}
+
 }  // namespace
 }  // namespace hoist::transport
