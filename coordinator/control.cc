@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "transport/peer.h"
+#include "transport/span_log.h"
 
 namespace hoist::coordinator {
 namespace {
@@ -78,6 +79,12 @@ Status ControlLoop::PollRoot(const LocalState& mine, Clock::time_point now) {
     proto::RankState st;
     if (!st.ParseFromString(m->data)) {
       return Status::Corrupt("control: a state message from " + Who(m->from) + " does not parse");
+    }
+    if (st.finished()) {
+      Result<transport::SpanLog> spans = transport::SpanLog::FromProto(st.report().spans());
+      if (!spans.ok()) {
+        return std::move(spans).status().Annotate("control: the report from " + Who(m->from));
+      }
     }
     heard_[r] = now;
     finished_[r] = st.finished();

@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "transport/span_log.h"
 #include "util/printable.h"
 #include "util/units.h"
 
@@ -284,6 +285,17 @@ nlohmann::json ReportJson(const proto::LoadPlan& plan,
   return j;
 }
 
+namespace {
+
+// A report's spans; none when its table is malformed (the control loop refuses such a report
+// on arrival, so this is only a report built elsewhere, e.g. by a test).
+transport::SpanLog SpansOf(const proto::RankReport& r) {
+  Result<transport::SpanLog> spans = transport::SpanLog::FromProto(r.spans());
+  return spans.ok() ? std::move(*spans) : transport::SpanLog();
+}
+
+}  // namespace
+
 nlohmann::json ChromeTrace(const std::vector<proto::RankReport>& reports) {
   nlohmann::json events = nlohmann::json::array();
   for (const auto& r : reports) {
@@ -313,14 +325,15 @@ nlohmann::json ChromeTrace(const std::vector<proto::RankReport>& reports) {
                         {"dur", p.seconds() * 1e6},
                         {"args", {{"bytes", p.bytes()}, {"busy_s", p.busy_s()}}}});
     }
-    for (const auto& s : r.spans()) {
+    const transport::SpanLog spans = SpansOf(r);
+    for (const transport::Span& s : spans) {
       events.push_back({{"ph", "X"},
                         {"pid", pid},
-                        {"tid", tid_of(s.lane())},
-                        {"name", Printable(s.what())},
-                        {"ts", (s.start_s() + offset) * 1e6},
-                        {"dur", s.seconds() * 1e6},
-                        {"args", {{"bytes", s.bytes()}}}});
+                        {"tid", tid_of(spans.LaneName(s))},
+                        {"name", Printable(spans.What(s))},
+                        {"ts", (s.start_s + offset) * 1e6},
+                        {"dur", s.seconds * 1e6},
+                        {"args", {{"bytes", s.bytes}}}});
     }
     for (const auto& [lane, tid] : tids) {
       events.push_back({{"ph", "M"},
@@ -451,11 +464,13 @@ std::vector<Row> TimelineRows(const std::vector<proto::RankReport>& reports, dou
     const std::string rank = "rank " + std::to_string(r.rank());
     for (Row& row : PhaseRows(r, rank, t_end)) rows.push_back(std::move(row));
     std::map<std::string, Row, decltype(&LaneLess)> lanes(&LaneLess);
-    for (const auto& s : r.spans()) {
-      Row& row = lanes[s.lane()];
-      row.label = rank + " " + s.lane();
-      row.boxes.push_back({s.start_s() + off, s.seconds(), s.what(), s.bytes()});
-      *t_end = std::max(*t_end, s.start_s() + off + s.seconds());
+    const transport::SpanLog spans = SpansOf(r);
+    for (const transport::Span& s : spans) {
+      const std::string& lane = spans.LaneName(s);
+      Row& row = lanes[lane];
+      row.label = rank + " " + lane;
+      row.boxes.push_back({s.start_s + off, s.seconds, spans.What(s), s.bytes});
+      *t_end = std::max(*t_end, s.start_s + off + s.seconds);
     }
     for (auto& [lane, row] : lanes) rows.push_back(std::move(row));
   }

@@ -266,16 +266,6 @@ transport::PhaseTiming StagingPhase(const transport::PhaseTiming& ahead,
   return t;
 }
 
-// One span into the report.
-void AddSpan(const transport::SpanRecord& s, proto::RankReport* rep) {
-  proto::Span* p = rep->add_spans();
-  p->set_lane(s.lane);
-  p->set_what(s.what);
-  p->set_start_s(s.start_s);
-  p->set_seconds(s.seconds);
-  p->set_bytes(s.bytes);
-}
-
 void AddPipelineReport(const transport::PipelineReport& pr, const transport::PhaseTiming& ahead,
                        const LoadOptions& o, proto::RankReport* rep) {
   const double after_pipeline = Seconds(o.origin, Clock::now());
@@ -294,15 +284,15 @@ void AddPipelineReport(const transport::PipelineReport& pr, const transport::Pha
   rep->set_staging_slots(static_cast<std::uint32_t>(pr.slots));
   rep->set_staging_slot_bytes(pr.slots > 0 ? pr.slot_bytes : 0);
   rep->set_deep_read(pr.deep);
-  for (const transport::SpanRecord& s : pr.spans) AddSpan(s, rep);
+  pr.spans.AppendTo(rep->mutable_spans());
 }
 
 // The sources' opening (O_DIRECT descriptors and their AIO contexts; mappings come on first use)
 // as a span on lane "sources".
 void OpenedSpan(Clock::time_point origin, Clock::time_point a, proto::RankReport* rep) {
-  AddSpan(transport::SpanRecord{"sources", "sources opened", Seconds(origin, a),
-                                Seconds(a, Clock::now()), 0},
-          rep);
+  transport::SpanLog log;
+  log.Add("sources", "sources opened", Seconds(origin, a), Seconds(a, Clock::now()));
+  log.AppendTo(rep->mutable_spans());
 }
 
 // After AddPipelineReport. A packed checkpoint's copies address logical bytes: what its rank read

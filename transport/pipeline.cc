@@ -78,11 +78,21 @@ PhaseTiming LanesPhase(const std::vector<Lane>& lanes, std::uint64_t* bytes) {
   return PhaseTiming{first, last - first, total_busy, *bytes, true};
 }
 
+// A device span before it is logged (SpanEmitter::Device names it): a slot's copies or decode, a
+// submit, or the registered mode's one span; the slot and sequence it belongs to, or -1.
+struct DeviceSpan {
+  int slot = -1;
+  std::int64_t seq = -1;
+  double start_s = 0;
+  double seconds = 0;
+  std::uint64_t bytes = 0;
+};
+
 // The phase the h2d spans cover; unchanged when there are none.
-void SpansPhase(const std::vector<SpanRecord>& spans, std::uint64_t bytes, PhaseTiming* out) {
+void SpansPhase(const std::vector<DeviceSpan>& spans, std::uint64_t bytes, PhaseTiming* out) {
   if (spans.empty()) return;
   double first = 1e300, last = -1e300, busy = 0;
-  for (const SpanRecord& s : spans) {
+  for (const DeviceSpan& s : spans) {
     first = std::min(first, s.start_s);
     last = std::max(last, s.start_s + s.seconds);
     busy += s.seconds;
@@ -96,30 +106,38 @@ void SpansPhase(const std::vector<SpanRecord>& spans, std::uint64_t bytes, Phase
 // whole unless it has thousands of slots.
 class SpanEmitter {
  public:
-  SpanEmitter(std::size_t fill_total, std::size_t device_total, std::size_t max_spans,
-              std::vector<SpanRecord>* out)
+  SpanEmitter(std::size_t fill_total, std::size_t device_total, std::size_t max_spans, SpanLog* out)
       : device_budget_(std::min(device_total, std::max<std::size_t>(max_spans / 2, 1))),
         group_(GroupOf(fill_total, std::max<std::size_t>(max_spans - device_budget_, 1))),
         device_group_(GroupOf(device_total, device_budget_)),
-        out_(*out) {}
+        out_(*out) {
+    out_.Reserve(out_.size() + (fill_total + group_ - 1) / group_ +
+                 (device_total + device_group_ - 1) / device_group_);
+  }
 
+  // Lane "fill-<t>", "<what> seq N" for each fill thread's reads.
   void Fill(const std::vector<Lane>& lanes, const char* what) {
+    const std::uint32_t label = out_.Label(what);
     for (std::size_t t = 0; t < lanes.size(); ++t) {
       const auto& v = lanes[t].spans;
-      const std::string lane = "fill-" + std::to_string(t);
+      const std::uint32_t lane = out_.Lane("fill-" + std::to_string(t));
       for (std::size_t i = 0; i < v.size(); i += group_) {
         std::size_t j = std::min(v.size(), i + group_);
         std::uint64_t bytes = 0;
         for (std::size_t x = i; x < j; ++x) bytes += v[x].bytes;
-        std::string w = std::string(what) + " seq " + std::to_string(v[i].seq);
-        Emit(lane, w, v[i].start_s, v[j - 1].start_s + v[j - 1].seconds, bytes, j - i);
+        Emit(lane, label, v[i].seq, v[i].start_s, v[j - 1].start_s + v[j - 1].seconds, bytes,
+             j - i);
       }
     }
   }
 
-  void H2d(std::vector<SpanRecord>& spans) {
+  // The device spans of one lane in start order, each labelled "<slot_label> <slot>" ("slot 2 seq
+  // 478") or, without a slot, `slot_label` alone ("seq 478" for an empty one).
+  void Device(std::vector<DeviceSpan>& spans, const char* lane_name, const char* slot_label) {
     std::sort(spans.begin(), spans.end(),
-              [](const SpanRecord& a, const SpanRecord& b) { return a.start_s < b.start_s; });
+              [](const DeviceSpan& a, const DeviceSpan& b) { return a.start_s < b.start_s; });
+    const std::uint32_t lane = out_.Lane(lane_name);
+    std::vector<std::uint32_t> labels;  // by slot + 1
     for (std::size_t i = 0; i < spans.size(); i += device_group_) {
       std::size_t j = std::min(spans.size(), i + device_group_);
       std::uint64_t bytes = 0;
@@ -128,7 +146,8 @@ class SpanEmitter {
         bytes += spans[x].bytes;
         end = std::max(end, spans[x].start_s + spans[x].seconds);
       }
-      Emit(spans[i].lane, spans[i].what, spans[i].start_s, end, bytes, j - i);
+      const DeviceSpan& s = spans[i];
+      Emit(lane, LabelOf(s.slot, slot_label, &labels), s.seq, s.start_s, end, bytes, j - i);
     }
   }
 
@@ -138,19 +157,24 @@ class SpanEmitter {
     return std::max<std::size_t>((total + cap - 1) / cap, 1);
   }
 
-  void Emit(const std::string& lane, const std::string& w, double start, double end,
+  std::uint32_t LabelOf(int slot, const char* slot_label, std::vector<std::uint32_t>* labels) {
+    const std::size_t i = static_cast<std::size_t>(slot + 1);
+    if (i >= labels->size()) labels->resize(i + 1, ~0u);
+    std::uint32_t& label = (*labels)[i];
+    if (label == ~0u) {
+      label = out_.Label(slot < 0 ? std::string(slot_label)
+                                  : std::string(slot_label) + " " + std::to_string(slot));
+    }
+    return label;
+  }
+
+  void Emit(std::uint32_t lane, std::uint32_t label, std::int64_t seq, double start, double end,
             std::uint64_t bytes, std::size_t n) {
-    SpanRecord r;
-    r.lane = lane;
-    r.what = n > 1 ? w + " x" + std::to_string(n) : w;
-    r.start_s = start;
-    r.seconds = end - start;
-    r.bytes = bytes;
-    out_.push_back(std::move(r));
+    out_.Add(Span{lane, label, seq, static_cast<std::uint32_t>(n), start, end - start, bytes});
   }
 
   const std::size_t device_budget_, group_, device_group_;
-  std::vector<SpanRecord>& out_;
+  SpanLog& out_;
 };
 
 // ----- what every executor shares ------------------------------------------------------------
@@ -210,7 +234,7 @@ struct RunContext {
   EventId t0_event = -1;  // recorded and completed at set-up: device times are relative to it
   double t0_s = 0;        // t0_event's host time since o.origin
   std::vector<EventId> events;
-  std::vector<SpanRecord> h2d_spans;
+  std::vector<DeviceSpan> h2d_spans;
 
   // Packed work: blocks go to device slots on `stream` and are decoded on decode_stream.
   PackedWork* work = nullptr;  // its decode streams and names move to `decode` at set-up
@@ -219,7 +243,7 @@ struct RunContext {
   DeviceBuffer device_slots;  // device_slot_count x device_slot_stride
   int device_slot_count = 0;  // kDeviceSlotsPerSlot x the ring (at most one per sequence)
   std::uint64_t device_slot_stride = 0;  // DeviceSlotBytes(cut)
-  std::vector<SpanRecord> decode_spans;
+  std::vector<DeviceSpan> decode_spans;
   // The stream that ends a slot's work: slot end events and milestones are recorded there.
   StreamId tail() const { return work != nullptr ? decode_stream : stream; }
 
@@ -230,17 +254,12 @@ struct RunContext {
     events.push_back(e);
     return e;
   }
-  // The span of the copies between two timed events recorded on the stream.
-  Result<SpanRecord> DeviceSpan(EventId a, EventId b, std::string what,
-                                std::string lane = "h2d-0") const {
+  // The span of the work between two timed events recorded on a stream (slot and seq: -1 for
+  // none).
+  Result<DeviceSpan> SpanBetween(EventId a, EventId b, int slot, std::int64_t seq) const {
     HOIST_ASSIGN_OR_RETURN(double ea, dev.Elapsed(t0_event, a));
     HOIST_ASSIGN_OR_RETURN(double eb, dev.Elapsed(t0_event, b));
-    SpanRecord s;
-    s.lane = std::move(lane);
-    s.what = std::move(what);
-    s.start_s = t0_s + ea;
-    s.seconds = eb - ea;
-    return s;
+    return DeviceSpan{slot, seq, t0_s + ea, eb - ea, 0};
   }
   void AddProgress(std::uint64_t bytes) const {
     if (o.progress != nullptr) o.progress->fetch_add(bytes, std::memory_order_relaxed);
@@ -253,7 +272,7 @@ struct RunContext {
     auto make = [this] {
       const Clock::time_point a = Clock::now();
       Result<DecoderId> d = dev.CreateDecoder(decode);
-      decoder_span_ = SpanRecord{"decoder", "decoder made", Since(a), Seconds(a, Clock::now()), 0};
+      decoder_span_ = DeviceSpan{0, 0, Since(a), Seconds(a, Clock::now()), 0};
       return d;
     };
     try {
@@ -264,8 +283,8 @@ struct RunContext {
       decoder_made_ = now.get_future();
     }
   }
-  // The decoder's making, once Decoder() has returned (empty lane: none was made).
-  SpanRecord DecoderSpan() {
+  // The decoder's making (slot 0 once it was made, else -1), once Decoder() has returned.
+  DeviceSpan DecoderSpan() {
     std::lock_guard lock(decoder_mu_);
     return decoder_span_;
   }
@@ -291,7 +310,7 @@ struct RunContext {
  private:
   std::mutex decoder_mu_;
   std::future<Result<DecoderId>> decoder_made_;
-  SpanRecord decoder_span_;  // written by the making thread before its future is ready
+  DeviceSpan decoder_span_;  // written by the making thread before its future is ready
   DecoderId decoder_ = -1;
   Status decoder_status_;
 };
@@ -544,7 +563,7 @@ class SlotRing {
       if (slot.submitted == need && !slot.waiting) {
         slot.waiting = true;
         lock.unlock();
-        Result<SpanRecord> span = WaitSlot(k, need);
+        Result<DeviceSpan> span = WaitSlot(k, need);
         lock.lock();
         slot.waiting = false;
         if (!span.ok()) {
@@ -604,7 +623,7 @@ class SlotRing {
     }
     std::sort(outstanding.begin(), outstanding.end());
     for (auto [q, k] : outstanding) {
-      Result<SpanRecord> span = WaitSlot(k, q);
+      Result<DeviceSpan> span = WaitSlot(k, q);
       if (!span.ok()) {
         if (status.ok()) status = span.status();
         continue;
@@ -640,12 +659,12 @@ class SlotRing {
   }
 
   // The submit spans (after the fill threads are joined).
-  std::vector<SpanRecord> TakeSubmitSpans() const {
-    std::vector<SpanRecord> spans;
+  std::vector<DeviceSpan> TakeSubmitSpans() const {
+    std::vector<DeviceSpan> spans;
     spans.reserve(submits_.size());
     for (const Timed& t : submits_) {
-      spans.push_back(SpanRecord{"submit", "seq " + std::to_string(t.seq), cx_.Since(t.a),
-                                 Seconds(t.a, t.z), cx_.cut.seq_bytes[t.seq]});
+      spans.push_back(
+          DeviceSpan{-1, t.seq, cx_.Since(t.a), Seconds(t.a, t.z), cx_.cut.seq_bytes[t.seq]});
     }
     return spans;
   }
@@ -730,11 +749,7 @@ class SlotRing {
     const std::int64_t q = rec.seq;
     rec.seq = -1;
     HOIST_RETURN_IF_ERROR(cx_.dev.Wait(rec.end));
-    HOIST_ASSIGN_OR_RETURN(
-        SpanRecord span,
-        cx_.DeviceSpan(rec.start, rec.end,
-                       "device slot " + std::to_string(rec.slot) + " seq " + std::to_string(q),
-                       "decode-0"));
+    HOIST_ASSIGN_OR_RETURN(DeviceSpan span, cx_.SpanBetween(rec.start, rec.end, rec.slot, q));
     span.seconds = std::max(0.0, span.seconds);
     for (std::size_t j = cx_.cut.seq_jobs[q]; j < cx_.cut.seq_jobs[q + 1]; ++j) {
       span.bytes += std::uint64_t{cx_.decode.jobs[j].values} * 2;
@@ -778,10 +793,9 @@ class SlotRing {
 
   // mu_ released. Waits for slot k's copies of sequence q (packed: its blocks are in their
   // device slot) and returns their span.
-  Result<SpanRecord> WaitSlot(int k, std::int64_t q) {
+  Result<DeviceSpan> WaitSlot(int k, std::int64_t q) {
     HOIST_RETURN_IF_ERROR(cx_.dev.Wait(ev_end_[k]));
-    const std::string what = "slot " + std::to_string(k) + " seq " + std::to_string(q);
-    HOIST_ASSIGN_OR_RETURN(SpanRecord s, cx_.DeviceSpan(ev_start_[k], ev_end_[k], what));
+    HOIST_ASSIGN_OR_RETURN(DeviceSpan s, cx_.SpanBetween(ev_start_[k], ev_end_[k], k, q));
     s.seconds = std::max(0.0, s.seconds);
     s.bytes = cx_.cut.seq_bytes[q];
     return s;
@@ -842,20 +856,20 @@ class StagedExecutor {
     if (status.ok()) status = drained;
     ring_.ReportAlloc();
     SpansPhase(cx_.h2d_spans, cx_.rep.bytes_h2d, &cx_.rep.h2d);
-    for (const SpanRecord& d : cx_.decode_spans) cx_.rep.bytes_decoded += d.bytes;
+    for (const DeviceSpan& d : cx_.decode_spans) cx_.rep.bytes_decoded += d.bytes;
     if (!cx_.decode_spans.empty()) {
       SpansPhase(cx_.decode_spans, cx_.rep.bytes_decoded, &cx_.rep.decode);
     }
     Status freed = ring_.FreeStaging();
     if (status.ok()) status = freed;
-    std::vector<SpanRecord> submits = ring_.TakeSubmitSpans();
+    std::vector<DeviceSpan> submits = ring_.TakeSubmitSpans();
     SpanEmitter emit(FillSpanCount(lanes),
                      cx_.h2d_spans.size() + cx_.decode_spans.size() + submits.size(),
                      cx_.o.max_spans, &cx_.rep.spans);
     emit.Fill(lanes, "read");
-    emit.H2d(cx_.h2d_spans);
-    emit.H2d(cx_.decode_spans);
-    emit.H2d(submits);
+    emit.Device(cx_.h2d_spans, "h2d-0", "slot");
+    emit.Device(cx_.decode_spans, "decode-0", "device slot");
+    emit.Device(submits, "submit", "");
     return status;
   }
 
@@ -976,7 +990,7 @@ class RegisteredExecutor {
     });
     cx_.rep.staging_free.bytes = cx_.rep.staging_alloc.bytes;
     SpanEmitter emit(0, cx_.h2d_spans.size(), cx_.o.max_spans, &cx_.rep.spans);
-    emit.H2d(cx_.h2d_spans);
+    emit.Device(cx_.h2d_spans, "h2d-0", "registered");
     return status;
   }
 
@@ -1012,7 +1026,7 @@ class RegisteredExecutor {
     Status sync = cx_.dev.Synchronize(cx_.stream);
     if (status.ok()) status = sync;
     if (!status.ok()) return status;
-    Result<SpanRecord> span = cx_.DeviceSpan(a, b, "registered");
+    Result<DeviceSpan> span = cx_.SpanBetween(a, b, -1, -1);
     if (span.ok()) {
       span->bytes = bytes;
       cx_.h2d_spans.push_back(std::move(*span));
@@ -1108,7 +1122,7 @@ class Runner {
     const Clock::time_point a = Clock::now();
     std::string what = fn();
     const Clock::time_point z = Clock::now();
-    cx_.rep.spans.push_back(SpanRecord{lane, std::move(what), cx_.Since(a), Seconds(a, z), 0});
+    cx_.rep.spans.Add(lane, what, cx_.Since(a), Seconds(a, z));
   }
 
   // The copy stream and the event every device span is timed from.
@@ -1417,8 +1431,8 @@ class Runner {
     if (cx_.decode_stream >= 0) {
       keep(cx_.dev.Synchronize(cx_.decode_stream));
       keep(cx_.DestroyDecoder());
-      SpanRecord made = cx_.DecoderSpan();
-      if (!made.lane.empty()) cx_.rep.spans.push_back(std::move(made));
+      const DeviceSpan made = cx_.DecoderSpan();
+      if (made.slot == 0) cx_.rep.spans.Add("decoder", "decoder made", made.start_s, made.seconds);
     }
     if (cx_.device_slots.ptr != nullptr) keep(cx_.dev.Free(cx_.device_slots));
     if (cx_.decode_stream >= 0) keep(cx_.dev.DestroyStream(cx_.decode_stream));

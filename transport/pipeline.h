@@ -42,6 +42,7 @@
 #include "transport/packed.h"
 #include "transport/slot_plan.h"
 #include "transport/source.h"
+#include "transport/span_log.h"
 
 namespace hoist::transport {
 
@@ -86,7 +87,7 @@ struct PipelineOptions {
   StagingKind staging = StagingKind::kAuto;
   bool lazy_staging = true;  // allocate each slot on first use (overlaps set-up with reading)
   // Spans beyond this are coalesced per lane (8192: a 5.6 GB load's 1 MiB reads stay whole beside
-  // its per-slot spans, an 8 GB load's are paired; about 0.5 MB of report per rank).
+  // its per-slot spans, an 8 GB load's are paired; about 0.3 MB of report per rank).
   std::size_t max_spans = 8192;
   // When set, bytes handed to the DMA engine are added here as they go (relaxed atomics), so
   // another thread can show progress while the pipeline runs.
@@ -144,14 +145,6 @@ struct PhaseTiming {
   bool ran = false;
 };
 
-struct SpanRecord {
-  std::string lane;  // "fill-3", "h2d-0"
-  std::string what;
-  double start_s = 0;
-  double seconds = 0;
-  std::uint64_t bytes = 0;
-};
-
 struct PipelineReport {
   PhaseTiming setup, staging_alloc, read, h2d, decode, drain, staging_free;
   std::uint64_t bytes_decoded = 0;  // packed: arena bytes written by decode jobs
@@ -168,7 +161,7 @@ struct PipelineReport {
   std::uint64_t slot_bytes = 0;
   std::uint64_t chunk_bytes = 0;
   bool deep = false;  // the ring was widened for a wholly cold load (read_depth_bytes)
-  std::vector<SpanRecord> spans;
+  SpanLog spans;      // lanes fill-<t>, h2d-0, decode-0, submit, setup, decoder, teardown
 };
 
 // Checks every copy against its file's size and the arena, and every fill against the arena

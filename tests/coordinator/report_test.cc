@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "transport/span_log.h"
+
 namespace hoist::coordinator {
 namespace {
 
@@ -31,18 +33,10 @@ proto::RankReport MakeReport(std::uint32_t rank, std::uint32_t node, double read
   };
   add("read", 0.01, read_s, bytes);
   add("total", 0.0, total_s, bytes);
-  proto::Span* s = r.add_spans();
-  s->set_lane("fill-0");
-  s->set_what("fill");
-  s->set_start_s(0.01);
-  s->set_seconds(read_s / 2);
-  s->set_bytes(bytes / 2);
-  s = r.add_spans();
-  s->set_lane("h2d-0");
-  s->set_what("h2d slot 0");
-  s->set_start_s(0.02);
-  s->set_seconds(read_s / 3);
-  s->set_bytes(bytes / 2);
+  transport::SpanLog spans;
+  spans.Add("fill-0", "fill", 0.01, read_s / 2, bytes / 2);
+  spans.Add("h2d-0", "h2d slot 0", 0.02, read_s / 3, bytes / 2);
+  spans.AppendTo(r.mutable_spans());
   return r;
 }
 
@@ -187,13 +181,9 @@ TEST(Report, TimelineStacksOverlappingPhasesAndSortsLanesNaturally) {
   add("device_init", 0.0, 0.3);
   add("residency", 0.05, 0.1);  // overlaps device_init: needs its own row
   add("arena_alloc", 0.3, 0.01);
-  for (const char* lane : {"fill-10", "fill-9", "fill-2"}) {
-    proto::Span* s = r.add_spans();
-    s->set_lane(lane);
-    s->set_what("fill");
-    s->set_start_s(0.31);
-    s->set_seconds(0.01);
-  }
+  transport::SpanLog spans;
+  for (const char* lane : {"fill-10", "fill-9", "fill-2"}) spans.Add(lane, "fill", 0.31, 0.01);
+  spans.AppendTo(r.mutable_spans());
   const std::string svg = TimelineSvg({r});
   // Two phase rows: the first labelled, the second (residency) not.
   const std::size_t device_init = svg.find("<title>device_init");
@@ -272,7 +262,7 @@ TEST(Report, UntrustedStringsAreEscapedInEveryWriter) {
   reports[1].set_host("evil\x1b[2J\"host\\");
   reports[1].set_ok(false);
   reports[1].set_error("NotFound: tensor 'w\x1b[31m' in /m/\xff\xfe.safetensors");
-  reports[2].mutable_spans(0)->set_lane("fill-\x07");
+  reports[2].mutable_spans()->set_lanes(0, "fill-\x07");
   proto::LoadPlan plan;
   plan.set_model_dir("/models/\x1b]0;title\x07");
   const Aggregate a = AggregateReports(reports, 1.0);
@@ -315,7 +305,7 @@ TEST(Report, UntrustedStringsAreEscapedInEveryWriter) {
 // centred on its tick with room to its right (it used to be cut).
 TEST(Report, TimelineSvgHasAViewBoxAndRoomForEveryLabel) {
   auto reports = FourRanks();
-  reports[3].mutable_spans(0)->set_seconds(12345.5);  // long axis labels, up to "12345510.0" ms
+  reports[3].mutable_spans()->set_seconds(0, 12345.5);  // long axis labels, up to "12345510.0" ms
   const std::string svg = TimelineSvg(reports);
   auto attr = [](const std::string& tag, const std::string& name) {
     const std::size_t at = tag.find(" " + name + "=\"");

@@ -155,12 +155,14 @@ TEST_P(LoadRankModeTest, EveryRankMatchesThePreadReference) {
     EXPECT_GE(ph["read"]->busy_s(), 0.0);
     EXPECT_GE(ph["total"]->seconds(), ph["read"]->seconds());
     std::set<std::string> lanes;
-    for (const auto& s : rep.spans()) {
-      lanes.insert(s.lane());
-      if (s.lane() != "sources") continue;  // opened between arena_alloc and setup
-      EXPECT_EQ(s.what(), "sources opened");
-      EXPECT_GE(s.start_s(), ph["arena_alloc"]->start_s() + ph["arena_alloc"]->seconds() - 1e-6);
-      EXPECT_LE(s.start_s() + s.seconds(), ph["setup"]->start_s() + 1e-6);
+    Result<transport::SpanLog> spans = transport::SpanLog::FromProto(rep.spans());
+    ASSERT_TRUE(spans.ok()) << spans.status().ToString();
+    for (const transport::NamedSpan& s : spans->Named()) {
+      lanes.insert(s.lane);
+      if (s.lane != "sources") continue;  // opened between arena_alloc and setup
+      EXPECT_EQ(s.what, "sources opened");
+      EXPECT_GE(s.start_s, ph["arena_alloc"]->start_s() + ph["arena_alloc"]->seconds() - 1e-6);
+      EXPECT_LE(s.start_s + s.seconds, ph["setup"]->start_s() + 1e-6);
     }
     EXPECT_TRUE(lanes.count("sources"));
     if (GetParam() != transport::ReadMode::kPageable) {

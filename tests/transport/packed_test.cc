@@ -200,7 +200,7 @@ TEST(PackedLoad, ACutMadeAheadIsTakenOnlyByARunOfItsGeometry) {
     EXPECT_GT(run.report.slot_seqs, 2u * static_cast<std::uint64_t>(o.slots));
     std::set<std::string> steps;  // the set-up's spans say which it was
     int made = 0;                 // and the decoder's making is a span of its own
-    for (const SpanRecord& sp : run.report.spans) {
+    for (const NamedSpan& sp : run.report.spans.Named()) {
       if (sp.lane == "setup") steps.insert(sp.what);
       if (sp.lane == "decoder" && sp.what == "decoder made" && sp.seconds >= 0) ++made;
     }

@@ -387,7 +387,7 @@ TEST(PipelineTest, SpansHaveLanesAndAreCapped) {
   ASSERT_TRUE(r.status.ok());
   std::set<std::string> lanes;
   std::uint64_t fill_bytes = 0, h2d_bytes = 0, submit_bytes = 0, submits = 0;
-  for (const auto& sp : r.report.spans) {
+  for (const auto& sp : r.report.spans.Named()) {
     lanes.insert(sp.lane);
     EXPECT_GE(sp.seconds, 0.0);
     if (sp.lane.rfind("fill-", 0) == 0) fill_bytes += sp.bytes;
@@ -412,10 +412,11 @@ TEST(PipelineTest, SpansHaveLanesAndAreCapped) {
   RunResult capped = RunSynth(s, o);
   ASSERT_TRUE(capped.status.ok());
   std::size_t set_up = 0;  // the set-up's steps, never coalesced
-  for (const auto& sp : capped.report.spans) set_up += sp.lane == "setup" || sp.lane == "teardown";
+  for (const auto& sp : capped.report.spans.Named())
+    set_up += sp.lane == "setup" || sp.lane == "teardown";
   EXPECT_LE(capped.report.spans.size() - set_up, 20u + 5u);  // one partial group per lane at most
   std::uint64_t total = 0;
-  for (const auto& sp : capped.report.spans) total += sp.bytes;
+  for (const auto& sp : capped.report.spans.Named()) total += sp.bytes;
   EXPECT_EQ(total, 3 * s.copy_bytes) << "coalescing keeps every byte";
 }
 
@@ -431,7 +432,7 @@ TEST(PipelineTest, SetUpStepsAreSpansInsideTheSetupPhase) {
     const PhaseTiming& setup = r.report.setup;
     std::vector<std::string> steps;
     double sum = 0;
-    for (const auto& sp : r.report.spans) {
+    for (const auto& sp : r.report.spans.Named()) {
       if (sp.lane != "setup") continue;
       steps.push_back(sp.what);
       sum += sp.seconds;
@@ -443,7 +444,7 @@ TEST(PipelineTest, SetUpStepsAreSpansInsideTheSetupPhase) {
     EXPECT_EQ(steps, want);
     EXPECT_LE(sum, setup.seconds + 1e-6);
     int teardowns = 0;  // and the tear-down, one span after the staging is freed
-    for (const auto& sp : r.report.spans) {
+    for (const auto& sp : r.report.spans.Named()) {
       if (sp.lane != "teardown") continue;
       ++teardowns;
       EXPECT_GE(sp.start_s, r.report.staging_free.start_s - 1e-6);
