@@ -288,6 +288,12 @@ struct RunContext {
     std::lock_guard lock(decoder_mu_);
     return decoder_span_;
   }
+  // Whether Decoder() would return at once (the making has ended, well or not).
+  bool DecoderReady() {
+    std::lock_guard lock(decoder_mu_);
+    return !decoder_made_.valid() ||
+           decoder_made_.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+  }
   Result<DecoderId> Decoder() {
     std::lock_guard lock(decoder_mu_);
     if (decoder_made_.valid()) {
@@ -521,6 +527,7 @@ class SlotRing {
       ev_end_.push_back(b);
     }
     if (cx_.work == nullptr) return Status::Ok();
+    HOIST_ASSIGN_OR_RETURN(flush_event_, cx_.NewEvent());
     for (int i = 0; i < kDecodeRecordsPerDeviceSlot * cx_.device_slot_count; ++i) {
       HOIST_ASSIGN_OR_RETURN(EventId a, cx_.NewEvent());
       HOIST_ASSIGN_OR_RETURN(EventId b, cx_.NewEvent());
@@ -602,8 +609,8 @@ class SlotRing {
         HOIST_RETURN_IF_ERROR(SubmitDecode(q, k));  // records ev_end_[k] after its copy
       } else {
         HOIST_RETURN_IF_ERROR(cx_.dev.Record(ev_end_[k], cx_.stream));
+        HOIST_RETURN_IF_ERROR(milestones_.OnSubmitted(q));
       }
-      HOIST_RETURN_IF_ERROR(milestones_.OnSubmitted(q));
       submits_.push_back(Timed{q, a, Clock::now()});
     }
     std::lock_guard lock(mu_);
@@ -630,6 +637,11 @@ class SlotRing {
       }
       cx_.h2d_spans.push_back(std::move(*span));
       slots_[k].waited = q;
+    }
+    if (cx_.work != nullptr && !failed()) {  // packed: decodes still waiting for the decoder
+      std::lock_guard lock(submit_mu_);
+      Status s = FlushDecodes();
+      if (status.ok()) status = s;
     }
     for (std::size_t i = 0; i < decodes_.size(); ++i) {  // packed: oldest submit first
       Status s = CollectDecode(decodes_[(decode_submits_ + i) % decodes_.size()]);
@@ -699,19 +711,25 @@ class SlotRing {
     std::int64_t seq = -1;
     int slot = 0;
   };
+  // Packed: a decode not yet enqueued: slot sequence q, the n-th submit.
+  struct PendingDecode {
+    std::uint32_t q;
+    std::uint64_t n;
+  };
 
   // Packed: slot q's blocks [lo, hi) to device slot d (submits take the device slots in turn),
   // ev_end_[k] on the copy stream after them, then on the decode stream, once they are there,
-  // slot q's decode jobs between the events of decode record n (records also taken in turn).
-  // Nothing here waits on the host before the copy is enqueued: the copy stream waits, on the
-  // device, for the decode that last read slot d (submit n - device slots, whose record is
-  // still intact as there are more records than device slots). The record's previous use (submit
-  // n - records) is collected after the copy is enqueued. Called under submit_mu_.
+  // slot q's decode jobs (EnqueueDecode). Nothing here waits on the host before the copy is
+  // enqueued: the copy stream waits, on the device, for the decode that last read slot d (submit
+  // n - device slots). Until the decoder is made, decodes wait in pending_ and the copies go on:
+  // the first device slots fill while the decoder's tables upload; a submit that needs a device
+  // slot whose decode still waits, waits for the decoder (FlushDecodes). Called under submit_mu_.
   Status SubmitDecode(std::uint32_t q, int k) {
     const std::uint64_t n = decode_submits_++;
     const std::uint64_t slots = static_cast<std::uint64_t>(cx_.device_slot_count);
     const int d = static_cast<int>(n % slots);
-    if (n >= slots) {
+    if (n >= slots) {  // pending_ holds submit n - slots, if it holds any
+      HOIST_RETURN_IF_ERROR(FlushDecodes());
       HOIST_RETURN_IF_ERROR(
           cx_.dev.StreamWait(cx_.stream, decodes_[(n - slots) % decodes_.size()].end));
     }
@@ -727,19 +745,49 @@ class SlotRing {
       HOIST_RETURN_IF_ERROR(cx_.dev.CopyAsync(c, cx_.stream));
     }
     HOIST_RETURN_IF_ERROR(cx_.dev.Record(ev_end_[k], cx_.stream));
+    if (!cx_.DecoderReady()) {  // pending_ then holds submits 0 to n (readiness never reverts)
+      pending_.push_back(PendingDecode{q, n});
+      return Status::Ok();
+    }
+    HOIST_RETURN_IF_ERROR(FlushDecodes());  // made: returns at once
     HOIST_RETURN_IF_ERROR(cx_.dev.StreamWait(cx_.decode_stream, ev_end_[k]));
-    Decode& rec = decodes_[n % decodes_.size()];
+    return EnqueueDecode(PendingDecode{q, n});
+  }
+
+  // Packed: enqueues the decodes that wait for the decoder, once it is made (its error is
+  // theirs). The decode stream first waits for every copy enqueued so far: theirs are among
+  // them. Under submit_mu_.
+  Status FlushDecodes() {
+    if (pending_.empty()) return Status::Ok();
+    HOIST_RETURN_IF_ERROR(cx_.Decoder().status());
+    HOIST_RETURN_IF_ERROR(cx_.dev.Record(flush_event_, cx_.stream));
+    HOIST_RETURN_IF_ERROR(cx_.dev.StreamWait(cx_.decode_stream, flush_event_));
+    for (const PendingDecode& p : pending_) HOIST_RETURN_IF_ERROR(EnqueueDecode(p));
+    pending_.clear();
+    return Status::Ok();
+  }
+
+  // Packed: slot q's decode jobs (submit n, in device slot n mod device slots) on the decode
+  // stream, between the events of decode record n (records taken in turn; as there are more
+  // records than device slots, a record is intact until its device slot's next copy has waited
+  // for it); the record's previous use (submit n - records) is collected first. Then the
+  // milestones that q completes. Under submit_mu_, its copy on the decode stream's side.
+  Status EnqueueDecode(const PendingDecode& p) {
+    const int d = static_cast<int>(p.n % static_cast<std::uint64_t>(cx_.device_slot_count));
+    const std::size_t first = cx_.cut.seq_jobs[p.q], last = cx_.cut.seq_jobs[p.q + 1];
+    Decode& rec = decodes_[p.n % decodes_.size()];
     HOIST_RETURN_IF_ERROR(CollectDecode(rec));
     HOIST_RETURN_IF_ERROR(cx_.dev.Record(rec.start, cx_.decode_stream));
     if (first < last) {
+      std::byte* dslot = static_cast<std::byte*>(cx_.device_slots.ptr) + d * cx_.device_slot_stride;
       HOIST_ASSIGN_OR_RETURN(DecoderId decoder, cx_.Decoder());
       HOIST_RETURN_IF_ERROR(cx_.dev.DecodeAsync(decoder, first, last - first, dslot, cx_.arena.ptr,
                                                 cx_.decode_stream));
     }
     HOIST_RETURN_IF_ERROR(cx_.dev.Record(rec.end, cx_.decode_stream));
-    rec.seq = q;
+    rec.seq = p.q;
     rec.slot = d;
-    return Status::Ok();
+    return milestones_.OnSubmitted(p.q);
   }
 
   // Packed: waits for a decode record's decode (if it holds a sequence) and keeps its span (lane
@@ -806,6 +854,8 @@ class SlotRing {
   std::vector<EventId> ev_start_, ev_end_;  // ev_end_: the slot's copies are out of it
   std::vector<Decode> decodes_;             // packed; guarded by submit_mu_
   std::uint64_t decode_submits_ = 0;        // packed; guarded by submit_mu_
+  std::vector<PendingDecode> pending_;      // packed, until the decoder is made; submit_mu_
+  EventId flush_event_ = -1;                // packed: the copies before a flush of pending_
 
   std::mutex mu_;  // guards slots_, remaining_, status_, cx_.h2d_spans, alloc stats, bytes_h2d_
   std::condition_variable cv_;

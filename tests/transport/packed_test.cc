@@ -10,8 +10,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <memory>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "codec/codec.h"
 #include "codec/huffman.h"
@@ -52,7 +55,63 @@ struct LoadRun {
   PipelineReport report;
 };
 
-LoadRun Load(Packed& p, const proto::RankPlan& rp, PipelineOptions o) {
+// The host backend whose decoder takes `delay` to make (as the CUDA decoder's upload does), so
+// that a load's first copies are enqueued before any decode can be.
+class SlowDecoderDevice final : public Device {
+ public:
+  SlowDecoderDevice(std::unique_ptr<Device> inner, std::chrono::milliseconds delay)
+      : in_(std::move(inner)), delay_(delay) {}
+
+  std::string Name() const override { return in_->Name(); }
+  const DeviceCaps& Caps() const override { return in_->Caps(); }
+  Result<DeviceBuffer> Allocate(std::uint64_t b) override { return in_->Allocate(b); }
+  Status Free(DeviceBuffer& b) override { return in_->Free(b); }
+  Result<HostBuffer> AllocateStaging(std::uint64_t b, StagingKind k) override {
+    return in_->AllocateStaging(b, k);
+  }
+  Status FreeStaging(HostBuffer& b) override { return in_->FreeStaging(b); }
+  Status RegisterHost(const void* p, std::uint64_t b, bool ro) override {
+    return in_->RegisterHost(p, b, ro);
+  }
+  Status UnregisterHost(const void* p) override { return in_->UnregisterHost(p); }
+  Result<StreamId> CreateStream() override { return in_->CreateStream(); }
+  Result<EventId> CreateEvent(bool timing) override { return in_->CreateEvent(timing); }
+  Status DestroyStream(StreamId s) override { return in_->DestroyStream(s); }
+  Status DestroyEvent(EventId e) override { return in_->DestroyEvent(e); }
+  Status CopyAsync(const Copy2D& op, StreamId s) override { return in_->CopyAsync(op, s); }
+  Status MemsetAsync(void* d, std::uint8_t v, std::uint64_t b, StreamId s) override {
+    return in_->MemsetAsync(d, v, b, s);
+  }
+  Status Record(EventId e, StreamId s) override { return in_->Record(e, s); }
+  Status Wait(EventId e) override { return in_->Wait(e); }
+  Result<bool> Query(EventId e) override { return in_->Query(e); }
+  Result<double> Elapsed(EventId a, EventId b) override { return in_->Elapsed(a, b); }
+  Status Synchronize(StreamId s) override { return in_->Synchronize(s); }
+  Status CopySync(const Copy2D& op) override { return in_->CopySync(op); }
+  Status CopyToHost(void* d, const void* s, std::uint64_t b) override {
+    return in_->CopyToHost(d, s, b);
+  }
+  Status StreamWait(StreamId s, EventId e) override { return in_->StreamWait(s, e); }
+  Result<DecoderId> CreateDecoder(const DecodeSet& set) override {
+    std::this_thread::sleep_for(delay_);
+    return in_->CreateDecoder(set);
+  }
+  Status DecodeAsync(DecoderId d, std::size_t first, std::size_t count, const void* src,
+                     void* arena_base, StreamId s) override {
+    return in_->DecodeAsync(d, first, count, src, arena_base, s);
+  }
+  Status DecoderStatus(DecoderId d) override { return in_->DecoderStatus(d); }
+  Status DestroyDecoder(DecoderId d) override { return in_->DestroyDecoder(d); }
+
+ private:
+  std::unique_ptr<Device> in_;
+  std::chrono::milliseconds delay_;
+};
+
+// `arena_out`, when given, points at the arena while the run lasts (for a milestone callback).
+LoadRun Load(Packed& p, const proto::RankPlan& rp, PipelineOptions o,
+             std::unique_ptr<Device> dev = OpenHostDevice(),
+             const DeviceBuffer** arena_out = nullptr) {
   LoadRun out;
   auto streams = PackedStreams::FromPlan(p.plan);
   if (!streams.ok()) {
@@ -60,13 +119,13 @@ LoadRun Load(Packed& p, const proto::RankPlan& rp, PipelineOptions o) {
     return out;
   }
   o.packed = &*streams;
-  auto dev = OpenHostDevice();
   auto arena = dev->Allocate(rp.arena_bytes());
   auto sources = OpenSources({p.plan.files(0).path()}, {true}, o.mode);
   if (!arena.ok() || !sources.ok()) {
     out.status = !arena.ok() ? arena.status() : sources.status();
     return out;
   }
+  if (arena_out != nullptr) *arena_out = &*arena;
   out.status = testtransport::WithWatchdog(
       [&] { return RunPipeline(*dev, *arena, rp, sources->files, o, &out.report); });
   out.arena.resize(rp.arena_bytes());
@@ -214,6 +273,63 @@ TEST(PackedLoad, ACutMadeAheadIsTakenOnlyByARunOfItsGeometry) {
       EXPECT_EQ(ahead.cut.seqs(), ahead_seqs) << "a cut of another geometry is left alone";
       EXPECT_TRUE(steps.count("slot cut made again (the ahead one does not fit)"));
     }
+  }
+}
+
+// Until the decoder is made, the copies go on and the decodes wait (the first copies no longer
+// wait for the decoder's upload): with a decoder that takes 300 ms to make, several slots are
+// copied before it is, then every decode runs, in order, and the arena equals the reference. A
+// milestone is recorded after its slots' decodes: when its event completes, its copies' bytes
+// are in the arena. Loads of more sequences than device slots (the copies then wait for the
+// decoder to free one) and of fewer (all decodes wait until the drain).
+TEST(PackedLoad, CopiesRunAheadOfASlowDecoderAndMilestonesWaitForTheirDecodes) {
+  Packed p = MakePacked(Specs(), 2048);
+  const proto::RankPlan rp = MixedPlan(p);
+  const auto want = ReferenceArena(p.ref_plan, rp);
+  const proto::Copy& first = rp.copies(0);  // everything, across tensors: many slots
+  for (std::uint64_t slot_bytes : {std::uint64_t{16} << 10, std::uint64_t{1} << 20}) {
+    SCOPED_TRACE(slot_bytes);
+    PipelineOptions o = Small(ReadMode::kMmap, slot_bytes);
+    auto dev =
+        std::make_unique<SlowDecoderDevice>(OpenHostDevice(), std::chrono::milliseconds(300));
+    Device* d = dev.get();
+    std::vector<EventId> events;
+    for (int i = 0; i < 2; ++i) events.push_back(*d->CreateEvent(false));
+    o.milestone_copies = {1, rp.copies_size()};
+    o.milestone_events = events;
+    std::vector<std::int64_t> mismatch(2, -2);
+    const DeviceBuffer* arena = nullptr;  // known once the run allocated it: read through `d`
+    o.on_milestone = [&](int i) {
+      if (i != 0 || arena == nullptr) return;
+      EXPECT_TRUE(d->Wait(events[0]).ok());
+      std::vector<std::uint8_t> got(first.width());
+      EXPECT_TRUE(d->CopyToHost(got.data(),
+                                static_cast<std::byte*>(arena->ptr) + first.dst_offset(),
+                                got.size())
+                      .ok());
+      mismatch[0] = -1;
+      for (std::size_t b = 0; b < got.size() && mismatch[0] < 0; ++b) {
+        if (got[b] != want.bytes[first.dst_offset() + b]) mismatch[0] = static_cast<int>(b);
+      }
+    };
+    const LoadRun run = Load(p, rp, o, std::move(dev), &arena);
+    ExpectMatchesReference(p, rp, run);
+    EXPECT_EQ(mismatch[0], -1) << "milestone 0 completed before its bytes were decoded";
+    double made_end = -1, first_decode = 1e300;
+    int copies_before = 0;
+    std::vector<NamedSpan> spans = run.report.spans.Named();
+    for (const NamedSpan& sp : spans) {
+      if (sp.lane == "decoder") made_end = sp.start_s + sp.seconds;
+      if (sp.lane == "decode-0") first_decode = std::min(first_decode, sp.start_s);
+    }
+    ASSERT_GT(made_end, 0);
+    for (const NamedSpan& sp : spans) {
+      copies_before += sp.lane == "h2d-0" && sp.start_s + sp.seconds < made_end;
+    }
+    EXPECT_GE(first_decode, made_end - 1e-3) << "no decode before the decoder";
+    // (Up to the 6 device slots' copies can; a load that waited for the decoder had 1.)
+    EXPECT_GE(copies_before, std::min<int>(3, static_cast<int>(run.report.slot_seqs)))
+        << "the copies went ahead of the decoder";
   }
 }
 
