@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <future>
 #include <mutex>
 #include <string>
 #include <system_error>
@@ -179,10 +180,12 @@ Result<std::unique_ptr<PackedCacheLayout>> Layout(const transport::PackedWork& w
 }
 
 // One restore of a packed cache into `arena`: Setup creates the copy and decode streams, the
-// events, the device slots and the decoder; Run enqueues the fills, each slot's stored bytes
-// (cache -> arena) and its blocks (cache -> device slot, then decoded on the decode stream once
-// there), and waits for both streams; Cleanup (always called) waits for both streams before it
-// destroys what Setup made, and returns the first error.
+// events and the device slots, and starts making the decoder on a helper thread; Run enqueues
+// the fills, each slot's stored bytes (cache -> arena) and its blocks (cache -> device slot, then
+// decoded on the decode stream once there), and waits for both streams; Cleanup (always called)
+// waits for both streams and the making before it destroys what Setup made, and returns the
+// first error. The first device slots' blocks are copied while the decoder is made (uploading
+// its jobs and tables takes milliseconds); their decodes wait for it (FlushWaiting).
 class PackedRestore {
  public:
   PackedRestore(transport::Device& dev, const PackedCacheLayout& l, const std::byte* cache,
@@ -207,7 +210,7 @@ class PackedRestore {
       HOIST_ASSIGN_OR_RETURN(EventId end, NewEvent(true));
       ring_.push_back(Ring{copied, start, end, false});
     }
-    HOIST_ASSIGN_OR_RETURN(decoder_, dev_.CreateDecoder(l_.decode));
+    StartDecoder();
     return Status::Ok();
   }
 
@@ -219,6 +222,7 @@ class PackedRestore {
           Arena(f.dst_offset()), static_cast<std::uint8_t>(f.value()), f.bytes(), copy_));
     }
     for (std::uint64_t q = 0; q < l_.cut.seqs(); ++q) HOIST_RETURN_IF_ERROR(SubmitSlot(q));
+    HOIST_RETURN_IF_ERROR(FlushWaiting());
     HOIST_RETURN_IF_ERROR(dev_.Record(to_, copy_));
     HOIST_RETURN_IF_ERROR(dev_.Synchronize(copy_));
     if (decode_ >= 0) {
@@ -239,6 +243,7 @@ class PackedRestore {
     };
     if (copy_ >= 0) keep(dev_.Synchronize(copy_));
     if (decode_ >= 0) keep(dev_.Synchronize(decode_));
+    if (making_.valid()) keep(TakeDecoder());
     if (decoder_ >= 0) keep(dev_.DestroyDecoder(decoder_));
     if (slots_.ptr != nullptr) keep(dev_.Free(slots_));
     for (EventId e : events_) keep(dev_.DestroyEvent(e));
@@ -257,6 +262,9 @@ class PackedRestore {
   struct Ring {  // one device slot
     EventId copied, start, end;
     bool busy;  // a decode was enqueued and not collected yet
+  };
+  struct Waiting {  // a decode not yet enqueued: device slot k, jobs [first, last)
+    std::size_t k, first, last;
   };
 
   Result<EventId> NewEvent(bool timing) {
@@ -277,11 +285,58 @@ class PackedRestore {
     return first < last ? SubmitDecode(slot, first, last) : Status::Ok();
   }
 
+  // Makes the decoder on a helper thread (here when no thread can start).
+  void StartDecoder() {
+    auto make = [this] { return dev_.CreateDecoder(l_.decode); };
+    try {
+      making_ = std::async(std::launch::async, make);
+    } catch (const std::system_error&) {
+      std::promise<Result<transport::DecoderId>> now;
+      now.set_value(make());
+      making_ = now.get_future();
+    }
+  }
+  bool DecoderReady() const {
+    return !making_.valid() ||
+           making_.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+  }
+  // Waits for the making; its error, or Ok with decoder_ set.
+  Status TakeDecoder() {
+    if (!making_.valid()) return decoder_ >= 0 ? Status::Ok() : Status::Internal("no decoder");
+    Result<transport::DecoderId> d = making_.get();
+    if (!d.ok()) return d.status();
+    decoder_ = *d;
+    return Status::Ok();
+  }
+
+  // Enqueues the decodes that wait for the decoder (waiting for it first): each once its device
+  // slot's blocks are there.
+  Status FlushWaiting() {
+    if (waiting_.empty()) return Status::Ok();
+    HOIST_RETURN_IF_ERROR(TakeDecoder());
+    for (const Waiting& w : waiting_) {
+      Ring& r = ring_[w.k];
+      std::byte* dslot = static_cast<std::byte*>(slots_.ptr) + w.k * l_.device_slot_bytes;
+      HOIST_RETURN_IF_ERROR(dev_.StreamWait(decode_, r.copied));
+      HOIST_RETURN_IF_ERROR(dev_.Record(r.start, decode_));
+      HOIST_RETURN_IF_ERROR(
+          dev_.DecodeAsync(decoder_, w.first, w.last - w.first, dslot, arena_.ptr, decode_));
+      HOIST_RETURN_IF_ERROR(dev_.Record(r.end, decode_));
+      r.busy = true;
+    }
+    waiting_.clear();
+    return Status::Ok();
+  }
+
   // Jobs [first, last) of a slot whose bytes start at `slot`: its blocks (one run) into the next
-  // device slot once that slot's previous decode is done, then decoded there on the decode stream.
+  // device slot once that slot's previous decode is done, then decoded there on the decode stream
+  // (once the decoder is made: until then the decodes wait, and the copies go on while device
+  // slots last).
   Status SubmitDecode(const std::byte* slot, std::size_t first, std::size_t last) {
-    const std::size_t k = next_++ % ring_.size();
+    const std::size_t n = next_++;
+    const std::size_t k = n % ring_.size();
     Ring& r = ring_[k];
+    if (n >= ring_.size()) HOIST_RETURN_IF_ERROR(FlushWaiting());  // slot k's decode enqueued
     if (r.busy) HOIST_RETURN_IF_ERROR(Collect(r));
     const std::uint64_t lo = l_.cut.jobs[first].src;
     const std::uint64_t hi = l_.cut.jobs[last - 1].src + l_.cut.jobs[last - 1].bytes;
@@ -292,13 +347,8 @@ class PackedRestore {
     c.width = hi - lo;
     HOIST_RETURN_IF_ERROR(dev_.CopyAsync(c, copy_));
     HOIST_RETURN_IF_ERROR(dev_.Record(r.copied, copy_));
-    HOIST_RETURN_IF_ERROR(dev_.StreamWait(decode_, r.copied));
-    HOIST_RETURN_IF_ERROR(dev_.Record(r.start, decode_));
-    HOIST_RETURN_IF_ERROR(
-        dev_.DecodeAsync(decoder_, first, last - first, dslot, arena_.ptr, decode_));
-    HOIST_RETURN_IF_ERROR(dev_.Record(r.end, decode_));
-    r.busy = true;
-    return Status::Ok();
+    waiting_.push_back(Waiting{k, first, last});
+    return DecoderReady() ? FlushWaiting() : Status::Ok();
   }
 
   // Waits for a device slot's decode and adds its time.
@@ -320,7 +370,9 @@ class PackedRestore {
   EventId from_ = -1, to_ = -1;
   std::vector<EventId> events_;
   std::vector<Ring> ring_;
-  std::size_t next_ = 0;  // decoding slots submitted
+  std::size_t next_ = 0;                              // decoding slots submitted
+  std::future<Result<transport::DecoderId>> making_;  // until TakeDecoder
+  std::vector<Waiting> waiting_;                      // in submit order
   double dma_seconds_ = 0, decode_seconds_ = 0;
 };
 

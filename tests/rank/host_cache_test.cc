@@ -152,6 +152,33 @@ TEST(PackedHostCache, HoldsTheCompressedStreamAndRestoresMatchTheReference) {
   }
 }
 
+// A restore copies the first device slots' blocks while its decoder is made and decodes them
+// once it is (then, the slots reused, in turn): with a decoder that takes 200 ms to make, the
+// arena still equals the reference, restore after restore, and the restore's time includes the
+// making.
+TEST(PackedHostCache, RestoresMatchTheReferenceWhenTheDecoderIsSlowToMake) {
+  Packed p = MakeCheckpoint();
+  const proto::RankPlan rp = MixedPlan(p);
+  const Expected want = ReferenceArena(p.ref_plan, rp);
+  const std::uint64_t block = MaxBlockBytes(p, rp);
+  testtransport::SlowDecoderDevice dev(transport::OpenHostDevice(), std::chrono::milliseconds(200));
+  for (std::uint64_t slot : {block, std::uint64_t{64} << 20}) {  // many slots, and one
+    SCOPED_TRACE("slot " + std::to_string(slot));
+    HostCacheOptions o;
+    o.slot_bytes = slot;
+    auto cache = HostCache::Capture(dev, {}, p.plan, rp, o);
+    ASSERT_TRUE(cache.ok()) << cache.status().ToString();
+    ASSERT_TRUE((*cache)->packed());
+    RestoreMatches(dev, **cache, want, rp);
+    RestoreTiming t;
+    auto a = testtransport::WithWatchdog([&] { return (*cache)->Restore(&t); });
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    EXPECT_EQ(testtransport::FirstMismatch(want, ArenaBytes(dev, *a).data()), -1);
+    EXPECT_GE(t.seconds, 0.2) << "the decoder's making is part of the restore";
+    EXPECT_TRUE(dev.Free(*a).ok());
+  }
+}
+
 TEST(PackedHostCache, StoredTensorsOnlyNeedNoDecoder) {
   Packed p = MakeCheckpoint();
   PlanWriter w(p);

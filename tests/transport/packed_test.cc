@@ -55,59 +55,6 @@ struct LoadRun {
   PipelineReport report;
 };
 
-// The host backend whose decoder takes `delay` to make (as the CUDA decoder's upload does), so
-// that a load's first copies are enqueued before any decode can be.
-class SlowDecoderDevice final : public Device {
- public:
-  SlowDecoderDevice(std::unique_ptr<Device> inner, std::chrono::milliseconds delay)
-      : in_(std::move(inner)), delay_(delay) {}
-
-  std::string Name() const override { return in_->Name(); }
-  const DeviceCaps& Caps() const override { return in_->Caps(); }
-  Result<DeviceBuffer> Allocate(std::uint64_t b) override { return in_->Allocate(b); }
-  Status Free(DeviceBuffer& b) override { return in_->Free(b); }
-  Result<HostBuffer> AllocateStaging(std::uint64_t b, StagingKind k) override {
-    return in_->AllocateStaging(b, k);
-  }
-  Status FreeStaging(HostBuffer& b) override { return in_->FreeStaging(b); }
-  Status RegisterHost(const void* p, std::uint64_t b, bool ro) override {
-    return in_->RegisterHost(p, b, ro);
-  }
-  Status UnregisterHost(const void* p) override { return in_->UnregisterHost(p); }
-  Result<StreamId> CreateStream() override { return in_->CreateStream(); }
-  Result<EventId> CreateEvent(bool timing) override { return in_->CreateEvent(timing); }
-  Status DestroyStream(StreamId s) override { return in_->DestroyStream(s); }
-  Status DestroyEvent(EventId e) override { return in_->DestroyEvent(e); }
-  Status CopyAsync(const Copy2D& op, StreamId s) override { return in_->CopyAsync(op, s); }
-  Status MemsetAsync(void* d, std::uint8_t v, std::uint64_t b, StreamId s) override {
-    return in_->MemsetAsync(d, v, b, s);
-  }
-  Status Record(EventId e, StreamId s) override { return in_->Record(e, s); }
-  Status Wait(EventId e) override { return in_->Wait(e); }
-  Result<bool> Query(EventId e) override { return in_->Query(e); }
-  Result<double> Elapsed(EventId a, EventId b) override { return in_->Elapsed(a, b); }
-  Status Synchronize(StreamId s) override { return in_->Synchronize(s); }
-  Status CopySync(const Copy2D& op) override { return in_->CopySync(op); }
-  Status CopyToHost(void* d, const void* s, std::uint64_t b) override {
-    return in_->CopyToHost(d, s, b);
-  }
-  Status StreamWait(StreamId s, EventId e) override { return in_->StreamWait(s, e); }
-  Result<DecoderId> CreateDecoder(const DecodeSet& set) override {
-    std::this_thread::sleep_for(delay_);
-    return in_->CreateDecoder(set);
-  }
-  Status DecodeAsync(DecoderId d, std::size_t first, std::size_t count, const void* src,
-                     void* arena_base, StreamId s) override {
-    return in_->DecodeAsync(d, first, count, src, arena_base, s);
-  }
-  Status DecoderStatus(DecoderId d) override { return in_->DecoderStatus(d); }
-  Status DestroyDecoder(DecoderId d) override { return in_->DestroyDecoder(d); }
-
- private:
-  std::unique_ptr<Device> in_;
-  std::chrono::milliseconds delay_;
-};
-
 // `arena_out`, when given, points at the arena while the run lasts (for a milestone callback).
 LoadRun Load(Packed& p, const proto::RankPlan& rp, PipelineOptions o,
              std::unique_ptr<Device> dev = OpenHostDevice(),
@@ -290,8 +237,8 @@ TEST(PackedLoad, CopiesRunAheadOfASlowDecoderAndMilestonesWaitForTheirDecodes) {
   for (std::uint64_t slot_bytes : {std::uint64_t{16} << 10, std::uint64_t{1} << 20}) {
     SCOPED_TRACE(slot_bytes);
     PipelineOptions o = Small(ReadMode::kMmap, slot_bytes);
-    auto dev =
-        std::make_unique<SlowDecoderDevice>(OpenHostDevice(), std::chrono::milliseconds(300));
+    auto dev = std::make_unique<testtransport::SlowDecoderDevice>(OpenHostDevice(),
+                                                                  std::chrono::milliseconds(300));
     Device* d = dev.get();
     std::vector<EventId> events;
     for (int i = 0; i < 2; ++i) events.push_back(*d->CreateEvent(false));

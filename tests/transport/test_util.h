@@ -16,6 +16,7 @@
 #include <fstream>
 #include <functional>
 #include <future>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -23,6 +24,7 @@
 
 #include "proto/plan.pb.h"
 #include "tests/scratch_dir.h"
+#include "transport/device.h"
 
 namespace hoist::testtransport {
 
@@ -155,5 +157,65 @@ auto WithWatchdog(F f, std::chrono::seconds limit = std::chrono::seconds(10)) {
   }
   return fut.get();
 }
+
+// A device (the host backend, say) whose decoder takes `delay` to make (as the CUDA decoder's
+// upload does), so that a load's first copies are enqueued before any decode can be.
+class SlowDecoderDevice final : public transport::Device {
+ public:
+  SlowDecoderDevice(std::unique_ptr<transport::Device> inner, std::chrono::milliseconds delay)
+      : in_(std::move(inner)), delay_(delay) {}
+
+  std::string Name() const override { return in_->Name(); }
+  const transport::DeviceCaps& Caps() const override { return in_->Caps(); }
+  Result<transport::DeviceBuffer> Allocate(std::uint64_t b) override { return in_->Allocate(b); }
+  Status Free(transport::DeviceBuffer& b) override { return in_->Free(b); }
+  Result<transport::HostBuffer> AllocateStaging(std::uint64_t b,
+                                                transport::StagingKind k) override {
+    return in_->AllocateStaging(b, k);
+  }
+  Status FreeStaging(transport::HostBuffer& b) override { return in_->FreeStaging(b); }
+  Status RegisterHost(const void* p, std::uint64_t b, bool ro) override {
+    return in_->RegisterHost(p, b, ro);
+  }
+  Status UnregisterHost(const void* p) override { return in_->UnregisterHost(p); }
+  Result<transport::StreamId> CreateStream() override { return in_->CreateStream(); }
+  Result<transport::EventId> CreateEvent(bool timing) override { return in_->CreateEvent(timing); }
+  Status DestroyStream(transport::StreamId s) override { return in_->DestroyStream(s); }
+  Status DestroyEvent(transport::EventId e) override { return in_->DestroyEvent(e); }
+  Status CopyAsync(const transport::Copy2D& op, transport::StreamId s) override {
+    return in_->CopyAsync(op, s);
+  }
+  Status MemsetAsync(void* d, std::uint8_t v, std::uint64_t b, transport::StreamId s) override {
+    return in_->MemsetAsync(d, v, b, s);
+  }
+  Status Record(transport::EventId e, transport::StreamId s) override { return in_->Record(e, s); }
+  Status Wait(transport::EventId e) override { return in_->Wait(e); }
+  Result<bool> Query(transport::EventId e) override { return in_->Query(e); }
+  Result<double> Elapsed(transport::EventId a, transport::EventId b) override {
+    return in_->Elapsed(a, b);
+  }
+  Status Synchronize(transport::StreamId s) override { return in_->Synchronize(s); }
+  Status CopySync(const transport::Copy2D& op) override { return in_->CopySync(op); }
+  Status CopyToHost(void* d, const void* s, std::uint64_t b) override {
+    return in_->CopyToHost(d, s, b);
+  }
+  Status StreamWait(transport::StreamId s, transport::EventId e) override {
+    return in_->StreamWait(s, e);
+  }
+  Result<transport::DecoderId> CreateDecoder(const transport::DecodeSet& set) override {
+    std::this_thread::sleep_for(delay_);
+    return in_->CreateDecoder(set);
+  }
+  Status DecodeAsync(transport::DecoderId d, std::size_t first, std::size_t count, const void* src,
+                     void* arena_base, transport::StreamId s) override {
+    return in_->DecodeAsync(d, first, count, src, arena_base, s);
+  }
+  Status DecoderStatus(transport::DecoderId d) override { return in_->DecoderStatus(d); }
+  Status DestroyDecoder(transport::DecoderId d) override { return in_->DestroyDecoder(d); }
+
+ private:
+  std::unique_ptr<transport::Device> in_;
+  std::chrono::milliseconds delay_;
+};
 
 }  // namespace hoist::testtransport

@@ -651,45 +651,55 @@ class CudaDevice final : public Device {
   }
 
 #if HOIST_HAVE_CUDA_DECODE
-  // cudaMalloc + synchronous upload of `bytes` from `host`; the memory joins d.memory at once.
-  Result<void*> Upload(Decoder& d, const void* host, std::uint64_t bytes, const char* what) const {
-    void* p = nullptr;
-    HOIST_RETURN_IF_ERROR(
-        Check(cudaMalloc(&p, std::max<std::uint64_t>(bytes, 16)),
-              std::string("cudaMalloc(") + what + ", " + std::to_string(bytes) + " bytes)"));
-    d.memory.push_back(p);
-    if (bytes > 0) {
-      HOIST_RETURN_IF_ERROR(
-          Check(cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice),
-                std::string("cudaMemcpy(") + what + ", " + std::to_string(bytes) + " bytes)"));
-    }
-    return p;
-  }
-
   // Checks the kernel's shared memory against the device, then uploads jobs, stream parameters
-  // and tables, and a zeroed error flag; returns once they are in device memory.
+  // and tables, and a zeroed error flag, into one allocation (each array 256-byte aligned);
+  // returns once they are in device memory.
   Status UploadDecoder(const DecodeSet& set, Decoder& d) const {
     DecodeArrays a = MakeDecodeArrays(set);
     Status fits = cuda::PrepareCodecJobs(cuda::CodecJobSharedBytes(a.max_words));
     if (!fits.ok()) return std::move(fits.Annotate(name_));
-    cuda::CodecJobSet& args = d.args;
-    args.threads = a.threads;
-    args.max_words = static_cast<std::uint32_t>(a.max_words);
-    const auto bytes = [](const auto& v) { return v.size() * sizeof(v[0]); };
-    HOIST_ASSIGN_OR_RETURN(void* jobs, Upload(d, set.jobs.data(), bytes(set.jobs), "decode jobs"));
-    HOIST_ASSIGN_OR_RETURN(void* streams,
-                           Upload(d, a.streams.data(), bytes(a.streams), "decode streams"));
-    HOIST_ASSIGN_OR_RETURN(void* luts, Upload(d, set.luts.data(), bytes(set.luts), "code tables"));
-    HOIST_ASSIGN_OR_RETURN(void* error, Upload(d, nullptr, 0, "decoder error flag"));
-    HOIST_RETURN_IF_ERROR(Check(cudaMemset(error, 0, sizeof(int)), "cudaMemset(error flag)"));
+    struct Part {
+      const void* host;
+      std::uint64_t bytes, offset;
+      const char* what;
+    };
+    const auto bytes = [](const auto& v) { return std::uint64_t{v.size() * sizeof(v[0])}; };
+    Part parts[] = {{set.jobs.data(), bytes(set.jobs), 0, "decode jobs"},
+                    {a.streams.data(), bytes(a.streams), 0, "decode streams"},
+                    {set.luts.data(), bytes(set.luts), 0, "code tables"},
+                    { nullptr,
+                      sizeof(int),
+                      0,
+                      "decoder error flag" }};
+    std::uint64_t total = 0;
+    for (Part& p : parts) {
+      p.offset = total;
+      total += (p.bytes + 255) / 256 * 256;
+    }
+    void* block = nullptr;
+    HOIST_RETURN_IF_ERROR(Check(cudaMalloc(&block, total),
+                                "cudaMalloc(decoder, " + std::to_string(total) + " bytes)"));
+    d.memory.push_back(block);
+    const auto at = [block](const Part& p) { return static_cast<std::byte*>(block) + p.offset; };
+    for (const Part& p : parts) {
+      if (p.host == nullptr || p.bytes == 0) continue;
+      HOIST_RETURN_IF_ERROR(
+          Check(cudaMemcpy(at(p), p.host, p.bytes, cudaMemcpyHostToDevice),
+                std::string("cudaMemcpy(") + p.what + ", " + std::to_string(p.bytes) + " bytes)"));
+    }
+    HOIST_RETURN_IF_ERROR(
+        Check(cudaMemset(at(parts[3]), 0, sizeof(int)), "cudaMemset(error flag)"));
     // The copies (from pageable memory) and the memset may still run on the default stream,
     // which the load's non-blocking streams do not wait for: finish them here.
     HOIST_RETURN_IF_ERROR(
         Check(cudaStreamSynchronize(nullptr), "cudaStreamSynchronize(default stream)"));
-    args.jobs = static_cast<const cuda::CodecJob*>(jobs);
-    args.streams = static_cast<const cuda::CodecJobStream*>(streams);
-    args.luts = static_cast<const std::uint16_t*>(luts);
-    args.error = d.error = static_cast<int*>(error);
+    cuda::CodecJobSet& args = d.args;
+    args.threads = a.threads;
+    args.max_words = static_cast<std::uint32_t>(a.max_words);
+    args.jobs = reinterpret_cast<const cuda::CodecJob*>(at(parts[0]));
+    args.streams = reinterpret_cast<const cuda::CodecJobStream*>(at(parts[1]));
+    args.luts = reinterpret_cast<const std::uint16_t*>(at(parts[2]));
+    args.error = d.error = reinterpret_cast<int*>(at(parts[3]));
     return Status::Ok();
   }
 
