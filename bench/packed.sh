@@ -283,6 +283,11 @@ m = re.search(r"restored: .* in ([0-9.]+) s \(([0-9.]+) GiB/s\)", sys.argv[2])
 if m: print(json.dumps({"kind": "restore", "label": sys.argv[1], "seconds": float(m.group(1)), "gib_s": float(m.group(2)), "line": sys.argv[2]}))
 PY
     done
+    # Then one restore that the daemon verifies against the checkpoint (not timed with the rest).
+    $hoist ctl release --socket "$sd/rank-0.sock" > /dev/null
+    line=$($hoist ctl restore --verify --timeout-s 600 --socket "$sd/rank-0.sock" 2>&1 | tr '\n' ' ' || true)
+    echo "$label: $line" >&2
+    python3 -c 'import json,sys; print(json.dumps({"kind": "restore_verify", "label": sys.argv[1], "pass": "verified: PASS" in sys.argv[2], "line": sys.argv[2]}))' "$label" "$line" >> "$res"
   else
     log "serve did not start ($label)"; tail -5 "$AUX/serve.log" >&2
   fi

@@ -92,6 +92,9 @@ ServeCommands::ServeCommands(CLI::App* app) {
   ctl_->add_option("--socket", socket, "the rank's socket (<socket_dir>/rank-<R>.sock)")
       ->required();
   ctl_->add_flag("--json", json, "print the reply as JSON");
+  ctl_->add_flag("--verify", verify,
+                 "restore: the daemon then proves the arena equals the checkpoint before it "
+                 "replies (seconds for GBs: raise --timeout-s)");
   ctl_->add_option("--timeout-s", timeout_s,
                    "seconds to wait for the daemon's reply (default 10, at most " +
                        std::to_string(static_cast<int>(kMaxCtlTimeoutS)) + ")");
@@ -209,7 +212,7 @@ int ServeCommands::RunCtl() {
   } else if (action == "release") {
     req.mutable_release();
   } else {
-    req.mutable_restore();
+    req.mutable_restore()->set_verify(verify);
   }
   Result<proto::DaemonResponse> r = (*conn)->Call(req);
   if (!r.ok()) return Fail(r.status());
@@ -252,14 +255,15 @@ int ServeCommands::RunCtl() {
             Gib(rr.moved_bytes()).c_str(),
             rr.dma_seconds() > 0 ? rr.moved_bytes() / rr.dma_seconds() / (1ull << 30) : 0.0,
             rr.decode_seconds(), rr.alloc_seconds() * 1e3);
-        return 0;
+      } else {
+        std::printf(
+            "restored: %s in %.3f s (%.1f GiB/s); DMA %.3f s (%.1f GiB/s); arena allocation "
+            "%.1f ms\n",
+            Gib(rr.bytes()).c_str(), rr.seconds(), rr.gib_per_s(), rr.dma_seconds(),
+            rr.dma_seconds() > 0 ? rr.bytes() / rr.dma_seconds() / (1ull << 30) : 0.0,
+            rr.alloc_seconds() * 1e3);
       }
-      std::printf(
-          "restored: %s in %.3f s (%.1f GiB/s); DMA %.3f s (%.1f GiB/s); arena allocation "
-          "%.1f ms\n",
-          Gib(rr.bytes()).c_str(), rr.seconds(), rr.gib_per_s(), rr.dma_seconds(),
-          rr.dma_seconds() > 0 ? rr.bytes() / rr.dma_seconds() / (1ull << 30) : 0.0,
-          rr.alloc_seconds() * 1e3);
+      if (rr.verified()) std::printf("verified: PASS in %.1f s\n", rr.verify_seconds());
     }
   }
   return 0;

@@ -47,6 +47,7 @@ class ServeCommands {
   // ctl
   std::string action, socket;
   bool json = false;
+  bool verify = false;  // ctl restore --verify
   double timeout_s = 10;
 };
 

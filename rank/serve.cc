@@ -15,6 +15,7 @@
 #include <deque>
 
 #include "rank/serve_wire.h"
+#include "rank/verify.h"
 
 namespace hoist::rank {
 namespace {
@@ -66,6 +67,7 @@ Result<std::uint32_t> MaxRequestBytesFromKib(long long kib) {
 Daemon::Daemon(LoadedRank loaded, const proto::LoadPlan& plan, std::uint32_t rank,
                ServeOptions options)
     : loaded_(std::move(loaded)),
+      plan_(plan),
       rank_plan_(plan.ranks(static_cast<int>(rank))),
       model_dir_(plan.model_dir()),
       layout_(plan.layout()),
@@ -380,7 +382,7 @@ void Daemon::Handle(Client& c, const std::string& body) {
       Reply(c, Release());
       return;
     case proto::DaemonRequest::kRestore:
-      Reply(c, Restore());
+      Reply(c, Restore(req.restore()));
       return;
     default:
       Reply(c, Error(Status::InvalidArgument("unknown request")));
@@ -443,7 +445,7 @@ proto::DaemonResponse Daemon::Release() {
   return r;
 }
 
-proto::DaemonResponse Daemon::Restore() {
+proto::DaemonResponse Daemon::Restore(const proto::RestoreRequest& req) {
   if (!cache_) {
     return Error(Status::FailedPrecondition("this daemon has no host cache (--host-cache)"));
   }
@@ -474,6 +476,14 @@ proto::DaemonResponse Daemon::Restore() {
   r.mutable_restore()->set_moved_bytes(t.moved_bytes);
   r.mutable_restore()->set_decode_seconds(t.decode_seconds);
   r.mutable_restore()->set_packed(cache_->packed());
+  if (req.verify()) {
+    const auto a = std::chrono::steady_clock::now();
+    Status v = VerifyArena(*loaded_.device, loaded_.arena, plan_, rank_plan_);
+    if (!v.ok()) return Error(std::move(v).Annotate("serve: the restored arena"));
+    r.mutable_restore()->set_verified(true);
+    r.mutable_restore()->set_verify_seconds(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count());
+  }
   return r;
 }
 

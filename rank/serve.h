@@ -92,10 +92,11 @@ class Daemon {
   void Drop(Client& c, const std::string& why);
   proto::DaemonResponse Attach(Client& c, const proto::AttachRequest& req, int* fd);
   proto::DaemonResponse Release();
-  proto::DaemonResponse Restore();
+  proto::DaemonResponse Restore(const proto::RestoreRequest& req);
   void Shutdown();
 
   LoadedRank loaded_;
+  proto::LoadPlan plan_;  // what ctl restore --verify checks the arena against
   proto::RankPlan rank_plan_;
   std::string model_dir_;
   proto::Layout layout_;

@@ -350,15 +350,32 @@ TEST(PackedHostCache, DaemonReleasesAndRestoresTwice) {
     proto::DaemonResponse r = Call(o.socket_path, req);
     ASSERT_TRUE(r.ok()) << r.error();
     EXPECT_EQ(r.release().freed_bytes(), rp.arena_bytes());
-    req.mutable_restore();
+    req.mutable_restore()->set_verify(generation == 3);  // the second restore proves itself
     r = Call(o.socket_path, req);
     ASSERT_TRUE(r.ok()) << r.error();
+    EXPECT_EQ(r.restore().verified(), generation == 3);
     EXPECT_TRUE(r.restore().packed());
     EXPECT_EQ(r.restore().bytes(), WrittenBytes(rp));
     EXPECT_EQ(r.restore().moved_bytes(), s.host_cache_bytes()) << "the whole cache moves";
     EXPECT_GT(r.restore().decode_seconds(), 0);
     AttachMatches(o.socket_path, want, generation);
   }
+  // The checkpoint changed on disk after the cache was taken: a verified restore says where.
+  DamageBlock(p);
+  ASSERT_TRUE(WaitDetached(o.socket_path));
+  proto::DaemonRequest req;
+  req.mutable_release();
+  ASSERT_TRUE(Call(o.socket_path, req).ok());
+  req.mutable_restore()->set_verify(true);
+  Result<std::unique_ptr<DaemonConnection>> conn = DaemonConnection::Connect(o.socket_path);
+  ASSERT_TRUE(conn.ok()) << conn.status().ToString();
+  const Result<proto::DaemonResponse> bad = (*conn)->Call(req);
+  ASSERT_FALSE(bad.ok());
+  const std::string e = bad.status().ToString();
+  EXPECT_EQ(bad.status().code(), Code::kCorrupt) << e;
+  EXPECT_NE(e.find("restored arena"), std::string::npos) << e;
+  EXPECT_NE(e.find("tensor a.bf16"), std::string::npos) << e;
+  EXPECT_NE(e.find(p.plan.files(0).path()), std::string::npos) << e;
   (*d)->RequestStop();
   serve.join();
 }
