@@ -112,7 +112,7 @@ void ExpectDeep(const PipelineReport& r, const PipelineOptions& o, bool deep) {
 }
 
 // Every staged mode; direct reads wholly cold, so its ring widens to the read depth of its
-// stored bytes, while its device decode slots stay four per configured slot.
+// stored bytes, while its device decode slots stay two per configured slot.
 TEST(PackedLoad, EveryModeMatchesTheReference) {
   Packed p = MakePacked(Specs(), 4096);
   const proto::RankPlan rp = MixedPlan(p);
