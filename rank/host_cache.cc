@@ -29,7 +29,7 @@ struct PackedCacheLayout {
   std::vector<proto::Fill> fills;
   std::uint64_t slot_bytes = 0, arena_bytes = 0, written_bytes = 0;
   std::uint64_t device_slot_bytes = 0;  // transport::DeviceSlotBytes(cut): one device slot
-  int device_slots = 8;
+  int device_slots = 4;
   std::uint32_t rank = 0;
 };
 

@@ -44,9 +44,7 @@ struct RestoreTiming {
 
 struct HostCacheOptions {
   std::uint64_t slot_bytes = 64ull << 20;  // packed: the cut's slot (at least the largest block)
-  // packed: device slots the blocks are decoded from: 8 of 64 MiB take ~10 ms of DMA, which
-  // covers the decoder's making (5-7 ms on the H200 box, run R) before a decode must run.
-  int device_slots = 8;
+  int device_slots = 4;                    // packed: device slots the blocks are decoded from
   int read_threads = 0;                    // packed capture: pread threads (0: cores, at most 8)
 };
 

@@ -329,10 +329,8 @@ constexpr std::uint64_t kJudgeSampleAbove = 8ull * kJudgeSamples * kJudgeWindow;
 
 // Packed: device slots per staging slot. A staging slot is free again once its blocks are in a
 // device slot; the device slot, once they are decoded (the copy stream waits for that on the
-// device; it has finished long before in a load the link paces). Four: until the decoder is
-// made (its upload took 5-7 ms on the H200 box, run R) the copies fill device slots; with two
-// per slot (8 for the default ring, about 2.6 ms of DMA) the copy engine idled for 1-2 ms.
-constexpr int kDeviceSlotsPerSlot = 4;
+// device; it has finished long before in a load the link paces).
+constexpr int kDeviceSlotsPerSlot = 2;
 // Packed: decode records (events and span) per device slot: more than one, so that the record
 // of the decode a device slot waits for is still intact when the slot is taken again.
 constexpr int kDecodeRecordsPerDeviceSlot = 2;

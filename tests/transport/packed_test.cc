@@ -182,7 +182,7 @@ TEST(PackedLoad, SlotSizesFromOneBlockUpMatchTheReference) {
 
 // A cut made ahead (while the device opens, CutPackedAhead) is taken by a run of its geometry,
 // and a run of another slot size cuts again; both load the same bytes. The small slots make many
-// more sequences than device slots (four per staging slot), so device slots are reused.
+// more sequences than device slots (two per staging slot), so device slots are reused.
 TEST(PackedLoad, ACutMadeAheadIsTakenOnlyByARunOfItsGeometry) {
   Packed p = MakePacked(Specs(), 2048);
   const proto::RankPlan rp = MixedPlan(p);
@@ -274,7 +274,7 @@ TEST(PackedLoad, CopiesRunAheadOfASlowDecoderAndMilestonesWaitForTheirDecodes) {
       copies_before += sp.lane == "h2d-0" && sp.start_s + sp.seconds < made_end;
     }
     EXPECT_GE(first_decode, made_end - 1e-3) << "no decode before the decoder";
-    // (Up to the 12 device slots' copies can; a load that waited for the decoder had 1.)
+    // (Up to the 6 device slots' copies can; a load that waited for the decoder had 1.)
     EXPECT_GE(copies_before, std::min<int>(3, static_cast<int>(run.report.slot_seqs)))
         << "the copies went ahead of the decoder";
   }
