@@ -165,12 +165,7 @@ Result<std::unique_ptr<PackedCacheLayout>> Layout(const transport::PackedWork& w
   l->base.assign(1, 0);
   for (std::uint64_t b : l->cut.seq_bytes) l->base.push_back(l->base.back() + b);
   l->device_slot_bytes = transport::DeviceSlotBytes(l->cut);
-  l->decode.streams = work.decode.streams;
-  l->decode.names = work.decode.names;
-  l->decode.luts = work.decode.luts;
-  l->decode.jobs = l->cut.jobs;
-  l->decode.max_block_bytes = work.decode.max_block_bytes;
-  l->decode.max_block_bit_words = work.decode.max_block_bit_words;
+  l->decode = work.decode.CopyTablesWith(l->cut.jobs);
   l->fills.assign(work.plan.fills().begin(), work.plan.fills().end());
   l->arena_bytes = rank_plan.arena_bytes();
   for (const proto::Copy& c : rank_plan.copies()) l->written_bytes += c.width() * c.rows();

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "codec/codec.h"
@@ -59,6 +60,29 @@ struct DecodeSet {
     luts.insert(luts.end(), info.lut.begin(), info.lut.end());
     max_block_bit_words = std::max(max_block_bit_words, info.max_block_bit_words);
     return static_cast<std::uint32_t>(streams.size() - 1);
+  }
+
+  // The set a decoder runs for a slot cut: this set's streams, names, tables and maxima with the
+  // cut's jobs. MoveTablesWith moves them out of this set (its own jobs stay); CopyTablesWith
+  // copies them. (One list of fields, here, for both.)
+  DecodeSet MoveTablesWith(std::vector<DecodeJob> cut_jobs) {
+    return TablesWith(std::move(*this), std::move(cut_jobs));
+  }
+  DecodeSet CopyTablesWith(std::vector<DecodeJob> cut_jobs) const {
+    return TablesWith(*this, std::move(cut_jobs));
+  }
+
+ private:
+  template <typename Set>
+  static DecodeSet TablesWith(Set&& from, std::vector<DecodeJob> cut_jobs) {
+    DecodeSet s;
+    s.streams = std::forward<Set>(from).streams;
+    s.names = std::forward<Set>(from).names;
+    s.luts = std::forward<Set>(from).luts;
+    s.jobs = std::move(cut_jobs);
+    s.max_block_bytes = from.max_block_bytes;
+    s.max_block_bit_words = from.max_block_bit_words;
+    return s;
   }
 };
 

@@ -1227,12 +1227,7 @@ class Runner {
                            cx_.dev.Allocate(cx_.device_slot_count * cx_.device_slot_stride));
     // The work's streams, names and tables, and the cut's jobs, move to the decoder's set (the
     // cut and the work keep the rest).
-    cx_.decode.streams = std::move(cx_.work->decode.streams);
-    cx_.decode.names = std::move(cx_.work->decode.names);
-    cx_.decode.luts = std::move(cx_.work->decode.luts);
-    cx_.decode.jobs = std::move(cx_.cut.jobs);
-    cx_.decode.max_block_bytes = cx_.work->decode.max_block_bytes;
-    cx_.decode.max_block_bit_words = cx_.work->decode.max_block_bit_words;
+    cx_.decode = cx_.work->decode.MoveTablesWith(std::move(cx_.cut.jobs));
     cx_.StartDecoder();  // the first slot's decode waits for it
     return Status::Ok();
   }

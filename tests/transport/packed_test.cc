@@ -348,6 +348,25 @@ TEST(PackedLoad, TheDecodeSetKeepsEachStreamsTableInStreamOrder) {
     max_words = std::max(max_words, set.streams[s].max_block_bit_words);
   }
   EXPECT_EQ(set.max_block_bit_words, max_words);
+
+  // A cut's set: the same streams, names, tables and maxima with the cut's jobs; a copy leaves
+  // the work's set whole, a move leaves its jobs.
+  const std::vector<DecodeJob> cut_jobs(set.jobs.rbegin(), set.jobs.rend());
+  const auto expect_tables = [&](const DecodeSet& got, const DecodeSet& want) {
+    ASSERT_EQ(got.streams.size(), want.streams.size());
+    EXPECT_EQ(got.names, want.names);
+    EXPECT_EQ(got.luts, want.luts);
+    EXPECT_EQ(got.max_block_bytes, want.max_block_bytes);
+    EXPECT_EQ(got.max_block_bit_words, want.max_block_bit_words);
+    ASSERT_EQ(got.jobs.size(), cut_jobs.size());
+    for (std::size_t j = 0; j < cut_jobs.size(); ++j) EXPECT_EQ(got.jobs[j].src, cut_jobs[j].src);
+  };
+  const DecodeSet before = set.CopyTablesWith(set.jobs);
+  expect_tables(set.CopyTablesWith(cut_jobs), before);
+  EXPECT_EQ(set.luts, before.luts) << "a copy leaves the set whole";
+  const DecodeSet moved = work->decode.MoveTablesWith(cut_jobs);
+  expect_tables(moved, before);
+  EXPECT_EQ(work->decode.jobs.size(), before.jobs.size()) << "a move leaves the work's jobs";
 }
 
 TEST(PackedLoad, ADamagedBlockIsANamedError) {
