@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -257,6 +258,28 @@ TEST(Report, TableAdaptsUnitsToSmallLoads) {
 
 // Names, hosts and errors with control bytes or invalid UTF-8 come out escaped in every writer,
 // and the JSON writers do not throw on them.
+// A rank's span table with columns of different lengths or indices past its names (a broken or
+// mismatched rank) costs that rank its spans in the trace and timeline, never a crash; the other
+// ranks' spans stay.
+TEST(Report, AMalformedSpanTableLosesItsSpansOnly) {
+  auto reports = FourRanks();
+  reports[1].mutable_spans()->mutable_seconds()->RemoveLast();  // a short column
+  reports[2].mutable_spans()->set_lane(0, 99);                  // a lane it does not name
+  const nlohmann::json trace = ChromeTrace(reports);
+  std::map<int, int> spans;  // per rank: events off the phases row
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] == "X" && e["tid"] != 0) ++spans[e["pid"].get<int>()];
+  }
+  EXPECT_EQ(spans[0], 2);
+  EXPECT_EQ(spans[1], 0);
+  EXPECT_EQ(spans[2], 0);
+  EXPECT_EQ(spans[3], 2);
+  const std::string svg = TimelineSvg(reports);
+  EXPECT_NE(svg.find("rank 0 fill-0"), std::string::npos);
+  EXPECT_EQ(svg.find("rank 1 fill-0"), std::string::npos);
+  EXPECT_NE(svg.find("rank 3 h2d-0"), std::string::npos);
+}
+
 TEST(Report, UntrustedStringsAreEscapedInEveryWriter) {
   auto reports = FourRanks();
   reports[1].set_host("evil\x1b[2J\"host\\");
