@@ -8,7 +8,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <future>
 #include <mutex>
 #include <string>
 #include <system_error>
@@ -16,6 +15,7 @@
 #include <vector>
 
 #include "transport/decode_job.h"
+#include "transport/decoder_maker.h"
 #include "transport/packed.h"
 #include "transport/slot_plan.h"
 
@@ -205,7 +205,7 @@ class PackedRestore {
       HOIST_ASSIGN_OR_RETURN(EventId end, NewEvent(true));
       ring_.push_back(Ring{copied, start, end, false});
     }
-    StartDecoder();
+    decoder_.Start(dev_, l_.decode);
     return Status::Ok();
   }
 
@@ -222,7 +222,8 @@ class PackedRestore {
     HOIST_RETURN_IF_ERROR(dev_.Synchronize(copy_));
     if (decode_ >= 0) {
       HOIST_RETURN_IF_ERROR(dev_.Synchronize(decode_));
-      HOIST_RETURN_IF_ERROR(dev_.DecoderStatus(decoder_));
+      HOIST_ASSIGN_OR_RETURN(transport::DecoderId decoder, decoder_.Get());
+      HOIST_RETURN_IF_ERROR(dev_.DecoderStatus(decoder));
     }
     for (Ring& r : ring_) {
       if (r.busy) HOIST_RETURN_IF_ERROR(Collect(r));
@@ -238,14 +239,13 @@ class PackedRestore {
     };
     if (copy_ >= 0) keep(dev_.Synchronize(copy_));
     if (decode_ >= 0) keep(dev_.Synchronize(decode_));
-    if (making_.valid()) keep(TakeDecoder());
-    if (decoder_ >= 0) keep(dev_.DestroyDecoder(decoder_));
+    keep(decoder_.Destroy());
     if (slots_.ptr != nullptr) keep(dev_.Free(slots_));
     for (EventId e : events_) keep(dev_.DestroyEvent(e));
     for (StreamId st : {copy_, decode_}) {
       if (st >= 0) keep(dev_.DestroyStream(st));
     }
-    decoder_ = copy_ = decode_ = -1;
+    copy_ = decode_ = -1;
     events_.clear();
     return s;
   }
@@ -280,42 +280,18 @@ class PackedRestore {
     return first < last ? SubmitDecode(slot, first, last) : Status::Ok();
   }
 
-  // Makes the decoder on a helper thread (here when no thread can start).
-  void StartDecoder() {
-    auto make = [this] { return dev_.CreateDecoder(l_.decode); };
-    try {
-      making_ = std::async(std::launch::async, make);
-    } catch (const std::system_error&) {
-      std::promise<Result<transport::DecoderId>> now;
-      now.set_value(make());
-      making_ = now.get_future();
-    }
-  }
-  bool DecoderReady() const {
-    return !making_.valid() ||
-           making_.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
-  }
-  // Waits for the making; its error, or Ok with decoder_ set.
-  Status TakeDecoder() {
-    if (!making_.valid()) return decoder_ >= 0 ? Status::Ok() : Status::Internal("no decoder");
-    Result<transport::DecoderId> d = making_.get();
-    if (!d.ok()) return d.status();
-    decoder_ = *d;
-    return Status::Ok();
-  }
-
   // Enqueues the decodes that wait for the decoder (waiting for it first): each once its device
   // slot's blocks are there.
   Status FlushWaiting() {
     if (waiting_.empty()) return Status::Ok();
-    HOIST_RETURN_IF_ERROR(TakeDecoder());
+    HOIST_ASSIGN_OR_RETURN(transport::DecoderId decoder, decoder_.Get());
     for (const Waiting& w : waiting_) {
       Ring& r = ring_[w.k];
       std::byte* dslot = static_cast<std::byte*>(slots_.ptr) + w.k * l_.device_slot_bytes;
       HOIST_RETURN_IF_ERROR(dev_.StreamWait(decode_, r.copied));
       HOIST_RETURN_IF_ERROR(dev_.Record(r.start, decode_));
       HOIST_RETURN_IF_ERROR(
-          dev_.DecodeAsync(decoder_, w.first, w.last - w.first, dslot, arena_.ptr, decode_));
+          dev_.DecodeAsync(decoder, w.first, w.last - w.first, dslot, arena_.ptr, decode_));
       HOIST_RETURN_IF_ERROR(dev_.Record(r.end, decode_));
       r.busy = true;
     }
@@ -343,7 +319,7 @@ class PackedRestore {
     HOIST_RETURN_IF_ERROR(dev_.CopyAsync(c, copy_));
     HOIST_RETURN_IF_ERROR(dev_.Record(r.copied, copy_));
     waiting_.push_back(Waiting{k, first, last});
-    return DecoderReady() ? FlushWaiting() : Status::Ok();
+    return decoder_.Ready() ? FlushWaiting() : Status::Ok();
   }
 
   // Waits for a device slot's decode and adds its time.
@@ -360,14 +336,13 @@ class PackedRestore {
   const std::byte* cache_;
   DeviceBuffer arena_;
   StreamId copy_ = -1, decode_ = -1;
-  transport::DecoderId decoder_ = -1;
+  transport::DecoderMaker decoder_;  // started by Setup when there is anything to decode
   DeviceBuffer slots_;
   EventId from_ = -1, to_ = -1;
   std::vector<EventId> events_;
   std::vector<Ring> ring_;
-  std::size_t next_ = 0;                              // decoding slots submitted
-  std::future<Result<transport::DecoderId>> making_;  // until TakeDecoder
-  std::vector<Waiting> waiting_;                      // in submit order
+  std::size_t next_ = 0;          // decoding slots submitted
+  std::vector<Waiting> waiting_;  // in submit order
   double dma_seconds_ = 0, decode_seconds_ = 0;
 };
 

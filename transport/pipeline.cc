@@ -6,12 +6,12 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
-#include <future>
 #include <mutex>
 #include <system_error>
 #include <thread>
 #include <utility>
 
+#include "transport/decoder_maker.h"
 #include "transport/slot_plan.h"
 
 namespace hoist::transport {
@@ -265,60 +265,9 @@ struct RunContext {
     if (o.progress != nullptr) o.progress->fetch_add(bytes, std::memory_order_relaxed);
   }
 
-  // Packed: the decoder is made on a helper thread while the ring fills (StartDecoder); the first
-  // caller of Decoder() waits for it. Any thread; the creation's error is every caller's. Its
-  // making is timed as a span on lane "decoder" (DecoderSpan, once it is made).
-  void StartDecoder() {
-    auto make = [this] {
-      const Clock::time_point a = Clock::now();
-      Result<DecoderId> d = dev.CreateDecoder(decode);
-      decoder_span_ = DeviceSpan{0, 0, Since(a), Seconds(a, Clock::now()), 0};
-      return d;
-    };
-    try {
-      decoder_made_ = std::async(std::launch::async, make);
-    } catch (const std::system_error&) {  // no thread: make it here
-      std::promise<Result<DecoderId>> now;
-      now.set_value(make());
-      decoder_made_ = now.get_future();
-    }
-  }
-  // The decoder's making (slot 0 once it was made, else -1), once Decoder() has returned.
-  DeviceSpan DecoderSpan() {
-    std::lock_guard lock(decoder_mu_);
-    return decoder_span_;
-  }
-  // Whether Decoder() would return at once (the making has ended, well or not).
-  bool DecoderReady() {
-    std::lock_guard lock(decoder_mu_);
-    return !decoder_made_.valid() ||
-           decoder_made_.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
-  }
-  Result<DecoderId> Decoder() {
-    std::lock_guard lock(decoder_mu_);
-    if (decoder_made_.valid()) {
-      Result<DecoderId> d = decoder_made_.get();
-      if (d.ok()) decoder_ = *d;
-      decoder_status_ = d.status();
-    }
-    if (!decoder_status_.ok()) return decoder_status_;
-    if (decoder_ < 0) return Status::Internal("pipeline: no decoder was started");
-    return decoder_;
-  }
-  // Waits for a decoder being made and destroys it (its streams must have completed).
-  Status DestroyDecoder() {
-    Result<DecoderId> d = Decoder();
-    std::lock_guard lock(decoder_mu_);
-    decoder_ = -1;
-    return d.ok() ? dev.DestroyDecoder(*d) : Status::Ok();
-  }
-
- private:
-  std::mutex decoder_mu_;
-  std::future<Result<DecoderId>> decoder_made_;
-  DeviceSpan decoder_span_;  // written by the making thread before its future is ready
-  DecoderId decoder_ = -1;
-  Status decoder_status_;
+  // Packed: the decoder, made on a helper thread while the ring fills (started by SetupDecode;
+  // the first decode waits for it). Its making is a span on lane "decoder".
+  DecoderMaker decoder;
 };
 
 // Auto's residency judgement (Runner::JudgeFiles): an extent of at least kJudgeSampleAbove bytes
@@ -652,7 +601,7 @@ class SlotRing {
     if (cx_.work != nullptr) {
       sync = cx_.dev.Synchronize(cx_.decode_stream);
       if (status.ok()) status = sync;
-      Result<DecoderId> decoder = cx_.Decoder();
+      Result<DecoderId> decoder = cx_.decoder.Get();
       sync = decoder.ok() ? cx_.dev.DecoderStatus(*decoder) : decoder.status();
       if (status.ok()) status = sync;
     }
@@ -727,14 +676,13 @@ class SlotRing {
   Status SubmitDecode(std::uint32_t q, int k) {
     const std::uint64_t n = decode_submits_++;
     const std::uint64_t slots = static_cast<std::uint64_t>(cx_.device_slot_count);
-    const int d = static_cast<int>(n % slots);
     if (n >= slots) {  // pending_ holds submit n - slots, if it holds any
       HOIST_RETURN_IF_ERROR(FlushDecodes());
       HOIST_RETURN_IF_ERROR(
           cx_.dev.StreamWait(cx_.stream, decodes_[(n - slots) % decodes_.size()].end));
     }
     const std::size_t first = cx_.cut.seq_jobs[q], last = cx_.cut.seq_jobs[q + 1];
-    std::byte* dslot = static_cast<std::byte*>(cx_.device_slots.ptr) + d * cx_.device_slot_stride;
+    std::byte* dslot = DeviceSlot(n);
     if (first < last) {
       const std::uint64_t lo = cx_.decode.jobs[first].src;
       const std::uint64_t hi = cx_.decode.jobs[last - 1].src + cx_.decode.jobs[last - 1].bytes;
@@ -745,7 +693,7 @@ class SlotRing {
       HOIST_RETURN_IF_ERROR(cx_.dev.CopyAsync(c, cx_.stream));
     }
     HOIST_RETURN_IF_ERROR(cx_.dev.Record(ev_end_[k], cx_.stream));
-    if (!cx_.DecoderReady()) {  // pending_ then holds submits 0 to n (readiness never reverts)
+    if (!cx_.decoder.Ready()) {  // pending_ then holds submits 0 to n (readiness never reverts)
       pending_.push_back(PendingDecode{q, n});
       return Status::Ok();
     }
@@ -754,12 +702,21 @@ class SlotRing {
     return EnqueueDecode(PendingDecode{q, n});
   }
 
+  // Packed: submit n's device slot (submits take them in turn), its index and first byte.
+  int DeviceSlotIndex(std::uint64_t n) const {
+    return static_cast<int>(n % static_cast<std::uint64_t>(cx_.device_slot_count));
+  }
+  std::byte* DeviceSlot(std::uint64_t n) const {
+    return static_cast<std::byte*>(cx_.device_slots.ptr) +
+           DeviceSlotIndex(n) * cx_.device_slot_stride;
+  }
+
   // Packed: enqueues the decodes that wait for the decoder, once it is made (its error is
   // theirs). The decode stream first waits for every copy enqueued so far: theirs are among
   // them. Under submit_mu_.
   Status FlushDecodes() {
     if (pending_.empty()) return Status::Ok();
-    HOIST_RETURN_IF_ERROR(cx_.Decoder().status());
+    HOIST_RETURN_IF_ERROR(cx_.decoder.Get().status());
     HOIST_RETURN_IF_ERROR(cx_.dev.Record(flush_event_, cx_.stream));
     HOIST_RETURN_IF_ERROR(cx_.dev.StreamWait(cx_.decode_stream, flush_event_));
     for (const PendingDecode& p : pending_) HOIST_RETURN_IF_ERROR(EnqueueDecode(p));
@@ -773,20 +730,18 @@ class SlotRing {
   // for it); the record's previous use (submit n - records) is collected first. Then the
   // milestones that q completes. Under submit_mu_, its copy on the decode stream's side.
   Status EnqueueDecode(const PendingDecode& p) {
-    const int d = static_cast<int>(p.n % static_cast<std::uint64_t>(cx_.device_slot_count));
     const std::size_t first = cx_.cut.seq_jobs[p.q], last = cx_.cut.seq_jobs[p.q + 1];
     Decode& rec = decodes_[p.n % decodes_.size()];
     HOIST_RETURN_IF_ERROR(CollectDecode(rec));
     HOIST_RETURN_IF_ERROR(cx_.dev.Record(rec.start, cx_.decode_stream));
     if (first < last) {
-      std::byte* dslot = static_cast<std::byte*>(cx_.device_slots.ptr) + d * cx_.device_slot_stride;
-      HOIST_ASSIGN_OR_RETURN(DecoderId decoder, cx_.Decoder());
-      HOIST_RETURN_IF_ERROR(cx_.dev.DecodeAsync(decoder, first, last - first, dslot, cx_.arena.ptr,
-                                                cx_.decode_stream));
+      HOIST_ASSIGN_OR_RETURN(DecoderId decoder, cx_.decoder.Get());
+      HOIST_RETURN_IF_ERROR(cx_.dev.DecodeAsync(decoder, first, last - first, DeviceSlot(p.n),
+                                                cx_.arena.ptr, cx_.decode_stream));
     }
     HOIST_RETURN_IF_ERROR(cx_.dev.Record(rec.end, cx_.decode_stream));
     rec.seq = p.q;
-    rec.slot = d;
+    rec.slot = DeviceSlotIndex(p.n);
     return milestones_.OnSubmitted(p.q);
   }
 
@@ -1228,7 +1183,7 @@ class Runner {
     // The work's streams, names and tables, and the cut's jobs, move to the decoder's set (the
     // cut and the work keep the rest).
     cx_.decode = cx_.work->decode.MoveTablesWith(std::move(cx_.cut.jobs));
-    cx_.StartDecoder();  // the first slot's decode waits for it
+    cx_.decoder.Start(cx_.dev, cx_.decode);  // the first slot's decode waits for it
     return Status::Ok();
   }
 
@@ -1475,9 +1430,11 @@ class Runner {
     };
     if (cx_.decode_stream >= 0) {
       keep(cx_.dev.Synchronize(cx_.decode_stream));
-      keep(cx_.DestroyDecoder());
-      const DeviceSpan made = cx_.DecoderSpan();
-      if (made.slot == 0) cx_.rep.spans.Add("decoder", "decoder made", made.start_s, made.seconds);
+      keep(cx_.decoder.Destroy());
+      if (const auto m = cx_.decoder.making()) {
+        cx_.rep.spans.Add("decoder", "decoder made", cx_.Since(m->start),
+                          Seconds(m->start, m->end));
+      }
     }
     if (cx_.device_slots.ptr != nullptr) keep(cx_.dev.Free(cx_.device_slots));
     if (cx_.decode_stream >= 0) keep(cx_.dev.DestroyStream(cx_.decode_stream));
