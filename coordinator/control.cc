@@ -81,10 +81,8 @@ Status ControlLoop::PollRoot(const LocalState& mine, Clock::time_point now) {
       return Status::Corrupt("control: a state message from " + Who(m->from) + " does not parse");
     }
     if (st.finished()) {
-      Result<transport::SpanLog> spans = transport::SpanLog::FromProto(st.report().spans());
-      if (!spans.ok()) {
-        return std::move(spans).status().Annotate("control: the report from " + Who(m->from));
-      }
+      Status spans = transport::SpanLog::Check(st.report().spans());
+      if (!spans.ok()) return std::move(spans).Annotate("control: the report from " + Who(m->from));
     }
     heard_[r] = now;
     finished_[r] = st.finished();

@@ -90,7 +90,7 @@ void SpanLog::AppendTo(proto::SpanTable* t) const {
   }
 }
 
-Result<SpanLog> SpanLog::FromProto(const proto::SpanTable& t) {
+Status SpanLog::Check(const proto::SpanTable& t) {
   const int n = t.lane_size();
   if (t.label_size() != n || t.seq_size() != n || t.count_size() != n || t.start_s_size() != n ||
       t.seconds_size() != n || t.bytes_size() != n) {
@@ -98,17 +98,26 @@ Result<SpanLog> SpanLog::FromProto(const proto::SpanTable& t) {
                            " lanes, " + std::to_string(t.label_size()) + " labels, " +
                            std::to_string(t.start_s_size()) + " starts)");
   }
+  const auto lanes = static_cast<std::uint32_t>(t.lanes_size());
+  const auto labels = static_cast<std::uint32_t>(t.labels_size());
+  for (int i = 0; i < n; ++i) {
+    if (t.lane(i) >= lanes || t.label(i) >= labels) {
+      return Status::Corrupt("span table: span " + std::to_string(i) + " names lane " +
+                             std::to_string(t.lane(i)) + " and label " +
+                             std::to_string(t.label(i)) + " of " + std::to_string(lanes) + " and " +
+                             std::to_string(labels));
+    }
+  }
+  return Status::Ok();
+}
+
+Result<SpanLog> SpanLog::FromProto(const proto::SpanTable& t) {
+  HOIST_RETURN_IF_ERROR(Check(t));
   SpanLog log;
   log.lanes_.assign(t.lanes().begin(), t.lanes().end());
   log.labels_.assign(t.labels().begin(), t.labels().end());
-  log.spans_.reserve(n);
-  for (int i = 0; i < n; ++i) {
-    if (t.lane(i) >= log.lanes_.size() || t.label(i) >= log.labels_.size()) {
-      return Status::Corrupt(
-          "span table: span " + std::to_string(i) + " names lane " + std::to_string(t.lane(i)) +
-          " and label " + std::to_string(t.label(i)) + " of " + std::to_string(log.lanes_.size()) +
-          " and " + std::to_string(log.labels_.size()));
-    }
+  log.spans_.reserve(t.lane_size());
+  for (int i = 0; i < t.lane_size(); ++i) {
     log.spans_.push_back(
         Span{t.lane(i), t.label(i), t.seq(i), t.count(i), t.start_s(i), t.seconds(i), t.bytes(i)});
   }

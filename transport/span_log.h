@@ -9,8 +9,8 @@
 // "read seq 12 x2". The report carries the log as columns (proto::SpanTable).
 //
 // Ownership: a SpanLog owns its names and spans; values throughout.
-// Failure: FromProto refuses a table whose columns differ in length or whose indices name no
-// lane or label (a rank's report is input), saying which; nothing else fails.
+// Failure: Check and FromProto refuse a table whose columns differ in length or whose indices
+// name no lane or label (a rank's report is input), saying which; nothing else fails.
 // Threading: none inside; a log is written by one thread at a time (callers lock).
 #pragma once
 
@@ -74,6 +74,8 @@ class SpanLog {
 
   // Appends the spans to a report's table (names re-interned there).
   void AppendTo(proto::SpanTable* table) const;
+  // Whether a report's table is well formed (what FromProto checks), without copying it.
+  static Status Check(const proto::SpanTable& table);
   // The spans of a report's table, checked.
   static Result<SpanLog> FromProto(const proto::SpanTable& table);
 

@@ -1,5 +1,5 @@
 // SpanLog: interned names, a span's name from its label, sequence and count, and the report's
-// columns written and read back (and refused when malformed).
+// columns written, read back and checked (and refused when malformed).
 #include "transport/span_log.h"
 
 #include <gtest/gtest.h>
@@ -81,6 +81,7 @@ TEST(SpanLog, FromProtoRefusesAMalformedTable) {
   proto::SpanTable good;
   log.AppendTo(&good);
   ASSERT_TRUE(SpanLog::FromProto(good).ok());
+  EXPECT_TRUE(SpanLog::Check(good).ok());
 
   proto::SpanTable short_column = good;
   short_column.mutable_seconds()->RemoveLast();
@@ -88,6 +89,7 @@ TEST(SpanLog, FromProtoRefusesAMalformedTable) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Code::kCorrupt);
   EXPECT_NE(r.status().message().find("differ in length"), std::string::npos);
+  EXPECT_EQ(SpanLog::Check(short_column).code(), Code::kCorrupt);
 
   proto::SpanTable bad_lane = good;
   bad_lane.set_lane(1, 2);  // two lanes: 0 and 1
@@ -95,10 +97,12 @@ TEST(SpanLog, FromProtoRefusesAMalformedTable) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("span 1 names lane 2"), std::string::npos)
       << r.status().ToString();
+  EXPECT_EQ(SpanLog::Check(bad_lane).code(), Code::kCorrupt);
 
   proto::SpanTable bad_label = good;
   bad_label.set_label(0, 9);
   EXPECT_FALSE(SpanLog::FromProto(bad_label).ok());
+  EXPECT_EQ(SpanLog::Check(bad_label).code(), Code::kCorrupt);
 }
 
 }  // namespace
