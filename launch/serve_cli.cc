@@ -245,6 +245,9 @@ int ServeCommands::RunCtl() {
   } else if (r->has_restore()) {
     if (r->restore().bytes() == 0) {
       std::printf("restore: already resident\n");
+      if (r->restore().verified()) {
+        std::printf("verified: PASS in %.1f s\n", r->restore().verify_seconds());
+      }
     } else {
       const proto::RestoreReply& rr = r->restore();
       if (rr.packed()) {  // compressed bytes cross the link; the rate is of the original bytes

@@ -450,9 +450,10 @@ proto::DaemonResponse Daemon::Restore(const proto::RestoreRequest& req) {
     return Error(Status::FailedPrecondition("this daemon has no host cache (--host-cache)"));
   }
   proto::DaemonResponse r = Ok();
-  if (resident_) {
+  if (resident_) {  // nothing to restore; still verified when asked
     r.mutable_restore()->set_bytes(0);
-    return r;
+    Status v = req.verify() ? Verify("the resident arena", r.mutable_restore()) : Status::Ok();
+    return v.ok() ? r : Error(v);
   }
   RestoreTiming t;
   Result<transport::DeviceBuffer> arena = cache_->Restore(&t);
@@ -476,15 +477,18 @@ proto::DaemonResponse Daemon::Restore(const proto::RestoreRequest& req) {
   r.mutable_restore()->set_moved_bytes(t.moved_bytes);
   r.mutable_restore()->set_decode_seconds(t.decode_seconds);
   r.mutable_restore()->set_packed(cache_->packed());
-  if (req.verify()) {
-    const auto a = std::chrono::steady_clock::now();
-    Status v = VerifyArena(*loaded_.device, loaded_.arena, plan_, rank_plan_);
-    if (!v.ok()) return Error(std::move(v).Annotate("serve: the restored arena"));
-    r.mutable_restore()->set_verified(true);
-    r.mutable_restore()->set_verify_seconds(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count());
-  }
-  return r;
+  Status v = req.verify() ? Verify("the restored arena", r.mutable_restore()) : Status::Ok();
+  return v.ok() ? r : Error(v);
+}
+
+Status Daemon::Verify(const char* what, proto::RestoreReply* reply) {
+  const auto a = std::chrono::steady_clock::now();
+  Status v = VerifyArena(*loaded_.device, loaded_.arena, plan_, rank_plan_);
+  if (!v.ok()) return std::move(v).Annotate(std::string("serve: ") + what);
+  reply->set_verified(true);
+  reply->set_verify_seconds(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count());
+  return Status::Ok();
 }
 
 proto::StatusReply Daemon::GetStatus() const {

@@ -93,6 +93,8 @@ class Daemon {
   proto::DaemonResponse Attach(Client& c, const proto::AttachRequest& req, int* fd);
   proto::DaemonResponse Release();
   proto::DaemonResponse Restore(const proto::RestoreRequest& req);
+  // ctl restore --verify: the arena against the checkpoint (rank/verify.h), into the reply.
+  Status Verify(const char* what, proto::RestoreReply* reply);
   void Shutdown();
 
   LoadedRank loaded_;

@@ -360,6 +360,15 @@ TEST(PackedHostCache, DaemonReleasesAndRestoresTwice) {
     EXPECT_GT(r.restore().decode_seconds(), 0);
     AttachMatches(o.socket_path, want, generation);
   }
+  {  // Asked to restore while resident, the daemon restores nothing but still verifies.
+    ASSERT_TRUE(WaitDetached(o.socket_path));
+    proto::DaemonRequest req;
+    req.mutable_restore()->set_verify(true);
+    const proto::DaemonResponse r = Call(o.socket_path, req);
+    ASSERT_TRUE(r.ok()) << r.error();
+    EXPECT_EQ(r.restore().bytes(), 0u);
+    EXPECT_TRUE(r.restore().verified());
+  }
   // The checkpoint changed on disk after the cache was taken: a verified restore says where.
   DamageBlock(p);
   ASSERT_TRUE(WaitDetached(o.socket_path));
