@@ -5,15 +5,21 @@
 // 512 MiB segments (one CUDA event each), so the profile shows how long the slowdown lasts.
 //   malloc:       cudaFree, then cudaMalloc again (what the daemon does today).
 //   malloc-wait:  the same, one second between the free and the copy.
+//   sleepN:       the same, N milliseconds between the free and the copy (how long it lasts).
+//   sync:         the same, cudaDeviceSynchronize after the free (does the runtime wait for it?).
 //   other:        two arenas written; one freed; the copy goes into the other (never freed):
 //                 is the slowdown global, or the new memory's?
 //   vmm:          cuMemUnmap + cuMemRelease of the physical memory, the virtual range kept;
 //                 cuMemCreate + cuMemMap at the same address again (vLLM's sleep mode).
 //   vmm-remap:    unmap and map the same physical handle again (nothing freed: a control).
-//   pool:         cudaMallocFromPoolAsync / cudaFreeAsync on a pool with release threshold 0.
+//   pool:         cudaMallocFromPoolAsync / cudaFreeAsync on a pool with release threshold 0;
+//                 its first allocation is timed too (first_alloc_ms).
 //   fresh:        the first pass into an arena allocated with no free before it (a control).
+//   CASE/2:       any case with its passes' copies alternating between two streams (does a
+//                 second copy engine get the rate back?).
 // Usage: hoist-bench-free [GiB=8] [cases=all, comma list] [slot_mib=8] [slots=4]
-// One JSON line per case: free_ms (the free or unmap call), back_ms (the allocation), first-pass
+// One JSON line per case: free_ms (the free or unmap call), back_ms (the allocation), the device's
+// free memory before the arena was made, after the free and after the allocation (MiB), first-pass
 // GiB/s, a second pass's GiB/s, and the first pass's per-segment GiB/s.
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -59,7 +65,9 @@ constexpr size_t kSegment = 512ull << 20;
 struct Bench {
   size_t n = 0, slot = 0, ring_bytes = 0;
   unsigned char* ring = nullptr;
-  cudaStream_t s{};
+  cudaStream_t s{}, s2{};
+  int streams = 1;
+  cudaEvent_t join{};
   std::vector<cudaEvent_t> ev;
 };
 
@@ -67,11 +75,17 @@ struct Bench {
 std::vector<float> Pass(Bench& b, void* arena) {
   const size_t segs = b.n / kSegment;
   CHECK(cudaEventRecord(b.ev[0], b.s));
+  if (b.streams == 2) CHECK(cudaStreamWaitEvent(b.s2, b.ev[0], 0));
   size_t i = 0;
   for (size_t off = 0; off < b.n; off += b.slot, ++i) {
+    cudaStream_t on = b.streams == 2 && i % 2 ? b.s2 : b.s;
     CHECK(cudaMemcpyAsync(static_cast<unsigned char*>(arena) + off,
                           b.ring + (i % (b.ring_bytes / b.slot)) * b.slot,
-                          std::min(b.slot, b.n - off), cudaMemcpyHostToDevice, b.s));
+                          std::min(b.slot, b.n - off), cudaMemcpyHostToDevice, on));
+    if ((off + b.slot) % kSegment == 0 && b.streams == 2) {
+      CHECK(cudaEventRecord(b.join, b.s2));
+      CHECK(cudaStreamWaitEvent(b.s, b.join, 0));
+    }
     if ((off + b.slot) % kSegment == 0)
       CHECK(cudaEventRecord(b.ev[(off + b.slot) / kSegment], b.s));
   }
@@ -99,8 +113,15 @@ struct Vmm {
   }
 };
 
+size_t FreeMib() {
+  size_t free = 0, total = 0;
+  CHECK(cudaMemGetInfo(&free, &total));
+  return free >> 20;
+}
+
 struct Outcome {
-  double free_ms = 0, back_ms = 0;
+  double free_ms = 0, back_ms = 0, first_alloc_ms = 0;
+  size_t before_mib = FreeMib(), freed_mib = 0, back_mib = 0;
   void* arena = nullptr;
   std::function<void()> cleanup;
 };
@@ -110,7 +131,8 @@ void Written(void* p, size_t n) {
   CHECK(cudaDeviceSynchronize());
 }
 
-Outcome CaseMalloc(size_t n, bool wait) {
+// cudaFree and cudaMalloc again; then `sleep_ms` of waiting, or a device synchronize if `sync`.
+Outcome CaseMalloc(size_t n, int sleep_ms, bool sync) {
   Outcome o;
   void* p = nullptr;
   CHECK(cudaMalloc(&p, n));
@@ -118,10 +140,12 @@ Outcome CaseMalloc(size_t n, bool wait) {
   auto t = Clock::now();
   CHECK(cudaFree(p));
   o.free_ms = MsSince(t);
+  o.freed_mib = FreeMib();
+  if (sync) CHECK(cudaDeviceSynchronize());
   t = Clock::now();
   CHECK(cudaMalloc(&o.arena, n));
   o.back_ms = MsSince(t);
-  if (wait) std::this_thread::sleep_for(std::chrono::seconds(1));
+  if (sleep_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
   o.cleanup = [p = o.arena] { CHECK(cudaFree(p)); };
   return o;
 }
@@ -136,11 +160,13 @@ Outcome CaseOther(size_t n) {
   auto t = Clock::now();
   CHECK(cudaFree(p));
   o.free_ms = MsSince(t);
+  o.freed_mib = FreeMib();
   o.cleanup = [p = o.arena] { CHECK(cudaFree(p)); };
   return o;
 }
 
 Outcome CaseVmm(size_t n, bool keep_physical) {
+  Outcome o;
   auto* v = new Vmm;
   v->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   v->prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
@@ -150,13 +176,13 @@ Outcome CaseVmm(size_t n, bool keep_physical) {
   v->bytes = (n + gran - 1) / gran * gran;
   CHECK_CU(cuMemAddressReserve(&v->va, v->bytes, 0, 0, 0));
   v->Map();
-  Outcome o;
   o.arena = reinterpret_cast<void*>(v->va);
   Written(o.arena, n);
   auto t = Clock::now();
   CHECK_CU(cuMemUnmap(v->va, v->bytes));
   if (!keep_physical) CHECK_CU(cuMemRelease(v->h));
   o.free_ms = MsSince(t);
+  o.freed_mib = FreeMib();
   t = Clock::now();
   if (keep_physical) {
     CHECK_CU(cuMemMap(v->va, v->bytes, 0, v->h, 0));
@@ -188,12 +214,17 @@ Outcome CasePool(size_t n, cudaStream_t s) {
   CHECK(cudaMemPoolSetAttribute(*pool, cudaMemPoolAttrReleaseThreshold, &zero));
   Outcome o;
   void* p = nullptr;
-  CHECK(cudaMallocFromPoolAsync(&p, n, *pool, s));
-  CHECK(cudaMemsetAsync(p, 0x11, n, s));
   auto t = Clock::now();
+  CHECK(cudaMallocFromPoolAsync(&p, n, *pool, s));
+  CHECK(cudaStreamSynchronize(s));
+  o.first_alloc_ms = MsSince(t);
+  CHECK(cudaMemsetAsync(p, 0x11, n, s));
+  CHECK(cudaStreamSynchronize(s));
+  t = Clock::now();
   CHECK(cudaFreeAsync(p, s));
   CHECK(cudaStreamSynchronize(s));
   o.free_ms = MsSince(t);
+  o.freed_mib = FreeMib();
   t = Clock::now();
   CHECK(cudaMallocFromPoolAsync(&o.arena, n, *pool, s));
   CHECK(cudaStreamSynchronize(s));
@@ -216,7 +247,10 @@ Outcome CaseFresh(size_t n) {
 }
 
 Outcome Run(const std::string& c, size_t n, cudaStream_t s) {
-  if (c == "malloc" || c == "malloc-wait") return CaseMalloc(n, c == "malloc-wait");
+  if (c == "malloc") return CaseMalloc(n, 0, false);
+  if (c == "malloc-wait") return CaseMalloc(n, 1000, false);
+  if (c == "sync") return CaseMalloc(n, 0, true);
+  if (c.rfind("sleep", 0) == 0) return CaseMalloc(n, std::atoi(c.c_str() + 5), false);
   if (c == "other") return CaseOther(n);
   if (c == "vmm" || c == "vmm-remap") return CaseVmm(n, c == "vmm-remap");
   if (c == "pool") return CasePool(n, s);
@@ -238,9 +272,11 @@ void Report(const std::string& c, const Bench& b, const Outcome& o, const std::v
   }
   std::printf(
       "{\"kind\": \"free_settle\", \"case\": \"%s\", \"bytes\": %zu, \"free_ms\": %.2f, "
-      "\"back_ms\": %.2f, \"first_ms\": %.2f, \"first_gib_s\": %.2f, \"second_gib_s\": %.2f, "
+      "\"back_ms\": %.2f, \"first_alloc_ms\": %.2f, \"free_mib\": [%zu, %zu, %zu], "
+      "\"first_ms\": %.2f, \"first_gib_s\": %.2f, \"second_gib_s\": %.2f, "
       "\"first_by_segment_gib_s\": [%s]}\n",
-      c.c_str(), b.n, o.free_ms, o.back_ms, f, GibS(b.n, f), GibS(b.n, s2), seg.str().c_str());
+      c.c_str(), b.n, o.free_ms, o.back_ms, o.first_alloc_ms, o.before_mib, o.freed_mib, o.back_mib,
+      f, GibS(b.n, f), GibS(b.n, s2), seg.str().c_str());
   std::fflush(stdout);
 }
 
@@ -259,15 +295,20 @@ int main(int argc, char** argv) {
   CHECK(cudaMallocHost(reinterpret_cast<void**>(&b.ring), b.ring_bytes));
   for (size_t i = 0; i < b.ring_bytes; ++i) b.ring[i] = static_cast<unsigned char>(i * 131);
   CHECK(cudaStreamCreateWithFlags(&b.s, cudaStreamNonBlocking));
+  CHECK(cudaStreamCreateWithFlags(&b.s2, cudaStreamNonBlocking));
+  CHECK(cudaEventCreateWithFlags(&b.join, cudaEventDisableTiming));
   b.ev.resize(b.n / kSegment + 1);
   for (auto& e : b.ev) CHECK(cudaEventCreate(&e));
   std::stringstream list(cases);
   for (std::string c; std::getline(list, c, ',');) {
     std::this_thread::sleep_for(std::chrono::seconds(2));  // let the last case's frees settle
+    b.streams = c.size() > 2 && c.compare(c.size() - 2, 2, "/2") == 0 ? 2 : 1;
+    if (b.streams == 2) c.resize(c.size() - 2);
     Outcome o = Run(c, b.n, b.s);
+    o.back_mib = FreeMib();
     const std::vector<float> first = Pass(b, o.arena);
     const std::vector<float> second = Pass(b, o.arena);
-    Report(c, b, o, first, second);
+    Report(b.streams == 2 ? c + "/2" : c, b, o, first, second);
     o.cleanup();
   }
   return 0;
