@@ -159,11 +159,15 @@ auto WithWatchdog(F f, std::chrono::seconds limit = std::chrono::seconds(10)) {
 }
 
 // A device (the host backend, say) whose decoder takes `delay` to make (as the CUDA decoder's
-// upload does), so that a load's first copies are enqueued before any decode can be.
+// upload does), so that a load's first copies are enqueued before any decode can be. A test may
+// also hold every making until a gate opens, or make it fail.
 class SlowDecoderDevice final : public transport::Device {
  public:
   SlowDecoderDevice(std::unique_ptr<transport::Device> inner, std::chrono::milliseconds delay)
       : in_(std::move(inner)), delay_(delay) {}
+  // Set before any making starts.
+  void HoldMakingUntil(std::shared_future<void> gate) { gate_ = std::move(gate); }
+  void FailMaking(Status s) { fail_ = std::move(s); }
 
   std::string Name() const override { return in_->Name(); }
   const transport::DeviceCaps& Caps() const override { return in_->Caps(); }
@@ -204,6 +208,8 @@ class SlowDecoderDevice final : public transport::Device {
   }
   Result<transport::DecoderId> CreateDecoder(const transport::DecodeSet& set) override {
     std::this_thread::sleep_for(delay_);
+    if (gate_.valid()) gate_.wait();
+    if (!fail_.ok()) return fail_;
     return in_->CreateDecoder(set);
   }
   Status DecodeAsync(transport::DecoderId d, std::size_t first, std::size_t count, const void* src,
@@ -216,6 +222,8 @@ class SlowDecoderDevice final : public transport::Device {
  private:
   std::unique_ptr<transport::Device> in_;
   std::chrono::milliseconds delay_;
+  std::shared_future<void> gate_;
+  Status fail_ = Status::Ok();
 };
 
 }  // namespace hoist::testtransport
