@@ -68,10 +68,7 @@ Daemon::Daemon(LoadedRank loaded, const proto::LoadPlan& plan, std::uint32_t ran
                ServeOptions options)
     : loaded_(std::move(loaded)),
       plan_(plan),
-      rank_plan_(plan.ranks(static_cast<int>(rank))),
-      model_dir_(plan.model_dir()),
-      layout_(plan.layout()),
-      world_(static_cast<std::uint32_t>(plan.ranks_size())),
+      rank_plan_(plan_.ranks(static_cast<int>(rank))),
       options_(std::move(options)),
       self_uid_(::geteuid()) {}
 
@@ -397,9 +394,9 @@ proto::DaemonResponse Daemon::Attach(Client& c, const proto::AttachRequest& req,
   proto::DaemonResponse r = Ok();
   proto::AttachReply* a = r.mutable_attach();
   a->set_rank(rank_plan_.rank());
-  a->set_world(world_);
-  a->set_model_dir(model_dir_);
-  a->set_layout(layout_);
+  a->set_world(static_cast<std::uint32_t>(plan_.ranks_size()));
+  a->set_model_dir(plan_.model_dir());
+  a->set_layout(plan_.layout());
   a->set_gpu(handle_.gpu);
   a->set_device(loaded_.device->Name());
   a->set_pci_bus_id(loaded_.device->Caps().pci_bus_id);
@@ -515,7 +512,7 @@ proto::StatusReply Daemon::GetStatus() const {
   s.set_last_restore_s(last_restore_s_);
   s.set_last_restore_gib_s(last_restore_gib_s_);
   s.set_socket(options_.socket_path);
-  s.set_model_dir(model_dir_);
+  s.set_model_dir(plan_.model_dir());
   return s;
 }
 

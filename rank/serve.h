@@ -98,11 +98,8 @@ class Daemon {
   void Shutdown();
 
   LoadedRank loaded_;
-  proto::LoadPlan plan_;  // what ctl restore --verify checks the arena against
-  proto::RankPlan rank_plan_;
-  std::string model_dir_;
-  proto::Layout layout_;
-  std::uint32_t world_ = 0;
+  const proto::LoadPlan plan_;        // the model, layout and world; what --verify checks
+  const proto::RankPlan& rank_plan_;  // this rank's part of plan_
   ServeOptions options_;
   uid_t self_uid_;
   int listen_fd_ = -1;
