@@ -412,13 +412,18 @@ struct Classified {
   std::uint64_t tensors = 0, bytes = 0;  // every indexed tensor, skipped ones included
 };
 
-// Corrupt when e's dtype x shape is not its byte count.
+// Corrupt when e's dtype x shape is not its byte count (or overflows 64 bits). The safetensors
+// parser checks the same with its own message; this backstop covers entries made any other way.
 Status CheckEntryBytes(const TensorEntry& e, const ShardFile& file) {
   std::uint64_t n = 1;
-  for (auto d : e.shape) n *= d;
-  if (DTypeSize(e.dtype) * n == e.bytes()) return Status::Ok();
+  bool wrapped = false;
+  for (auto d : e.shape) wrapped |= __builtin_mul_overflow(n, d, &n);
+  wrapped |= __builtin_mul_overflow(n, static_cast<std::uint64_t>(DTypeSize(e.dtype)), &n);
+  if (!wrapped && n == e.bytes()) return Status::Ok();
   return Status::Corrupt("tensor '" + e.name + "' in " + file.rel_path + " at offset " +
-                         std::to_string(e.begin) + ": dtype x shape != byte count");
+                         std::to_string(e.begin) + ": dtype x shape " +
+                         (wrapped ? "overflows 64 bits" : "= " + std::to_string(n) + " bytes") +
+                         ", but its byte range is " + std::to_string(e.bytes()) + " bytes");
 }
 
 bool IsFp8(DType d) { return d == DType::kF8E4M3 || d == DType::kF8E5M2; }

@@ -1036,6 +1036,30 @@ TEST(PlanBuilderTest, UnknownTensorIsSkippedOrRefusedAndShapeMismatchFails) {
   EXPECT_NE(q.status().message().find("model-00001.safetensors"), std::string::npos);
 }
 
+// The planner's own check of dtype x shape against the byte range, for entries that did not come
+// through the safetensors parser (which checks the same): a mismatch names tensor, file, offset.
+TEST(PlanBuilderTest, AnEntryWhoseBytesDisagreeWithItsShapeIsCorrupt) {
+  const ModelConfig c = SmallLlama();
+  Mem m = MakeMem(c, DenseSpecs(c), false);
+  const std::string name = "model.layers.0.mlp.down_proj.weight";
+  const TensorLocation at = m.ckpt.tensors.at(name);
+  TensorEntry& e = m.ckpt.files[at.file].header.tensors[at.entry];
+  const std::uint64_t want = e.bytes();
+  e.end -= 2;
+  auto p = BuildLoadPlan(m.ckpt, Opts(1));
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), Code::kCorrupt);
+  const std::string msg = p.status().message();
+  EXPECT_NE(msg.find("tensor '" + name + "' in model-00001.safetensors at offset " +
+                     std::to_string(e.begin)),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("= " + std::to_string(want) + " bytes, but its byte range is " +
+                     std::to_string(want - 2) + " bytes"),
+            std::string::npos)
+      << msg;
+}
+
 ModelConfig TinyDeepseek() {
   // H 256, I 512, moe I 256, 8 experts, 4 heads, q_lora 128, kv_lora 128, nope/rope/v 64.
   return DeepseekConfig(3, 256, 512, 256, 8, 4, 128, 128, 64, 64, 64, 1000, 1);
