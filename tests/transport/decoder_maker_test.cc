@@ -22,13 +22,21 @@ std::unique_ptr<SlowDecoderDevice> Device0() {
   return std::make_unique<SlowDecoderDevice>(OpenHostDevice(), std::chrono::milliseconds(0));
 }
 
-TEST(DecoderMakerTest, MakesOnAHelperThreadAndGetWaitsForIt) {
-  auto dev = Device0();
+// A maker started on a device whose making is held until `open` is set.
+struct HeldMaking {
+  HeldMaking() {
+    dev->HoldMakingUntil(open.get_future().share());
+    maker.Start(*dev, set);  // returns although the making is held
+  }
+  std::unique_ptr<SlowDecoderDevice> dev = Device0();
   std::promise<void> open;
-  dev->HoldMakingUntil(open.get_future().share());
   DecodeSet set;
   DecoderMaker maker;
-  maker.Start(*dev, set);  // returns although the making is held
+};
+
+TEST(DecoderMakerTest, MakesOnAHelperThreadAndGetWaitsForIt) {
+  HeldMaking h;
+  auto& [dev, open, set, maker] = h;
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_FALSE(maker.Ready());
   EXPECT_FALSE(maker.making().has_value());
@@ -74,12 +82,8 @@ TEST(DecoderMakerTest, GetBeforeStartIsInternal) {
 }
 
 TEST(DecoderMakerTest, DestroyWaitsForAMakingStillRunning) {
-  auto dev = Device0();
-  std::promise<void> open;
-  dev->HoldMakingUntil(open.get_future().share());
-  DecodeSet set;
-  DecoderMaker maker;
-  maker.Start(*dev, set);
+  HeldMaking h;
+  auto& [dev, open, set, maker] = h;
   std::thread opener([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     open.set_value();
