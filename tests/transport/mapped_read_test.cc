@@ -63,7 +63,13 @@ TEST(MappedReadTest, GuardTurnsSigbusIntoIoErrorNamingFileAndOffset) {
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.code(), Code::kIoError);
   EXPECT_NE(s.message().find(t.path), std::string::npos) << s.ToString();
-  EXPECT_NE(s.message().find("faulted at offset 16384"), std::string::npos) << s.ToString();
+  // The fault lies in the first lost page: where in it depends on the copy's loads (a streaming
+  // copy's 16-byte loads may fault at any of them), not on the guard.
+  const std::size_t at = s.message().find("faulted at offset ");
+  ASSERT_NE(at, std::string::npos) << s.ToString();
+  const std::uint64_t fault = std::stoull(s.message().substr(at + 18));
+  EXPECT_GE(fault, 4 * kPage) << s.ToString();
+  EXPECT_LT(fault, 5 * kPage) << s.ToString();
   EXPECT_NE(s.message().find("now 16384 bytes"), std::string::npos) << s.ToString();
   // The bytes still in the file read normally afterwards.
   ASSERT_TRUE(CopyFromMappingGuardOnly(t.Range(), Rows(100, 3 * kPage, buf.data())).ok());
