@@ -1,9 +1,6 @@
 // Guarded reads of file mappings. See mapped_read.h for the contract.
 #include "transport/mapped_read.h"
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 #include <setjmp.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -18,32 +15,6 @@
 #include <utility>
 
 namespace hoist::transport {
-
-void StreamingCopy(std::byte* dst, const std::byte* src, std::size_t n) {
-#if defined(__SSE2__)
-  const std::size_t head = (64 - reinterpret_cast<std::uintptr_t>(dst) % 64) % 64;
-  if (n < kStreamingCopyMin || n < head + 64) {
-    std::memcpy(dst, src, n);
-    return;
-  }
-  std::memcpy(dst, src, head);
-  dst += head;
-  src += head;
-  n -= head;
-  for (; n >= 64; n -= 64, src += 64, dst += 64) {
-    const auto* s = reinterpret_cast<const __m128i*>(src);
-    auto* d = reinterpret_cast<__m128i*>(dst);
-    const __m128i a = _mm_loadu_si128(s), b = _mm_loadu_si128(s + 1);
-    const __m128i c = _mm_loadu_si128(s + 2), e = _mm_loadu_si128(s + 3);
-    _mm_stream_si128(d, a);
-    _mm_stream_si128(d + 1, b);
-    _mm_stream_si128(d + 2, c);
-    _mm_stream_si128(d + 3, e);
-  }
-#endif
-  std::memcpy(dst, src, n);
-}
-
 namespace {
 
 // ----- the SIGBUS guard ------------------------------------------------------------------------
@@ -114,22 +85,15 @@ bool InstallHandler() {
 void CopyRows(const RowsRead& r, const std::byte* base) {
   const std::byte* src = base + r.offset;
   if (r.rows == 1 || (r.src_pitch == r.width && r.dst_pitch == r.width)) {
-    StreamingCopy(r.dst, src, r.width * r.rows);
+    std::memcpy(r.dst, src, r.width * r.rows);
     return;
   }
   std::byte* dst = r.dst;
   for (std::uint64_t i = 0; i < r.rows; ++i) {
-    StreamingCopy(dst, src, r.width);
+    std::memcpy(dst, src, r.width);
     src += r.src_pitch;
     dst += r.dst_pitch;
   }
-}
-
-// Orders this thread's streaming stores before whatever it publishes next.
-void StoreFence() {
-#if defined(__SSE2__)
-  _mm_sfence();
-#endif
 }
 
 // Copies the reads with a SIGBUS inside the mapping turned into a return of the faulting address
@@ -141,7 +105,6 @@ __attribute__((noinline)) const std::byte* RunGuarded(const MappedRange& m, cons
   g.hi = m.base + m.bytes;
   if (sigsetjmp(g.env, 0) != 0) {
     t_guard = nullptr;
-    StoreFence();
     return g.fault;
   }
   t_guard = &g;
@@ -151,7 +114,6 @@ __attribute__((noinline)) const std::byte* RunGuarded(const MappedRange& m, cons
   }
   std::atomic_signal_fence(std::memory_order_seq_cst);
   t_guard = nullptr;
-  StoreFence();
   return nullptr;
 }
 

@@ -69,15 +69,6 @@ class MappingRegistration {
   const std::byte* base_ = nullptr;
 };
 
-// Copies n bytes to dst with non-temporal (cache-bypassing) stores for its 64-byte-aligned body
-// when n >= kStreamingCopyMin on x86-64, plain memcpy otherwise. The guarded copies above use it:
-// their destination is a staging slot that the copy engine reads next, so bringing its lines into
-// the cache first (the read-for-ownership of ordinary stores) is a third memory access per byte
-// for nothing. The caller must fence (_mm_sfence) before another thread reads dst; the guarded
-// copies do. Exposed for tests.
-inline constexpr std::size_t kStreamingCopyMin = 1024;
-void StreamingCopy(std::byte* dst, const std::byte* src, std::size_t n);
-
 // Copies `rows` rows of `width` bytes (row i: src + i*src_pitch -> dst + i*dst_pitch). When src
 // lies in a registered mapping the copy is checked and guarded as CopyFromMapping; any other
 // memory is copied plainly.

@@ -239,26 +239,6 @@ TEST_P(TruncatedPipelineTest, LoadFailsNamingTheShard) {
   ASSERT_TRUE(dev->Free(*arena).ok());
 }
 
-// The streaming copy against a byte loop: every size around its thresholds and its 64-byte
-// blocks, at every destination and several source misalignments, into a buffer whose bytes around
-// the destination must stay untouched.
-TEST(StreamingCopyTest, EqualsAByteLoopAtEverySizeAndAlignment) {
-  const std::vector<std::uint8_t> src = Pattern(20000 + 128, 7);
-  const std::size_t sizes[] = {0,    1,    63,   64,   65,   127,  1023, 1024,
-                               1025, 1087, 1088, 4096, 4103, 9999, 20000};
-  for (std::size_t n : sizes) {
-    for (std::size_t d = 0; d < 64; d += 5) {
-      for (std::size_t s : {0, 1, 31, 64}) {
-        std::vector<std::uint8_t> dst(n + 256, 0xEE), want(n + 256, 0xEE);
-        for (std::size_t i = 0; i < n; ++i) want[64 + d + i] = src[s + i];
-        StreamingCopy(reinterpret_cast<std::byte*>(dst.data() + 64 + d),
-                      reinterpret_cast<const std::byte*>(src.data() + s), n);
-        ASSERT_EQ(dst, want) << "n " << n << " dst offset " << d << " src offset " << s;
-      }
-    }
-  }
-}
-
 INSTANTIATE_TEST_SUITE_P(Modes, TruncatedPipelineTest,
                          ::testing::Values(ReadMode::kAuto, ReadMode::kMmap, ReadMode::kPageable,
                                            ReadMode::kRegistered),
