@@ -441,10 +441,6 @@ Result<LoadedRank> Load(const proto::LoadPlan& plan, std::uint32_t rank, const L
   transport::PhaseTiming staged_ahead;  // the ring made with the device, if it was
   HOIST_ASSIGN_OR_RETURN(out.device, TakeDevice(o, rp, &rep, &t_start, &staged_ahead));
   rep.set_device(out.device->Name());
-  if (early != nullptr && !out.device->Caps().gpu && o.prefault == PrefaultMode::kAuto) {
-    early->Take(false, o, &rep);  // a host-memory load: stop now, open its own sources later
-    early.reset();
-  }
   HOIST_RETURN_IF_ERROR(
       Execute(plan, rp, o, files, residency, packed, staged_ahead, early.get(), &out));
   transport::PhaseRecorder(&rep, o.origin)
