@@ -11,7 +11,6 @@
 #include <thread>
 #include <vector>
 
-#include "rank/early_sources.h"
 #include "rank/exchange.h"
 #include "rank/verify.h"
 #include "transport/phase.h"
@@ -332,22 +331,9 @@ Result<PackedLoad> PreparePacked(const proto::LoadPlan& plan, const proto::RankP
   return p;
 }
 
-// The load's sources: the early ones when they suit the device, else opened now.
-Result<transport::SourceSet> TakeSources(const Files& files, const LoadOptions& o,
-                                         const transport::Device& dev, EarlySources* early,
-                                         proto::RankReport* rep) {
-  if (early != nullptr) {
-    if (std::optional<transport::SourceSet> set = early->Take(dev.Caps().gpu, o, rep)) {
-      return std::move(*set);
-    }
-  }
-  return transport::OpenSources(files.paths, files.used, o.read_mode, o.direct, o.wrap_source,
-                                !dev.Caps().gpu);
-}
-
 Status Execute(const proto::LoadPlan& plan, const proto::RankPlan& rp, const LoadOptions& o,
                const Files& files, ResidencyProbe& residency, PackedLoad& packed,
-               const transport::PhaseTiming& staged_ahead, EarlySources* early, LoadedRank* out) {
+               const transport::PhaseTiming& staged_ahead, LoadedRank* out) {
   transport::Device& dev = *out->device;
   proto::RankReport& rep = out->report;
   const transport::PhaseRecorder rec(&rep, o.origin);
@@ -370,10 +356,11 @@ Status Execute(const proto::LoadPlan& plan, const proto::RankPlan& rp, const Loa
   ExchangeReport xr;
   {
     // Host-memory loads release mapped pages once copied (RSS); GPU loads keep them mapped.
-    // Opening them (or taking the early ones) is a span on lane "sources" (it runs between
-    // arena_alloc and setup).
+    // Opening them is a span on lane "sources" (it runs between arena_alloc and setup).
     const Clock::time_point open = Clock::now();
-    HOIST_ASSIGN_OR_RETURN(transport::SourceSet sources, TakeSources(files, o, dev, early, &rep));
+    HOIST_ASSIGN_OR_RETURN(transport::SourceSet sources,
+                           transport::OpenSources(files.paths, files.used, o.read_mode, o.direct,
+                                                  o.wrap_source, !dev.Caps().gpu));
     OpenedSpan(o.origin, open, &rep);
     if (!sources.note.empty()) spdlog::warn("{}", sources.note);
     transport::PipelineOptions po = PipelineFor(o, threads);
@@ -435,14 +422,11 @@ Result<LoadedRank> Load(const proto::LoadPlan& plan, std::uint32_t rank, const L
   ResidencyProbe residency(files, o.threads > 0 ? o.threads : transport::DefaultFillThreads(),
                            o.read_mode != transport::ReadMode::kAuto && plan.packed_size() == 0);
   SetStage(o, LoadStage::kDevice);
-  std::unique_ptr<EarlySources> early =
-      EarlySources::Start(plan, rp, o, files.paths, files.used, exchange);
   HOIST_ASSIGN_OR_RETURN(PackedLoad packed, PreparePacked(plan, rp, o, exchange));
   transport::PhaseTiming staged_ahead;  // the ring made with the device, if it was
   HOIST_ASSIGN_OR_RETURN(out.device, TakeDevice(o, rp, &rep, &t_start, &staged_ahead));
   rep.set_device(out.device->Name());
-  HOIST_RETURN_IF_ERROR(
-      Execute(plan, rp, o, files, residency, packed, staged_ahead, early.get(), &out));
+  HOIST_RETURN_IF_ERROR(Execute(plan, rp, o, files, residency, packed, staged_ahead, &out));
   transport::PhaseRecorder(&rep, o.origin)
       .Record(Phase::kTotal, t_start, Clock::now(),
               plan.packed_size() > 0 ? rp.payload_bytes() : rep.bytes_h2d());

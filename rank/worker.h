@@ -101,10 +101,6 @@ class ExchangeHost {
   virtual Status Finish(const Status& reads) = 0;
 };
 
-// Whether a load makes its mappings' page tables while the device opens (rank/early_sources.h).
-// auto: unless the device is forced to host memory; on: also then (tests); off: never.
-enum class PrefaultMode { kAuto, kOn, kOff };
-
 struct LoadOptions {
   transport::ReadMode read_mode = transport::ReadMode::kAuto;
   DeviceKind device = DeviceKind::kAuto;  // auto: CUDA when a GPU is visible, else host
@@ -125,7 +121,6 @@ struct LoadOptions {
   // Unmap and close the checkpoint files on a detached thread once the bytes are on the device
   // (not counted in `total`); false: synchronously, inside `total`.
   bool close_in_background = true;
-  PrefaultMode prefault = PrefaultMode::kAuto;
   // Tests: wraps every Source the load opens (e.g. transport::WrapFaulty to inject faults).
   std::function<std::unique_ptr<transport::Source>(std::unique_ptr<transport::Source>)> wrap_source;
   // A device opened early (see PrepareDevice); LoadRank waits for it and takes it. When its

@@ -21,10 +21,6 @@
 #include "transport/mapped_read.h"
 #include "util/file_kind.h"
 
-#ifndef MADV_POPULATE_READ
-#define MADV_POPULATE_READ 22  // Linux 5.14; older kernels answer EINVAL
-#endif
-
 namespace hoist::transport {
 namespace {
 
@@ -276,18 +272,6 @@ class MmapSource final : public Source {
     return ReadMany(&r, n > 0 ? 1 : 0);
   }
   Status ReadRows(const RowsRead& r) override { return ReadMany(&r, 1); }
-  Status Prefault(std::uint64_t offset, std::uint64_t n) override {
-    HOIST_RETURN_IF_ERROR(CheckRange(path_, size_, offset, n));
-    if (n == 0) return Status::Ok();
-    const std::uint64_t page = PageBytes();
-    const std::uint64_t lo = offset / page * page;
-    const std::uint64_t hi = std::min(size_, (offset + n + page - 1) / page * page);
-    if (::madvise(map_ + lo, hi - lo, MADV_POPULATE_READ) == 0) return Status::Ok();
-    const int e = errno;
-    if (e == EINVAL) return Status::Unsupported(path_ + ": MADV_POPULATE_READ: " + Errno(e));
-    return Status::IoError(path_ + ": prefault of bytes " + std::to_string(lo) + ".." +
-                           std::to_string(hi) + ": " + Errno(e));
-  }
   std::optional<std::uint64_t> ResidentNow(const RowsRead& b) const override {
     if (std::optional<std::uint64_t> n = FdResident(fd_.get(), size_, b)) return n;
     return BlockResident(size_, b, [this](std::uint64_t off, std::uint64_t n) {
@@ -359,10 +343,6 @@ class LazyMmapSource final : public Source {
   std::optional<std::uint64_t> ResidentNow(const RowsRead& b) const override {
     Result<Source*> s = Open();
     return s.ok() ? (*s)->ResidentNow(b) : std::nullopt;
-  }
-  Status Prefault(std::uint64_t offset, std::uint64_t n) override {
-    HOIST_ASSIGN_OR_RETURN(Source * s, Open());
-    return s->Prefault(offset, n);
   }
 
  private:

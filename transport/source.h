@@ -99,17 +99,6 @@ class Source {
     (void)block;
     return std::nullopt;
   }
-
-  // Makes the page-table entries for bytes [offset, offset + n) of the mapping now (madvise
-  // MADV_POPULATE_READ, Linux >= 5.14), so that later reads of them take no page faults; pages
-  // not in the page cache are read in (callers ask ResidentNow first). Never needed for
-  // correctness: Unsupported for sources that do not map (the default) and on older kernels,
-  // IoError when the kernel refuses (e.g. the file is now shorter than the range).
-  virtual Status Prefault(std::uint64_t offset, std::uint64_t n) {
-    (void)offset;
-    (void)n;
-    return Status::Unsupported(path() + ": does not map");
-  }
 };
 
 // Buffered reads through the page cache (pread).

@@ -14,7 +14,6 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
-#include <thread>
 
 #include "rank/verify.h"
 #include "tests/transport/test_util.h"
@@ -407,77 +406,6 @@ TEST(LoadRankTest, ALoadTakesThePreparedDeviceAndReportsItsRing) {
   EXPECT_LT(ph["staging_alloc"]->start_s(), ph["total"]->start_s());
   EXPECT_GE(ph["staging_alloc"]->seconds(), p.staging.seconds);
   EXPECT_EQ(ph["staging_alloc"]->bytes(), 3u * 4096);
-}
-
-// The spans on lane "sources" named `what`.
-std::vector<transport::NamedSpan> SourceSpans(const proto::RankReport& rep,
-                                              const std::string& what) {
-  std::vector<transport::NamedSpan> out;
-  Result<transport::SpanLog> spans = transport::SpanLog::FromProto(rep.spans());
-  EXPECT_TRUE(spans.ok()) << spans.status().ToString();
-  if (!spans.ok()) return out;
-  for (const transport::NamedSpan& s : spans->Named()) {
-    if (s.lane == "sources" && s.what == what) out.push_back(s);
-  }
-  return out;
-}
-
-// A prefaulted load (its sources opened, their page tables made, while the device opens: here a
-// prepared device that takes 150 ms) loads the reference's bytes, in every mapped mode and for
-// both ranks, and its report shows the prefault: a span that ends before the reads begin and
-// covers every byte of the rank's storage reads (extents of strided reads included).
-TEST(LoadRankTest, APrefaultedLoadMatchesTheReferenceAndShowsItsSpan) {
-  Fixture fx = MakeFixture();
-  for (transport::ReadMode mode : {transport::ReadMode::kAuto, transport::ReadMode::kMmap}) {
-    for (std::uint32_t r = 0; r < 2; ++r) {
-      SCOPED_TRACE(std::string(transport::ReadModeName(mode)) + " rank " + std::to_string(r));
-      LoadOptions o = Small(mode);
-      o.prefault = PrefaultMode::kOn;
-      o.cpu_bind = CpuBind::kNone;
-      std::future<Result<PreparedDevice>> device = std::async(std::launch::async, [] {
-        std::this_thread::sleep_for(std::chrono::milliseconds(150));
-        PreparedDevice p;
-        p.device = transport::OpenHostDevice();
-        return Result<PreparedDevice>(std::move(p));
-      });
-      o.prepared = &device;
-      auto lr = WithWatchdog([&] { return LoadRank(fx.plan, r, o); });
-      ASSERT_TRUE(lr.ok()) << lr.status().ToString();
-      const auto ref = testtransport::ReferenceArena(fx.plan, fx.plan.ranks(r));
-      EXPECT_EQ(testtransport::FirstMismatch(ref, ArenaBytes(*lr).data()), -1);
-
-      std::uint64_t extents = 0;
-      for (const proto::Copy& c : fx.plan.ranks(r).copies()) {
-        extents += (c.rows() - 1) * c.src_pitch() + c.width();
-      }
-      const auto spans = SourceSpans(lr->report, "prefault");
-      ASSERT_EQ(spans.size(), 1u);
-      EXPECT_EQ(spans[0].bytes, extents);
-      auto ph = Phases(lr->report);
-      EXPECT_LE(spans[0].start_s + spans[0].seconds, ph["read"]->start_s() + 1e-6);
-    }
-  }
-}
-
-// Under PrefaultMode::kAuto a load forced to host memory never prefaults (it releases its
-// mapped pages as it copies); one that finds itself on the host device drops its early sources
-// and opens its own, and loads the same bytes.
-TEST(LoadRankTest, AutoPrefaultSkipsHostMemoryLoads) {
-  Fixture fx = MakeFixture();
-  auto forced = LoadRank(fx.plan, 0, Small(transport::ReadMode::kAuto));
-  ASSERT_TRUE(forced.ok()) << forced.status().ToString();
-  EXPECT_TRUE(SourceSpans(forced->report, "prefault").empty());
-  EXPECT_EQ(SourceSpans(forced->report, "sources opened").size(), 1u);
-
-  if (transport::CudaDeviceCount() > 0) GTEST_SKIP() << "GPU present";
-  LoadOptions o = Small(transport::ReadMode::kAuto);
-  o.device = DeviceKind::kAuto;  // no GPU here: the host backend, found only once it opens
-  auto found = LoadRank(fx.plan, 1, o);
-  ASSERT_TRUE(found.ok()) << found.status().ToString();
-  EXPECT_EQ(found->report.device(), "host");
-  EXPECT_EQ(SourceSpans(found->report, "prefault").size(), 1u);
-  const auto ref = testtransport::ReferenceArena(fx.plan, fx.plan.ranks(1));
-  EXPECT_EQ(testtransport::FirstMismatch(ref, ArenaBytes(*found).data()), -1);
 }
 
 TEST(LoadRankTest, DefaultsWorkOnTheHostDevice) {

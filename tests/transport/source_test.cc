@@ -4,7 +4,6 @@
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -409,64 +408,6 @@ TEST(MmapSourceTest, ReadPagesAreReleasedFromRss) {
 
   EXPECT_GE(kept, size / 1024 * 9 / 10) << "the control mapping should be resident";
   EXPECT_LE(released, 64u) << "KiB of the source's mapping still in RSS after reading it all";
-}
-
-// Prefault makes a mapping's page-table entries: reading the range afterwards takes (almost) no
-// minor faults, where the same read through a fresh mapping takes many; the bytes are the file's
-// either way. Faults are counted for this thread (RUSAGE_THREAD).
-long MinorFaults() {
-  struct rusage u {};
-  ::getrusage(RUSAGE_THREAD, &u);
-  return u.ru_minflt;
-}
-
-long FaultsToRead(Source& s, std::vector<std::uint8_t>& out) {
-  const long before = MinorFaults();
-  EXPECT_TRUE(s.ReadAt(0, out.data(), out.size()).ok());
-  return MinorFaults() - before;
-}
-
-TEST(MmapSourceTest, PrefaultMakesTheEntriesSoReadsTakeNoFaults) {
-  ScratchDir dir;
-  const std::string path = dir.Sub("f");
-  const std::uint64_t size = 32ull << 20;
-  auto data = Pattern(size, 29);
-  WriteFile(path, data);
-  std::vector<std::uint8_t> out(size, 1);  // touched: its own faults are not counted below
-
-  auto fresh = OpenMmapSource(path);
-  ASSERT_TRUE(fresh.ok());
-  const long unprefaulted = FaultsToRead(**fresh, out);
-  ASSERT_EQ(0, std::memcmp(out.data(), data.data(), size));
-
-  std::fill(out.begin(), out.end(), 1);
-  auto s = OpenMmapSource(path);
-  ASSERT_TRUE(s.ok());
-  Status p = (*s)->Prefault(0, size);
-  if (p.code() == Code::kUnsupported) GTEST_SKIP() << p.ToString();  // kernel < 5.14
-  ASSERT_TRUE(p.ok()) << p.ToString();
-  const long prefaulted = FaultsToRead(**s, out);
-  ASSERT_EQ(0, std::memcmp(out.data(), data.data(), size));
-  EXPECT_GE(unprefaulted, 16) << "a fresh 32 MiB mapping should fault as it is read";
-  EXPECT_LE(prefaulted * 8, unprefaulted) << "prefaulted " << prefaulted;
-}
-
-TEST(MmapSourceTest, PrefaultRefusesWhatItCannotDoWithoutASignal) {
-  ScratchDir dir;
-  const std::string path = dir.Sub("f");
-  WriteFile(path, Pattern(64 * 4096, 30));
-  auto s = OpenMmapSource(path);
-  ASSERT_TRUE(s.ok());
-  Status past = (*s)->Prefault(60 * 4096, 8 * 4096);  // past the end as planned
-  EXPECT_FALSE(past.ok());
-  EXPECT_NE(past.message().find(path), std::string::npos) << past.ToString();
-  ASSERT_EQ(::truncate(path.c_str(), 8 * 4096), 0);  // shorter now than when mapped
-  Status lost = (*s)->Prefault(16 * 4096, 16 * 4096);
-  EXPECT_FALSE(lost.ok());
-  EXPECT_NE(lost.message().find(path), std::string::npos) << lost.ToString();
-  auto b = OpenBufferedSource(path);
-  ASSERT_TRUE(b.ok());
-  EXPECT_EQ((*b)->Prefault(0, 4096).code(), Code::kUnsupported);  // nothing mapped
 }
 
 TEST(ResidencyTest, ArithmeticMatchesPageByPageCount) {
