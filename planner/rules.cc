@@ -467,6 +467,61 @@ std::string ShapeString(const std::vector<std::uint64_t>& shape) {
   return s + "]";
 }
 
+namespace {
+
+// Layers past num_hidden_layers: DeepSeek's MTP layer is skipped (true), elsewhere an error.
+Result<bool> SkipsExtraLayer(const ModelConfig& config, Family family, std::string_view name,
+                             const std::vector<std::string_view>& parts,
+                             const std::vector<std::int64_t>& numbers, std::string_view file_label,
+                             TensorRule* rule) {
+  if (parts.size() <= 3 || parts[0] != "model" || parts[1] != "layers" || !AllDigits(parts[2])) {
+    return false;
+  }
+  const std::int64_t layer = numbers.empty() ? 0 : numbers[0];
+  if (parts[2].size() <= 9 && layer < config.num_hidden_layers) return false;
+  if (kSkipsExtraLayers & Bit(family)) {
+    rule->role = Role::kSkip;
+    rule->layer = static_cast<int>(parts[2].size() > 9 ? -1 : layer);
+    return true;
+  }
+  return Status::Corrupt(Where(name, file_label) + ": layer " + std::string(parts[2]) +
+                         " is out of range: config.json num_hidden_layers is " +
+                         std::to_string(config.num_hidden_layers));
+}
+
+// The shape config.json implies for this parameter (rule->expected), checked against `shape`.
+Status CheckShape(const ModelConfig& config, const Compiled& c, std::string_view name,
+                  const std::vector<std::uint64_t>& shape, std::string_view file_label,
+                  TensorRule* rule) {
+  const Row& row = *c.row;
+  DimValue d0 = Resolve(row.d0, config);
+  DimValue d1 = Resolve(row.d1, config);
+  std::string how;
+  if (c.param == Param::kScale) {
+    BlockSize block = BlockSizeOf(config);
+    if (block.rows == 0) {
+      return Status::Corrupt(
+          Where(name, file_label) +
+          ": an FP8 block scale, but config.json has no quantization_config.weight_block_size");
+    }
+    rule->expected = {CeilDiv(d0.value, block.rows), CeilDiv(d1.value, block.cols)};
+    how = "ceil((" + d0.how + ") / " + std::to_string(block.rows) + "), ceil((" + d1.how + ") / " +
+          std::to_string(block.cols) + ")";
+  } else if (c.param == Param::kWeight && row.d1 != Dim::kNone) {
+    rule->expected = {d0.value, d1.value};
+    how = d0.how + ", " + d1.how;
+  } else {
+    rule->expected = {d0.value};
+    how = d0.how;
+  }
+  if (shape == rule->expected) return Status::Ok();
+  return Status::Corrupt(Where(name, file_label) + ": shape " + ShapeString(shape) +
+                         " disagrees with config.json: expected " + ShapeString(rule->expected) +
+                         " (" + how + ")");
+}
+
+}  // namespace
+
 Result<TensorRule> ClassifyTensor(const ModelConfig& config, Family family, std::string_view name,
                                   const std::vector<std::uint64_t>& shape,
                                   std::string_view file_label) {
@@ -475,20 +530,9 @@ Result<TensorRule> ClassifyTensor(const ModelConfig& config, Family family, std:
   const std::string key = CanonicalKey(parts, &numbers);
 
   TensorRule rule;
-  // Layers past num_hidden_layers: DeepSeek's MTP layer is skipped, elsewhere an error.
-  if (parts.size() > 3 && parts[0] == "model" && parts[1] == "layers" && AllDigits(parts[2])) {
-    std::int64_t layer = numbers.empty() ? 0 : numbers[0];
-    if (parts[2].size() > 9 || layer >= config.num_hidden_layers) {
-      if (kSkipsExtraLayers & Bit(family)) {
-        rule.role = Role::kSkip;
-        rule.layer = static_cast<int>(parts[2].size() > 9 ? -1 : layer);
-        return rule;
-      }
-      return Status::Corrupt(Where(name, file_label) + ": layer " + std::string(parts[2]) +
-                             " is out of range: config.json num_hidden_layers is " +
-                             std::to_string(config.num_hidden_layers));
-    }
-  }
+  HOIST_ASSIGN_OR_RETURN(const bool extra,
+                         SkipsExtraLayer(config, family, name, parts, numbers, file_label, &rule));
+  if (extra) return rule;
 
   const Table& table = CompiledTables().by_family[static_cast<std::size_t>(family)];
   auto it = table.find(key);
@@ -519,33 +563,7 @@ Result<TensorRule> ClassifyTensor(const ModelConfig& config, Family family, std:
   // Role of this parameter.
   rule.role = row.role;
   if (c.param == Param::kBias && row.role == Role::kRow) rule.role = Role::kReplicated;
-
-  // Shape config.json implies.
-  DimValue d0 = Resolve(row.d0, config);
-  DimValue d1 = Resolve(row.d1, config);
-  std::string how;
-  if (c.param == Param::kScale) {
-    BlockSize block = BlockSizeOf(config);
-    if (block.rows == 0) {
-      return Status::Corrupt(
-          Where(name, file_label) +
-          ": an FP8 block scale, but config.json has no quantization_config.weight_block_size");
-    }
-    rule.expected = {CeilDiv(d0.value, block.rows), CeilDiv(d1.value, block.cols)};
-    how = "ceil((" + d0.how + ") / " + std::to_string(block.rows) + "), ceil((" + d1.how + ") / " +
-          std::to_string(block.cols) + ")";
-  } else if (c.param == Param::kWeight && row.d1 != Dim::kNone) {
-    rule.expected = {d0.value, d1.value};
-    how = d0.how + ", " + d1.how;
-  } else {
-    rule.expected = {d0.value};
-    how = d0.how;
-  }
-  if (shape != rule.expected) {
-    return Status::Corrupt(Where(name, file_label) + ": shape " + ShapeString(shape) +
-                           " disagrees with config.json: expected " + ShapeString(rule.expected) +
-                           " (" + how + ")");
-  }
+  HOIST_RETURN_IF_ERROR(CheckShape(config, c, name, shape, file_label, &rule));
 
   if (row.fusion != Fusion::kNone && !(row.fuse_needs_q_lora && config.q_lora_rank <= 0)) {
     rule.fusion = row.fusion;
