@@ -60,8 +60,12 @@ Tensors Ref(const std::string& preset, int tp, int rank, bool fused, int ep = 0,
   return ReferenceRankTensors(Fixtures::Dir(preset), o);
 }
 
+// Plain pointers, not strings: a reference bound to the result of a call with temporary strings
+// among its arguments is what GCC 13's -Wdangling-reference warns about (the fixture's cache
+// owns the tensor; nothing dangles).
+const StTensor& W(const char* preset, const char* name) { return Fixtures::Whole(preset).at(name); }
 const StTensor& W(const std::string& preset, const std::string& name) {
-  return Fixtures::Whole(preset).at(name);
+  return W(preset.c_str(), name.c_str());
 }
 
 std::uint64_t Esize(const StTensor& t) { return testtools::DtypeSize(t.dtype); }
@@ -130,7 +134,7 @@ TEST(Reference, ColumnShardsConcatenateToTheWholeTensor) {
     for (const auto& [n, bytes] : joined) {
       if (tp > 4 && n.find("k_proj") != std::string::npos) {
         // 4 kv heads: at tp 8 each head is held by two ranks, so the join holds each twice.
-        const Bytes& w = W("qwen3-tiny", n).data;
+        const Bytes& w = W("qwen3-tiny", n.c_str()).data;
         ASSERT_EQ(bytes.size(), 2 * w.size());
         for (std::size_t h = 0; h < 4; ++h) {
           const Bytes head(w.begin() + h * 2048, w.begin() + (h + 1) * 2048);
@@ -140,7 +144,7 @@ TEST(Reference, ColumnShardsConcatenateToTheWholeTensor) {
         }
         continue;
       }
-      EXPECT_EQ(bytes, W("qwen3-tiny", n).data) << n << " tp " << tp;
+      EXPECT_EQ(bytes, W("qwen3-tiny", n.c_str()).data) << n << " tp " << tp;
     }
   }
 }
