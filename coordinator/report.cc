@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "coordinator/limit.h"
 #include "transport/span_log.h"
 #include "util/printable.h"
 #include "util/units.h"
@@ -135,6 +136,18 @@ Aggregate AggregateReports(const std::vector<proto::RankReport>& reports, double
   return agg;
 }
 
+namespace {
+
+// The rank's limit (coordinator/limit.h) as the JSON report gives it.
+nlohmann::json LimitJson(const LoadLimit& l) {
+  return {{"kind", LimitName(l.limit)},           {"largest_phase", l.largest_phase},
+          {"largest_phase_s", l.largest_phase_s}, {"engine_busy", l.engine_busy},
+          {"engine_idle_s", l.engine_idle_s},     {"fill_busy", l.fill_busy},
+          {"fill_threads", l.fill_threads},       {"resident", l.resident}};
+}
+
+}  // namespace
+
 std::string FormatTable(const proto::LoadPlan& plan, const std::vector<proto::RankReport>& reports,
                         const Aggregate& agg) {
   std::ostringstream os;
@@ -188,6 +201,9 @@ std::string FormatTable(const proto::LoadPlan& plan, const std::vector<proto::Ra
         os << "            cpus " << Printable(r->cpus()) << " (" << r->cpu_bind() << "), "
            << r->fill_threads() << (r->fill_threads() == 1 ? " fill thread" : " fill threads")
            << RingText(*r) << "\n";
+      }
+      if (const std::string limit = LimitText(LimitOf(*r)); !limit.empty()) {
+        os << "            " << limit << "\n";
       }
       if (plan.dedup() != proto::DEDUP_NONE) {
         std::snprintf(line, sizeof(line), "            from storage %12s, sent %12s, received %12s",
@@ -258,6 +274,7 @@ nlohmann::json ReportJson(const proto::LoadPlan& plan,
     jr["bytes_h2d"] = r.bytes_h2d();
     jr["bytes_resident_at_start"] = r.bytes_resident_at_start();
     jr["header_opens"] = r.header_opens();
+    jr["limit"] = LimitJson(LimitOf(r));
     jr["bytes_read_from_storage"] = r.bytes_read_from_storage();
     jr["bytes_sent"] = r.bytes_sent();
     jr["bytes_received"] = r.bytes_received();
