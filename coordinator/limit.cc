@@ -121,7 +121,8 @@ std::string LimitText(const LoadLimit& l) {
     case Limit::kHandoff:
       std::snprintf(line, sizeof(line),
                     "limit: handoff: the copy engine waited %.1f ms (busy %.0f%%) while the fill "
-                    "threads worked only %.0f%% of the time: a deeper ring may help (--slots)",
+                    "threads worked only %.0f%% of the time: slots came back from the device late "
+                    "(the trace's h2d-0 and submit lanes show where)",
                     idle_ms, busy, fill);
       break;
     case Limit::kNone:

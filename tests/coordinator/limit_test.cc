@@ -77,7 +77,8 @@ TEST(Limit, HandoffWhenNeitherSideIsSaturated) {
   EXPECT_NEAR(l.fill_busy, 0.5, 1e-12);
   EXPECT_EQ(LimitText(l),
             "limit: handoff: the copy engine waited 38.0 ms (busy 80%) while the fill threads "
-            "worked only 50% of the time: a deeper ring may help (--slots)");
+            "worked only 50% of the time: slots came back from the device late (the trace's "
+            "h2d-0 and submit lanes show where)");
 }
 
 TEST(Limit, OverheadNamesTheLongestPhaseInsideTheLoad) {
