@@ -499,11 +499,12 @@ std::vector<Row> TimelineRows(const std::vector<proto::RankReport>& reports, dou
 // (centred on its tick); below the rows the axis labels, then the legend.
 struct SvgGeometry {
   static constexpr int kLabelW = 170, kPlotW = 1000, kRightW = 60, kRowH = 18, kTop = 30;
-  explicit SvgGeometry(std::size_t rows, double t_end)
+  static constexpr int kNoteH = 14;  // a line under the legend (the ranks' limits)
+  SvgGeometry(std::size_t rows, std::size_t notes, double t_end)
       : axis_y(kTop + static_cast<int>(rows) * kRowH + 12),
         legend_y(axis_y + 24),
         width(kLabelW + kPlotW + kRightW),
-        height(legend_y + 14),
+        height(legend_y + 14 + static_cast<int>(notes) * kNoteH),
         scale(kPlotW / t_end) {}
   int axis_y, legend_y, width, height;
   double scale;
@@ -583,12 +584,29 @@ void SvgLegend(std::ostringstream& os, int ly) {
   }
 }
 
+// What limited each rank (coordinator/limit.h), a line per rank, at most kMaxLimitNotes lines.
+constexpr std::size_t kMaxLimitNotes = 16;
+std::vector<std::string> LimitNotes(const std::vector<proto::RankReport>& reports) {
+  std::vector<std::string> notes;
+  for (const proto::RankReport& r : reports) {
+    if (const std::string t = LimitText(LimitOf(r)); !t.empty()) {
+      notes.push_back("rank " + std::to_string(r.rank()) + " " + t);
+    }
+  }
+  if (notes.size() <= kMaxLimitNotes) return notes;
+  const std::size_t more = notes.size() - (kMaxLimitNotes - 1);
+  notes.resize(kMaxLimitNotes - 1);
+  notes.push_back("... and " + std::to_string(more) + " more ranks: see the report's table");
+  return notes;
+}
+
 }  // namespace
 
 std::string TimelineSvg(const std::vector<proto::RankReport>& reports) {
   double t_end = 0;
   const std::vector<Row> rows = TimelineRows(reports, &t_end);
-  const SvgGeometry g(rows.size(), t_end);
+  const std::vector<std::string> notes = LimitNotes(reports);
+  const SvgGeometry g(rows.size(), notes.size(), t_end);
   std::ostringstream os;
   os << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << g.width << "\" height=\""
      << g.height << "\" viewBox=\"0 0 " << g.width << " " << g.height
@@ -603,6 +621,10 @@ std::string TimelineSvg(const std::vector<proto::RankReport>& reports) {
   }
   SvgAxis(os, g, t_end);
   SvgLegend(os, g.legend_y);
+  for (std::size_t i = 0; i < notes.size(); ++i) {
+    os << "<text x=\"4\" y=\"" << g.legend_y + SvgGeometry::kNoteH * static_cast<int>(i + 1)
+       << "\">" << XmlEscape(notes[i]) << "</text>\n";
+  }
   os << "</svg>\n";
   return os.str();
 }

@@ -135,5 +135,22 @@ TEST(Limit, TheTableAndTheJsonGiveIt) {
   EXPECT_NEAR(j["ranks"][0]["limit"]["engine_idle_s"].get<double>(), 0.018, 1e-12);
 }
 
+TEST(Limit, TheTimelineSaysItUnderTheLegendAtMostSixteenLines) {
+  std::vector<proto::RankReport> reports;
+  for (std::uint32_t rank = 0; rank < 20; ++rank) {
+    reports.push_back(Rank(0.098, {0.0015, 0.095, 0.745}, {0.0027, 0.095, 0.077}, 8, 1.0));
+    reports.back().set_rank(rank);
+  }
+  const std::string one = TimelineSvg({reports[0]});
+  EXPECT_NE(one.find(">rank 0 limit: fill: the copy engine waited 18.0 ms"), std::string::npos);
+  const std::string all = TimelineSvg(reports);
+  std::size_t lines = 0;
+  for (std::size_t at = 0; (at = all.find(" limit: fill:", at)) != std::string::npos; ++at) ++lines;
+  EXPECT_EQ(lines, 15u);
+  EXPECT_NE(all.find(">rank 14 limit: fill"), std::string::npos);
+  EXPECT_EQ(all.find(">rank 15 limit: fill"), std::string::npos);
+  EXPECT_NE(all.find(">... and 5 more ranks: see the report's table<"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace hoist::coordinator
