@@ -8,8 +8,11 @@
 # NEW may be the same binary: the cases then compare options of one build.
 # Prints one JSON line per run (build, case, load ms, the process's wall ms, the bytes moved to
 # the device and the rank's logical bytes, phases with their busy time and their starts relative
-# to `total`) on stdout. TRACE_DIR: the first round's runs also write Chrome traces there
-# (BUILD-CASEINDEX.json, for bench/lanes.py).
+# to `total`, and the round) on stdout. TRACE_DIR: the first round's runs also write Chrome
+# traces there (BUILD-CASEINDEX.json, for bench/lanes.py). CEILING_BIN (a hoist-bench-h2d): each
+# round first measures the pinned-H2D ceiling (8 GiB, 3 copies) and prints it as a "ceiling" line,
+# so that bench/summarize_ab.py rates each run against its own round's ceiling (on the H200 box
+# the ceiling moved 6% within minutes: run U).
 set -euo pipefail
 old=$1 new=$2 model=$3
 RUNS="${RUNS:-5}"
@@ -28,6 +31,11 @@ done
 # Runs interleave the cases round by round (and the builds within a case), so that a drift of the
 # machine over the call falls on every case alike.
 for i in $(seq "$RUNS"); do
+  if [[ -n "${CEILING_BIN:-}" ]]; then
+    "$CEILING_BIN" 8 3 | python3 -c 'import json, sys
+d = json.loads(sys.stdin.read().strip().splitlines()[-1])
+print(json.dumps({"kind": "ceiling", "round": int(sys.argv[1]), "gib_s": d["gib_s"], "runs_ms": d["runs_ms"]}))' "$i"
+  fi
   for ci in "${!cases[@]}"; do
     c=${cases[$ci]}
     for b in old new; do
@@ -37,11 +45,12 @@ for i in $(seq "$RUNS"); do
       t0=$(date +%s%N)
       if ${!b} load --model "$model" --log-level warn --report-json "$tmp/r.json" "${trace[@]}" $c > "$tmp/log" 2>&1; then
         t1=$(date +%s%N)
-        python3 - "$tmp/r.json" "$b" "$c" "$(( (t1 - t0) / 1000 ))" "${TEMP:-hot}" <<'PY'
+        python3 - "$tmp/r.json" "$b" "$c" "$(( (t1 - t0) / 1000 ))" "${TEMP:-hot}" "$i" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1])); k = r["ranks"][0]
 ph = k["phases"]; t0 = ph["total"].get("start_s", 0)
 print(json.dumps({"kind": "ab", "build": sys.argv[2], "case": sys.argv[3], "temp": sys.argv[5],
+                  "round": int(sys.argv[6]),
                   "ms": ph["total"]["seconds"] * 1e3, "process_ms": int(sys.argv[4]) / 1e3,
                   "bytes": k["bytes_h2d"], "logical_bytes": ph["total"].get("bytes", 0),
                   "phases": {n: round(p["seconds"] * 1e3, 2) for n, p in ph.items()},
