@@ -9,13 +9,6 @@
 namespace hoist::coordinator {
 namespace {
 
-const proto::Phase* Find(const proto::RankReport& r, transport::Phase phase) {
-  for (const proto::Phase& p : r.phases()) {
-    if (p.name() == transport::PhaseName(phase)) return &p;
-  }
-  return nullptr;
-}
-
 double Share(double part, double whole) {
   return whole > 0 ? std::clamp(part / whole, 0.0, 1.0) : 0.0;
 }
@@ -48,8 +41,8 @@ Limit Classify(const LoadLimit& l) {
 
 LoadLimit LimitOf(const proto::RankReport& r) {
   LoadLimit l;
-  const proto::Phase* read = Find(r, transport::Phase::kRead);
-  const proto::Phase* h2d = Find(r, transport::Phase::kH2d);
+  const proto::Phase* read = transport::FindPhase(r, transport::Phase::kRead);
+  const proto::Phase* h2d = transport::FindPhase(r, transport::Phase::kH2d);
   if (!r.ok() || read == nullptr || h2d == nullptr || read->seconds() <= 0 || h2d->seconds() <= 0 ||
       r.fill_threads() == 0 || r.bytes_read() == 0) {
     return l;
@@ -61,7 +54,7 @@ LoadLimit LimitOf(const proto::RankReport& r) {
   l.fill_busy = Share(read->busy_s(), read->seconds() * l.fill_threads);
   l.resident =
       Share(static_cast<double>(r.bytes_resident_at_start()), static_cast<double>(r.bytes_read()));
-  if (const proto::Phase* total = Find(r, transport::Phase::kTotal)) {
+  if (const proto::Phase* total = transport::FindPhase(r, transport::Phase::kTotal)) {
     l.total_s = total->seconds();
     LargestOther(r, total->start_s(), &l);
   }

@@ -29,15 +29,8 @@ std::string Fmt(const char* fmt, double v) {
 
 std::string Ms(double s) { return Fmt("%.1f", s * 1e3); }
 
+using transport::FindPhase;
 using transport::Phase;
-
-// The report's entry for `phase` (the first, if a rank repeated it).
-const proto::Phase* FindPhase(const proto::RankReport& r, Phase phase) {
-  for (const auto& p : r.phases()) {
-    if (p.name() == transport::PhaseName(phase)) return &p;
-  }
-  return nullptr;
-}
 
 // Whether a reported phase (by wire name) is `phase`.
 bool Is(const proto::Phase& p, Phase phase) { return p.name() == transport::PhaseName(phase); }

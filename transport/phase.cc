@@ -76,6 +76,13 @@ std::optional<Phase> PhaseFromName(std::string_view name) {
   return std::nullopt;
 }
 
+const proto::Phase* FindPhase(const proto::RankReport& report, Phase phase) {
+  for (const proto::Phase& p : report.phases()) {
+    if (p.name() == PhaseName(phase)) return &p;
+  }
+  return nullptr;
+}
+
 bool PhaseMovesBytes(Phase phase) { return Info(phase).moves_bytes; }
 
 std::string_view PhaseColor(Phase phase) { return Info(phase).color; }

@@ -58,6 +58,9 @@ std::string_view PhaseName(Phase phase);
 // The phase of a wire name; nullopt for any other string.
 std::optional<Phase> PhaseFromName(std::string_view name);
 
+// A rank report's entry for `phase` (the first, if the rank repeated it); nullptr when absent.
+const proto::Phase* FindPhase(const proto::RankReport& report, Phase phase);
+
 // Whether the phase moves the bytes it reports (the table gives it a rate); allocation and free
 // phases carry sizes, not flow.
 bool PhaseMovesBytes(Phase phase);

@@ -4,6 +4,7 @@
 
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace hoist::transport {
@@ -69,6 +70,20 @@ TEST(PhaseTest, ColorsByKind) {
   EXPECT_NE(PhaseColor(Phase::kPeer), PhaseColor(Phase::kDeviceInit));
   EXPECT_EQ(PhaseColor("staging_alloc"), PhaseColor(Phase::kStagingAlloc));
   EXPECT_EQ(PhaseColor("no such phase"), PhaseColor(Phase::kDrain));
+}
+
+TEST(PhaseTest, FindPhaseGivesTheFirstEntryOfThatNameOrNothing) {
+  proto::RankReport r;
+  for (const auto& [name, seconds] :
+       std::vector<std::pair<std::string, double>>{{"read", 1.5}, {"h2d", 2.5}, {"read", 9.0}}) {
+    proto::Phase* p = r.add_phases();
+    p->set_name(name);
+    p->set_seconds(seconds);
+  }
+  ASSERT_NE(FindPhase(r, Phase::kRead), nullptr);
+  EXPECT_EQ(FindPhase(r, Phase::kRead)->seconds(), 1.5);
+  EXPECT_EQ(FindPhase(r, Phase::kH2d)->seconds(), 2.5);
+  EXPECT_EQ(FindPhase(r, Phase::kTotal), nullptr);
 }
 
 TEST(PhaseRecorderTest, RecordsStartSinceOriginDurationAndBytes) {
