@@ -13,10 +13,16 @@ ceiling = float(sys.argv[2]) if len(sys.argv) > 2 else None
 round_ceiling = {r["round"]: r["gib_s"] for r in rows if r.get("kind") == "ceiling"}
 
 
+def gib_s(r, ms):
+    """Effective GiB/s of a run's line over `ms`: the rank's logical bytes (a packed load moves
+    fewer); older lines lack them."""
+    return (r.get("logical_bytes") or r["bytes"]) / 2**30 / (ms / 1e3)
+
+
 def rated(rs):
     """Each run's rate over its round's ceiling, as "median [min-max]"; "-" without ceilings."""
-    xs = sorted((r.get("logical_bytes") or r["bytes"]) / 2**30 / (r["ms"] / 1e3)
-                / round_ceiling[r["round"]] for r in rs if r.get("round") in round_ceiling)
+    xs = sorted(gib_s(r, r["ms"]) / round_ceiling[r["round"]] for r in rs
+                if r.get("round") in round_ceiling)
     return f"{statistics.median(xs):.0%} [{xs[0]:.0%}-{xs[-1]:.0%}]" if xs else "-"
 
 
@@ -34,8 +40,7 @@ for case in dict.fromkeys(c for c, _ in by):
             continue
         ms = [r["ms"] for r in rs]
         med = statistics.median(ms)
-        # Effective rate: the rank's logical bytes (a packed load moves fewer); older lines lack them.
-        gib = (rs[0].get("logical_bytes") or rs[0]["bytes"]) / 2**30 / (med / 1e3)
+        gib = gib_s(rs[0], med)
         ph = lambda n: statistics.median([r["phases"].get(n, 0) for r in rs])
         busy = lambda n: statistics.median([r.get("busy", {}).get(n, 0) for r in rs])
         vs = f"{gib / ceiling:.0%}" if ceiling else "-"
