@@ -9,13 +9,14 @@
 //   pipelined: T threads register chunks in order while one stream copies each as it is ready,
 //             end to end from the first register to the last copy (GiB/s), then unregisters.
 // Files should be hot (cat them first). Prints one JSON line.
-// Usage: hoist-bench-zc [--threads T] [--chunk-mib C] [--rows W,W,...] FILE...
+// Usage: hoist-bench-zc [--threads T>=1] [--chunk-mib C>=1] [--rows W>=1,...] FILE...
 #include <cuda_runtime.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -72,7 +73,8 @@ Args Parse(int argc, char** argv) {
   return a;
 }
 
-// Maps each file read-only and cuts the mappings into page-aligned chunks.
+// Maps each file's whole pages read-only (a last partial page is left out) and cuts the mappings
+// into page-aligned chunks. Exits with 2, naming the file, when it cannot.
 std::vector<Chunk> MapChunks(const Args& a, size_t* total) {
   std::vector<Chunk> chunks;
   *total = 0;
@@ -84,9 +86,17 @@ std::vector<Chunk> MapChunks(const Args& a, size_t* total) {
       std::exit(2);
     }
     const size_t n = static_cast<size_t>(st.st_size) & ~size_t{4095};
+    if (n == 0) {
+      std::fprintf(stderr, "%s: smaller than one page\n", f.c_str());
+      std::exit(2);
+    }
     char* p = static_cast<char*>(mmap(nullptr, n, PROT_READ, MAP_SHARED, fd, 0));
+    const int mmap_errno = errno;
     close(fd);
-    if (p == MAP_FAILED) std::exit(2);
+    if (p == MAP_FAILED) {
+      std::fprintf(stderr, "%s: mmap: %s\n", f.c_str(), std::strerror(mmap_errno));
+      std::exit(2);
+    }
     for (size_t off = 0; off < n; off += a.chunk)
       chunks.push_back({p + off, std::min(a.chunk, n - off)});
     *total += n;
@@ -134,12 +144,16 @@ float Timed(cudaStream_t s, Fn fn) {
   return ms;
 }
 
+// Enqueues one chunk's copy to dst on s.
+void CopyChunk(cudaStream_t s, const Chunk& c, char* dst) {
+  if (!Ok(cudaMemcpyAsync(dst, c.ptr, c.len, cudaMemcpyHostToDevice, s), "copy")) ++g_failures;
+}
+
 double CopyAll(cudaStream_t s, const std::vector<Chunk>& chunks, char* dev) {
   return Timed(s, [&] {
     size_t off = 0;
     for (const Chunk& c : chunks) {
-      if (!Ok(cudaMemcpyAsync(dev + off, c.ptr, c.len, cudaMemcpyHostToDevice, s), "copy"))
-        ++g_failures;
+      CopyChunk(s, c, dev + off);
       off += c.len;
     }
   });
@@ -164,8 +178,7 @@ double CopyRows(cudaStream_t s, const std::vector<Chunk>& chunks, char* dev, siz
 // Registers in order on T threads while the stream copies each chunk once it is registered.
 double Pipelined(cudaStream_t s, const std::vector<Chunk>& chunks, int threads, char* dev,
                  double* first_copy_s) {
-  std::vector<std::atomic<bool>> ready(chunks.size());
-  for (auto& r : ready) r = false;
+  std::vector<char> ready(chunks.size(), 0);  // guarded by mu
   std::mutex mu;
   std::condition_variable cv;
   const Clock::time_point t0 = Clock::now();
@@ -174,7 +187,7 @@ double Pipelined(cudaStream_t s, const std::vector<Chunk>& chunks, int threads, 
       Register(chunks[i]);
       {
         std::lock_guard<std::mutex> l(mu);
-        ready[i] = true;
+        ready[i] = 1;
       }
       cv.notify_all();
     });
@@ -182,10 +195,10 @@ double Pipelined(cudaStream_t s, const std::vector<Chunk>& chunks, int threads, 
   size_t off = 0;
   for (size_t i = 0; i < chunks.size(); ++i) {
     std::unique_lock<std::mutex> l(mu);
-    cv.wait(l, [&] { return ready[i].load(); });
+    cv.wait(l, [&] { return ready[i] != 0; });
     l.unlock();
     if (i == 0) *first_copy_s = Since(t0);
-    cudaMemcpyAsync(dev + off, chunks[i].ptr, chunks[i].len, cudaMemcpyHostToDevice, s);
+    CopyChunk(s, chunks[i], dev + off);
     off += chunks[i].len;
   }
   cudaStreamSynchronize(s);
@@ -198,14 +211,17 @@ double Pipelined(cudaStream_t s, const std::vector<Chunk>& chunks, int threads, 
 
 int main(int argc, char** argv) {
   const Args a = Parse(argc, argv);
-  if (a.files.empty()) {
-    std::fprintf(stderr,
-                 "usage: hoist-bench-zc [--threads T] [--chunk-mib C] [--rows W,...] FILE...\n");
+  const bool zero_width =
+      std::find(a.row_widths.begin(), a.row_widths.end(), size_t{0}) != a.row_widths.end();
+  if (a.files.empty() || a.threads < 1 || a.chunk < 4096 || zero_width) {
+    std::fprintf(
+        stderr,
+        "usage: hoist-bench-zc [--threads T>=1] [--chunk-mib C>=1] [--rows W>=1,...] FILE...\n");
     return 2;
   }
-  if (!Ok(cudaSetDevice(0), "cudaSetDevice") || !Ok(cudaFree(nullptr), "init")) return 1;
   size_t total = 0;
-  const std::vector<Chunk> chunks = MapChunks(a, &total);
+  const std::vector<Chunk> chunks = MapChunks(a, &total);  // file errors before the device
+  if (!Ok(cudaSetDevice(0), "cudaSetDevice") || !Ok(cudaFree(nullptr), "init")) return 1;
   char* dev = nullptr;
   if (!Ok(cudaMalloc(&dev, total), "cudaMalloc")) return 1;
   cudaStream_t s;
