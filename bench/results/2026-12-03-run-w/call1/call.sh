@@ -56,6 +56,14 @@ for i in 1 2 3 4 5; do
   echo "round $i: $(( $(date +%s) - t0 )) s"
 done
 cat $m/*.safetensors > /dev/null
-$h load --model $m --tp 2 --rank 1 --cpu-bind none --threads 12 --log-level error --no-progress --timeline $OUT/tp2r1-t12.svg > /dev/null 2>&1
+for a in "--tp 2 --rank 1 --cpu-bind none --threads 16" "--tp 2 --rank 1" ""; do
+  for i in 1 2 3; do
+    cat $m/*.safetensors > /dev/null
+    $h load --model $m $a --log-level error --no-progress --trace /tmp/tr.json > /dev/null 2>&1
+    python3 bench/results/2026-12-03-run-w/head_tail.py /tmp/tr.json "[$a] $i" >> $OUT/head_tail.jsonl
+  done
+done
+cat $m/*.safetensors > /dev/null
+$h load --model $m --tp 2 --rank 1 --cpu-bind none --threads 16 --log-level error --no-progress --timeline $OUT/tp2r1-t16.svg > /dev/null 2>&1
 python3 bench/results/2026-12-03-run-w/sweep_summary.py $OUT/rounds.jsonl | tee $OUT/summary.txt
 echo "done: $(( $(date +%s) - t0 )) s"
