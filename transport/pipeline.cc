@@ -1065,6 +1065,7 @@ class Runner {
   Status Run() {
     Status set_up;
     TimePhase(cx_, &cx_.rep.setup, [&] { set_up = Setup(); });
+    if (set_up.ok() && cx_.o.arena_ready) set_up = cx_.o.arena_ready();
     if (!set_up.ok()) {
       (void)Cleanup();  // what Setup created before it failed
       return set_up;

@@ -105,6 +105,12 @@ struct PipelineOptions {
   // When another thread sets it, the fill threads stop taking work and the run returns Aborted
   // (after draining what was enqueued).
   const std::atomic<bool>* cancel = nullptr;
+  // When set, the arena may still be being allocated when the run starts (by another thread,
+  // while the set-up runs): the run calls this once, on its calling thread, after the set-up and
+  // before anything touches the arena, and stops with its error if it returns one (the run holds
+  // the arena by reference and reads it only after this returns). It is not called when the
+  // set-up fails.
+  std::function<Status()> arena_ready;
   // A packed checkpoint's streams (transport/packed.h): copies on its packed files are translated
   // into stored-byte copies and decode units; staged modes only. The compressed blocks of each
   // slot are copied into a device slot on the copy stream and decoded into the arena on a second
