@@ -7,8 +7,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <future>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "tests/transport/synth.h"
 #include "tests/transport/test_util.h"
@@ -452,6 +455,66 @@ TEST(PipelineTest, SetUpStepsAreSpansInsideTheSetupPhase) {
     }
     EXPECT_EQ(teardowns, 1);
   }
+}
+
+// PipelineOptions::arena_ready: the arena is made by another thread while the run sets up; the
+// run waits for it once, after the set-up, and writes the right bytes into it.
+TEST(PipelineTest, AnArenaMadeBesideTheSetUpIsWaitedForOnce) {
+  Synth s = MakeSynth(12);
+  const auto ref = testtransport::ReferenceArena(s.plan, s.rp());
+  std::unique_ptr<Device> dev = OpenHostDevice();
+  std::vector<bool> used(s.paths.size(), true);
+  auto sources = OpenSources(s.paths, used, ReadMode::kAuto);
+  ASSERT_TRUE(sources.ok()) << sources.status().ToString();
+  std::future<Result<DeviceBuffer>> making = std::async(std::launch::async, [&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return dev->Allocate(s.rp().arena_bytes());
+  });
+  DeviceBuffer arena;  // null until arena_ready
+  PipelineOptions o = Tiny(ReadMode::kAuto);
+  int calls = 0;
+  std::chrono::steady_clock::time_point called;
+  o.arena_ready = [&]() -> Status {
+    ++calls;
+    called = std::chrono::steady_clock::now();
+    HOIST_ASSIGN_OR_RETURN(arena, making.get());
+    return Status::Ok();
+  };
+  PipelineReport rep;
+  const Status st =
+      WithWatchdog([&] { return RunPipeline(*dev, arena, s.rp(), sources->files, o, &rep); });
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(calls, 1);
+  EXPECT_GE(std::chrono::duration<double>(called - o.origin).count(),
+            rep.setup.start_s + rep.setup.seconds - 1e-6)
+      << "asked for the arena before the set-up ended";
+  ASSERT_NE(arena.ptr, nullptr);
+  std::vector<std::uint8_t> got(s.rp().arena_bytes());
+  ASSERT_TRUE(dev->CopyToHost(got.data(), arena.ptr, got.size()).ok());
+  EXPECT_EQ(testtransport::FirstMismatch(ref, got.data()), -1);
+  EXPECT_EQ(rep.bytes_h2d, s.copy_bytes);
+  ASSERT_TRUE(dev->Free(arena).ok());
+}
+
+// An arena that could not be made stops the run with that error before anything is read or
+// written (the null arena would fault if anything were).
+TEST(PipelineTest, AnArenaThatFailsStopsTheRunBeforeAnyRead) {
+  Synth s = MakeSynth(13);
+  std::unique_ptr<Device> dev = OpenHostDevice();
+  std::vector<bool> used(s.paths.size(), true);
+  auto sources = OpenSources(s.paths, used, ReadMode::kBuffered);
+  ASSERT_TRUE(sources.ok()) << sources.status().ToString();
+  DeviceBuffer arena;
+  PipelineOptions o = Tiny(ReadMode::kBuffered);
+  o.arena_ready = [] { return Status::ResourceExhausted("test: no arena for you"); };
+  PipelineReport rep;
+  const Status st =
+      WithWatchdog([&] { return RunPipeline(*dev, arena, s.rp(), sources->files, o, &rep); });
+  EXPECT_EQ(st.code(), Code::kResourceExhausted) << st.ToString();
+  EXPECT_NE(st.message().find("no arena for you"), std::string::npos) << st.ToString();
+  EXPECT_EQ(rep.bytes_read, 0u);
+  EXPECT_EQ(rep.bytes_h2d, 0u);
+  EXPECT_EQ(rep.bytes_filled, 0u);
 }
 
 TEST(PipelineTest, EmptyPlanOnlyFills) {
