@@ -76,8 +76,8 @@ Result<std::unique_ptr<transport::Device>> OpenOrdinal(int ordinal) {
   return transport::OpenCudaDevice(ordinal);
 }
 
-// The device: the prepared one when it is the one the plan asks for (then `total` starts once it
-// is ready: *t_start moves), else opened here.
+// The device: the prepared one when it is the one the plan asks for (then, if it was not ready
+// yet, `total` starts once it is: *t_start moves), else opened here.
 Result<std::unique_ptr<transport::Device>> TakeDevice(const LoadOptions& o,
                                                       const proto::RankPlan& rp,
                                                       proto::RankReport* rep,
@@ -86,13 +86,14 @@ Result<std::unique_ptr<transport::Device>> TakeDevice(const LoadOptions& o,
   const int want = WantedGpu(o, rp);
   const int ordinal = RankOrdinal(o, rp);
   if (o.prepared != nullptr && o.prepared->valid()) {
+    const bool waits = o.prepared->wait_for(std::chrono::seconds(0)) != std::future_status::ready;
     Result<PreparedDevice> prepared = o.prepared->get();
     if (!prepared.ok()) return std::move(prepared).status();
     if (prepared->ordinal == ordinal) {
       transport::PhaseRecorder(rep, o.origin)
           .Record(Phase::kDeviceInit, prepared->start_s, prepared->seconds, prepared->seconds);
       *staging = prepared->staging;
-      *t_start = Clock::now();
+      if (waits) *t_start = Clock::now();  // what ran before this ran while the device opened
       return std::move(prepared->device);
     }
     spdlog::info("rank {}: plan asks for gpu {}, not the prepared device; reopening", rp.rank(),
@@ -290,18 +291,21 @@ void AddPipelineReport(const transport::PipelineReport& pr, const transport::Pha
 }
 
 // The sources' opening (O_DIRECT descriptors and their AIO contexts; mappings come on first use),
-// started on a helper thread so that it runs while the calling thread binds itself and allocates
-// the arena (0.3-0.5 ms each of a hot load on the H200 box; none needs the others). The arena stays
-// on the calling thread: an engine's allocator (LoadOptions::allocate_arena) runs where the load
-// does. When no thread can start, Take opens the sources itself. Take is called at most once, by
-// the thread that made the object; the destructor waits for the helper (it owns what it opened).
+// on a helper thread started before the device is taken, so that it runs while the device opens
+// (when it is still opening) and while the calling thread binds itself and allocates the arena
+// (0.3-0.5 ms each of a hot load on the H200 box; none needs the others). Host-memory loads
+// (RankOrdinal < 0: asked on the helper, as it may wait for the CUDA driver) release the mapped
+// pages they copied. When no thread can start, Take opens the sources itself. Take is called at
+// most once, by the thread that made the object; the destructor waits for the helper (it owns
+// what it opened).
 class SourceOpening {
  public:
-  SourceOpening(const Files& files, const LoadOptions& o, bool host_memory) {
-    auto open = [this, &files, &o, host_memory] {
+  SourceOpening(const Files& files, const LoadOptions& o, const proto::RankPlan& rp) {
+    auto open = [this, &files, &o, &rp] {
       a_ = Clock::now();
-      Result<transport::SourceSet> r = transport::OpenSources(files.paths, files.used, o.read_mode,
-                                                              o.direct, o.wrap_source, host_memory);
+      Result<transport::SourceSet> r =
+          transport::OpenSources(files.paths, files.used, o.read_mode, o.direct, o.wrap_source,
+                                 /*release_mapped_pages=*/RankOrdinal(o, rp) < 0);
       z_ = Clock::now();
       return r;
     };
@@ -410,36 +414,41 @@ void AddExchangeReport(const proto::LoadPlan& plan, const proto::RankPlan& rp, b
 }
 
 // The load after the device is open: bind, arena, reads (and exchange), verify, dump.
-// A packed checkpoint's streams and, without dedup, the rank's work already translated and cut
-// into staging slots: all made before the device is ready (they need no device), off the load's
-// critical path.
-struct PackedLoad {
+// What the load makes before its device is ready (none of it needs the device), off the load's
+// critical path: a packed checkpoint's streams and, without dedup (which reads another plan),
+// the rank's work translated (packed) and cut into staging slots (staged read modes).
+struct Ahead {
   transport::PackedStreams streams;
   std::optional<transport::PackedWork> work;
-  std::optional<transport::PackedCut> cut;
+  std::optional<transport::CutAhead> cut;
 };
 
-Result<PackedLoad> PreparePacked(const proto::LoadPlan& plan, const proto::RankPlan& rp,
-                                 const LoadOptions& o, bool exchange) {
-  PackedLoad p;
+bool Staged(transport::ReadMode mode) {
+  return mode != transport::ReadMode::kPageable && mode != transport::ReadMode::kRegistered;
+}
+
+Result<Ahead> PrepareAhead(const proto::LoadPlan& plan, const proto::RankPlan& rp,
+                           const LoadOptions& o, bool exchange) {
+  Ahead p;
   HOIST_ASSIGN_OR_RETURN(p.streams, transport::PackedStreams::FromPlan(plan));
-  if (!p.streams.empty() && !exchange) {
+  if (exchange) return p;
+  const transport::PipelineOptions po = PipelineFor(o, /*threads=*/1);  // the cut ignores threads
+  if (!p.streams.empty()) {
     HOIST_ASSIGN_OR_RETURN(p.work, p.streams.Translate(rp));
-    p.cut = transport::CutPackedAhead(*p.work, PipelineFor(o, /*threads=*/1));
+    p.cut = transport::CutPackedAhead(*p.work, po);
+  } else if (Staged(o.read_mode)) {
+    p.cut = transport::CutPlanAhead(rp, po);
   }
   return p;
 }
 
 Status Execute(const proto::LoadPlan& plan, const proto::RankPlan& rp, const LoadOptions& o,
-               const Files& files, ResidencyProbe& residency, PackedLoad& packed,
+               SourceOpening& opening, ResidencyProbe& residency, Ahead& ahead,
                const transport::PhaseTiming& staged_ahead, LoadedRank* out) {
   transport::Device& dev = *out->device;
   proto::RankReport& rep = out->report;
   const transport::PhaseRecorder rec(&rep, o.origin);
   const bool exchange = ExchangeActive(plan, o);
-  // Host-memory loads release the pages they copied; the helper starts before the calling thread
-  // is bound, so it does not wait for that thread's cores.
-  SourceOpening opening(files, o, !dev.Caps().gpu);
   Clock::time_point a = Clock::now();
   int threads = 1;
   HOIST_ASSIGN_OR_RETURN(std::unique_ptr<ThreadBinding> binding,
@@ -458,9 +467,9 @@ Status Execute(const proto::LoadPlan& plan, const proto::RankPlan& rp, const Loa
     HOIST_ASSIGN_OR_RETURN(transport::SourceSet sources, opening.Take(o.origin, &rep));
     if (!sources.note.empty()) spdlog::warn("{}", sources.note);
     transport::PipelineOptions po = PipelineFor(o, threads);
-    po.packed = &packed.streams;
-    po.packed_work = packed.work ? &*packed.work : nullptr;
-    po.packed_cut = packed.cut ? &*packed.cut : nullptr;
+    po.packed = &ahead.streams;
+    po.packed_work = ahead.work ? &*ahead.work : nullptr;
+    po.cut_ahead = ahead.cut ? &*ahead.cut : nullptr;
     if (arena.beside()) po.arena_ready = [&] { return arena.Ready(&rep); };
     HOIST_RETURN_IF_ERROR(Read(dev, out->arena, plan, rp, o, sources.files, po, &pr, &xr));
     if (o.close_in_background) {
@@ -517,11 +526,12 @@ Result<LoadedRank> Load(const proto::LoadPlan& plan, std::uint32_t rank, const L
   ResidencyProbe residency(files, o.threads > 0 ? o.threads : transport::DefaultFillThreads(),
                            o.read_mode != transport::ReadMode::kAuto && plan.packed_size() == 0);
   SetStage(o, LoadStage::kDevice);
-  HOIST_ASSIGN_OR_RETURN(PackedLoad packed, PreparePacked(plan, rp, o, exchange));
+  SourceOpening opening(files, o, rp);  // before the binding: the helper may use any core
+  HOIST_ASSIGN_OR_RETURN(Ahead ahead, PrepareAhead(plan, rp, o, exchange));
   transport::PhaseTiming staged_ahead;  // the ring made with the device, if it was
   HOIST_ASSIGN_OR_RETURN(out.device, TakeDevice(o, rp, &rep, &t_start, &staged_ahead));
   rep.set_device(out.device->Name());
-  HOIST_RETURN_IF_ERROR(Execute(plan, rp, o, files, residency, packed, staged_ahead, &out));
+  HOIST_RETURN_IF_ERROR(Execute(plan, rp, o, opening, residency, ahead, staged_ahead, &out));
   transport::PhaseRecorder(&rep, o.origin)
       .Record(Phase::kTotal, t_start, Clock::now(),
               plan.packed_size() > 0 ? rp.payload_bytes() : rep.bytes_h2d());

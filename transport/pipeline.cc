@@ -1252,22 +1252,12 @@ class Runner {
     return total;
   }
 
-  // The fill chunk (one task's bytes): as given, else a deep ring's whole slot, else packed's,
-  // else the slot shared among the threads, at least 64 KiB.
+  // The fill chunk (one task's bytes): a deep ring's whole slot unless one is given, else
+  // FillChunkBytes (at most a slot smaller than the options', LoneSlotBytes).
   void Chunk() {
     const PipelineOptions& o = cx_.o;
-    if (o.chunk_bytes > 0) {
-      cx_.chunk =
-          cx_.work != nullptr ? PackedChunkBytes(o) : std::min(o.chunk_bytes, cx_.slot_bytes);
-    } else if (cx_.deep) {
-      cx_.chunk = cx_.slot_bytes;
-    } else if (cx_.work != nullptr) {
-      cx_.chunk = PackedChunkBytes(o);
-    } else {
-      cx_.chunk = std::min(
-          cx_.slot_bytes,
-          std::max<std::uint64_t>(64u << 10, cx_.slot_bytes / static_cast<unsigned>(cx_.threads)));
-    }
+    cx_.chunk = cx_.deep && o.chunk_bytes == 0 ? cx_.slot_bytes
+                                               : std::min(FillChunkBytes(o), cx_.slot_bytes);
     cx_.rep.chunk_bytes = cx_.chunk;
   }
 
@@ -1297,18 +1287,17 @@ class Runner {
     const char* what = "slot cut";
     if (!cx_.staged) {
       cx_.cut = CutDirect(cx_.plan, cx_.o.mode == ReadMode::kRegistered ? ~0ull : cx_.chunk);
-    } else if (cx_.work == nullptr) {
-      cx_.cut = CutStaged(cx_.plan, cx_.slot_bytes, cx_.chunk);
-    } else if (PackedCut* ahead = cx_.o.packed_cut; ahead != nullptr &&
-                                                    ahead->slot_bytes == cx_.slot_bytes &&
-                                                    ahead->chunk_bytes == cx_.chunk) {
+    } else if (CutAhead* ahead = cx_.o.cut_ahead; ahead != nullptr &&
+                                                  ahead->slot_bytes == cx_.slot_bytes &&
+                                                  ahead->chunk_bytes == cx_.chunk) {
       cx_.cut = std::move(ahead->cut);  // made while the device opened
-      *ahead = PackedCut{};
+      *ahead = CutAhead{};
       what = "slot cut made ahead, taken";
     } else {
-      cx_.cut = CutStaged(*cx_.work, cx_.slot_bytes, cx_.chunk);
-      what = cx_.o.packed_cut != nullptr ? "slot cut made again (the ahead one does not fit)"
-                                         : "slot cut";
+      cx_.cut = cx_.work == nullptr ? CutStaged(cx_.plan, cx_.slot_bytes, cx_.chunk)
+                                    : CutStaged(*cx_.work, cx_.slot_bytes, cx_.chunk);
+      what = cx_.o.cut_ahead != nullptr ? "slot cut made again (the ahead one does not fit)"
+                                        : "slot cut";
     }
     if (cx_.staged) cx_.rep.slot_seqs = cx_.cut.seqs();
     cx_.piece_cold.assign(cx_.cut.pieces.size(), 0);
@@ -1454,17 +1443,25 @@ class Runner {
 
 }  // namespace
 
-std::uint64_t PackedChunkBytes(const PipelineOptions& o) {
+std::uint64_t FillChunkBytes(const PipelineOptions& o) {
   const std::uint64_t slot = std::max<std::uint64_t>(o.slot_bytes, 1);
   const std::uint64_t chunk =
       o.chunk_bytes > 0 ? o.chunk_bytes : std::max<std::uint64_t>(64u << 10, slot / 16);
   return std::min(chunk, slot);
 }
 
-PackedCut CutPackedAhead(const PackedWork& work, const PipelineOptions& o) {
-  PackedCut c;
+CutAhead CutPlanAhead(const proto::RankPlan& plan, const PipelineOptions& o) {
+  CutAhead c;
   c.slot_bytes = o.slot_bytes;
-  c.chunk_bytes = PackedChunkBytes(o);
+  c.chunk_bytes = FillChunkBytes(o);
+  if (c.slot_bytes >= 1) c.cut = CutStaged(plan, c.slot_bytes, c.chunk_bytes);
+  return c;
+}
+
+CutAhead CutPackedAhead(const PackedWork& work, const PipelineOptions& o) {
+  CutAhead c;
+  c.slot_bytes = o.slot_bytes;
+  c.chunk_bytes = FillChunkBytes(o);
   if (c.slot_bytes >= 1) c.cut = CutStaged(work, c.slot_bytes, c.chunk_bytes);
   return c;
 }

@@ -64,8 +64,9 @@ inline constexpr int kMaxDeepSlots = 1024;
 inline constexpr int kMaxDeepThreads = 64;
 int DefaultFillThreads(int ranks_on_node = 1);
 
-// A packed work's staged slot cut for one geometry (transport/slot_plan.h).
-struct PackedCut {
+// A staged slot cut for one geometry (transport/slot_plan.h), made before the run (CutPlanAhead,
+// CutPackedAhead): while the device opens, off the load's clock.
+struct CutAhead {
   std::uint64_t slot_bytes = 0, chunk_bytes = 0;
   SlotPlan cut;
 };
@@ -119,19 +120,24 @@ struct PipelineOptions {
   // Optional: `packed`'s translation of exactly the plan RunPipeline gets (made ahead of time by
   // the caller, e.g. while the device opens); the run takes its decode streams, names and tables.
   PackedWork* packed_work = nullptr;
-  // Optional, with packed_work: its slot cut made ahead (CutPackedAhead). The run takes it (moves
-  // from it) when it was made for this run's slot and chunk sizes, and cuts again otherwise.
-  PackedCut* packed_cut = nullptr;
+  // Optional: the slot cut of exactly the plan RunPipeline gets (CutPlanAhead) or, with
+  // packed_work, of that work (CutPackedAhead), made ahead of time. The run takes it (moves from
+  // it) when it was made for this run's slot and chunk sizes, and cuts again otherwise (a load
+  // smaller than a slot, a deep cold ring).
+  CutAhead* cut_ahead = nullptr;
 };
 
-// The chunk size of packed runs: options.chunk_bytes, or max(64 KiB, slot_bytes / 16); at most
-// slot_bytes. It does not depend on the thread count, so that the cut can be made before the
-// fill threads are placed.
-std::uint64_t PackedChunkBytes(const PipelineOptions& options);
+// The fill chunk (one task's bytes) of staged runs: options.chunk_bytes, or max(64 KiB,
+// slot_bytes / 16); at most slot_bytes (a deep cold ring reads whole slots unless chunk_bytes is
+// given). It does not depend on the thread count, so that the cut can be made before the fill
+// threads are placed.
+std::uint64_t FillChunkBytes(const PipelineOptions& options);
 
-// The cut RunPipeline would make of `work` under `options` (slot_bytes, PackedChunkBytes), for
-// PipelineOptions::packed_cut. A pure function of its arguments: any thread, no device.
-PackedCut CutPackedAhead(const PackedWork& work, const PipelineOptions& options);
+// The cut RunPipeline would make of `plan` (staged modes) or of `work` under `options`
+// (slot_bytes, FillChunkBytes), for PipelineOptions::cut_ahead. Pure functions of their
+// arguments: any thread, no device.
+CutAhead CutPlanAhead(const proto::RankPlan& plan, const PipelineOptions& options);
+CutAhead CutPackedAhead(const PackedWork& work, const PipelineOptions& options);
 
 // Per plan file (index = proto File index). Unused files may have null sources.
 struct FileSources {

@@ -195,12 +195,12 @@ TEST(PackedLoad, ACutMadeAheadIsTakenOnlyByARunOfItsGeometry) {
     ASSERT_TRUE(work.ok()) << work.status().ToString();
     PipelineOptions ahead_options = o;
     ahead_options.slot_bytes = made_for;
-    PackedCut ahead = CutPackedAhead(*work, ahead_options);
+    CutAhead ahead = CutPackedAhead(*work, ahead_options);
     const std::uint64_t ahead_seqs = ahead.cut.seqs();
     ASSERT_GT(ahead_seqs, 0u);
     PipelineOptions run_options = o;
     run_options.packed_work = &*work;
-    run_options.packed_cut = &ahead;
+    run_options.cut_ahead = &ahead;
     const LoadRun run = Load(p, rp, run_options);
     ExpectMatchesReference(p, rp, run);
     EXPECT_GT(run.report.slot_seqs, 2u * static_cast<std::uint64_t>(o.slots));
