@@ -111,7 +111,7 @@ struct LoadOptions {
   std::string dump_dir;                   // non-empty: write <dir>/rank-<R>.safetensors
   CpuBind cpu_bind = CpuBind::kAuto;      // where the fill threads run (rank/placement.h)
   bool bind_numa = true;                  // bind staging memory to the cpus' NUMA nodes
-  std::uint64_t chunk_bytes = 0;  // bytes per fill task; 0: slot_bytes / threads (>= 64 KiB)
+  std::uint64_t chunk_bytes = 0;          // bytes per fill task; 0: max(64 KiB, slot_bytes / 16)
   // O_DIRECT bytes in flight for a wholly cold load (transport::PipelineOptions); 0: the ring only
   std::uint64_t read_depth_bytes = transport::kDefaultReadDepthBytes;
   transport::StagingKind staging = transport::StagingKind::kAuto;  // auto = register

@@ -76,7 +76,7 @@ struct PipelineOptions {
   int slots = kDefaultSlots;
   std::uint64_t slot_bytes = kDefaultSlotBytes;
   int threads = 0;                // 0: DefaultFillThreads()
-  std::uint64_t chunk_bytes = 0;  // 0: max(64 KiB, slot_bytes / threads), at most slot_bytes
+  std::uint64_t chunk_bytes = 0;  // 0: FillChunkBytes: max(64 KiB, slot_bytes / 16)
   // Deep cold reads: when every byte of a staged load is read through O_DIRECT
   // (mode direct, or auto finding every file uncached), the ring widens to read_depth_bytes /
   // slot_bytes slots (at most kMaxDeepSlots, at most the load's slots), with as many fill threads
