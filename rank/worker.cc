@@ -290,6 +290,16 @@ void AddPipelineReport(const transport::PipelineReport& pr, const transport::Pha
   pr.spans.AppendTo(rep->mutable_spans());
 }
 
+// Runs fn on a helper thread, or, when no thread can start, on the future's first get().
+template <class F>
+auto OnHelper(const F& fn) -> std::future<decltype(fn())> {
+  try {
+    return std::async(std::launch::async, fn);
+  } catch (const std::system_error&) {
+    return std::async(std::launch::deferred, fn);
+  }
+}
+
 // The sources' opening (O_DIRECT descriptors and their AIO contexts; mappings come on first use),
 // on a helper thread started before the device is taken, so that it runs while the device opens
 // (when it is still opening) and while the calling thread binds itself and allocates the arena
@@ -309,11 +319,7 @@ class SourceOpening {
       z_ = Clock::now();
       return r;
     };
-    try {
-      opened_ = std::async(std::launch::async, open);
-    } catch (const std::system_error&) {
-      opened_ = std::async(std::launch::deferred, open);
-    }
+    opened_ = OnHelper(open);
   }
   ~SourceOpening() {
     if (opened_.valid()) opened_.wait();
@@ -366,11 +372,7 @@ class ArenaAllocation {
       z_ = Clock::now();
       return r;
     };
-    try {
-      made_ = std::async(std::launch::async, make);
-    } catch (const std::system_error&) {
-      made_ = std::async(std::launch::deferred, make);
-    }
+    made_ = OnHelper(make);
     return Status::Ok();
   }
 
