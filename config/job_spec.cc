@@ -121,9 +121,7 @@ Status ResolveNodes(const std::string& file, const Topology& t, planner::PlanOpt
 // A packed checkpoint's blocks are decoded out of the staging ring: the modes without one
 // cannot load it (a usage error, before any rank starts).
 Status CheckPackedReadMode(const std::string& model_dir, transport::ReadMode mode) {
-  if (mode != transport::ReadMode::kPageable && mode != transport::ReadMode::kRegistered) {
-    return Status::Ok();
-  }
+  if (transport::Staged(mode)) return Status::Ok();
   std::error_code ec;
   if (!std::filesystem::exists(std::filesystem::path(model_dir) / planner::kPackedIndexFile, ec)) {
     return Status::Ok();

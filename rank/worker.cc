@@ -425,10 +425,6 @@ struct Ahead {
   std::optional<transport::CutAhead> cut;
 };
 
-bool Staged(transport::ReadMode mode) {
-  return mode != transport::ReadMode::kPageable && mode != transport::ReadMode::kRegistered;
-}
-
 Result<Ahead> PrepareAhead(const proto::LoadPlan& plan, const proto::RankPlan& rp,
                            const LoadOptions& o, bool exchange) {
   Ahead p;
@@ -438,7 +434,7 @@ Result<Ahead> PrepareAhead(const proto::LoadPlan& plan, const proto::RankPlan& r
   if (!p.streams.empty()) {
     HOIST_ASSIGN_OR_RETURN(p.work, p.streams.Translate(rp));
     p.cut = transport::CutPackedAhead(*p.work, po);
-  } else if (Staged(o.read_mode)) {
+  } else if (transport::Staged(o.read_mode)) {
     p.cut = transport::CutPlanAhead(rp, po);
   }
   return p;

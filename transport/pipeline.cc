@@ -1198,7 +1198,7 @@ class Runner {
     }
     if (o.slots < 1) return Status::InvalidArgument("pipeline: slots must be >= 1");
     if (o.slot_bytes < 1) return Status::InvalidArgument("pipeline: slot bytes must be >= 1");
-    cx_.staged = o.mode != ReadMode::kPageable && o.mode != ReadMode::kRegistered;
+    cx_.staged = Staged(o.mode);
     cx_.slots = o.slots;
     cx_.slot_bytes = o.slot_bytes;
     if (cx_.staged && cx_.work == nullptr && cx_.dev.KeptStagingBytes() == 0) {
@@ -1450,20 +1450,26 @@ std::uint64_t FillChunkBytes(const PipelineOptions& o) {
   return std::min(chunk, slot);
 }
 
-CutAhead CutPlanAhead(const proto::RankPlan& plan, const PipelineOptions& o) {
+namespace {
+
+// `what` is a plan or a packed work (CutStaged takes either).
+template <class What>
+CutAhead CutAheadOf(const What& what, const PipelineOptions& o) {
   CutAhead c;
   c.slot_bytes = o.slot_bytes;
   c.chunk_bytes = FillChunkBytes(o);
-  if (c.slot_bytes >= 1) c.cut = CutStaged(plan, c.slot_bytes, c.chunk_bytes);
+  if (c.slot_bytes >= 1) c.cut = CutStaged(what, c.slot_bytes, c.chunk_bytes);
   return c;
 }
 
+}  // namespace
+
+CutAhead CutPlanAhead(const proto::RankPlan& plan, const PipelineOptions& o) {
+  return CutAheadOf(plan, o);
+}
+
 CutAhead CutPackedAhead(const PackedWork& work, const PipelineOptions& o) {
-  CutAhead c;
-  c.slot_bytes = o.slot_bytes;
-  c.chunk_bytes = FillChunkBytes(o);
-  if (c.slot_bytes >= 1) c.cut = CutStaged(work, c.slot_bytes, c.chunk_bytes);
-  return c;
+  return CutAheadOf(work, o);
 }
 
 int DefaultFillThreads(int ranks_on_node) {

@@ -55,6 +55,10 @@ enum class ReadMode { kAuto, kBuffered, kDirect, kMmap, kPageable, kRegistered }
 
 std::optional<ReadMode> ParseReadMode(std::string_view name);
 std::string_view ReadModeName(ReadMode mode);
+// Whether the mode moves bytes through the staging ring (all but kPageable and kRegistered).
+constexpr bool Staged(ReadMode mode) {
+  return mode != ReadMode::kPageable && mode != ReadMode::kRegistered;
+}
 
 // One strided read: `rows` rows of `width` bytes; row i is file bytes
 // [offset + i*src_pitch, +width) and lands at dst + i*dst_pitch.

@@ -457,6 +457,39 @@ TEST(PipelineTest, SetUpStepsAreSpansInsideTheSetupPhase) {
   }
 }
 
+// A plain plan's cut made ahead (CutPlanAhead, while the device opens) is taken by a run of its
+// geometry, and a run of another slot size cuts again; both load the reference bytes.
+TEST(PipelineTest, APlanCutMadeAheadIsTakenOnlyByARunOfItsGeometry) {
+  Synth s = MakeSynth(14);
+  const auto ref = testtransport::ReferenceArena(s.plan, s.rp());
+  const PipelineOptions o = Tiny(ReadMode::kBuffered);
+  for (std::uint64_t made_for : {o.slot_bytes, o.slot_bytes * 2}) {
+    SCOPED_TRACE(made_for);
+    PipelineOptions ahead_options = o;
+    ahead_options.slot_bytes = made_for;
+    CutAhead ahead = CutPlanAhead(s.rp(), ahead_options);
+    const std::uint64_t ahead_seqs = ahead.cut.seqs();
+    ASSERT_GT(ahead_seqs, 0u);
+    PipelineOptions run_options = o;
+    run_options.cut_ahead = &ahead;
+    RunResult r = RunSynth(s, run_options);
+    ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+    EXPECT_EQ(testtransport::FirstMismatch(ref, r.arena.data()), -1);
+    std::set<std::string> steps;
+    for (const auto& sp : r.report.spans.Named()) {
+      if (sp.lane == "setup") steps.insert(sp.what);
+    }
+    if (made_for == o.slot_bytes) {
+      EXPECT_EQ(r.report.slot_seqs, ahead_seqs);
+      EXPECT_EQ(ahead.cut.seqs(), 0u) << "the run took the cut made ahead";
+      EXPECT_TRUE(steps.count("slot cut made ahead, taken"));
+    } else {
+      EXPECT_EQ(ahead.cut.seqs(), ahead_seqs) << "a cut of another geometry is left alone";
+      EXPECT_TRUE(steps.count("slot cut made again (the ahead one does not fit)"));
+    }
+  }
+}
+
 // PipelineOptions::arena_ready: the arena is made by another thread while the run sets up; the
 // run waits for it once, after the set-up, and writes the right bytes into it.
 TEST(PipelineTest, AnArenaMadeBesideTheSetUpIsWaitedForOnce) {
