@@ -15,6 +15,11 @@
 //   pool:         cudaMallocFromPoolAsync / cudaFreeAsync on a pool with release threshold 0;
 //                 its first allocation is timed too (first_alloc_ms).
 //   fresh:        the first pass into an arena allocated with no free before it (a control).
+//   probe:        the same as malloc, then 16 MiB probe copies into the new arena (a 1 ms pause
+//                 between them) until one runs at 90% of the rate the same probe had before the
+//                 free, 500 ms at most: can a release tell when the driver's clearing is done?
+//                 Its line adds settle_ms (the free's start to the last probe's end), the probes
+//                 made and the rate before and of each probe.
 //   CASE/2:       any case with its passes' copies alternating between two streams (does a
 //                 second copy engine get the rate back?).
 // Usage: hoist-bench-free [GiB=8] [cases=all, comma list] [slot_mib=8] [slots=4]
@@ -150,6 +155,54 @@ Outcome CaseMalloc(size_t n, int sleep_ms, bool sync) {
   return o;
 }
 
+// Rate of one 16 MiB copy from the ring into `dst`, GiB/s.
+double Probe(Bench& b, void* dst) {
+  constexpr size_t kProbe = 16ull << 20;
+  CHECK(cudaEventRecord(b.ev[0], b.s));
+  for (size_t off = 0; off < kProbe; off += b.slot) {
+    CHECK(cudaMemcpyAsync(static_cast<unsigned char*>(dst) + off, b.ring + off % b.ring_bytes,
+                          std::min(b.slot, kProbe - off), cudaMemcpyHostToDevice, b.s));
+  }
+  CHECK(cudaEventRecord(b.ev[1], b.s));
+  CHECK(cudaEventSynchronize(b.ev[1]));
+  float ms = 0;
+  CHECK(cudaEventElapsedTime(&ms, b.ev[0], b.ev[1]));
+  return GibS(kProbe, ms);
+}
+
+std::string g_probe_line;  // the probe case's extra fields
+
+// cudaFree, cudaMalloc, then probes until the copy rate is back (see the header).
+Outcome CaseProbe(Bench& b, size_t n) {
+  Outcome o;
+  void* p = nullptr;
+  CHECK(cudaMalloc(&p, n));
+  Written(p, n);
+  double before = 0;
+  for (int i = 0; i < 3; ++i) before = std::max(before, Probe(b, p));
+  const auto t = Clock::now();
+  CHECK(cudaFree(p));
+  o.free_ms = MsSince(t);
+  o.freed_mib = FreeMib();
+  const auto a = Clock::now();
+  CHECK(cudaMalloc(&o.arena, n));
+  o.back_ms = MsSince(a);
+  std::ostringstream rates;
+  int probes = 0;
+  for (;;) {
+    const double r = Probe(b, o.arena);
+    rates << (probes++ ? ", " : "") << static_cast<int>(r * 10) / 10.0;
+    if (r >= 0.9 * before || MsSince(t) > 500) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::ostringstream line;
+  line << "\"settle_ms\": " << MsSince(t) << ", \"probes\": " << probes
+       << ", \"probe_before_gib_s\": " << before << ", \"probe_gib_s\": [" << rates.str() << "], ";
+  g_probe_line = line.str();
+  o.cleanup = [p = o.arena] { CHECK(cudaFree(p)); };
+  return o;
+}
+
 Outcome CaseOther(size_t n) {
   Outcome o;
   void* p = nullptr;
@@ -246,7 +299,10 @@ Outcome CaseFresh(size_t n) {
   return o;
 }
 
-Outcome Run(const std::string& c, size_t n, cudaStream_t s) {
+Outcome Run(const std::string& c, Bench& b) {
+  const size_t n = b.n;
+  cudaStream_t s = b.s;
+  if (c == "probe") return CaseProbe(b, n);
   if (c == "malloc") return CaseMalloc(n, 0, false);
   if (c == "malloc-wait") return CaseMalloc(n, 1000, false);
   if (c == "sync") return CaseMalloc(n, 0, true);
@@ -271,12 +327,12 @@ void Report(const std::string& c, const Bench& b, const Outcome& o, const std::v
     seg << buf;
   }
   std::printf(
-      "{\"kind\": \"free_settle\", \"case\": \"%s\", \"bytes\": %zu, \"free_ms\": %.2f, "
+      "{\"kind\": \"free_settle\", \"case\": \"%s\", %s\"bytes\": %zu, \"free_ms\": %.2f, "
       "\"back_ms\": %.2f, \"first_alloc_ms\": %.2f, \"free_mib\": [%zu, %zu, %zu], "
       "\"first_ms\": %.2f, \"first_gib_s\": %.2f, \"second_gib_s\": %.2f, "
       "\"first_by_segment_gib_s\": [%s]}\n",
-      c.c_str(), b.n, o.free_ms, o.back_ms, o.first_alloc_ms, o.before_mib, o.freed_mib, o.back_mib,
-      f, GibS(b.n, f), GibS(b.n, s2), seg.str().c_str());
+      c.c_str(), g_probe_line.c_str(), b.n, o.free_ms, o.back_ms, o.first_alloc_ms, o.before_mib,
+      o.freed_mib, o.back_mib, f, GibS(b.n, f), GibS(b.n, s2), seg.str().c_str());
   std::fflush(stdout);
 }
 
@@ -304,7 +360,8 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::seconds(2));  // let the last case's frees settle
     b.streams = c.size() > 2 && c.compare(c.size() - 2, 2, "/2") == 0 ? 2 : 1;
     if (b.streams == 2) c.resize(c.size() - 2);
-    Outcome o = Run(c, b.n, b.s);
+    g_probe_line.clear();
+    Outcome o = Run(c, b);
     o.back_mib = FreeMib();
     const std::vector<float> first = Pass(b, o.arena);
     const std::vector<float> second = Pass(b, o.arena);
