@@ -11,7 +11,6 @@
 #include <thread>
 #include <utility>
 
-#include "transport/crew.h"
 #include "transport/decoder_maker.h"
 #include "transport/slot_plan.h"
 
@@ -222,8 +221,7 @@ struct RunContext {
   PipelineReport& rep;
 
   int threads = 1;
-  std::unique_ptr<Crew> crew;  // the fill (or pageable copy) threads, made at set-up
-  int slots = 1;               // the ring's slots: the options', or deeper for a wholly cold load
+  int slots = 1;  // the ring's slots: the options', or deeper for a wholly cold load
   std::uint64_t slot_bytes = 0;
   std::uint64_t chunk = 0;
   bool staged = true;
@@ -250,12 +248,6 @@ struct RunContext {
   StreamId tail() const { return work != nullptr ? decode_stream : stream; }
 
   double Since(Clock::time_point t) const { return Seconds(o.origin, t); }
-  // The crew of `threads` threads, made on first use (the set-up makes it once the thread count
-  // is final, so that the threads start while the rest of the set-up runs).
-  Crew& FillCrew() {
-    if (crew == nullptr) crew = std::make_unique<Crew>(threads);
-    return *crew;
-  }
   std::byte* ArenaAt(std::uint64_t off) const { return static_cast<std::byte*>(arena.ptr) + off; }
   Result<EventId> NewEvent() {
     HOIST_ASSIGN_OR_RETURN(EventId e, dev.CreateEvent(true));
@@ -301,6 +293,22 @@ void TimePhase(const RunContext& cx, PhaseTiming* phase, F&& fn) {
   phase->start_s = cx.Since(a);
   phase->seconds = phase->busy_s = Seconds(a, z);
   phase->ran = true;
+}
+
+// Starts `n` threads running fn(t) and joins them. A thread the OS refuses is reported through
+// on_refused (the others still run to their end and are joined).
+template <class F, class R>
+void RunThreads(int n, F&& fn, R&& on_refused) {
+  std::vector<std::thread> pool;
+  pool.reserve(n);
+  try {
+    for (int t = 0; t < n; ++t) pool.emplace_back([&fn, t] { fn(t); });
+  } catch (const std::system_error& e) {
+    on_refused(Status::ResourceExhausted("pipeline: could not start fill thread " +
+                                         std::to_string(pool.size()) + " of " + std::to_string(n) +
+                                         ": " + e.what()));
+  }
+  for (auto& th : pool) th.join();
 }
 
 // The device copy of a direct-mode piece: from the file's mapping straight to the arena.
@@ -842,8 +850,9 @@ class StagedExecutor {
     Status status = cx_.o.lazy_staging ? Status::Ok() : ring_.AllocateAll();
     std::vector<Lane> lanes(cx_.threads);
     if (status.ok()) {
-      (void)cx_.FillCrew().Run([this, &lanes](int t) { FillLoop(t, &lanes[t]); },
-                               [this](Status s) { ring_.Fail(std::move(s)); });
+      RunThreads(
+          cx_.threads, [this, &lanes](int t) { FillLoop(t, &lanes[t]); },
+          [this](Status s) { ring_.Fail(std::move(s)); });
       status = ring_.status();
     }
     ReportRead(lanes);
@@ -930,8 +939,9 @@ class PageableExecutor {
 
   Status Run() {
     std::vector<Lane> lanes(cx_.threads);
-    (void)cx_.FillCrew().Run([this, &lanes](int t) { CopyLoop(&lanes[t]); },
-                             [this](Status s) { error_.Set(std::move(s)); });
+    RunThreads(
+        cx_.threads, [this, &lanes](int t) { CopyLoop(&lanes[t]); },
+        [this](Status s) { error_.Set(std::move(s)); });
     std::uint64_t bytes = 0;
     const PhaseTiming phase = LanesPhase(lanes, &bytes);
     if (bytes > 0) cx_.rep.read = cx_.rep.h2d = phase;
@@ -1094,12 +1104,6 @@ class Runner {
       });
     }
     Deepen();
-    if (cx_.o.mode != ReadMode::kRegistered) {
-      SetupStep([&] {
-        cx_.FillCrew();
-        return "fill threads started";
-      });
-    }
     Chunk();
     SetupStep([&] { return Cut(); });
     Status s;

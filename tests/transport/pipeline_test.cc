@@ -424,8 +424,7 @@ TEST(PipelineTest, SpansHaveLanesAndAreCapped) {
 }
 
 // The set-up's steps are spans on the "setup" lane, inside the setup phase: auto judges the
-// files' residency first; every mode starts its fill threads, cuts the slots and starts the copy
-// stream. The tear-down is
+// files' residency first; every mode cuts the slots and starts the copy stream. The tear-down is
 // one span on lane "teardown", after the staging is freed.
 TEST(PipelineTest, SetUpStepsAreSpansInsideTheSetupPhase) {
   for (ReadMode mode : {ReadMode::kAuto, ReadMode::kMmap}) {
@@ -443,7 +442,7 @@ TEST(PipelineTest, SetUpStepsAreSpansInsideTheSetupPhase) {
       EXPECT_GE(sp.start_s, setup.start_s - 1e-6) << sp.what;
       EXPECT_LE(sp.start_s + sp.seconds, setup.start_s + setup.seconds + 1e-6) << sp.what;
     }
-    std::vector<std::string> want = {"fill threads started", "slot cut", "copy stream started"};
+    std::vector<std::string> want = {"slot cut", "copy stream started"};
     if (mode == ReadMode::kAuto) want.insert(want.begin(), "residency judged");
     EXPECT_EQ(steps, want);
     EXPECT_LE(sum, setup.seconds + 1e-6);
