@@ -1,4 +1,5 @@
-// Default (Unsupported) implementations of the Device seam's sharing calls (device.h), and the
+// Default implementations of the Device seam's optional calls (device.h): Unsupported for sharing
+// and decoding, the copy engine for KernelCopyAsync; and the
 // PCI-bus-id lookup for builds without CUDA.
 #include "transport/device.h"
 
@@ -19,6 +20,8 @@ Status Device::CloseImported(DeviceBuffer&) {
 Status Device::AdoptArena(const DeviceBuffer&) {
   return Status::Unsupported(Name() + ": adopting caller-allocated arena memory");
 }
+
+Status Device::KernelCopyAsync(const Copy2D& op, StreamId stream) { return CopyAsync(op, stream); }
 
 Status Device::StreamWait(StreamId, EventId) {
   return Status::Unsupported(Name() + ": a stream waiting for an event");
