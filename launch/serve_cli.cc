@@ -193,45 +193,6 @@ int ServeCommands::RunServe(int* argc, char*** argv, std::chrono::steady_clock::
   return kExitOk;
 }
 
-namespace {
-
-// What `ctl restore` prints: the restore's bytes, rates and phases (or that it was resident).
-void PrintRestore(const proto::RestoreReply& rr) {
-  if (rr.bytes() == 0) {
-    std::printf("restore: already resident\n");
-    if (rr.verified()) {
-      std::printf("verified: PASS in %.1f s\n", rr.verify_seconds());
-    }
-  } else {
-    if (rr.packed()) {  // compressed bytes cross the link; the rate is of the original bytes
-      std::printf(
-          "restored: %s in %.3f s (%.1f GiB/s); DMA %.3f s (%s moved, %.1f GiB/s); decode "
-          "%.3f s; arena allocation %.1f ms\n",
-          Gib(rr.bytes()).c_str(), rr.seconds(), rr.gib_per_s(), rr.dma_seconds(),
-          Gib(rr.moved_bytes()).c_str(),
-          rr.dma_seconds() > 0 ? rr.moved_bytes() / rr.dma_seconds() / (1ull << 30) : 0.0,
-          rr.decode_seconds(), rr.alloc_seconds() * 1e3);
-    } else {
-      std::printf(
-          "restored: %s in %.3f s (%.1f GiB/s); DMA %.3f s (%.1f GiB/s); arena allocation "
-          "%.1f ms\n",
-          Gib(rr.bytes()).c_str(), rr.seconds(), rr.gib_per_s(), rr.dma_seconds(),
-          rr.dma_seconds() > 0 ? rr.bytes() / rr.dma_seconds() / (1ull << 30) : 0.0,
-          rr.alloc_seconds() * 1e3);
-      if (rr.kernel_bytes() > 0) {
-        std::printf(
-            "  its first %s copied by kernel, not the copy engine, while the driver clears the "
-            "memory the release freed: %.1f ms (%.1f GiB/s)\n",
-            Gib(rr.kernel_bytes()).c_str(), rr.kernel_seconds() * 1e3,
-            rr.kernel_seconds() > 0 ? rr.kernel_bytes() / rr.kernel_seconds() / (1ull << 30) : 0.0);
-      }
-    }
-    if (rr.verified()) std::printf("verified: PASS in %.1f s\n", rr.verify_seconds());
-  }
-}
-
-}  // namespace
-
 int ServeCommands::RunCtl() {
   if (!std::isfinite(timeout_s) || timeout_s <= 0 || timeout_s > kMaxCtlTimeoutS) {
     char v[32];
@@ -282,7 +243,39 @@ int ServeCommands::RunCtl() {
     std::printf("released: %s freed on the device (host cache kept)\n",
                 Gib(r->release().freed_bytes()).c_str());
   } else if (r->has_restore()) {
-    PrintRestore(r->restore());
+    if (r->restore().bytes() == 0) {
+      std::printf("restore: already resident\n");
+      if (r->restore().verified()) {
+        std::printf("verified: PASS in %.1f s\n", r->restore().verify_seconds());
+      }
+    } else {
+      const proto::RestoreReply& rr = r->restore();
+      if (rr.packed()) {  // compressed bytes cross the link; the rate is of the original bytes
+        std::printf(
+            "restored: %s in %.3f s (%.1f GiB/s); DMA %.3f s (%s moved, %.1f GiB/s); decode "
+            "%.3f s; arena allocation %.1f ms\n",
+            Gib(rr.bytes()).c_str(), rr.seconds(), rr.gib_per_s(), rr.dma_seconds(),
+            Gib(rr.moved_bytes()).c_str(),
+            rr.dma_seconds() > 0 ? rr.moved_bytes() / rr.dma_seconds() / (1ull << 30) : 0.0,
+            rr.decode_seconds(), rr.alloc_seconds() * 1e3);
+      } else {
+        std::printf(
+            "restored: %s in %.3f s (%.1f GiB/s); DMA %.3f s (%.1f GiB/s); arena allocation "
+            "%.1f ms\n",
+            Gib(rr.bytes()).c_str(), rr.seconds(), rr.gib_per_s(), rr.dma_seconds(),
+            rr.dma_seconds() > 0 ? rr.bytes() / rr.dma_seconds() / (1ull << 30) : 0.0,
+            rr.alloc_seconds() * 1e3);
+        if (rr.kernel_bytes() > 0) {
+          std::printf(
+              "  first %s by kernel (the copy engine shared with the driver clearing "
+              "the released memory): %.1f ms (%.1f GiB/s)\n",
+              Gib(rr.kernel_bytes()).c_str(), rr.kernel_seconds() * 1e3,
+              rr.kernel_seconds() > 0 ? rr.kernel_bytes() / rr.kernel_seconds() / (1ull << 30)
+                                      : 0.0);
+        }
+      }
+      if (rr.verified()) std::printf("verified: PASS in %.1f s\n", rr.verify_seconds());
+    }
   }
   return 0;
 }
