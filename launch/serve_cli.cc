@@ -265,14 +265,6 @@ int ServeCommands::RunCtl() {
             Gib(rr.bytes()).c_str(), rr.seconds(), rr.gib_per_s(), rr.dma_seconds(),
             rr.dma_seconds() > 0 ? rr.bytes() / rr.dma_seconds() / (1ull << 30) : 0.0,
             rr.alloc_seconds() * 1e3);
-        if (rr.kernel_bytes() > 0) {
-          std::printf(
-              "  first %s by kernel (the copy engine shared with the driver clearing "
-              "the released memory): %.1f ms (%.1f GiB/s)\n",
-              Gib(rr.kernel_bytes()).c_str(), rr.kernel_seconds() * 1e3,
-              rr.kernel_seconds() > 0 ? rr.kernel_bytes() / rr.kernel_seconds() / (1ull << 30)
-                                      : 0.0);
-        }
       }
       if (rr.verified()) std::printf("verified: PASS in %.1f s\n", rr.verify_seconds());
     }

@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -418,23 +417,23 @@ Result<std::unique_ptr<HostCache>> HostCache::CapturePacked(transport::Device& d
   return cache;
 }
 
-Result<transport::DeviceBuffer> HostCache::Restore(RestoreTiming* timing,
-                                                   const RestoreOptions& options) {
+Result<transport::DeviceBuffer> HostCache::Restore(RestoreTiming* timing) {
   if (packed_) return RestorePacked(timing);
   const Clock::time_point a = Clock::now();
   HOIST_ASSIGN_OR_RETURN(transport::DeviceBuffer arena, device_.Allocate(buffer_.bytes));
   const Clock::time_point b = Clock::now();
-  RestoreTiming t;
-  Status s = CopyIn(arena, std::min(options.kernel_head_bytes, buffer_.bytes), &t);
+  double dma_seconds = 0;
+  Status s = CopyIn(arena, &dma_seconds);
   if (!s.ok()) {
     (void)device_.Free(arena);
     return s.Annotate("host cache: restoring " + std::to_string(buffer_.bytes) + " bytes");
   }
   if (timing != nullptr) {
-    *timing = t;
+    *timing = RestoreTiming{};
     timing->bytes = timing->moved_bytes = buffer_.bytes;
     timing->alloc_seconds = std::chrono::duration<double>(b - a).count();
     timing->seconds = Since(b);
+    timing->dma_seconds = dma_seconds;
   }
   return arena;
 }
@@ -470,61 +469,38 @@ Result<transport::DeviceBuffer> HostCache::RestorePacked(RestoreTiming* timing) 
   return *arena;
 }
 
-// The cache into `arena` on a new stream: its first `kernel_head` bytes by kernel, the rest by
-// the copy engine, between timing events (t->dma_seconds: first to last, t->kernel_seconds: the
-// head). The first error wins; the stream and events are destroyed in every case.
-// Measured on the H200 box (docs/BENCHMARKS.md, runs J, S): the first copy into device memory
+// The cache into `arena` on a new stream, between two timing events (*dma_seconds: their
+// distance). The first error wins; the stream and events are destroyed in every case.
+// Measured on the H200 box (docs/BENCHMARKS.md, run J): the first copy into device memory
 // allocated after a free runs at 46-48 GiB/s where later copies into it, and copies into a first
-// allocation, run at 51.6: the driver clears the freed memory on the copy engine. Writing the new
-// arena with a device memset first (2 ms) does not change that; copying by kernel does (run X).
-Status HostCache::CopyIn(const transport::DeviceBuffer& arena, std::uint64_t kernel_head,
-                         RestoreTiming* t) {
+// allocation, run at 51.6; writing the new arena with a device memset first (2 ms) does not
+// change that, so the restore does not pay for it.
+Status HostCache::CopyIn(const transport::DeviceBuffer& arena, double* dma_seconds) {
   HOIST_ASSIGN_OR_RETURN(transport::StreamId stream, device_.CreateStream());
-  std::array<Result<transport::EventId>, 3> ev = {
-      device_.CreateEvent(true), device_.CreateEvent(true), device_.CreateEvent(true)};
-  Status status;
-  for (const auto& e : ev) {
-    if (status.ok()) status = e.status();
-  }
-  if (status.ok()) status = device_.Record(*ev[0], stream);
-  for (std::uint64_t off = 0; off < buffer_.bytes && status.ok();) {
+  Result<transport::EventId> from = device_.CreateEvent(true);
+  Result<transport::EventId> to = device_.CreateEvent(true);
+  Status status = !from.ok() ? from.status() : to.status();
+  if (status.ok()) status = device_.Record(*from, stream);
+  for (std::uint64_t off = 0; off < buffer_.bytes && status.ok(); off += kPiece) {
     transport::Copy2D op;
     op.dst = static_cast<std::byte*>(arena.ptr) + off;
     op.src = buffer_.ptr + off;
-    const bool head = off < kernel_head;
-    op.width = head ? kernel_head : std::min(kPiece, buffer_.bytes - off);
-    status = head ? device_.KernelCopyAsync(op, stream) : device_.CopyAsync(op, stream);
-    if (status.ok() && head) status = device_.Record(*ev[1], stream);
-    off += op.width;
+    op.width = std::min(kPiece, buffer_.bytes - off);
+    status = device_.CopyAsync(op, stream);
   }
-  if (status.ok()) status = device_.Record(*ev[2], stream);
+  if (status.ok()) status = device_.Record(*to, stream);
   Status sync = device_.Synchronize(stream);
   if (status.ok()) status = sync;
-  if (status.ok()) status = Elapsed(*ev[0], *ev[2], &t->dma_seconds);
-  if (status.ok() && kernel_head > 0) status = Elapsed(*ev[0], *ev[1], &t->kernel_seconds);
-  t->kernel_bytes = kernel_head;
-  for (const auto& e : ev) {
-    if (e.ok()) (void)device_.DestroyEvent(*e);
+  if (status.ok()) {
+    Result<double> elapsed = device_.Elapsed(*from, *to);
+    if (elapsed.ok()) *dma_seconds = *elapsed;
+    status = elapsed.status();
+  }
+  for (const Result<transport::EventId>* e : {&from, &to}) {
+    if (e->ok()) (void)device_.DestroyEvent(**e);
   }
   Status destroy = device_.DestroyStream(stream);
   return status.ok() ? destroy : status;
-}
-
-Status HostCache::Elapsed(transport::EventId from, transport::EventId to, double* seconds) {
-  Result<double> elapsed = device_.Elapsed(from, to);
-  if (elapsed.ok()) *seconds = *elapsed;
-  return elapsed.status();
-}
-
-std::uint64_t KernelHeadBytes(std::uint64_t freed_bytes, double seconds_since_free) {
-  constexpr double kClearingSecondsPerGiB = 0.005;
-  const double gib = static_cast<double>(freed_bytes) / (1ull << 30);
-  if (freed_bytes == 0 || seconds_since_free < 0 ||
-      seconds_since_free >= kClearingSecondsPerGiB * gib) {
-    return 0;
-  }
-  constexpr std::uint64_t kRound = 64u << 10;
-  return freed_bytes / 8 / kRound * kRound;
 }
 
 }  // namespace hoist::rank

@@ -32,32 +32,15 @@ namespace hoist::rank {
 struct PackedCacheLayout;  // a packed cache's cut, decode set and fills (host_cache.cc)
 
 struct RestoreTiming {
-  std::uint64_t bytes = 0;         // original bytes restored: the arena (plain), the bytes the
-                                   // plan's copies and fills write (packed: the payload)
-  std::uint64_t moved_bytes = 0;   // bytes copied host -> device (packed: compressed and stored)
-  double seconds = 0;              // after the arena's allocation to completion (host clock;
-                                   // packed: the device slots, streams and decoder included)
-  double dma_seconds = 0;          // the copy stream, first op to last (device clock)
-  double decode_seconds = 0;       // packed: the decodes alone, summed over slots (device clock)
-  double alloc_seconds = 0;        // the new arena's allocation
-  std::uint64_t kernel_bytes = 0;  // plain: the head copied by a kernel (RestoreOptions)
-  double kernel_seconds = 0;       // its copy (device clock; part of dma_seconds)
+  std::uint64_t bytes = 0;        // original bytes restored: the arena (plain), the bytes the
+                                  // plan's copies and fills write (packed: the payload)
+  std::uint64_t moved_bytes = 0;  // bytes copied host -> device (packed: compressed and stored)
+  double seconds = 0;             // after the arena's allocation to completion (host clock;
+                                  // packed: the device slots, streams and decoder included)
+  double dma_seconds = 0;         // the copy stream, first op to last (device clock)
+  double decode_seconds = 0;      // packed: the decodes alone, summed over slots (device clock)
+  double alloc_seconds = 0;       // the new arena's allocation
 };
-
-// A restore right after the device freed memory (a `ctl release`): for as long as the driver
-// clears the freed memory, the copy engine copies at half its rate (25.7 of 50.6 GiB/s on the H200
-// box, run S), a kernel reading the pinned cache at its full 43-46 GiB/s (run X). So a plain
-// restore copies its first kernel_head_bytes by kernel (Device::KernelCopyAsync), the rest with
-// the copy engine, on one stream.
-struct RestoreOptions {
-  std::uint64_t kernel_head_bytes = 0;
-};
-
-// The head a restore copies by kernel when the device freed `freed_bytes` `seconds_since_free`
-// ago: freed_bytes / 8 (about what a kernel copies while the driver clears that memory alone,
-// 2.5 ms per GiB on the H200 box: run S) while the clearing may still run (5 ms per GiB freed,
-// its length when copies contend; run S), else 0. Rounded down to 64 KiB. Pure.
-std::uint64_t KernelHeadBytes(std::uint64_t freed_bytes, double seconds_since_free);
 
 struct HostCacheOptions {
   std::uint64_t slot_bytes = 64ull << 20;  // packed: the cut's slot (at least the largest block)
@@ -82,8 +65,7 @@ class HostCache {
   HostCache& operator=(const HostCache&) = delete;
 
   // Allocates a new arena on the device and fills it from the cache.
-  Result<transport::DeviceBuffer> Restore(RestoreTiming* timing,
-                                          const RestoreOptions& options = {});
+  Result<transport::DeviceBuffer> Restore(RestoreTiming* timing);
 
   bool packed() const { return packed_ != nullptr; }
   std::uint64_t bytes() const { return buffer_.bytes; }  // pinned bytes held
@@ -96,8 +78,7 @@ class HostCache {
                                                           const proto::LoadPlan& plan,
                                                           const proto::RankPlan& rank_plan,
                                                           const HostCacheOptions& options);
-  Status CopyIn(const transport::DeviceBuffer& arena, std::uint64_t kernel_head, RestoreTiming* t);
-  Status Elapsed(transport::EventId from, transport::EventId to, double* seconds);
+  Status CopyIn(const transport::DeviceBuffer& arena, double* dma_seconds);
   Result<transport::DeviceBuffer> RestorePacked(RestoreTiming* timing);
 
   transport::Device& device_;

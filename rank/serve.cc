@@ -437,8 +437,6 @@ proto::DaemonResponse Daemon::Release() {
   Status s = loaded_.device->Free(loaded_.arena);
   if (!s.ok()) return Error(s);
   resident_ = false;
-  released_bytes_ = bytes;
-  released_at_ = std::chrono::steady_clock::now();
   spdlog::info("serve: released the {}-byte arena (host cache kept)", bytes);
   r.mutable_release()->set_freed_bytes(bytes);
   return r;
@@ -455,11 +453,7 @@ proto::DaemonResponse Daemon::Restore(const proto::RestoreRequest& req) {
     return v.ok() ? r : Error(v);
   }
   RestoreTiming t;
-  RestoreOptions ro;
-  ro.kernel_head_bytes = KernelHeadBytes(
-      released_bytes_,
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - released_at_).count());
-  Result<transport::DeviceBuffer> arena = cache_->Restore(&t, ro);
+  Result<transport::DeviceBuffer> arena = cache_->Restore(&t);
   if (!arena.ok()) return Error(arena.status());
   loaded_.arena = *arena;
   resident_ = true;
@@ -480,8 +474,6 @@ proto::DaemonResponse Daemon::Restore(const proto::RestoreRequest& req) {
   r.mutable_restore()->set_moved_bytes(t.moved_bytes);
   r.mutable_restore()->set_decode_seconds(t.decode_seconds);
   r.mutable_restore()->set_packed(cache_->packed());
-  r.mutable_restore()->set_kernel_bytes(t.kernel_bytes);
-  r.mutable_restore()->set_kernel_seconds(t.kernel_seconds);
   Status v = req.verify() ? Verify("the restored arena", r.mutable_restore()) : Status::Ok();
   return v.ok() ? r : Error(v);
 }

@@ -115,9 +115,6 @@ class Daemon {
   std::uint64_t generation_ = 1;
   std::uint64_t attaches_served_ = 0, refused_ = 0, bad_requests_ = 0;
   double last_restore_s_ = 0, last_restore_gib_s_ = 0;
-  // The last release's free: a restore soon after copies its head by kernel (KernelHeadBytes).
-  std::uint64_t released_bytes_ = 0;
-  std::chrono::steady_clock::time_point released_at_{};
   bool shut_down_ = false;
 };
 

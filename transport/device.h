@@ -129,14 +129,6 @@ class Device {
   virtual Result<double> Elapsed(EventId from, EventId to) = 0;
   virtual Status Synchronize(StreamId stream) = 0;
 
-  // A host -> device copy made by the device's multiprocessors instead of its copy engine
-  // (CUDA: a kernel reading the pinned source through its device mapping; transport/cuda/
-  // host_copy.h), for a copy that should not share the copy engine with the driver's clearing of
-  // memory just freed. op.src must be staging from AllocateStaging or registered memory. Same
-  // ordering and lifetime rules as CopyAsync. The default, and the CUDA backend for a 2-D op or a
-  // source it cannot map, is CopyAsync: the bytes move either way.
-  virtual Status KernelCopyAsync(const Copy2D& op, StreamId stream);
-
   // Synchronous copies: host (any memory, e.g. pageable mmap) -> device, and device -> host.
   virtual Status CopySync(const Copy2D& op) = 0;
   virtual Status CopyToHost(void* dst, const void* device_src, std::uint64_t bytes) = 0;

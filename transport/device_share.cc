@@ -1,5 +1,4 @@
-// Default implementations of the Device seam's optional calls (device.h): Unsupported for sharing
-// and decoding, the copy engine for KernelCopyAsync; and the
+// Default (Unsupported) implementations of the Device seam's sharing calls (device.h), and the
 // PCI-bus-id lookup for builds without CUDA.
 #include "transport/device.h"
 
@@ -20,8 +19,6 @@ Status Device::CloseImported(DeviceBuffer&) {
 Status Device::AdoptArena(const DeviceBuffer&) {
   return Status::Unsupported(Name() + ": adopting caller-allocated arena memory");
 }
-
-Status Device::KernelCopyAsync(const Copy2D& op, StreamId stream) { return CopyAsync(op, stream); }
 
 Status Device::StreamWait(StreamId, EventId) {
   return Status::Unsupported(Name() + ": a stream waiting for an event");

@@ -6,9 +6,8 @@
 // and again, with slots small enough that the device-slot ring wraps and with the default slot;
 // a rank with stored tensors only needs no decoder; a damaged block is a Corrupt naming the shard,
 // the tensor and the block at restore; a truncated shard is an IoError naming it at capture; a
-// plain plan keeps the arena copy, and restores it alike with any head copied by kernel. Then the
-// daemon in-process: `release` / `restore` of a packed cache twice, attach after each restore, the
-// generation growing.
+// plain plan keeps the arena copy. Then the daemon in-process: `release` / `restore` of a packed
+// cache twice, attach after each restore, the generation growing.
 #include "rank/host_cache.h"
 
 #include <gtest/gtest.h>
@@ -278,53 +277,6 @@ TEST(PlainHostCache, APlanWithoutPackedTensorsKeepsTheArena) {
     EXPECT_EQ(t.moved_bytes, n);
     EXPECT_TRUE(dev->Free(*a).ok());
   }
-}
-
-// A plain restore's head copied by kernel (RestoreOptions; the host backend's KernelCopyAsync is
-// its copy thread, so this checks the split, not the kernel: tests/transport/cuda_test.cc does)
-// gives the same bytes for any head, none to more than the arena, and reports the head it took.
-TEST(PlainHostCache, ARestoreWithAHeadByKernelGivesTheSameBytes) {
-  auto dev = transport::OpenHostDevice();
-  const std::uint64_t n = (3u << 20) + 4321;
-  auto arena = dev->Allocate(n);
-  ASSERT_TRUE(arena.ok());
-  const std::vector<std::uint8_t> bytes = testtransport::Pattern(n, 43);
-  transport::Copy2D c;
-  c.dst = arena->ptr;
-  c.src = bytes.data();
-  c.width = n;
-  ASSERT_TRUE(dev->CopySync(c).ok());
-  auto cache = HostCache::Capture(*dev, *arena);
-  ASSERT_TRUE(cache.ok()) << cache.status().ToString();
-  ASSERT_TRUE(dev->Free(*arena).ok());
-  for (std::uint64_t head :
-       {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{12345}, n / 8, n - 1, n, n + 100}) {
-    SCOPED_TRACE(head);
-    RestoreTiming t;
-    RestoreOptions o;
-    o.kernel_head_bytes = head;
-    auto a = (*cache)->Restore(&t, o);
-    ASSERT_TRUE(a.ok()) << a.status().ToString();
-    EXPECT_EQ(ArenaBytes(*dev, *a), bytes);
-    EXPECT_EQ(t.kernel_bytes, std::min(head, n));
-    EXPECT_EQ(t.bytes, n);
-    EXPECT_TRUE(dev->Free(*a).ok());
-  }
-}
-
-// The head is an eighth of what was freed, in 64 KiB units, while the driver may still clear it
-// (5 ms per GiB freed), and nothing after that, before any free, or for a clock gone backwards.
-TEST(PlainHostCache, TheKernelHeadIsAnEighthOfTheFreedWhileItMayStillBeCleared) {
-  constexpr std::uint64_t kGiB = 1ull << 30;
-  EXPECT_EQ(KernelHeadBytes(8 * kGiB, 0), kGiB);
-  EXPECT_EQ(KernelHeadBytes(8 * kGiB, 0.039), kGiB);
-  EXPECT_EQ(KernelHeadBytes(8 * kGiB, 0.041), 0u);
-  EXPECT_EQ(KernelHeadBytes(80 * kGiB, 0.3), 10 * kGiB) << "a larger free clears for longer";
-  EXPECT_EQ(KernelHeadBytes(0, 0), 0u);
-  EXPECT_EQ(KernelHeadBytes(8 * kGiB, -1), 0u);
-  EXPECT_EQ(KernelHeadBytes(kGiB + 12345, 0) % (64u << 10), 0u);
-  EXPECT_EQ(KernelHeadBytes(kGiB + 12345, 0), kGiB / 8);
-  EXPECT_EQ(KernelHeadBytes(100000, 0), 0u) << "less than 64 KiB rounds to none";
 }
 
 // ----- the daemon in-process with a packed host cache

@@ -1,9 +1,8 @@
 // The CUDA backend, run only where a GPU is visible (skipped in CPU-only CI): device ops against
-// host-side expectations, both staging kinds, the copy by kernel, read-only registration of a
-// mapped file, and the full pipeline in every read mode compared with the plain-pread reference.
+// host-side expectations, both staging kinds, read-only registration of a mapped file, and the
+// full pipeline in every read mode compared with the plain-pread reference.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cstring>
 
 #include "tests/transport/synth.h"
@@ -31,55 +30,6 @@ std::unique_ptr<Device> OpenGpuOrSkip() {
 #define GPU_OR_SKIP(dev)      \
   auto dev = OpenGpuOrSkip(); \
   if (!dev) GTEST_SKIP() << "no CUDA device visible on this machine"
-
-// KernelCopyAsync (a kernel reading pinned staging through its device mapping) writes exactly
-// the bytes asked for, whatever the alignment of either end and the length (16-byte words and a
-// byte tail), for both staging kinds; a 2-D op falls back to the copy engine.
-TEST(CudaDeviceTest, KernelCopyWritesExactlyTheBytesAskedFor) {
-  GPU_OR_SKIP(dev);
-  constexpr std::uint64_t kBytes = 4 << 20;
-  for (StagingKind kind : {StagingKind::kRegister, StagingKind::kMallocHost}) {
-    SCOPED_TRACE(std::string(StagingKindName(kind)));
-    auto arena = dev->Allocate(kBytes);
-    auto staging = dev->AllocateStaging(kBytes, kind);
-    auto stream = dev->CreateStream();
-    ASSERT_TRUE(arena.ok() && staging.ok() && stream.ok());
-    const auto src = Pattern(kBytes, 33);
-    std::memcpy(staging->ptr, src.data(), src.size());
-    auto* a = static_cast<std::byte*>(arena->ptr);
-    ASSERT_TRUE(dev->MemsetAsync(a, 0x11, kBytes, *stream).ok());
-    struct Case {
-      std::uint64_t dst, src, bytes;
-    };
-    const Case cases[] = {{0, 0, 1 << 20},
-                          {(1 << 20) + 3, 7, 100001},
-                          {2 << 20, 16, 15},
-                          {(3 << 20) + 16, (2 << 20) + 5, 65536 + 9}};
-    for (const Case& c : cases) {
-      ASSERT_TRUE(
-          dev->KernelCopyAsync(Copy2D{a + c.dst, 0, staging->ptr + c.src, 0, c.bytes, 1}, *stream)
-              .ok());
-    }
-    ASSERT_TRUE(
-        dev->KernelCopyAsync(Copy2D{a + (3 << 20) + 200000, 512, staging->ptr + 9, 1000, 300, 20},
-                             *stream)
-            .ok());
-    ASSERT_TRUE(dev->Synchronize(*stream).ok());
-    std::vector<std::uint8_t> want(kBytes, 0x11);
-    for (const Case& c : cases) std::memcpy(want.data() + c.dst, src.data() + c.src, c.bytes);
-    for (int r = 0; r < 20; ++r) {
-      std::memcpy(want.data() + (3 << 20) + 200000 + r * 512, src.data() + 9 + r * 1000, 300);
-    }
-    std::vector<std::uint8_t> back(kBytes);
-    ASSERT_TRUE(dev->CopyToHost(back.data(), arena->ptr, back.size()).ok());
-    const auto first_bad = std::mismatch(want.begin(), want.end(), back.begin()).first;
-    EXPECT_EQ(first_bad - want.begin(), static_cast<std::ptrdiff_t>(want.size()))
-        << "first wrong byte";
-    ASSERT_TRUE(dev->FreeStaging(*staging).ok());
-    ASSERT_TRUE(dev->DestroyStream(*stream).ok());
-    ASSERT_TRUE(dev->Free(*arena).ok());
-  }
-}
 
 TEST(CudaDeviceTest, OpsMatchHostExpectations) {
   GPU_OR_SKIP(dev);

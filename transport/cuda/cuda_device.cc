@@ -30,7 +30,6 @@
 #include "transport/staging_pool.h"
 #if HOIST_HAVE_CUDA_DECODE
 #include "transport/cuda/codec_decode.h"
-#include "transport/cuda/host_copy.h"
 #endif
 
 namespace hoist::transport {
@@ -414,18 +413,6 @@ class CudaDevice final : public Device {
     return Check(cudaMemcpy2DAsync(op.dst, op.dst_pitch, op.src, op.src_pitch, op.width, op.rows,
                                    cudaMemcpyHostToDevice, s),
                  "cudaMemcpy2DAsync" + Describe(op));
-  }
-
-  Status KernelCopyAsync(const Copy2D& op, StreamId stream) override {
-#if HOIST_HAVE_CUDA_DECODE
-    if (op.rows == 1 && op.width > 0) {
-      HOIST_ASSIGN_OR_RETURN(cudaStream_t s, GetStream(stream));
-      HOIST_RETURN_IF_ERROR(Current());
-      Status k = cuda::LaunchHostCopy(op.dst, op.src, op.width, s);
-      if (k.code() != Code::kUnsupported) return k.ok() ? k : k.Annotate(name_ + Describe(op));
-    }
-#endif
-    return CopyAsync(op, stream);
   }
 
   Status MemsetAsync(void* dst, std::uint8_t value, std::uint64_t bytes, StreamId stream) override {
