@@ -82,7 +82,11 @@ Split SplitOf(const std::string& c) {
     std::fprintf(stderr, "unknown case %s\n", c.c_str());
     std::exit(2);
   }
-  if (s.blocks <= 0 || s.ce_percent < 0 || s.ce_percent > 100) std::exit(2);
+  if (s.blocks <= 0 || s.ce_percent < 0 || s.ce_percent > 100) {
+    std::fprintf(stderr, "case %s: blocks must be > 0 and the copy engine's share 0-100%%\n",
+                 c.c_str());
+    std::exit(2);
+  }
   return s;
 }
 
@@ -156,7 +160,12 @@ int main(int argc, char** argv) {
       argc > 2 ? argv[2] : "ce,sm132,sm264,sm528,sm1056,mix50,mix70,free-ce,free-sm264,free-mix50";
   b.slot = (argc > 3 ? std::atoi(argv[3]) : 8) * (1ull << 20);
   b.ring_bytes = (argc > 4 ? std::atoi(argv[4]) : 4) * b.slot;
-  if (b.n < kGiB || b.slot == 0 || kGiB % b.slot != 0) return 2;
+  if (b.n < kGiB || b.slot == 0 || kGiB % b.slot != 0 || b.ring_bytes < b.slot) {
+    std::fprintf(stderr,
+                 "usage: hoist-bench-smcopy [GiB>=1] [cases] [slot_mib dividing 1024] "
+                 "[slots>=1]\n");
+    return 2;
+  }
   CHECK(cudaSetDevice(0));
   CHECK(cudaHostAlloc(reinterpret_cast<void**>(&b.ring), b.ring_bytes, cudaHostAllocMapped));
   for (size_t i = 0; i < b.ring_bytes; ++i) b.ring[i] = static_cast<unsigned char>(i * 131 + 7);

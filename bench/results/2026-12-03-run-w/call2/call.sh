@@ -33,7 +33,7 @@ for a in "--tp 2 --rank 1 --cpu-bind none --threads 16" "--tp 2 --rank 1" ""; do
   for i in 1 2; do
     cat $m/*.safetensors > /dev/null
     $h load --model $m $a --log-level error --no-progress --trace /tmp/tr.json > /dev/null 2>&1
-    python3 bench/results/2026-12-03-run-w/head_tail.py /tmp/tr.json "[$a] $i" >> $OUT/head_tail.jsonl
+    python3 bench/head_tail.py /tmp/tr.json "[$a] $i" >> $OUT/head_tail.jsonl
   done
 done
 cat $m/*.safetensors > /dev/null

@@ -21,7 +21,7 @@ python3 bench/summarize_ab.py $OUT/hot.jsonl | tee $OUT/hot.md
 echo "hot: $(( $(date +%s) - t0 )) s"
 cat $m/*.safetensors > /dev/null
 $h load --model $m --tp 2 --rank 1 --cpu-bind none --threads 16 --log-level error --no-progress --trace /tmp/tr.json > /dev/null 2>&1
-python3 bench/results/2026-12-03-run-x/head_tail.py /tmp/tr.json "tp2r1 t16" > $OUT/head_tail.jsonl
+python3 bench/head_tail.py /tmp/tr.json "tp2r1 t16" > $OUT/head_tail.jsonl
 $b/bench/hoist-bench-h2d 8 3 | tail -1 | sed 's/^{/{"kind":"ceiling_before_restore",/' | tee $OUT/restore_ceiling.jsonl
 sd=/tmp/sock-r; rm -rf $sd
 setsid $h serve --model $m --host-cache --socket-dir $sd --log-level warn > $A/serve.log 2>&1 &
