@@ -41,14 +41,8 @@
 #include <thread>
 #include <vector>
 
-#define CHECK(x)                                                                                \
-  do {                                                                                          \
-    cudaError_t err_ = (x);                                                                     \
-    if (err_ != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(err_)); \
-      std::exit(1);                                                                             \
-    }                                                                                           \
-  } while (0)
+#include "bench/cuda_check.h"
+
 #define CHECK_CU(x)                                                         \
   do {                                                                      \
     CUresult err_ = (x);                                                    \
