@@ -123,6 +123,7 @@ struct Outcome {
   size_t before_mib = FreeMib(), freed_mib = 0, back_mib = 0;
   void* arena = nullptr;
   std::function<void()> cleanup;
+  std::string extra_json;  // a case's own fields ("name": value, ...), written before "bytes"
 };
 
 void Written(void* p, size_t n) {
@@ -164,8 +165,6 @@ double Probe(Bench& b, void* dst) {
   return GibS(kProbe, ms);
 }
 
-std::string g_probe_line;  // the probe case's extra fields
-
 // cudaFree, cudaMalloc, then probes until the copy rate is back (see the header).
 Outcome CaseProbe(Bench& b, size_t n) {
   Outcome o;
@@ -192,7 +191,7 @@ Outcome CaseProbe(Bench& b, size_t n) {
   std::ostringstream line;
   line << "\"settle_ms\": " << MsSince(t) << ", \"probes\": " << probes
        << ", \"probe_before_gib_s\": " << before << ", \"probe_gib_s\": [" << rates.str() << "], ";
-  g_probe_line = line.str();
+  o.extra_json = line.str();
   o.cleanup = [p = o.arena] { CHECK(cudaFree(p)); };
   return o;
 }
@@ -325,7 +324,7 @@ void Report(const std::string& c, const Bench& b, const Outcome& o, const std::v
       "\"back_ms\": %.2f, \"first_alloc_ms\": %.2f, \"free_mib\": [%zu, %zu, %zu], "
       "\"first_ms\": %.2f, \"first_gib_s\": %.2f, \"second_gib_s\": %.2f, "
       "\"first_by_segment_gib_s\": [%s]}\n",
-      c.c_str(), g_probe_line.c_str(), b.n, o.free_ms, o.back_ms, o.first_alloc_ms, o.before_mib,
+      c.c_str(), o.extra_json.c_str(), b.n, o.free_ms, o.back_ms, o.first_alloc_ms, o.before_mib,
       o.freed_mib, o.back_mib, f, GibS(b.n, f), GibS(b.n, s2), seg.str().c_str());
   std::fflush(stdout);
 }
@@ -354,7 +353,6 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::seconds(2));  // let the last case's frees settle
     b.streams = c.size() > 2 && c.compare(c.size() - 2, 2, "/2") == 0 ? 2 : 1;
     if (b.streams == 2) c.resize(c.size() - 2);
-    g_probe_line.clear();
     Outcome o = Run(c, b);
     o.back_mib = FreeMib();
     const std::vector<float> first = Pass(b, o.arena);
