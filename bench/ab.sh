@@ -12,7 +12,11 @@
 # traces there (BUILD-CASEINDEX.json, for bench/lanes.py). CEILING_BIN (a hoist-bench-h2d): each
 # round first measures the pinned-H2D ceiling (8 GiB, 3 copies) and prints it as a "ceiling" line,
 # so that bench/summarize_ab.py rates each run against its own round's ceiling (on the H200 box
-# the ceiling moved 6% within minutes: run U).
+# the ceiling moved 6% within minutes: run U). READER_BIN (a hoist-bench-io; for TEMP=cold): each
+# round first drops the page cache and reads the model's shards with that O_DIRECT reader
+# (READER_ARGS, default "--threads 16 --chunk-mib 4 --depth 16"), printed as the round's "ceiling"
+# line with "what": "reader", so cold runs are rated against the storage of their own round.
+# WARMUP=0 skips the first unrecorded run of each case and build.
 set -euo pipefail
 old=$1 new=$2 model=$3
 RUNS="${RUNS:-5}"
@@ -25,13 +29,24 @@ else
   warm() { cat "$model"/*.safetensors "$model"/*.bin > /dev/null 2>&1 || true; }
 fi
 IFS=';' read -r -a cases <<< "$CASES"
-for c in "${cases[@]}"; do
-  for b in old new; do warm; ${!b} load --model "$model" --log-level warn $c > /dev/null 2>&1 || true; done
-done
+if [[ "${WARMUP:-1}" != 0 ]]; then
+  for c in "${cases[@]}"; do
+    for b in old new; do warm; ${!b} load --model "$model" --log-level warn $c > /dev/null 2>&1 || true; done
+  done
+fi
 # Runs interleave the cases round by round (and the builds within a case, their order swapped
 # every round), so that a drift of the machine over the call, and the position within a round,
 # fall on every case and build alike.
 for i in $(seq "$RUNS"); do
+  if [[ -n "${READER_BIN:-}" ]]; then
+    sync; echo 3 > /proc/sys/vm/drop_caches
+    # shellcheck disable=SC2086
+    "$READER_BIN" ${READER_ARGS:---threads 16 --chunk-mib 4 --depth 16} "$model"/*.safetensors 2>/dev/null |
+      python3 -c 'import json, sys
+ds = [json.loads(l) for l in sys.stdin if l.startswith("{")]
+d = max(ds, key=lambda d: d["gib_s"])
+print(json.dumps({"kind": "ceiling", "what": "reader", "round": int(sys.argv[1]), "gib_s": d["gib_s"], "seconds": d["seconds"]}))' "$i"
+  fi
   if [[ -n "${CEILING_BIN:-}" ]]; then
     "$CEILING_BIN" 8 3 | python3 -c 'import json, sys
 d = json.loads(sys.stdin.read().strip().splitlines()[-1])

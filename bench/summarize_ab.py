@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Medians of bench/ab.sh's JSON lines: one row per case, old against new, with the phases that
 moved most. Usage: summarize_ab.py AB.jsonl [h2d_ceiling_gib_s]
-With "ceiling" lines (ab.sh's CEILING_BIN), a last column rates each run against the ceiling of
-its own round: the median of those ratios, with their range."""
+With "ceiling" lines (ab.sh's CEILING_BIN, or READER_BIN for cold runs), a last column rates each
+run against the ceiling of its own round: the median of those ratios, with their range."""
 import json
 import statistics
 import sys
@@ -31,7 +31,7 @@ for r in rows:
     if r.get("kind") == "ab" and not r.get("failed"):
         by[(r["case"], r["build"])].append(r)
 print("| case | build | n | load ms (median [min-max]) | GiB/s | vs H2D | read | h2d (busy) | setup "
-      "| staging_alloc | vs its round's H2D |")
+      "| staging_alloc | vs its round's ceiling |")
 print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 for case in dict.fromkeys(c for c, _ in by):
     for b in ("old", "new"):
