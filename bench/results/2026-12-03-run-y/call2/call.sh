@@ -3,7 +3,7 @@
 # 1. hoist-bench-ce: the copy engine beside 8 and 16 copying cores, writing into the ring the DMA
 #    reads against ordinary memory it never reads (one stream).
 # 2. Hot: tp 1, tp 2 rank 1 on 16 threads (each rank's share on the 2-GPU kind) and on 12, one
-#    build on both sides (12 runs a case), each round against its own pinned-H2D ceiling; a traced
+#    build on both sides (12 runs a case), and on 16 with 2 MiB fill chunks, each round against its own pinned-H2D ceiling; a traced
 #    tp 2 rank 1 load's head and tail.
 # 3. Restore: the daemon with a host cache, 0, 0.05 and 0.5 s after `ctl release`, 5 rounds.
 # 4. Cold: 3 rounds of [reader, auto, direct, auto, direct] (page cache dropped before each).
@@ -23,7 +23,7 @@ timeout 60 $b/bench/hoist-bench-ce --threads 8,16 --streams 1 --dsts ring,apart 
 cut -c1-150 $OUT/ce.jsonl
 echo "ce: $(( $(date +%s) - t0 )) s"
 RUNS=6 CEILING_BIN=$b/bench/hoist-bench-h2d \
-  CASES="--read auto;--tp 2 --rank 1 --cpu-bind none --threads 16;--tp 2 --rank 1 --cpu-bind none --threads 12" \
+  CASES="--read auto;--tp 2 --rank 1 --cpu-bind none --threads 16;--tp 2 --rank 1 --cpu-bind none --threads 12;--tp 2 --rank 1 --cpu-bind none --threads 16 --chunk-kib 2048" \
   bash bench/ab.sh $h $h $m > $OUT/hot.jsonl 2> $A/hot.err
 python3 bench/summarize_ab.py $OUT/hot.jsonl | tee $OUT/hot.md
 echo "hot: $(( $(date +%s) - t0 )) s"
