@@ -58,10 +58,14 @@ inline constexpr std::uint64_t kDefaultSlotBytes = 16ull << 20;
 // Cold O_DIRECT reads go as fast as the bytes kept in flight allow, far past the ring's 64 MiB
 // (docs/BENCHMARKS.md run M: qwen3-4b cold direct 1.0-1.25 GiB/s with the 4 x 16 MiB ring and 16
 // threads, 1.49-1.66 with 64 x 16 MiB slots and 64 threads, against 1.47-1.57 for a reader with
-// 1 GiB queued). A load read wholly cold widens its ring to this depth (PipelineOptions).
+// 1 GiB queued; run Y: some disks want the reader's whole 1 GiB, a depth of 2048 MiB). A load read
+// wholly cold widens its ring to this depth (PipelineOptions).
 inline constexpr std::uint64_t kDefaultReadDepthBytes = 1ull << 30;
 inline constexpr int kMaxDeepSlots = 1024;
-inline constexpr int kMaxDeepThreads = 64;
+// A deep ring's fill threads: one per slot up to this many. Each keeps 8 MiB in flight, so the
+// default depth's 64 slots keep 512 MiB; --read-depth-mib 2048 gets 128 threads and 1 GiB, the
+// reader's depth (run Y: 1.62 GiB/s against 1.18 at the default depth, the reader 1.66).
+inline constexpr int kMaxDeepThreads = 128;
 int DefaultFillThreads(int ranks_on_node = 1);
 
 // A staged slot cut for one geometry (transport/slot_plan.h), made before the run (CutPlanAhead,
@@ -80,10 +84,9 @@ struct PipelineOptions {
   // Deep cold reads: when every byte of a staged load is read through O_DIRECT
   // (mode direct, or auto finding every file uncached), the ring widens to read_depth_bytes /
   // slot_bytes slots (at most kMaxDeepSlots, at most the load's slots), with as many fill threads
-  // (at least the options', at most kMaxDeepThreads beyond them), each reading a whole slot at
-  // once (chunk_bytes 0 then means slot_bytes). The
-  // slots beyond the kept ring are made on first use by the thread that takes them. 0, or a ring
-  // already that deep: the ring as given.
+  // (at least the options', at most kMaxDeepThreads unless more are given), each reading a whole
+  // slot at once (chunk_bytes 0 then means slot_bytes). The slots beyond the kept ring are made on
+  // first use by the thread that takes them. 0, or a ring already that deep: the ring as given.
   std::uint64_t read_depth_bytes = kDefaultReadDepthBytes;
   StagingKind staging = StagingKind::kAuto;
   bool lazy_staging = true;  // allocate each slot on first use (overlaps set-up with reading)
