@@ -28,12 +28,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "bench/cuda_check.h"
+#include "bench/split.h"
 
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22
@@ -61,8 +61,7 @@ struct Options {
 
 std::vector<int> Ints(const std::string& s) {
   std::vector<int> v;
-  std::stringstream in(s);
-  for (std::string x; std::getline(in, x, ',');) v.push_back(std::atoi(x.c_str()));
+  for (const std::string& x : Split(s, ',')) v.push_back(std::atoi(x.c_str()));
   return v;
 }
 
@@ -83,15 +82,13 @@ bool Parse(int argc, char** argv, Options* o) {
       o->streams = Ints(argv[++i]);
     } else if (a == "--patterns" && has) {
       o->patterns.clear();
-      std::stringstream in(argv[++i]);
-      for (std::string x; std::getline(in, x, ',');) {
+      for (const std::string& x : Split(argv[++i], ',')) {
         o->patterns.emplace_back();
         if (!ParsePattern(x, &o->patterns.back())) return false;
       }
     } else if (a == "--dsts" && has) {
       o->dsts.clear();
-      std::stringstream in(argv[++i]);
-      for (std::string x; std::getline(in, x, ',');) {
+      for (const std::string& x : Split(argv[++i], ',')) {
         if (x != "ring" && x != "apart") return false;
         o->dsts.push_back(x);
       }

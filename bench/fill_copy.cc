@@ -26,10 +26,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "bench/split.h"
 
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22
@@ -49,13 +50,6 @@ struct Row {  // one read: width bytes at file offset src, into the stream at ds
 struct Task {
   std::size_t begin, end;  // rows
 };
-
-std::vector<std::string> Split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  for (std::string x; std::getline(in, x, sep);) out.push_back(x);
-  return out;
-}
 
 // The rows of a pattern over the files, at most `limit` bytes, cut so that no row crosses a
 // task boundary of `chunk` stream bytes (a row that would is split, as hoist's cut splits it).
