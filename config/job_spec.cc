@@ -168,8 +168,9 @@ Status CheckLoadNumbers(const Merged& m) {
   JobOptionSet o = m.set;
   for (const OptionInfo& info : kOptions) {
     if (info.type != OptionType::kInt || info.plan) continue;
-    const int v = **std::get<std::optional<int>*>(info.field(o));
-    HOIST_RETURN_IF_ERROR(CheckRange(m.From(info.name), v, std::string(info.help),
+    const std::optional<int> v = *std::get<std::optional<int>*>(info.field(o));
+    if (!v) continue;  // no default here: the rank picks it (read_depth_mib)
+    HOIST_RETURN_IF_ERROR(CheckRange(m.From(info.name), *v, std::string(info.help),
                                      static_cast<long long>(info.lo),
                                      static_cast<long long>(info.hi), info.zero_is_default));
   }
@@ -194,7 +195,7 @@ Status ResolveLoadNumbers(const Merged& m, coordinator::JobOptions* job) {
   l->slot_bytes = static_cast<std::uint64_t>(*o.slot_mib) << 20;
   l->threads = *o.threads;
   l->chunk_bytes = static_cast<std::uint64_t>(*o.chunk_kib) << 10;
-  l->read_depth_bytes = static_cast<std::uint64_t>(*o.read_depth_mib) << 20;
+  if (o.read_depth_mib) l->read_depth_bytes = static_cast<std::uint64_t>(*o.read_depth_mib) << 20;
 
   const double timeout = *o.peer_timeout_s;
   if (!std::isfinite(timeout) || timeout <= 0 || timeout > kLimits.max_peer_timeout_s) {
@@ -273,7 +274,11 @@ std::string DescribeJob(const coordinator::JobOptions& j) {
   add("load.slot_bytes", l.slot_bytes);
   add("load.threads", l.threads);
   add("load.chunk_bytes", l.chunk_bytes);
-  add("load.read_depth_bytes", l.read_depth_bytes);
+  if (l.read_depth_bytes) {
+    add("load.read_depth_bytes", *l.read_depth_bytes);
+  } else {
+    out += "load.read_depth_bytes=by node\n";
+  }
   add("load.cpu_bind", static_cast<int>(l.cpu_bind));
   add("load.bind_numa", l.bind_numa);
   add("load.verify", l.verify);

@@ -41,8 +41,10 @@ struct OptionInfo {
   // One line, for --help and the Python docstring; for the load's whole numbers, also the
   // subject of the range error ("the number of fill threads must be 1 to 1024").
   std::string_view help;
-  std::string_view choices;      // names: "a | b | c"; empty for numbers and free strings
-  std::string_view default_is;   // the default as the docs state it ("" for none)
+  std::string_view choices;  // names: "a | b | c"; empty for numbers and free strings
+  // The default as text SetOption converts; "" for none (the model) or one the help line states
+  // and the resolution picks (read_depth_mib's depends on the ranks of the node).
+  std::string_view default_is;
   double lo = 0, hi = 0;         // numbers: the accepted range (inclusive), for help and checks
   bool zero_is_default = false;  // numbers: 0 also accepted, meaning the default
   OptionField (*field)(JobOptionSet&) = nullptr;
@@ -87,8 +89,9 @@ inline constexpr OptionInfo kOptions[] = {
     {"chunk_kib", Concern::kStaging, OptionType::kInt, false, "the fill chunk in KiB", "", "0", 1,
      kLimits.max_chunk_kib, true, HOIST_FIELD(chunk_kib)},
     {"read_depth_mib", Concern::kStaging, OptionType::kInt, false,
-     "MiB of O_DIRECT reads in flight when a load reads wholly cold (0: the ring only)", "", "1024",
-     0, kLimits.max_read_depth_mib, false, HOIST_FIELD(read_depth_mib)},
+     "the ring's depth in MiB when a load reads wholly cold (unset: 2048 for a rank alone on its "
+     "node, 1024 where ranks share one; 0: the ring only)",
+     "", "", 0, kLimits.max_read_depth_mib, false, HOIST_FIELD(read_depth_mib)},
     {"cpu_bind", Concern::kStaging, OptionType::kString, false,
      "where fill threads run: auto (the GPU's NUMA cores, shared among the node's ranks), "
      "launcher (as mpirun bound them) or none",

@@ -223,14 +223,15 @@ Result<std::unique_ptr<ThreadBinding>> Place(const proto::LoadPlan& plan, const 
   return ThreadBinding::Bind(cpus, o.bind_numa);
 }
 
-transport::PipelineOptions PipelineFor(const LoadOptions& o, int threads) {
+transport::PipelineOptions PipelineFor(const LoadOptions& o, int threads,
+                                       std::uint64_t read_depth) {
   transport::PipelineOptions po;
   po.mode = o.read_mode;
   po.slots = o.slots > 0 ? o.slots : transport::kDefaultSlots;
   po.slot_bytes = o.slot_bytes > 0 ? o.slot_bytes : transport::kDefaultSlotBytes;
   po.threads = threads;
   po.chunk_bytes = o.chunk_bytes;
-  po.read_depth_bytes = o.read_depth_bytes;
+  po.read_depth_bytes = read_depth;
   po.staging = o.staging;
   po.lazy_staging = o.lazy_staging;
   po.origin = o.origin;
@@ -430,7 +431,8 @@ Result<Ahead> PrepareAhead(const proto::LoadPlan& plan, const proto::RankPlan& r
   Ahead p;
   HOIST_ASSIGN_OR_RETURN(p.streams, transport::PackedStreams::FromPlan(plan));
   if (exchange) return p;
-  const transport::PipelineOptions po = PipelineFor(o, /*threads=*/1);  // the cut ignores threads
+  // The cut ignores the threads and the depth.
+  const transport::PipelineOptions po = PipelineFor(o, /*threads=*/1, /*read_depth=*/0);
   if (!p.streams.empty()) {
     HOIST_ASSIGN_OR_RETURN(p.work, p.streams.Translate(rp));
     p.cut = transport::CutPackedAhead(*p.work, po);
@@ -464,7 +466,7 @@ Status Execute(const proto::LoadPlan& plan, const proto::RankPlan& rp, const Loa
   {
     HOIST_ASSIGN_OR_RETURN(transport::SourceSet sources, opening.Take(o.origin, &rep));
     if (!sources.note.empty()) spdlog::warn("{}", sources.note);
-    transport::PipelineOptions po = PipelineFor(o, threads);
+    transport::PipelineOptions po = PipelineFor(o, threads, ReadDepthFor(o, plan, rp));
     po.packed = &ahead.streams;
     po.packed_work = ahead.work ? &*ahead.work : nullptr;
     po.cut_ahead = ahead.cut ? &*ahead.cut : nullptr;
@@ -538,6 +540,15 @@ Result<LoadedRank> Load(const proto::LoadPlan& plan, std::uint32_t rank, const L
 }
 
 }  // namespace
+
+std::uint64_t ReadDepthFor(const LoadOptions& options, const proto::LoadPlan& plan,
+                           const proto::RankPlan& rank_plan) {
+  if (options.read_depth_bytes) return *options.read_depth_bytes;
+  const auto on_node =
+      std::count_if(plan.ranks().begin(), plan.ranks().end(),
+                    [&](const proto::RankPlan& r) { return r.node() == rank_plan.node(); });
+  return transport::DefaultReadDepthBytes(static_cast<int>(on_node));
+}
 
 bool ExchangeActive(const proto::LoadPlan& plan, const LoadOptions& options) {
   return plan.dedup() != proto::DEDUP_NONE && options.exchange != nullptr &&

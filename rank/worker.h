@@ -17,6 +17,7 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -112,8 +113,9 @@ struct LoadOptions {
   CpuBind cpu_bind = CpuBind::kAuto;      // where the fill threads run (rank/placement.h)
   bool bind_numa = true;                  // bind staging memory to the cpus' NUMA nodes
   std::uint64_t chunk_bytes = 0;          // bytes per fill task; 0: max(64 KiB, slot_bytes / 16)
-  // O_DIRECT bytes in flight for a wholly cold load (transport::PipelineOptions); 0: the ring only
-  std::uint64_t read_depth_bytes = transport::kDefaultReadDepthBytes;
+  // The ring's depth for a wholly cold load (transport::PipelineOptions::read_depth_bytes); 0: the
+  // ring only; unset: transport::DefaultReadDepthBytes of the plan's ranks on this rank's node.
+  std::optional<std::uint64_t> read_depth_bytes;
   transport::StagingKind staging = transport::StagingKind::kAuto;  // auto = register
   bool lazy_staging = true;         // allocate each slot on first use
   int gpu = -1;                     // CUDA ordinal; -1: the plan's gpu (modulo the visible count)
@@ -152,6 +154,11 @@ StagingRing RingOf(const LoadOptions& options);
 // (WantedGpu), as a CUDA ordinal (ResolveOrdinal: modulo the visible GPUs; -1 on the host).
 int WantedGpu(const LoadOptions& options, const proto::RankPlan& rank_plan);
 int RankOrdinal(const LoadOptions& options, const proto::RankPlan& rank_plan);
+
+// The read depth of a wholly cold load of `rank_plan` (LoadOptions::read_depth_bytes): the
+// options' when set, else transport::DefaultReadDepthBytes of the plan's ranks on its node.
+std::uint64_t ReadDepthFor(const LoadOptions& options, const proto::LoadPlan& plan,
+                           const proto::RankPlan& rank_plan);
 
 // True when a rank of `plan` runs an exchange: a dedup plan and a host with a peer.
 bool ExchangeActive(const proto::LoadPlan& plan, const LoadOptions& options);

@@ -1479,6 +1479,10 @@ int DefaultFillThreads(int ranks_on_node) {
   return std::clamp(t, 1, 16);
 }
 
+std::uint64_t DefaultReadDepthBytes(int ranks_on_node) {
+  return ranks_on_node <= 1 ? kLoneReadDepthBytes : kSharedReadDepthBytes;
+}
+
 Status ValidateRankPlan(const proto::RankPlan& plan, const std::vector<std::uint64_t>& file_sizes,
                         const std::vector<std::string>& file_paths, std::uint64_t arena_bytes) {
   for (int i = 0; i < plan.copies_size(); ++i) {

@@ -58,14 +58,19 @@ inline constexpr std::uint64_t kDefaultSlotBytes = 16ull << 20;
 // Cold O_DIRECT reads go as fast as the bytes kept in flight allow, far past the ring's 64 MiB
 // (docs/BENCHMARKS.md run M: qwen3-4b cold direct 1.0-1.25 GiB/s with the 4 x 16 MiB ring and 16
 // threads, 1.49-1.66 with 64 x 16 MiB slots and 64 threads, against 1.47-1.57 for a reader with
-// 1 GiB queued; run Y: some disks want the reader's whole 1 GiB, a depth of 2048 MiB). A load read
-// wholly cold widens its ring to this depth (PipelineOptions).
-inline constexpr std::uint64_t kDefaultReadDepthBytes = 1ull << 30;
+// 1 GiB queued). A load read wholly cold widens its ring to a read depth (PipelineOptions):
+// DefaultReadDepthBytes unless one is given.
 inline constexpr int kMaxDeepSlots = 1024;
-// A deep ring's fill threads: one per slot up to this many. Each keeps 8 MiB in flight, so the
-// default depth's 64 slots keep 512 MiB; --read-depth-mib 2048 gets 128 threads and 1 GiB, the
-// reader's depth (run Y: 1.62 GiB/s against 1.18 at the default depth, the reader 1.66).
+// A deep ring's fill threads: one per slot up to this many. Each keeps 8 MiB in flight, so a
+// depth of 1 GiB (64 slots of 16 MiB) keeps 512 MiB, and 2 GiB keeps 1 GiB, the reader's depth.
 inline constexpr int kMaxDeepThreads = 128;
+// The default read depth of a rank sharing its node with `ranks_on_node` - 1 others: 2 GiB alone
+// (run Y: 1.62 GiB/s against 1.18 at 1 GiB, the reader 1.66; the node's one disk wants 1 GiB in
+// flight), 1 GiB each where ranks share the node (their disk is shared too, and each pays its
+// depth in pinned memory, plus half of it again in O_DIRECT bounce buffers).
+inline constexpr std::uint64_t kLoneReadDepthBytes = 2ull << 30;
+inline constexpr std::uint64_t kSharedReadDepthBytes = 1ull << 30;
+std::uint64_t DefaultReadDepthBytes(int ranks_on_node = 1);
 int DefaultFillThreads(int ranks_on_node = 1);
 
 // A staged slot cut for one geometry (transport/slot_plan.h), made before the run (CutPlanAhead,
@@ -87,7 +92,7 @@ struct PipelineOptions {
   // (at least the options', at most kMaxDeepThreads unless more are given), each reading a whole
   // slot at once (chunk_bytes 0 then means slot_bytes). The slots beyond the kept ring are made on
   // first use by the thread that takes them. 0, or a ring already that deep: the ring as given.
-  std::uint64_t read_depth_bytes = kDefaultReadDepthBytes;
+  std::uint64_t read_depth_bytes = kLoneReadDepthBytes;
   StagingKind staging = StagingKind::kAuto;
   bool lazy_staging = true;  // allocate each slot on first use (overlaps set-up with reading)
   // Spans beyond this are coalesced per lane (8192: a 5.6 GB load's 1 MiB reads stay whole beside

@@ -65,8 +65,8 @@ typedef struct {
   const char* dedup;              /* auto | none | node | job */
   int dedup_step_kib;             /* 0: unset */
   double peer_timeout_s;          /* 0: unset */
-  int read_depth_mib; /* MiB of O_DIRECT reads in flight for a wholly cold load; -1: unset, 0: off
-                       */
+  int read_depth_mib; /* MiB of ring a wholly cold load widens to; 0: the ring only; -1: unset
+                         (2048 for a rank alone on its node, 1024 where ranks share one) */
 } hoist_load_options;
 
 typedef struct {

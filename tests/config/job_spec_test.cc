@@ -129,6 +129,26 @@ TEST(JobSpecRanges, ZeroMeansTheDefault) {
   EXPECT_EQ(r->job.plan.dedup_step_bytes, planner::PlanOptions().dedup_step_bytes);
 }
 
+// The read depth: unset is left to the rank (by the ranks of its node); 0 is off, not the
+// default; a value is MiB; past the limit it is refused.
+TEST(JobSpecRanges, TheReadDepthIsLeftUnsetUnlessGiven) {
+  JobSpec s = WithModel();
+  Result<ResolvedJob> r = ResolveJobSpec(s);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->job.load.read_depth_bytes.has_value());
+  for (int mib : {0, 3, 262144}) {
+    s.read_depth_mib = mib;
+    r = ResolveJobSpec(s);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_TRUE(r->job.load.read_depth_bytes.has_value()) << mib;
+    EXPECT_EQ(*r->job.load.read_depth_bytes, static_cast<std::uint64_t>(mib) << 20);
+  }
+  s.read_depth_mib = 262145;
+  ExpectRefused(s, "--read-depth-mib 262145 is out of range: the ring's depth in MiB");
+  s.read_depth_mib = -1;
+  ExpectRefused(s, "--read-depth-mib -1 is out of range");
+}
+
 // The plan's numbers go through the planner's one range check (planner/plan_options.h), from
 // flags, the file and the embedding API alike.
 TEST(JobSpecRanges, PlanNumbersUseThePlannersCheck) {

@@ -421,5 +421,29 @@ TEST(LoadRankTest, DefaultsWorkOnTheHostDevice) {
   EXPECT_EQ(testtransport::FirstMismatch(ref, ArenaBytes(*lr).data()), -1);
 }
 
+// A wholly cold load's read depth: the options' when given (0 too), else by how many of the
+// plan's ranks share this rank's node: 2 GiB alone, 1 GiB each where several share one.
+TEST(ReadDepthTest, UnsetDependsOnTheRanksOfTheNode) {
+  proto::LoadPlan plan;
+  const std::uint32_t nodes[] = {0, 0, 1, 2, 2, 2};
+  for (std::uint32_t r = 0; r < 6; ++r) {
+    proto::RankPlan* rp = plan.add_ranks();
+    rp->set_rank(r);
+    rp->set_node(nodes[r]);
+  }
+  const std::uint64_t kGiB = 1ull << 30;
+  const std::uint64_t want[] = {kGiB, kGiB, 2 * kGiB, kGiB, kGiB, kGiB};
+  LoadOptions unset;
+  for (int r = 0; r < 6; ++r) EXPECT_EQ(ReadDepthFor(unset, plan, plan.ranks(r)), want[r]) << r;
+  LoadOptions given;
+  for (std::uint64_t depth : {std::uint64_t{0}, std::uint64_t{3} << 20}) {
+    given.read_depth_bytes = depth;
+    for (int r = 0; r < 6; ++r) EXPECT_EQ(ReadDepthFor(given, plan, plan.ranks(r)), depth) << r;
+  }
+  proto::LoadPlan one;  // a single-rank plan
+  *one.add_ranks() = plan.ranks(0);
+  EXPECT_EQ(ReadDepthFor(unset, one, one.ranks(0)), 2 * kGiB);
+}
+
 }  // namespace
 }  // namespace hoist::rank
