@@ -21,19 +21,8 @@ RUNS=8 CEILING_BIN=$b/bench/hoist-bench-h2d \
   bash bench/ab.sh $h $h $m > $OUT/hot.jsonl 2> $A/hot.err
 python3 bench/summarize_ab.py $OUT/hot.jsonl | tee $OUT/hot.md
 echo "hot: $(( $(date +%s) - t0 )) s"
-$b/bench/hoist-bench-h2d 8 3 | tail -1 | sed 's/^{/{"kind":"ceiling_before_restore",/' | tee $OUT/restore_ceiling.jsonl
-sd=/tmp/sock-r; rm -rf $sd
-setsid $h serve --model $m --host-cache --socket-dir $sd --log-level warn > $A/serve.log 2>&1 &
-pid=$!
-for i in $(seq 900); do [[ -S $sd/rank-0.sock ]] && break; sleep 0.1; done
-for round in 1 2 3 4 5; do for gap in 0 0.05 0.5; do
-  $h ctl release --socket $sd/rank-0.sock > /dev/null; sleep $gap
-  echo "gap $gap: $($h ctl restore --socket $sd/rank-0.sock 2>&1 | tr '\n' ' ')" >> $OUT/restore.txt
-done; done
-$h ctl release --socket $sd/rank-0.sock > /dev/null
-echo "verify after release: $($h ctl restore --socket $sd/rank-0.sock --verify 2>&1 | tr '\n' ' ')" >> $OUT/restore.txt
-kill -TERM $pid; wait $pid 2>/dev/null
-$b/bench/hoist-bench-h2d 8 3 | tail -1 | sed 's/^{/{"kind":"ceiling_after_restore",/' | tee -a $OUT/restore_ceiling.jsonl
+CEILING_BIN=$b/bench/hoist-bench-h2d bash bench/restore_gaps.sh $h $m $OUT
+cat $OUT/restore_ceiling.jsonl
 cut -c1-160 $OUT/restore.txt
 echo "restore: $(( $(date +%s) - t0 )) s"
 SQUARES=2 SIDES="direct=--read direct;auto=--read auto;direct1024=--read direct --read-depth-mib 1024" \
