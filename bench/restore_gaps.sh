@@ -8,6 +8,7 @@
 # OUT_DIR/restore_ceiling.jsonl.
 set -uo pipefail
 h=$1 model=$2 out=$3
+mkdir -p "$out"
 ROUNDS="${ROUNDS:-5}"
 GAPS="${GAPS:-0 0.05 0.5}"
 ceiling() {  # label
@@ -20,8 +21,12 @@ setsid "$h" serve --model "$model" --host-cache --socket-dir "$sd" --log-level w
   > "$out/serve.log" 2>&1 &
 pid=$!
 trap 'kill -TERM $pid 2> /dev/null; wait $pid 2> /dev/null; rm -rf "$sd"' EXIT
-for _ in $(seq 900); do [[ -S $sd/rank-0.sock ]] && break; sleep 0.1; done
 sock=$sd/rank-0.sock
+for _ in $(seq 900); do [[ -S $sock ]] && break; kill -0 $pid 2> /dev/null || break; sleep 0.1; done
+if [[ ! -S $sock ]]; then
+  echo "restore_gaps.sh: hoist serve did not start (see $out/serve.log)" >&2
+  exit 1
+fi
 for _ in $(seq "$ROUNDS"); do
   for gap in $GAPS; do
     "$h" ctl release --socket "$sock" > /dev/null
