@@ -68,8 +68,9 @@ TEST(EmbedOptions, CApiFieldsUseTheirSentinels) {
   LoadOptions unset;
   ASSERT_TRUE(internal::FromC(c, &unset).ok());
   EXPECT_FALSE(unset.ep || unset.tp || unset.verify || unset.numa || unset.peer_timeout_s ||
-               unset.pinning || unset.slots);
-  c.ep = 0;  // explicit "off", not unset
+               unset.pinning || unset.slots || unset.read_depth_mib);
+  c.ep = 0;              // explicit "off", not unset
+  c.read_depth_mib = 0;  // likewise: the ring only, not the node's default
   c.numa = -1;
   c.verify = 1;
   c.pinning = "mallochost";
@@ -83,6 +84,7 @@ TEST(EmbedOptions, CApiFieldsUseTheirSentinels) {
   EXPECT_EQ(set.pinning, "mallochost");
   EXPECT_EQ(set.peer_timeout_s, 2.5);
   EXPECT_EQ(set.slot_mib, 3);
+  EXPECT_EQ(set.read_depth_mib, 0);
 }
 
 TEST(EmbedOptions, CApiRefusesUnknownKeysAndBadValuesNamingThem) {
