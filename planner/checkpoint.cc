@@ -366,6 +366,37 @@ Status OpenPacked(const fs::path& dir, Checkpoint* ckpt) {
   return Status::Ok();
 }
 
+// MLA (DeepSeek), its sparse-attention indexer, q/k norms (GLM) and the hybrid families' linear
+// attention: the keys of config.json that shape attention beyond heads and head_dim.
+Status ParseAttentionKeys(std::string_view label, const json& root, ModelConfig* c) {
+  const std::pair<const char*, std::int64_t*> ints[] = {
+      {"q_lora_rank", &c->q_lora_rank},  // null: 0
+      {"kv_lora_rank", &c->kv_lora_rank},
+      {"qk_nope_head_dim", &c->qk_nope_head_dim},
+      {"qk_rope_head_dim", &c->qk_rope_head_dim},
+      {"v_head_dim", &c->v_head_dim},
+      {"index_n_heads", &c->index_n_heads},
+      {"index_head_dim", &c->index_head_dim},
+      {"linear_num_key_heads", &c->linear_num_key_heads},
+      {"linear_num_value_heads", &c->linear_num_value_heads},
+      {"linear_key_head_dim", &c->linear_key_head_dim},
+      {"linear_value_head_dim", &c->linear_value_head_dim},
+      {"linear_conv_kernel_dim", &c->linear_conv_kernel_dim},
+      {"full_attention_interval", &c->full_attention_interval},
+  };
+  for (const auto& [key, field] : ints) HOIST_RETURN_IF_ERROR(GetInt(label, root, key, field));
+  HOIST_RETURN_IF_ERROR(GetBool(label, root, "use_qk_norm", &c->use_qk_norm));
+  std::vector<std::string> types;
+  HOIST_RETURN_IF_ERROR(GetStringArray(label, root, "layer_types", &types));
+  if (types.size() > static_cast<std::size_t>(kMaxLayers)) {
+    return Status::Corrupt(std::string(label) + ": \"layer_types\" has " +
+                           std::to_string(types.size()) + " entries, more than " +
+                           std::to_string(kMaxLayers));
+  }
+  for (const std::string& t : types) c->linear_layers.push_back(t == "linear_attention");
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<ModelConfig> ParseModelConfig(std::string_view label, std::string_view json_text) {
@@ -414,6 +445,8 @@ Result<ModelConfig> ParseModelConfig(std::string_view label, std::string_view js
     c.num_experts = value;
   }
   HOIST_RETURN_IF_ERROR(GetInt(label, root, "moe_intermediate_size", &c.moe_intermediate_size));
+  HOIST_RETURN_IF_ERROR(
+      GetInt(label, root, "shared_expert_intermediate_size", &c.shared_expert_intermediate_size));
   HOIST_RETURN_IF_ERROR(GetInt(label, root, "n_shared_experts", &c.n_shared_experts));
   HOIST_RETURN_IF_ERROR(GetInt(label, root, "first_k_dense_replace", &c.first_k_dense_replace));
   HOIST_RETURN_IF_ERROR(GetInt(label, root, "decoder_sparse_step", &c.decoder_sparse_step));
@@ -424,12 +457,7 @@ Result<ModelConfig> ParseModelConfig(std::string_view label, std::string_view js
   c.mlp_only_layers.erase(std::unique(c.mlp_only_layers.begin(), c.mlp_only_layers.end()),
                           c.mlp_only_layers.end());
 
-  HOIST_RETURN_IF_ERROR(GetInt(label, root, "q_lora_rank", &c.q_lora_rank));  // null: 0
-  HOIST_RETURN_IF_ERROR(GetInt(label, root, "kv_lora_rank", &c.kv_lora_rank));
-  HOIST_RETURN_IF_ERROR(GetInt(label, root, "qk_nope_head_dim", &c.qk_nope_head_dim));
-  HOIST_RETURN_IF_ERROR(GetInt(label, root, "qk_rope_head_dim", &c.qk_rope_head_dim));
-  HOIST_RETURN_IF_ERROR(GetInt(label, root, "v_head_dim", &c.v_head_dim));
-
+  HOIST_RETURN_IF_ERROR(ParseAttentionKeys(label, root, &c));
   if (const json* q = Lookup(root, "quantization_config")) {
     if (!q->is_object()) return WrongType(label, "quantization_config", "an object", *q);
     const std::string qlabel = std::string(label) + ": quantization_config";

@@ -43,7 +43,7 @@ namespace hoist::planner {
 // entries (Corrupt naming the key, the value and the bound). Errors are Status::Corrupt naming
 // `label` (the config.json path) and the key.
 struct ModelConfig {
-  std::string model_type;  // "llama", "qwen2", "qwen3", "qwen3_moe", "deepseek_v3"
+  std::string model_type;  // "llama", "qwen2", "qwen3_moe", "deepseek_v3", "mixtral", ...
   std::vector<std::string> architectures;
   std::int64_t hidden_size = 0;
   std::int64_t intermediate_size = 0;
@@ -69,6 +69,21 @@ struct ModelConfig {
   std::int64_t qk_nope_head_dim = 0;
   std::int64_t qk_rope_head_dim = 0;
   std::int64_t v_head_dim = 0;
+  // DeepSeek sparse attention's indexer (GLM-5): index_n_heads x index_head_dim.
+  std::int64_t index_n_heads = 0;
+  std::int64_t index_head_dim = 0;
+  // Qwen2-MoE / Qwen3-Next / Qwen3.5-MoE: one shared expert of this size (0: none).
+  std::int64_t shared_expert_intermediate_size = 0;
+  bool use_qk_norm = false;  // GLM-4.5: per-head q_norm / k_norm
+  // Hybrid linear attention (Qwen3-Next, Qwen3.5): gated delta-net layers beside full attention.
+  std::int64_t linear_num_key_heads = 0;
+  std::int64_t linear_num_value_heads = 0;
+  std::int64_t linear_key_head_dim = 0;
+  std::int64_t linear_value_head_dim = 0;
+  std::int64_t linear_conv_kernel_dim = 0;
+  std::int64_t full_attention_interval = 0;  // layer L is full attention when (L+1) % this == 0
+  // layer_types: per layer, 1 for "linear_attention" (empty when absent: the interval decides).
+  std::vector<std::uint8_t> linear_layers;
   // Quantization (DeepSeek-V3 FP8): weight_block_size, e.g. {128, 128}; empty when absent.
   std::string quant_method;
   std::vector<std::int64_t> weight_block_size;

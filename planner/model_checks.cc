@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <array>
 #include <limits>
 #include <set>
 #include <string_view>
@@ -56,8 +57,20 @@ bool HasSparseLayer(const ModelConfig& c, Family family) {
   return false;
 }
 
-std::string ExpertsKey(Family family) {
-  return family == Family::kDeepseekV3 ? "n_routed_experts" : "num_experts";
+std::string ExpertsKey(Family family) { return InfoOf(family).experts_key; }
+
+// Hybrid families' linear attention: tp splits its key and value heads (vLLM's head-wise split of
+// in_proj_qkvz, in_proj_ba, conv1d, A_log and dt_bias).
+void AddLinearAttentionRules(const ModelConfig& c, Family family, std::vector<TpRule>* rules) {
+  bool any = false;
+  for (std::int64_t l = 0; l < c.num_hidden_layers && !any; ++l) {
+    any = LayerIsLinear(c, family, l);
+  }
+  if (!any) return;
+  rules->push_back({TpRule::kDivides, c.linear_num_key_heads, 0,
+                    "linear_num_key_heads = " + N(c.linear_num_key_heads), ""});
+  rules->push_back({TpRule::kDivides, c.linear_num_value_heads, 0,
+                    "linear_num_value_heads = " + N(c.linear_num_value_heads), ""});
 }
 
 // The rules config.json alone implies, in the order they are reported.
@@ -65,7 +78,8 @@ std::vector<TpRule> ConfigTpRules(const ModelConfig& c, Family family, int ep) {
   std::vector<TpRule> rules;
   rules.push_back({TpRule::kDivides, c.num_attention_heads, 0,
                    "num_attention_heads = " + N(c.num_attention_heads), ""});
-  if (family != Family::kDeepseekV3 && c.num_key_value_heads > 0) {
+  const FamilyInfo& info = InfoOf(family);
+  if (info.attention == Attention::kGqa && c.num_key_value_heads > 0) {
     rules.push_back({TpRule::kKvHeads, c.num_key_value_heads, 0,
                      "num_key_value_heads = " + N(c.num_key_value_heads), ""});
   }
@@ -75,11 +89,18 @@ std::vector<TpRule> ConfigTpRules(const ModelConfig& c, Family family, int ep) {
   }
   const bool sparse = HasSparseLayer(c, family);
   if (sparse && ep == 0) {
-    rules.push_back({TpRule::kDivides, c.moe_intermediate_size, 0,
-                     "moe_intermediate_size = " + N(c.moe_intermediate_size),
+    const bool moe_i = std::string_view(info.expert_size_key) == "moe_intermediate_size";
+    const std::int64_t size = moe_i ? c.moe_intermediate_size : c.intermediate_size;
+    rules.push_back({TpRule::kDivides, size, 0, std::string(info.expert_size_key) + " = " + N(size),
                      " (or --ep, which keeps every expert whole on one rank)"});
   }
-  if (sparse && family == Family::kDeepseekV3 && c.n_shared_experts > 0) {
+  if (sparse && info.shared == SharedExperts::kQwen && c.shared_expert_intermediate_size > 0) {
+    rules.push_back({TpRule::kDivides, c.shared_expert_intermediate_size, 0,
+                     "shared_expert_intermediate_size = " + N(c.shared_expert_intermediate_size),
+                     ""});
+  }
+  AddLinearAttentionRules(c, family, &rules);
+  if (sparse && info.shared == SharedExperts::kDeepseek && c.n_shared_experts > 0) {
     const std::int64_t shared = c.moe_intermediate_size * c.n_shared_experts;
     rules.push_back({TpRule::kDivides, shared, 0,
                      "moe_intermediate_size x n_shared_experts = " + N(c.moe_intermediate_size) +
@@ -203,7 +224,7 @@ std::int64_t LayerOf(std::string_view name) {
 
 // "model.layers.3.mlp.experts.17.x" -> 17; -1 for other names.
 std::int64_t ExpertOf(std::string_view name) {
-  constexpr std::string_view kExperts = ".mlp.experts.";
+  constexpr std::string_view kExperts = ".experts.";  // mlp.experts / block_sparse_moe.experts
   const std::size_t at = name.find(kExperts);
   if (at == std::string_view::npos || LayerOf(name) < 0) return -1;
   return NumberAt(name, at + kExperts.size());
@@ -231,12 +252,18 @@ void CanonicalInto(std::string_view name, std::string* key) {
 
 bool IsFp8(DType d) { return d == DType::kF8E4M3 || d == DType::kF8E5M2; }
 
-// The implied tensors as canonical keys, per kind of slice: walking one dense layer, one sparse
-// layer and one expert is enough, since every layer of a kind implies the same keys.
+// The implied tensors as canonical keys, per kind of slice: walking the first layer of each kind
+// (dense or sparse MLP, full or linear attention) and one expert is enough, since every layer of
+// a kind implies the same keys.
 struct ImpliedKeys {
-  std::unordered_set<std::string> model, dense, sparse, expert;
-  std::uint64_t total = 0;  // implied tensors in all
+  std::unordered_set<std::string> model, expert;
+  std::array<std::unordered_set<std::string>, 4> layer;  // by LayerKind
+  std::uint64_t total = 0;                               // implied tensors in all
 };
+
+int LayerKind(const ModelConfig& c, Family family, std::int64_t l) {
+  return (LayerIsSparse(c, family, l) ? 1 : 0) + (LayerIsLinear(c, family, l) ? 2 : 0);
+}
 
 std::uint64_t Collect(const ModelConfig& c, Family family, ImpliedSlice slice,
                       std::unordered_set<std::string>* keys) {
@@ -257,22 +284,24 @@ std::uint64_t Collect(const ModelConfig& c, Family family, ImpliedSlice slice,
 ImpliedKeys MakeImpliedKeys(const ModelConfig& c, Family family) {
   ImpliedKeys k;
   k.total = Collect(c, family, {ImpliedPart::kModel}, &k.model);
-  std::int64_t dense_at = -1, sparse_at = -1;
-  std::uint64_t dense = 0, sparse = 0;
+  std::array<std::int64_t, 4> first = {-1, -1, -1, -1};
+  std::array<std::uint64_t, 4> count = {0, 0, 0, 0};
+  std::int64_t sparse_at = -1;
+  std::uint64_t sparse = 0;
   for (std::int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    if (LayerIsSparse(c, family, l)) {
-      if (sparse++ == 0) sparse_at = l;
-    } else if (dense++ == 0) {
-      dense_at = l;
-    }
+    const int kind = LayerKind(c, family, l);
+    if (count[kind]++ == 0) first[kind] = l;
+    if (kind & 1 && sparse++ == 0) sparse_at = l;
   }
   // Bounded by ParseModelConfig: 65536 layers x (65536 experts x 3 + a few) fits 64 bits.
-  if (dense > 0) k.total += dense * Collect(c, family, {ImpliedPart::kLayer, dense_at}, &k.dense);
+  for (int kind = 0; kind < 4; ++kind) {
+    if (count[kind] == 0) continue;
+    k.total += count[kind] * Collect(c, family, {ImpliedPart::kLayer, first[kind]}, &k.layer[kind]);
+  }
   if (sparse > 0) {
     const auto experts = static_cast<std::uint64_t>(std::max<std::int64_t>(0, c.num_experts));
     k.total +=
-        sparse * (Collect(c, family, {ImpliedPart::kLayer, sparse_at}, &k.sparse) +
-                  experts * Collect(c, family, {ImpliedPart::kExpert, sparse_at, 0}, &k.expert));
+        sparse * experts * Collect(c, family, {ImpliedPart::kExpert, sparse_at, 0}, &k.expert);
   }
   return k;
 }
@@ -290,13 +319,13 @@ std::uint64_t PresentImplied(const Checkpoint& ckpt, Family family, const Implie
       continue;
     }
     if (layer >= c.num_hidden_layers) continue;
-    const bool sparse = LayerIsSparse(c, family, layer);
+    const int kind = LayerKind(c, family, layer);
     const std::int64_t expert = ExpertOf(name);
     CanonicalInto(name, &key);
     if (expert >= 0) {
-      present += sparse && expert < c.num_experts && keys.expert.count(key) > 0;
+      present += (kind & 1) && expert < c.num_experts && keys.expert.count(key) > 0;
     } else {
-      present += (sparse ? keys.sparse : keys.dense).count(key);
+      present += keys.layer[kind].count(key);
     }
   }
   return present;

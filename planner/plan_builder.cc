@@ -86,6 +86,9 @@ Role EffectiveRole(const Source& s, const Topo& topo) {
 // Built only on the error paths (slicing runs once per tensor per rank).
 std::string Who(const TensorEntry& e) { return "tensor '" + e.name + "' " + Sizes(e); }
 
+Result<Slice> KvScaleSlice(const Source& s, const ModelConfig& cfg, BlockSize block,
+                           std::uint64_t tp, int t, Slice sl);
+
 // An FP8 block scale's slice: the blocks of its weight's column- or row-parallel shard.
 Result<Slice> ScaleSlice(const Source& s, const ModelConfig& cfg, Role role, std::uint64_t tp,
                          int t, Slice sl) {
@@ -94,6 +97,7 @@ Result<Slice> ScaleSlice(const Source& s, const ModelConfig& cfg, Role role, std
   const BlockSize block = BlockSizeOf(cfg);
   const TensorEntry& w = *s.weight;
   const bool column = role == Role::kColumn;
+  if (role == Role::kKvHeads) return KvScaleSlice(s, cfg, block, tp, t, sl);
   if (role != Role::kColumn && role != Role::kRow) {
     return Status::Unsupported(Who(e) + ": FP8 block scales of a " + std::string(RoleName(role)) +
                                " tensor are not supported");
@@ -140,10 +144,38 @@ Result<Slice> ScaleSlice(const Source& s, const ModelConfig& cfg, Role role, std
   return sl;
 }
 
+Result<Slice> KvHeadSlice(const TensorEntry& e, const ModelConfig& cfg, std::uint64_t R,
+                          std::uint64_t tp, int t, Slice sl);
+
+// The FP8 block scale of a k/v projection: the scale rows of the weight's kv-head slice, which
+// must start and end on block boundaries (vLLM narrows the scale at the same head).
+Result<Slice> KvScaleSlice(const Source& s, const ModelConfig& cfg, BlockSize block,
+                           std::uint64_t tp, int t, Slice sl) {
+  const TensorEntry& w = *s.weight;
+  HOIST_ASSIGN_OR_RETURN(Slice ws, KvHeadSlice(w, cfg, Rows(w), tp, t, Slice{0, Rows(w), 0, 0, 0}));
+  if (ws.row0 % block.rows != 0 || ws.nrows % block.rows != 0) {
+    return Status::InvalidArgument(
+        Who(*s.entry) + ": at tp " + std::to_string(tp) + " rank " + std::to_string(t) +
+        " holds rows [" + std::to_string(ws.row0) + ", " + std::to_string(ws.row0 + ws.nrows) +
+        ") of '" + w.name + "' " + Sizes(w) + " (num_key_value_heads " +
+        std::to_string(cfg.num_key_value_heads) + " x head_dim " + std::to_string(cfg.head_dim) +
+        "), which do not fall on its " + std::to_string(block.rows) +
+        "-row FP8 scale blocks; use a tp that gives each rank a multiple of " +
+        std::to_string(block.rows) + " k/v rows");
+  }
+  sl.row0 = ws.row0 / block.rows;
+  sl.nrows = ws.nrows / block.rows;
+  if (sl.row0 + sl.nrows > Rows(*s.entry)) {
+    return Status::Corrupt(Who(*s.entry) + ": scale shape disagrees with weight '" + w.name + "' " +
+                           Sizes(w));
+  }
+  return sl;
+}
+
 // Key/value heads: a 1/tp share of the heads, or one head replicated over tp / heads ranks.
-Result<Slice> KvHeadSlice(const TensorEntry& e, const ModelConfig& cfg, std::uint64_t tp, int t,
-                          Slice sl) {
-  const std::uint64_t R = Rows(e);
+// `R` is the rows of the k or v part (all of e's rows, unless e is fused on disk).
+Result<Slice> KvHeadSlice(const TensorEntry& e, const ModelConfig& cfg, std::uint64_t R,
+                          std::uint64_t tp, int t, Slice sl) {
   const std::uint64_t kvh = static_cast<std::uint64_t>(cfg.num_key_value_heads);
   const std::uint64_t hd = static_cast<std::uint64_t>(cfg.head_dim);
   if (kvh == 0 || kvh * hd != R) {
@@ -222,12 +254,55 @@ Result<Slice> SliceFor(const Source& s, const ModelConfig& cfg, const Topo& topo
       return sl;
     }
     case Role::kKvHeads:
-      return KvHeadSlice(e, cfg, tp, t, sl);
+      return KvHeadSlice(e, cfg, R, tp, t, sl);
     case Role::kVocab:
       return VocabSlice(e, tp, t, sl);
     default:
       return Status::Internal(Who(e) + ": no slicing for role " + std::string(RoleName(role)));
   }
+}
+
+// A tensor fused on disk (phi3's qkv_proj, a conv1d over q/k/v): each part sliced by its own
+// rule, the rank's slices in part order (vLLM's loaders for a fused checkpoint tensor).
+Result<std::vector<Slice>> PartSlices(const Source& s, const ModelConfig& cfg, std::uint64_t tp,
+                                      int t) {
+  const TensorEntry& e = *s.entry;
+  std::vector<Slice> out;
+  std::uint64_t base = 0;
+  for (const Part& part : s.rule.parts) {
+    Slice sl{0, part.rows, 0, Cols(e), 0};
+    if (part.kv_heads) {
+      HOIST_ASSIGN_OR_RETURN(sl, KvHeadSlice(e, cfg, part.rows, tp, t, sl));
+    } else if (part.rows % tp != 0) {
+      return Status::InvalidArgument(Who(e) + ": its part of " + std::to_string(part.rows) +
+                                     " rows at row " + std::to_string(base) +
+                                     " is not divisible by tp " + std::to_string(tp));
+    } else {
+      sl.row0 = t * (part.rows / tp);
+      sl.nrows = part.rows / tp;
+    }
+    sl.row0 += base;
+    base += part.rows;
+    out.push_back(sl);
+  }
+  if (base != Rows(e)) {
+    return Status::Internal(Who(e) + ": parts cover " + std::to_string(base) + " rows");
+  }
+  return out;
+}
+
+// Every slice of source `idx` for tp rank `t`, appended to `pieces` in output order.
+Status AddPieces(const Source& s, int idx, const ModelConfig& cfg, const Topo& topo, int t,
+                 std::vector<std::pair<int, Slice>>* pieces) {
+  if (s.rule.role == Role::kParts && topo.tp > 1) {
+    HOIST_ASSIGN_OR_RETURN(std::vector<Slice> slices,
+                           PartSlices(s, cfg, static_cast<std::uint64_t>(topo.tp), t));
+    for (const Slice& sl : slices) pieces->emplace_back(idx, sl);
+    return Status::Ok();
+  }
+  HOIST_ASSIGN_OR_RETURN(Slice sl, SliceFor(s, cfg, topo, t));
+  pieces->emplace_back(idx, sl);
+  return Status::Ok();
 }
 
 std::vector<std::uint64_t> SlicedShape(const TensorEntry& e, const Slice& sl) {
@@ -554,8 +629,7 @@ Status PiecesFor(const RankInputs& in, const Group& g, int rank,
       if (topo.ep > 0 && ExpertOwner(e, num_experts, topo, in.options) != rank) continue;
       ++*local_experts;
       for (int idx : g.experts[e]) {
-        HOIST_ASSIGN_OR_RETURN(Slice sl, SliceFor(in.sources[idx], cfg, topo, t));
-        pieces->emplace_back(idx, sl);
+        HOIST_RETURN_IF_ERROR(AddPieces(in.sources[idx], idx, cfg, topo, t, pieces));
       }
     }
     return Status::Ok();
@@ -567,8 +641,7 @@ Status PiecesFor(const RankInputs& in, const Group& g, int rank,
     return Status::Ok();  // hf layout under EP: another rank's expert
   }
   for (int idx : g.parts) {
-    HOIST_ASSIGN_OR_RETURN(Slice sl, SliceFor(in.sources[idx], cfg, topo, t));
-    pieces->emplace_back(idx, sl);
+    HOIST_RETURN_IF_ERROR(AddPieces(in.sources[idx], idx, cfg, topo, t, pieces));
   }
   return Status::Ok();
 }

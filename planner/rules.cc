@@ -3,139 +3,349 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <span>
 #include <unordered_map>
 #include <utility>
 
 namespace hoist::planner {
 namespace {
 
+// THE FAMILIES: how config.json selects each one and what its layers are made of. The tensors
+// each one holds are the rows below that carry its bit.
+constexpr FamilyInfo kFamilies[kFamilyCount] = {
+    {Family::kLlama, "llama", "LlamaForCausalLM,MistralForCausalLM", "llama,mistral",
+     Attention::kGqa, Sparsity::kDense, SharedExperts::kNone, "", "", false, false},
+    {Family::kQwen2, "qwen2", "Qwen2ForCausalLM", "qwen2", Attention::kGqa, Sparsity::kDense,
+     SharedExperts::kNone, "", "", false, false},
+    {Family::kQwen3, "qwen3", "Qwen3ForCausalLM", "qwen3", Attention::kGqa, Sparsity::kDense,
+     SharedExperts::kNone, "", "", false, false},
+    {Family::kQwen3Moe, "qwen3_moe", "Qwen3MoeForCausalLM", "qwen3_moe", Attention::kGqa,
+     Sparsity::kStep, SharedExperts::kNone, "num_experts", "moe_intermediate_size", false, false},
+    {Family::kDeepseekV3, "deepseek_v3", "DeepseekV3ForCausalLM", "deepseek_v3,kimi_k2",
+     Attention::kMla, Sparsity::kFirstK, SharedExperts::kDeepseek, "n_routed_experts",
+     "moe_intermediate_size", false, true},
+    {Family::kDeepseekV2, "deepseek_v2", "DeepseekV2ForCausalLM", "deepseek_v2", Attention::kMla,
+     Sparsity::kFirstK, SharedExperts::kDeepseek, "n_routed_experts", "moe_intermediate_size",
+     false, true},
+    {Family::kGlmMoeDsa, "glm_moe_dsa", "GlmMoeDsaForCausalLM", "glm_moe_dsa", Attention::kMla,
+     Sparsity::kFirstK, SharedExperts::kDeepseek, "n_routed_experts", "moe_intermediate_size",
+     false, true},
+    {Family::kMixtral, "mixtral", "MixtralForCausalLM", "mixtral", Attention::kGqa,
+     Sparsity::kEvery, SharedExperts::kNone, "num_local_experts", "intermediate_size", false,
+     false},
+    {Family::kMinimaxM2, "minimax_m2", "MiniMaxM2ForCausalLM", "minimax_m2", Attention::kGqa,
+     Sparsity::kEvery, SharedExperts::kNone, "num_local_experts", "intermediate_size", false, true},
+    {Family::kQwen2Moe, "qwen2_moe", "Qwen2MoeForCausalLM", "qwen2_moe", Attention::kGqa,
+     Sparsity::kStep, SharedExperts::kQwen, "num_experts", "moe_intermediate_size", false, false},
+    {Family::kGlm4Moe, "glm4_moe", "Glm4MoeForCausalLM", "glm4_moe", Attention::kGqa,
+     Sparsity::kFirstK, SharedExperts::kDeepseek, "n_routed_experts", "moe_intermediate_size",
+     false, true},
+    {Family::kGemma3, "gemma3_text", "Gemma3ForCausalLM", "gemma3_text", Attention::kGqa,
+     Sparsity::kDense, SharedExperts::kNone, "", "", false, false},
+    {Family::kPhi3, "phi3", "Phi3ForCausalLM", "phi3", Attention::kGqa, Sparsity::kDense,
+     SharedExperts::kNone, "", "", false, false},
+    {Family::kQwen3Next, "qwen3_next", "Qwen3NextForCausalLM", "qwen3_next", Attention::kGqa,
+     Sparsity::kStep, SharedExperts::kQwen, "num_experts", "moe_intermediate_size", true, true},
+    {Family::kQwen35, "qwen3_5", "Qwen3_5ForCausalLM", "qwen3_5_text,qwen3_5", Attention::kGqa,
+     Sparsity::kDense, SharedExperts::kNone, "", "", true, true},
+    {Family::kQwen35Moe, "qwen3_5_moe", "Qwen3_5MoeForCausalLM", "qwen3_5_moe_text,qwen3_5_moe",
+     Attention::kGqa, Sparsity::kStep, SharedExperts::kQwen, "num_experts", "moe_intermediate_size",
+     true, true},
+};
+
 // Which families a row applies to (bit per Family).
 constexpr unsigned Bit(Family f) { return 1u << static_cast<unsigned>(f); }
 constexpr unsigned kLlama = Bit(Family::kLlama);
-constexpr unsigned kQwen2 = Bit(Family::kQwen2);
+constexpr unsigned kQwen2 = Bit(Family::kQwen2) | Bit(Family::kQwen2Moe);  // q/k/v biases always
 constexpr unsigned kQwen3 = Bit(Family::kQwen3);
 constexpr unsigned kQwen3Moe = Bit(Family::kQwen3Moe);
-constexpr unsigned kDeepseek = Bit(Family::kDeepseekV3);
-constexpr unsigned kGqa = kLlama | kQwen2 | kQwen3 | kQwen3Moe;  // q/k/v/o attention
-constexpr unsigned kAll = kGqa | kDeepseek;
-constexpr unsigned kMoe = kQwen3Moe | kDeepseek;
-constexpr int kFamilies = 5;
+constexpr unsigned kMla =
+    Bit(Family::kDeepseekV3) | Bit(Family::kDeepseekV2) | Bit(Family::kGlmMoeDsa);
+constexpr unsigned kDsa = Bit(Family::kGlmMoeDsa);
+constexpr unsigned kBlockSparse = Bit(Family::kMixtral) | Bit(Family::kMinimaxM2);
+constexpr unsigned kMinimax = Bit(Family::kMinimaxM2);
+constexpr unsigned kGlm4 = Bit(Family::kGlm4Moe);
+constexpr unsigned kGemma3 = Bit(Family::kGemma3);
+constexpr unsigned kPhi3 = Bit(Family::kPhi3);
+constexpr unsigned kNext = Bit(Family::kQwen3Next);
+constexpr unsigned kQwen35 = Bit(Family::kQwen35) | Bit(Family::kQwen35Moe);
+constexpr unsigned kHybrid = kNext | kQwen35;  // gated full attention + linear attention
+// q/k/v/o stored apart with vLLM's qkv_proj fusion; q of num_attention_heads x head_dim.
+constexpr unsigned kGqaBias =
+    kLlama | kQwen3 | kQwen3Moe | kBlockSparse | kGlm4 | kGemma3;  // biases with attention_bias
+constexpr unsigned kGqa = kGqaBias | kQwen2;
+constexpr unsigned kAll = kGqa | kMla | kPhi3 | kHybrid;
+constexpr unsigned kDenseMlp = kAll & ~kPhi3;  // gate_proj / up_proj stored apart
+// Routed experts under mlp.experts.<e>.{gate,up,down}_proj and the router mlp.gate.
+constexpr unsigned kMlpMoe =
+    kQwen3Moe | kMla | Bit(Family::kQwen2Moe) | kGlm4 | kNext | Bit(Family::kQwen35Moe);
+constexpr unsigned kQwenShared = Bit(Family::kQwen2Moe) | kNext | Bit(Family::kQwen35Moe);
+constexpr unsigned kDeepseekShared = kMla | kGlm4;
 
 // A dimension config.json determines.
 enum class Dim : std::uint8_t {
-  kNone,     // no such dimension (1-D tensor)
-  kH,        // hidden_size
-  kQ,        // num_attention_heads * head_dim
-  kKv,       // num_key_value_heads * head_dim
-  kI,        // intermediate_size
-  kMoeI,     // moe_intermediate_size
-  kSharedI,  // moe_intermediate_size * n_shared_experts
-  kV,        // vocab_size
-  kE,        // num_experts
-  kHeadDim,  // head_dim
-  kQLora,    // q_lora_rank
-  kKvLora,   // kv_lora_rank
-  kKvA,      // kv_lora_rank + qk_rope_head_dim
-  kQB,       // num_attention_heads * (qk_nope_head_dim + qk_rope_head_dim)
-  kKvB,      // num_attention_heads * (qk_nope_head_dim + v_head_dim)
-  kOIn,      // num_attention_heads * v_head_dim
+  kNone,      // no such dimension
+  kOne,       // 1
+  kH,         // hidden_size
+  kQ,         // num_attention_heads * head_dim
+  kQ2,        // 2 * num_attention_heads * head_dim (q and its output gate, per head)
+  kKv,        // num_key_value_heads * head_dim
+  kQkv,       // (num_attention_heads + 2 * num_key_value_heads) * head_dim (phi3 qkv_proj)
+  kI,         // intermediate_size
+  kI2,        // 2 * intermediate_size (phi3 gate_up_proj)
+  kMoeI,      // moe_intermediate_size
+  kSharedI,   // moe_intermediate_size * n_shared_experts
+  kSharedEI,  // shared_expert_intermediate_size
+  kV,         // vocab_size
+  kE,         // num_experts
+  kHeadDim,   // head_dim
+  kQLora,     // q_lora_rank
+  kKvLora,    // kv_lora_rank
+  kKvA,       // kv_lora_rank + qk_rope_head_dim
+  kQB,        // num_attention_heads * (qk_nope_head_dim + qk_rope_head_dim)
+  kKvB,       // num_attention_heads * (qk_nope_head_dim + v_head_dim)
+  kOIn,       // num_attention_heads * v_head_dim
+  kIdxQ,      // index_n_heads * index_head_dim
+  kIdxHeads,  // index_n_heads
+  kIdxDim,    // index_head_dim
+  kLinQkvz,   // 2 * key_dim + 2 * value_dim (key_dim = linear_num_key_heads x key_head_dim)
+  kLinBa,     // 2 * linear_num_value_heads
+  kLinQkv,    // 2 * key_dim + value_dim (conv1d channels, qwen3.5 in_proj_qkv)
+  kLinNv,     // linear_num_value_heads
+  kLinV,      // value_dim = linear_num_value_heads x linear_value_head_dim
+  kLinDv,     // linear_value_head_dim
+  kConvK,     // linear_conv_kernel_dim
+};
+
+// How dim 0 of a kParts row splits into parts (each column-split by tp).
+enum class Parts : std::uint8_t {
+  kNone,
+  kQkv,     // [q, k, v]: q column, k and v by kv heads (phi3 qkv_proj)
+  kTwo,     // two equal halves (phi3 gate_up_proj)
+  kLinQkv,  // [q, k, v] of linear attention: key_dim, key_dim, value_dim
+};
+
+// When config.json implies a row's tensor (its first parameter; biases by Row::bias), which is
+// also the kind of layer it belongs to (a tensor on the other kind of layer is an error).
+enum class When : std::uint8_t {
+  kNever,          // accepted, never implied
+  kModel,          // model-level, always
+  kUntied,         // lm_head: unless tie_word_embeddings (then skipped)
+  kLayer,          // every layer
+  kFamilyLayer,    // every layer, because of the model type (q/k norms, Qwen2's biases)
+  kAttnBias,       // every (full-attention) layer with attention_bias
+  kQkNorm,         // every layer with use_qk_norm
+  kQLora,          // MLA with q_lora_rank
+  kNoQLora,        // MLA without q_lora_rank
+  kFullAttn,       // hybrid: full-attention layers
+  kLinearAttn,     // hybrid: linear-attention layers
+  kDense,          // dense-MLP layers
+  kSparse,         // sparse layers
+  kNoauxTc,        // sparse layers with topk_method noaux_tc
+  kSharedExperts,  // sparse layers with n_shared_experts > 0
+  kSharedExpert,   // sparse layers with shared_expert_intermediate_size > 0
+  kExpert,         // each routed expert of a sparse layer
 };
 
 struct Row {
   unsigned families;
   const char* pattern;  // dotted, {L} layer, {E} expert
-  const char* params;   // accepted last components, comma-separated
+  const char* params;   // accepted last components, comma-separated; all but bias implied
   Role role;            // of X.weight
   Dim d0;
   Dim d1;  // kNone: 1-D weight
+  When when;
+  When bias = When::kNever;  // when X.bias is implied (params must list it)
   Fusion fusion = Fusion::kNone;
   const char* fused = nullptr;  // template: {L} layer, {P} parameter
   int slot = 0;
   int slots = 1;
   bool fuse_needs_q_lora = false;  // fused only when config.q_lora_rank > 0
-  bool skip_if_tied = false;       // lm_head with tie_word_embeddings
+  Parts parts = Parts::kNone;
+  Dim d2 = Dim::kNone;  // a third dimension (conv1d's kernel)
 };
 
 constexpr const char* kWeight = "weight";
 constexpr const char* kWeightScale = "weight,weight_scale_inv";
 constexpr const char* kAllParams = "weight,bias,weight_scale_inv";
+constexpr const char* kQkv = "model.layers.{L}.self_attn.qkv_proj.{P}";
+constexpr const char* kGateUp = "model.layers.{L}.mlp.gate_up_proj.{P}";
+constexpr const char* kQkvz = "model.layers.{L}.linear_attn.in_proj_qkvz.{P}";
+constexpr const char* kBa = "model.layers.{L}.linear_attn.in_proj_ba.{P}";
 
-// THE TABLE. One row per tensor kind; a family is the set of rows carrying its bit.
-const std::vector<Row>& Rows() {
-  static const std::vector<Row> rows = {
-      // Embeddings, final norm, per-layer norms: every family.
-      {kAll, "model.embed_tokens", kWeight, Role::kVocab, Dim::kV, Dim::kH},
-      {kAll, "lm_head", kWeight, Role::kVocab, Dim::kV, Dim::kH, Fusion::kNone, nullptr, 0, 1,
-       false, /*skip_if_tied=*/true},
-      {kAll, "model.norm", kWeight, Role::kReplicated, Dim::kH, Dim::kNone},
-      {kAll, "model.layers.{L}.input_layernorm", kWeight, Role::kReplicated, Dim::kH, Dim::kNone},
-      {kAll, "model.layers.{L}.post_attention_layernorm", kWeight, Role::kReplicated, Dim::kH,
-       Dim::kNone},
+// THE TABLE. One row per tensor kind, in model order within a layer (the implied walk follows
+// it); a family is the set of rows carrying its bit.
+using R = Role;
+using D = Dim;
+using W = When;
+using F = Fusion;
+constexpr Row kRows[] = {
+    {kAll, "model.embed_tokens", kWeight, R::kVocab, D::kV, D::kH, W::kModel},
+    {kAll, "model.norm", kWeight, R::kReplicated, D::kH, D::kNone, W::kModel},
+    {kAll, "lm_head", kWeight, R::kVocab, D::kV, D::kH, W::kUntied},
+    {kAll, "model.layers.{L}.input_layernorm", kWeight, R::kReplicated, D::kH, D::kNone, W::kLayer},
 
-      // GQA attention (Llama, Qwen2 with q/k/v biases, Qwen3 with q_norm/k_norm, Qwen3-MoE).
-      {kGqa, "model.layers.{L}.self_attn.q_proj", kAllParams, Role::kColumn, Dim::kQ, Dim::kH,
-       Fusion::kConcat, "model.layers.{L}.self_attn.qkv_proj.{P}", 0, 3},
-      {kGqa, "model.layers.{L}.self_attn.k_proj", kAllParams, Role::kKvHeads, Dim::kKv, Dim::kH,
-       Fusion::kConcat, "model.layers.{L}.self_attn.qkv_proj.{P}", 1, 3},
-      {kGqa, "model.layers.{L}.self_attn.v_proj", kAllParams, Role::kKvHeads, Dim::kKv, Dim::kH,
-       Fusion::kConcat, "model.layers.{L}.self_attn.qkv_proj.{P}", 2, 3},
-      {kGqa, "model.layers.{L}.self_attn.o_proj", kAllParams, Role::kRow, Dim::kH, Dim::kQ},
-      {kQwen3 | kQwen3Moe, "model.layers.{L}.self_attn.q_norm", kWeight, Role::kReplicated,
-       Dim::kHeadDim, Dim::kNone},
-      {kQwen3 | kQwen3Moe, "model.layers.{L}.self_attn.k_norm", kWeight, Role::kReplicated,
-       Dim::kHeadDim, Dim::kNone},
+    // GQA attention, q/k/v stored apart and fused into qkv_proj.
+    {kGqaBias, "model.layers.{L}.self_attn.q_proj", kAllParams, R::kColumn, D::kQ, D::kH, W::kLayer,
+     W::kAttnBias, F::kConcat, kQkv, 0, 3},
+    {kGqaBias, "model.layers.{L}.self_attn.k_proj", kAllParams, R::kKvHeads, D::kKv, D::kH,
+     W::kLayer, W::kAttnBias, F::kConcat, kQkv, 1, 3},
+    {kGqaBias, "model.layers.{L}.self_attn.v_proj", kAllParams, R::kKvHeads, D::kKv, D::kH,
+     W::kLayer, W::kAttnBias, F::kConcat, kQkv, 2, 3},
+    {kQwen2, "model.layers.{L}.self_attn.q_proj", kAllParams, R::kColumn, D::kQ, D::kH, W::kLayer,
+     W::kFamilyLayer, F::kConcat, kQkv, 0, 3},
+    {kQwen2, "model.layers.{L}.self_attn.k_proj", kAllParams, R::kKvHeads, D::kKv, D::kH, W::kLayer,
+     W::kFamilyLayer, F::kConcat, kQkv, 1, 3},
+    {kQwen2, "model.layers.{L}.self_attn.v_proj", kAllParams, R::kKvHeads, D::kKv, D::kH, W::kLayer,
+     W::kFamilyLayer, F::kConcat, kQkv, 2, 3},
+    // Gated attention of the hybrid families: q carries its output gate (per head).
+    {kHybrid, "model.layers.{L}.self_attn.q_proj", kAllParams, R::kColumn, D::kQ2, D::kH,
+     W::kFullAttn, W::kAttnBias, F::kConcat, kQkv, 0, 3},
+    {kHybrid, "model.layers.{L}.self_attn.k_proj", kAllParams, R::kKvHeads, D::kKv, D::kH,
+     W::kFullAttn, W::kAttnBias, F::kConcat, kQkv, 1, 3},
+    {kHybrid, "model.layers.{L}.self_attn.v_proj", kAllParams, R::kKvHeads, D::kKv, D::kH,
+     W::kFullAttn, W::kAttnBias, F::kConcat, kQkv, 2, 3},
+    {kPhi3, "model.layers.{L}.self_attn.qkv_proj", kWeight, R::kParts, D::kQkv, D::kH, W::kLayer,
+     W::kNever, F::kNone, nullptr, 0, 1, false, Parts::kQkv},
+    {kGqaBias | kPhi3, "model.layers.{L}.self_attn.o_proj", kAllParams, R::kRow, D::kH, D::kQ,
+     W::kLayer, W::kAttnBias},
+    {kQwen2, "model.layers.{L}.self_attn.o_proj", kAllParams, R::kRow, D::kH, D::kQ, W::kLayer},
+    {kHybrid, "model.layers.{L}.self_attn.o_proj", kAllParams, R::kRow, D::kH, D::kQ, W::kFullAttn,
+     W::kAttnBias},
+    {kQwen3 | kQwen3Moe | kGemma3, "model.layers.{L}.self_attn.q_norm", kWeight, R::kReplicated,
+     D::kHeadDim, D::kNone, W::kFamilyLayer},
+    {kQwen3 | kQwen3Moe | kGemma3, "model.layers.{L}.self_attn.k_norm", kWeight, R::kReplicated,
+     D::kHeadDim, D::kNone, W::kFamilyLayer},
+    {kHybrid, "model.layers.{L}.self_attn.q_norm", kWeight, R::kReplicated, D::kHeadDim, D::kNone,
+     W::kFullAttn},
+    {kHybrid, "model.layers.{L}.self_attn.k_norm", kWeight, R::kReplicated, D::kHeadDim, D::kNone,
+     W::kFullAttn},
+    {kGlm4, "model.layers.{L}.self_attn.q_norm", kWeight, R::kReplicated, D::kHeadDim, D::kNone,
+     W::kQkNorm},
+    {kGlm4, "model.layers.{L}.self_attn.k_norm", kWeight, R::kReplicated, D::kHeadDim, D::kNone,
+     W::kQkNorm},
+    // MiniMax-M2 normalises q and k over all heads at once: the norms split like q and k.
+    {kMinimax, "model.layers.{L}.self_attn.q_norm", kWeight, R::kColumn, D::kQ, D::kNone,
+     W::kFamilyLayer},
+    {kMinimax, "model.layers.{L}.self_attn.k_norm", kWeight, R::kKvHeads, D::kKv, D::kNone,
+     W::kFamilyLayer},
 
-      // DeepSeek MLA.
-      {kDeepseek, "model.layers.{L}.self_attn.q_a_proj", kWeightScale, Role::kReplicated,
-       Dim::kQLora, Dim::kH, Fusion::kConcat, "model.layers.{L}.self_attn.fused_qkv_a_proj.{P}", 0,
-       2, /*fuse_needs_q_lora=*/true},
-      {kDeepseek, "model.layers.{L}.self_attn.kv_a_proj_with_mqa", kWeightScale, Role::kReplicated,
-       Dim::kKvA, Dim::kH, Fusion::kConcat, "model.layers.{L}.self_attn.fused_qkv_a_proj.{P}", 1, 2,
-       /*fuse_needs_q_lora=*/true},
-      {kDeepseek, "model.layers.{L}.self_attn.q_a_layernorm", kWeight, Role::kReplicated,
-       Dim::kQLora, Dim::kNone},
-      {kDeepseek, "model.layers.{L}.self_attn.kv_a_layernorm", kWeight, Role::kReplicated,
-       Dim::kKvLora, Dim::kNone},
-      {kDeepseek, "model.layers.{L}.self_attn.q_b_proj", kWeightScale, Role::kColumn, Dim::kQB,
-       Dim::kQLora},
-      {kDeepseek, "model.layers.{L}.self_attn.q_proj", kWeightScale, Role::kColumn, Dim::kQB,
-       Dim::kH},  // MLA without q_lora
-      {kDeepseek, "model.layers.{L}.self_attn.kv_b_proj", kWeightScale, Role::kColumn, Dim::kKvB,
-       Dim::kKvLora},
-      {kDeepseek, "model.layers.{L}.self_attn.o_proj", kWeightScale, Role::kRow, Dim::kH,
-       Dim::kOIn},
+    // Linear attention (gated delta net) of the hybrid families. in_proj_qkvz and in_proj_ba
+    // are grouped per key head on disk, so a contiguous split is vLLM's head-wise split.
+    {kNext, "model.layers.{L}.linear_attn.in_proj_qkvz", kWeightScale, R::kColumn, D::kLinQkvz,
+     D::kH, W::kLinearAttn},
+    {kNext, "model.layers.{L}.linear_attn.in_proj_ba", kWeight, R::kColumn, D::kLinBa, D::kH,
+     W::kLinearAttn},
+    // Qwen3.5 stores them apart; vLLM fuses [q_t | k_t | v_t | z_t] and [b_t | a_t].
+    {kQwen35, "model.layers.{L}.linear_attn.in_proj_qkv", kWeight, R::kParts, D::kLinQkv, D::kH,
+     W::kLinearAttn, W::kNever, F::kConcat, kQkvz, 0, 2, false, Parts::kLinQkv},
+    {kQwen35, "model.layers.{L}.linear_attn.in_proj_z", kWeight, R::kColumn, D::kLinV, D::kH,
+     W::kLinearAttn, W::kNever, F::kConcat, kQkvz, 1, 2},
+    {kQwen35, "model.layers.{L}.linear_attn.in_proj_b", kWeight, R::kColumn, D::kLinNv, D::kH,
+     W::kLinearAttn, W::kNever, F::kConcat, kBa, 0, 2},
+    {kQwen35, "model.layers.{L}.linear_attn.in_proj_a", kWeight, R::kColumn, D::kLinNv, D::kH,
+     W::kLinearAttn, W::kNever, F::kConcat, kBa, 1, 2},
+    {kHybrid, "model.layers.{L}.linear_attn.conv1d", kWeight, R::kParts, D::kLinQkv, D::kOne,
+     W::kLinearAttn, W::kNever, F::kNone, nullptr, 0, 1, false, Parts::kLinQkv, D::kConvK},
+    {kHybrid, "model.layers.{L}.linear_attn", "A_log,dt_bias", R::kColumn, D::kLinNv, D::kNone,
+     W::kLinearAttn},
+    {kHybrid, "model.layers.{L}.linear_attn.norm", kWeight, R::kReplicated, D::kLinDv, D::kNone,
+     W::kLinearAttn},
+    {kHybrid, "model.layers.{L}.linear_attn.out_proj", kWeightScale, R::kRow, D::kH, D::kLinV,
+     W::kLinearAttn},
 
-      // Dense MLP (dense families, Qwen3-MoE mlp_only_layers, DeepSeek first_k_dense layers).
-      {kAll, "model.layers.{L}.mlp.gate_proj", kWeightScale, Role::kColumn, Dim::kI, Dim::kH,
-       Fusion::kConcat, "model.layers.{L}.mlp.gate_up_proj.{P}", 0, 2},
-      {kAll, "model.layers.{L}.mlp.up_proj", kWeightScale, Role::kColumn, Dim::kI, Dim::kH,
-       Fusion::kConcat, "model.layers.{L}.mlp.gate_up_proj.{P}", 1, 2},
-      {kAll, "model.layers.{L}.mlp.down_proj", kWeightScale, Role::kRow, Dim::kH, Dim::kI},
+    // MLA (DeepSeek-V2/V3, Kimi-K2, GLM-5).
+    {kMla, "model.layers.{L}.self_attn.q_a_proj", kWeightScale, R::kReplicated, D::kQLora, D::kH,
+     W::kQLora, W::kNever, F::kConcat, "model.layers.{L}.self_attn.fused_qkv_a_proj.{P}", 0, 2,
+     /*fuse_needs_q_lora=*/true},
+    {kMla, "model.layers.{L}.self_attn.q_a_layernorm", kWeight, R::kReplicated, D::kQLora, D::kNone,
+     W::kQLora},
+    {kMla, "model.layers.{L}.self_attn.q_b_proj", kWeightScale, R::kColumn, D::kQB, D::kQLora,
+     W::kQLora},
+    {kMla, "model.layers.{L}.self_attn.q_proj", kWeightScale, R::kColumn, D::kQB, D::kH,
+     W::kNoQLora},
+    {kMla, "model.layers.{L}.self_attn.kv_a_proj_with_mqa", kWeightScale, R::kReplicated, D::kKvA,
+     D::kH, W::kLayer, W::kNever, F::kConcat, "model.layers.{L}.self_attn.fused_qkv_a_proj.{P}", 1,
+     2, /*fuse_needs_q_lora=*/true},
+    {kMla, "model.layers.{L}.self_attn.kv_a_layernorm", kWeight, R::kReplicated, D::kKvLora,
+     D::kNone, W::kLayer},
+    {kMla, "model.layers.{L}.self_attn.kv_b_proj", kWeightScale, R::kColumn, D::kKvB, D::kKvLora,
+     W::kLayer},
+    {kMla, "model.layers.{L}.self_attn.o_proj", kWeightScale, R::kRow, D::kH, D::kOIn, W::kLayer},
+    // DeepSeek sparse attention's indexer (GLM-5): replicated on every rank, as in vLLM, and
+    // kept apart (vLLM fuses wk and weights_proj after dequantizing an FP8 wk).
+    {kDsa, "model.layers.{L}.self_attn.indexer.wq_b", kWeightScale, R::kReplicated, D::kIdxQ,
+     D::kQLora, W::kLayer},
+    {kDsa, "model.layers.{L}.self_attn.indexer.wk", kWeightScale, R::kReplicated, D::kIdxDim, D::kH,
+     W::kLayer},
+    {kDsa, "model.layers.{L}.self_attn.indexer.k_norm", "weight,bias", R::kReplicated, D::kIdxDim,
+     D::kNone, W::kLayer, W::kLayer},
+    {kDsa, "model.layers.{L}.self_attn.indexer.weights_proj", kWeight, R::kReplicated, D::kIdxHeads,
+     D::kH, W::kLayer},
 
-      // Mixture of experts: router, routed experts, DeepSeek shared experts.
-      {kMoe, "model.layers.{L}.mlp.gate", "weight,e_score_correction_bias", Role::kRouter, Dim::kE,
-       Dim::kH},
-      {kMoe, "model.layers.{L}.mlp.experts.{E}.gate_proj", kWeightScale, Role::kExpertGate,
-       Dim::kMoeI, Dim::kH, Fusion::kExpertStack, "model.layers.{L}.mlp.experts.w13_{P}", 0, 2},
-      {kMoe, "model.layers.{L}.mlp.experts.{E}.up_proj", kWeightScale, Role::kExpertUp, Dim::kMoeI,
-       Dim::kH, Fusion::kExpertStack, "model.layers.{L}.mlp.experts.w13_{P}", 1, 2},
-      {kMoe, "model.layers.{L}.mlp.experts.{E}.down_proj", kWeightScale, Role::kExpertDown, Dim::kH,
-       Dim::kMoeI, Fusion::kExpertStack, "model.layers.{L}.mlp.experts.w2_{P}", 0, 1},
-      {kDeepseek, "model.layers.{L}.mlp.shared_experts.gate_proj", kWeightScale, Role::kColumn,
-       Dim::kSharedI, Dim::kH, Fusion::kConcat,
-       "model.layers.{L}.mlp.shared_experts.gate_up_proj.{P}", 0, 2},
-      {kDeepseek, "model.layers.{L}.mlp.shared_experts.up_proj", kWeightScale, Role::kColumn,
-       Dim::kSharedI, Dim::kH, Fusion::kConcat,
-       "model.layers.{L}.mlp.shared_experts.gate_up_proj.{P}", 1, 2},
-      {kDeepseek, "model.layers.{L}.mlp.shared_experts.down_proj", kWeightScale, Role::kRow,
-       Dim::kH, Dim::kSharedI},
-  };
-  return rows;
-}
+    {kAll, "model.layers.{L}.post_attention_layernorm", kWeight, R::kReplicated, D::kH, D::kNone,
+     W::kLayer},
+    {kGemma3, "model.layers.{L}.pre_feedforward_layernorm", kWeight, R::kReplicated, D::kH,
+     D::kNone, W::kLayer},
+    {kGemma3, "model.layers.{L}.post_feedforward_layernorm", kWeight, R::kReplicated, D::kH,
+     D::kNone, W::kLayer},
 
-// Families whose checkpoints carry extra layers past num_hidden_layers that the engine does not
-// load (DeepSeek-V3's multi-token-prediction layer), as vLLM skips them.
-constexpr unsigned kSkipsExtraLayers = kDeepseek;
+    // Dense MLP (dense families, mlp_only_layers, first_k_dense layers).
+    {kDenseMlp, "model.layers.{L}.mlp.gate_proj", kWeightScale, R::kColumn, D::kI, D::kH, W::kDense,
+     W::kNever, F::kConcat, kGateUp, 0, 2},
+    {kDenseMlp, "model.layers.{L}.mlp.up_proj", kWeightScale, R::kColumn, D::kI, D::kH, W::kDense,
+     W::kNever, F::kConcat, kGateUp, 1, 2},
+    {kPhi3, "model.layers.{L}.mlp.gate_up_proj", kWeight, R::kParts, D::kI2, D::kH, W::kDense,
+     W::kNever, F::kNone, nullptr, 0, 1, false, Parts::kTwo},
+    {kAll, "model.layers.{L}.mlp.down_proj", kWeightScale, R::kRow, D::kH, D::kI, W::kDense},
+
+    // Mixture of experts: router, shared experts, routed experts.
+    {kMlpMoe, "model.layers.{L}.mlp.gate", kWeight, R::kRouter, D::kE, D::kH, W::kSparse},
+    {kMla, "model.layers.{L}.mlp.gate", "e_score_correction_bias", R::kRouter, D::kE, D::kNone,
+     W::kNoauxTc},
+    {kGlm4, "model.layers.{L}.mlp.gate", "e_score_correction_bias", R::kRouter, D::kE, D::kNone,
+     W::kSparse},
+    {kBlockSparse, "model.layers.{L}.block_sparse_moe.gate", kWeight, R::kRouter, D::kE, D::kH,
+     W::kSparse},
+    {kMinimax, "model.layers.{L}.block_sparse_moe", "e_score_correction_bias", R::kRouter, D::kE,
+     D::kNone, W::kSparse},
+    {kDeepseekShared, "model.layers.{L}.mlp.shared_experts.gate_proj", kWeightScale, R::kColumn,
+     D::kSharedI, D::kH, W::kSharedExperts, W::kNever, F::kConcat,
+     "model.layers.{L}.mlp.shared_experts.gate_up_proj.{P}", 0, 2},
+    {kDeepseekShared, "model.layers.{L}.mlp.shared_experts.up_proj", kWeightScale, R::kColumn,
+     D::kSharedI, D::kH, W::kSharedExperts, W::kNever, F::kConcat,
+     "model.layers.{L}.mlp.shared_experts.gate_up_proj.{P}", 1, 2},
+    {kDeepseekShared, "model.layers.{L}.mlp.shared_experts.down_proj", kWeightScale, R::kRow, D::kH,
+     D::kSharedI, W::kSharedExperts},
+    {kQwenShared, "model.layers.{L}.mlp.shared_expert.gate_proj", kWeightScale, R::kColumn,
+     D::kSharedEI, D::kH, W::kSharedExpert, W::kNever, F::kConcat,
+     "model.layers.{L}.mlp.shared_expert.gate_up_proj.{P}", 0, 2},
+    {kQwenShared, "model.layers.{L}.mlp.shared_expert.up_proj", kWeightScale, R::kColumn,
+     D::kSharedEI, D::kH, W::kSharedExpert, W::kNever, F::kConcat,
+     "model.layers.{L}.mlp.shared_expert.gate_up_proj.{P}", 1, 2},
+    {kQwenShared, "model.layers.{L}.mlp.shared_expert.down_proj", kWeightScale, R::kRow, D::kH,
+     D::kSharedEI, W::kSharedExpert},
+    {kQwenShared, "model.layers.{L}.mlp.shared_expert_gate", kWeight, R::kReplicated, D::kOne,
+     D::kH, W::kSharedExpert},
+    {kMlpMoe, "model.layers.{L}.mlp.experts.{E}.gate_proj", kWeightScale, R::kExpertGate, D::kMoeI,
+     D::kH, W::kExpert, W::kNever, F::kExpertStack, "model.layers.{L}.mlp.experts.w13_{P}", 0, 2},
+    {kMlpMoe, "model.layers.{L}.mlp.experts.{E}.up_proj", kWeightScale, R::kExpertUp, D::kMoeI,
+     D::kH, W::kExpert, W::kNever, F::kExpertStack, "model.layers.{L}.mlp.experts.w13_{P}", 1, 2},
+    {kMlpMoe, "model.layers.{L}.mlp.experts.{E}.down_proj", kWeightScale, R::kExpertDown, D::kH,
+     D::kMoeI, W::kExpert, W::kNever, F::kExpertStack, "model.layers.{L}.mlp.experts.w2_{P}", 0, 1},
+    // Mixtral naming: w1 gate, w3 up, w2 down (vLLM's expert_params_mapping).
+    {kBlockSparse, "model.layers.{L}.block_sparse_moe.experts.{E}.w1", kWeightScale, R::kExpertGate,
+     D::kI, D::kH, W::kExpert, W::kNever, F::kExpertStack,
+     "model.layers.{L}.block_sparse_moe.experts.w13_{P}", 0, 2},
+    {kBlockSparse, "model.layers.{L}.block_sparse_moe.experts.{E}.w3", kWeightScale, R::kExpertUp,
+     D::kI, D::kH, W::kExpert, W::kNever, F::kExpertStack,
+     "model.layers.{L}.block_sparse_moe.experts.w13_{P}", 1, 2},
+    {kBlockSparse, "model.layers.{L}.block_sparse_moe.experts.{E}.w2", kWeightScale, R::kExpertDown,
+     D::kH, D::kI, W::kExpert, W::kNever, F::kExpertStack,
+     "model.layers.{L}.block_sparse_moe.experts.w2_{P}", 0, 1},
+};
+
+std::span<const Row> Rows() { return kRows; }
 
 enum class Slot : std::uint8_t { kLayer, kExpert };
 
@@ -145,26 +355,28 @@ struct Compiled {
   std::string param_name;
   std::vector<Slot> placeholders;  // numeric components in order
   bool scalable = false;           // the row lists weight_scale_inv
-  LayerMlp mlp = LayerMlp::kAny;   // the kind of MLP the row's tensor belongs to
 };
 
-// A per-layer MLP row's kind, from its pattern: the router and (shared) experts are sparse,
-// the other mlp.* rows dense.
-LayerMlp MlpPartOf(std::string_view pattern) {
-  constexpr std::string_view kMlp = "model.layers.{L}.mlp.";
-  if (pattern.substr(0, kMlp.size()) != kMlp) return LayerMlp::kAny;
-  const std::string_view rest = pattern.substr(kMlp.size());
-  if (rest == "gate" || rest.substr(0, 8) == "experts." ||
-      rest.substr(0, 15) == "shared_experts.") {
-    return LayerMlp::kSparse;
+// The kind of MLP layer a row's tensor belongs to, from when it is implied.
+LayerMlp MlpPartOf(When when) {
+  switch (when) {
+    case When::kDense:
+      return LayerMlp::kDense;
+    case When::kSparse:
+    case When::kNoauxTc:
+    case When::kSharedExperts:
+    case When::kSharedExpert:
+    case When::kExpert:
+      return LayerMlp::kSparse;
+    default:
+      return LayerMlp::kAny;
   }
-  return LayerMlp::kDense;
 }
 
 using Table = std::unordered_map<std::string, Compiled>;
 
 struct Tables_ {
-  std::array<Table, 5> by_family;
+  std::array<Table, kFamilyCount> by_family;
   std::string duplicates;  // "family: pattern a / pattern b; ..."
 };
 
@@ -218,9 +430,8 @@ const Tables_& CompiledTables() {
       for (std::string_view p : Split(row.params, ',')) {
         const bool scalable =
             std::string_view(row.params).find("weight_scale_inv") != std::string_view::npos;
-        Compiled c{&row,         ParamOf(p), std::string(p),
-                   placeholders, scalable,   MlpPartOf(row.pattern)};
-        for (int f = 0; f < kFamilies; ++f) {
+        Compiled c{&row, ParamOf(p), std::string(p), placeholders, scalable};
+        for (int f = 0; f < kFamilyCount; ++f) {
           if (!(row.families & (1u << f))) continue;
           auto [it, inserted] = t[f].emplace(key + "." + std::string(p), c);
           if (!inserted) {
@@ -239,6 +450,66 @@ struct DimValue {
   std::uint64_t value = 0;
   std::string how;  // "num_key_value_heads 8 x head_dim 128"
 };
+
+// "a N x b M" (b empty: "a N"), scaled by `times` ("2 x (...)").
+DimValue Product(std::int64_t times, const char* a, std::int64_t va, const char* b = nullptr,
+                 std::int64_t vb = 1) {
+  const std::int64_t v = times * va * vb;
+  std::string how = std::string(a) + " " + std::to_string(va);
+  if (b != nullptr) how += " x " + std::string(b) + " " + std::to_string(vb);
+  if (times != 1) how = std::to_string(times) + " x (" + how + ")";
+  return {static_cast<std::uint64_t>(v < 0 ? 0 : v), how};
+}
+
+DimValue Sum(const DimValue& a, const DimValue& b) {
+  return {a.value + b.value, a.how + " + " + b.how};
+}
+
+// The dimensions of the families added after the first five (Resolve's default).
+DimValue ResolveMore(Dim d, const ModelConfig& c) {
+  const std::int64_t key_dim = c.linear_num_key_heads * c.linear_key_head_dim;
+  const std::int64_t value_dim = c.linear_num_value_heads * c.linear_value_head_dim;
+  switch (d) {
+    case Dim::kOne:
+      return {1, "1"};
+    case Dim::kQ2:
+      return Product(2, "num_attention_heads", c.num_attention_heads, "head_dim", c.head_dim);
+    case Dim::kQkv:
+      return Sum(Product(1, "num_attention_heads", c.num_attention_heads, "head_dim", c.head_dim),
+                 Product(2, "num_key_value_heads", c.num_key_value_heads, "head_dim", c.head_dim));
+    case Dim::kI2:
+      return Product(2, "intermediate_size", c.intermediate_size);
+    case Dim::kSharedEI:
+      return Product(1, "shared_expert_intermediate_size", c.shared_expert_intermediate_size);
+    case Dim::kIdxQ:
+      return Product(1, "index_n_heads", c.index_n_heads, "index_head_dim", c.index_head_dim);
+    case Dim::kIdxHeads:
+      return Product(1, "index_n_heads", c.index_n_heads);
+    case Dim::kIdxDim:
+      return Product(1, "index_head_dim", c.index_head_dim);
+    case Dim::kLinQkvz:
+      return {static_cast<std::uint64_t>(std::max<std::int64_t>(0, 2 * key_dim + 2 * value_dim)),
+              "2 x key_dim " + std::to_string(key_dim) + " + 2 x value_dim " +
+                  std::to_string(value_dim)};
+    case Dim::kLinBa:
+      return Product(2, "linear_num_value_heads", c.linear_num_value_heads);
+    case Dim::kLinQkv:
+      return {
+          static_cast<std::uint64_t>(std::max<std::int64_t>(0, 2 * key_dim + value_dim)),
+          "2 x key_dim " + std::to_string(key_dim) + " + value_dim " + std::to_string(value_dim)};
+    case Dim::kLinNv:
+      return Product(1, "linear_num_value_heads", c.linear_num_value_heads);
+    case Dim::kLinV:
+      return Product(1, "linear_num_value_heads", c.linear_num_value_heads, "linear_value_head_dim",
+                     c.linear_value_head_dim);
+    case Dim::kLinDv:
+      return Product(1, "linear_value_head_dim", c.linear_value_head_dim);
+    case Dim::kConvK:
+      return Product(1, "linear_conv_kernel_dim", c.linear_conv_kernel_dim);
+    default:
+      return {};
+  }
+}
 
 DimValue Resolve(Dim d, const ModelConfig& c) {
   auto one = [](const char* name, std::int64_t v) {
@@ -299,6 +570,8 @@ DimValue Resolve(Dim d, const ModelConfig& c) {
     }
     case Dim::kOIn:
       return prod("num_attention_heads", c.num_attention_heads, "v_head_dim", c.v_head_dim);
+    default:
+      return ResolveMore(d, c);
   }
   return {};
 }
@@ -352,44 +625,57 @@ std::string IntList(const std::vector<std::int64_t>& v) {
   return s + "]";
 }
 
-// Why config.json gives Qwen3-MoE layers the MLP it does, for messages.
-std::string SparseRule(const ModelConfig& c) {
+// Why config.json gives a layer the MLP it does, for messages.
+std::string SparseRule(const ModelConfig& c, Family family) {
+  const FamilyInfo& info = InfoOf(family);
+  if (info.sparsity == Sparsity::kEvery) {
+    return std::string(info.experts_key) + " " + std::to_string(c.num_experts) +
+           "; vLLM and transformers build experts on every layer of a " + info.name;
+  }
   return "num_experts " + std::to_string(c.num_experts) + ", decoder_sparse_step " +
          std::to_string(c.decoder_sparse_step) + ", mlp_only_layers " + IntList(c.mlp_only_layers) +
          "; vLLM and transformers build experts where num_experts > 0, the layer is not in "
          "mlp_only_layers and (layer + 1) % decoder_sparse_step == 0";
 }
 
-// The tensor of `part` at `layer` against the MLP config.json gives that layer.
-Status CheckLayerMlp(const ModelConfig& config, Family family, int layer, LayerMlp part,
-                     std::string_view name, std::string_view file_label) {
-  if (part == LayerMlp::kAny || layer < 0) return Status::Ok();
+// The tensor of row kind `when` at `layer` against the layer config.json gives it: the MLP
+// (dense or sparse) and, for hybrid families, the attention (full or linear).
+Status CheckLayerKind(const ModelConfig& config, Family family, int layer, When when,
+                      std::string_view name, std::string_view file_label) {
+  if (layer < 0) return Status::Ok();
+  if ((when == When::kFullAttn || when == When::kLinearAttn) && InfoOf(family).hybrid) {
+    const bool linear = LayerIsLinear(config, family, layer);
+    if (linear == (when == When::kLinearAttn)) return Status::Ok();
+    return Status::Corrupt(Where(name, file_label) + ": a " +
+                           (linear ? "full-attention" : "linear-attention") +
+                           " tensor, but config.json makes layer " + std::to_string(layer) + " a " +
+                           (linear ? "linear-attention" : "full-attention") +
+                           " layer (layer_types, else full_attention_interval " +
+                           std::to_string(config.full_attention_interval) + ")");
+  }
+  const LayerMlp part = MlpPartOf(when);
+  if (part == LayerMlp::kAny) return Status::Ok();
   HOIST_ASSIGN_OR_RETURN(LayerMlp want, LayerMlpOf(config, family, layer));
   if (want == LayerMlp::kAny || want == part) return Status::Ok();
   const bool sparse = want == LayerMlp::kSparse;
   return Status::Corrupt(
       Where(name, file_label) + ": " + (sparse ? "a dense-MLP" : "a mixture-of-experts") +
       " tensor, but config.json makes layer " + std::to_string(layer) + " a " +
-      (sparse ? "sparse MoE" : "dense-MLP") + " layer (" + SparseRule(config) + ")");
+      (sparse ? "sparse MoE" : "dense-MLP") + " layer (" + SparseRule(config, family) + ")");
+}
+
+bool ListHas(const char* list, std::string_view item) {
+  for (std::string_view entry : Split(list, ',')) {
+    if (!item.empty() && entry == item) return true;
+  }
+  return false;
 }
 
 }  // namespace
 
-std::string_view FamilyName(Family family) {
-  switch (family) {
-    case Family::kLlama:
-      return "llama";
-    case Family::kQwen2:
-      return "qwen2";
-    case Family::kQwen3:
-      return "qwen3";
-    case Family::kQwen3Moe:
-      return "qwen3_moe";
-    case Family::kDeepseekV3:
-      return "deepseek_v3";
-  }
-  return "unknown";
-}
+const FamilyInfo& InfoOf(Family family) { return kFamilies[static_cast<std::size_t>(family)]; }
+
+std::string_view FamilyName(Family family) { return InfoOf(family).name; }
 
 std::string_view RoleName(Role role) {
   switch (role) {
@@ -411,6 +697,8 @@ std::string_view RoleName(Role role) {
       return "expert-up";
     case Role::kExpertDown:
       return "expert-down";
+    case Role::kParts:
+      return "parts";
     case Role::kSkip:
       return "skip";
   }
@@ -418,25 +706,42 @@ std::string_view RoleName(Role role) {
 }
 
 Result<Family> FamilyOf(const ModelConfig& config) {
-  const std::string& t = config.model_type;
-  if (t == "llama" || t == "mistral") return Family::kLlama;
-  if (t == "qwen2") return Family::kQwen2;
-  if (t == "qwen3") return Family::kQwen3;
-  if (t == "qwen3_moe") return Family::kQwen3Moe;
-  if (t == "deepseek_v3") return Family::kDeepseekV3;
-  return Status::Unsupported("config.json model_type '" + t +
-                             "' has no family rules (supported: llama, mistral, qwen2, qwen3, "
-                             "qwen3_moe, deepseek_v3)");
+  const std::string arch = config.architectures.empty() ? "" : config.architectures[0];
+  for (const FamilyInfo& f : kFamilies) {
+    if (ListHas(f.architectures, arch)) return f.family;
+  }
+  for (const FamilyInfo& f : kFamilies) {
+    if (ListHas(f.model_types, config.model_type)) return f.family;
+  }
+  std::string known;
+  for (const FamilyInfo& f : kFamilies) known += (known.empty() ? "" : ", ") + std::string(f.name);
+  return Status::Unsupported("config.json model_type '" + config.model_type + "'" +
+                             (arch.empty() ? "" : " (architectures '" + arch + "')") +
+                             " has no family rules (supported: " + known + ")");
+}
+
+bool LayerIsLinear(const ModelConfig& c, Family family, std::int64_t layer) {
+  if (!InfoOf(family).hybrid || layer < 0) return false;
+  if (!c.linear_layers.empty()) {
+    return layer < static_cast<std::int64_t>(c.linear_layers.size()) &&
+           c.linear_layers[static_cast<std::size_t>(layer)] != 0;
+  }
+  return c.full_attention_interval > 0 && (layer + 1) % c.full_attention_interval != 0;
 }
 
 Result<LayerMlp> LayerMlpOf(const ModelConfig& config, Family family, int layer) {
-  if (family != Family::kQwen3Moe) return LayerMlp::kAny;
+  const Sparsity sparsity = InfoOf(family).sparsity;
+  if (sparsity == Sparsity::kEvery) {
+    return config.num_experts > 0 ? LayerMlp::kSparse : LayerMlp::kDense;
+  }
+  if (sparsity != Sparsity::kStep) return LayerMlp::kAny;
   if (config.num_experts <= 0) return LayerMlp::kDense;
   if (config.decoder_sparse_step < 1) {
     return Status::Corrupt(
         "config.json: decoder_sparse_step " + std::to_string(config.decoder_sparse_step) +
-        " must be at least 1 for a qwen3_moe with experts (vLLM and transformers take layer L as "
-        "sparse when (L + 1) % decoder_sparse_step == 0)");
+        " must be at least 1 for a " + std::string(FamilyName(family)) +
+        " with experts (vLLM and transformers take layer L as sparse when (L + 1) % "
+        "decoder_sparse_step == 0)");
   }
   const auto& only = config.mlp_only_layers;
   if (std::find(only.begin(), only.end(), layer) != only.end()) return LayerMlp::kDense;
@@ -469,17 +774,24 @@ std::string ShapeString(const std::vector<std::uint64_t>& shape) {
 
 namespace {
 
-// Layers past num_hidden_layers: DeepSeek's MTP layer is skipped (true), elsewhere an error.
+// Tensors an engine does not load: MTP layers past num_hidden_layers (DeepSeek, GLM) and
+// `mtp.*` modules (Qwen3-Next, Qwen3.5), as vLLM skips them (true); a layer past
+// num_hidden_layers elsewhere is an error.
 Result<bool> SkipsExtraLayer(const ModelConfig& config, Family family, std::string_view name,
                              const std::vector<std::string_view>& parts,
                              const std::vector<std::int64_t>& numbers, std::string_view file_label,
                              TensorRule* rule) {
+  const bool skips = InfoOf(family).skips_extra_layers;
+  if (skips && parts.size() > 1 && parts[0] == "mtp") {
+    rule->role = Role::kSkip;
+    return true;
+  }
   if (parts.size() <= 3 || parts[0] != "model" || parts[1] != "layers" || !AllDigits(parts[2])) {
     return false;
   }
   const std::int64_t layer = numbers.empty() ? 0 : numbers[0];
   if (parts[2].size() <= 9 && layer < config.num_hidden_layers) return false;
-  if (kSkipsExtraLayers & Bit(family)) {
+  if (skips) {
     rule->role = Role::kSkip;
     rule->layer = static_cast<int>(parts[2].size() > 9 ? -1 : layer);
     return true;
@@ -510,6 +822,11 @@ Status CheckShape(const ModelConfig& config, const Compiled& c, std::string_view
   } else if (c.param == Param::kWeight && row.d1 != Dim::kNone) {
     rule->expected = {d0.value, d1.value};
     how = d0.how + ", " + d1.how;
+    if (row.d2 != Dim::kNone) {
+      DimValue d2 = Resolve(row.d2, config);
+      rule->expected.push_back(d2.value);
+      how += ", " + d2.how;
+    }
   } else {
     rule->expected = {d0.value};
     how = d0.how;
@@ -518,6 +835,42 @@ Status CheckShape(const ModelConfig& config, const Compiled& c, std::string_view
   return Status::Corrupt(Where(name, file_label) + ": shape " + ShapeString(shape) +
                          " disagrees with config.json: expected " + ShapeString(rule->expected) +
                          " (" + how + ")");
+}
+
+// The parts of a kParts row's dim 0, as vLLM's loaders cut a tensor fused on disk.
+std::vector<Part> PartsOf(Parts parts, const ModelConfig& c) {
+  const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v < 0 ? 0 : v); };
+  switch (parts) {
+    case Parts::kQkv: {
+      const std::uint64_t kv = u(c.num_key_value_heads * c.head_dim);
+      return {{u(c.num_attention_heads * c.head_dim), false}, {kv, true}, {kv, true}};
+    }
+    case Parts::kTwo:
+      return {{u(c.intermediate_size), false}, {u(c.intermediate_size), false}};
+    case Parts::kLinQkv: {
+      const std::uint64_t key = u(c.linear_num_key_heads * c.linear_key_head_dim);
+      return {{key, false},
+              {key, false},
+              {u(c.linear_num_value_heads * c.linear_value_head_dim), false}};
+    }
+    case Parts::kNone:
+      break;
+  }
+  return {};
+}
+
+// The row's role, fusion and parts for this parameter.
+void ApplyRow(const ModelConfig& config, const Compiled& c, TensorRule* rule) {
+  const Row& row = *c.row;
+  rule->role = row.role;
+  if (c.param == Param::kBias && row.role == Role::kRow) rule->role = Role::kReplicated;
+  if (row.role == Role::kParts) rule->parts = PartsOf(row.parts, config);
+  if (row.fusion != Fusion::kNone && !(row.fuse_needs_q_lora && config.q_lora_rank <= 0)) {
+    rule->fusion = row.fusion;
+    rule->fused_name = Instantiate(row.fused, rule->layer, c.param_name);
+    rule->slot = row.slot;
+    rule->slots = row.slots;
+  }
 }
 
 }  // namespace
@@ -549,28 +902,18 @@ Result<TensorRule> ClassifyTensor(const ModelConfig& config, Family family, std:
     if (c.placeholders[i] == Slot::kLayer) rule.layer = static_cast<int>(numbers[i]);
     if (c.placeholders[i] == Slot::kExpert) rule.expert = static_cast<int>(numbers[i]);
   }
-  HOIST_RETURN_IF_ERROR(CheckLayerMlp(config, family, rule.layer, c.mlp, name, file_label));
+  HOIST_RETURN_IF_ERROR(CheckLayerKind(config, family, rule.layer, row.when, name, file_label));
   if (rule.expert >= 0 && rule.expert >= config.num_experts) {
     return Status::Corrupt(Where(name, file_label) + ": expert " + std::to_string(rule.expert) +
                            " is out of range: config.json num_experts is " +
                            std::to_string(config.num_experts));
   }
-  if (row.skip_if_tied && config.tie_word_embeddings) {
+  if (row.when == When::kUntied && config.tie_word_embeddings) {
     rule.role = Role::kSkip;
     return rule;
   }
-
-  // Role of this parameter.
-  rule.role = row.role;
-  if (c.param == Param::kBias && row.role == Role::kRow) rule.role = Role::kReplicated;
   HOIST_RETURN_IF_ERROR(CheckShape(config, c, name, shape, file_label, &rule));
-
-  if (row.fusion != Fusion::kNone && !(row.fuse_needs_q_lora && config.q_lora_rank <= 0)) {
-    rule.fusion = row.fusion;
-    rule.fused_name = Instantiate(row.fused, rule.layer, c.param_name);
-    rule.slot = row.slot;
-    rule.slots = row.slots;
-  }
+  ApplyRow(config, c, &rule);
   return rule;
 }
 
@@ -582,17 +925,23 @@ bool HasRule(Family family, std::string_view name) {
 
 bool LayerIsSparse(const ModelConfig& c, Family family, std::int64_t layer) {
   if (c.num_experts <= 0) return false;
-  if (family == Family::kQwen3Moe) {
-    const std::int64_t step = std::max<std::int64_t>(1, c.decoder_sparse_step);
-    const auto& dense = c.mlp_only_layers;
-    const bool listed = dense.size() < 16
-                            ? std::find(dense.begin(), dense.end(), layer) != dense.end()
-                            : std::binary_search(dense.begin(), dense.end(), layer);
-    return !listed && (layer + 1) % step == 0;
-  }
-  if (family == Family::kDeepseekV3) {
-    const std::int64_t freq = std::max<std::int64_t>(1, c.moe_layer_freq);
-    return layer >= c.first_k_dense_replace && layer % freq == 0;
+  switch (InfoOf(family).sparsity) {
+    case Sparsity::kStep: {
+      const std::int64_t step = std::max<std::int64_t>(1, c.decoder_sparse_step);
+      const auto& dense = c.mlp_only_layers;
+      const bool listed = dense.size() < 16
+                              ? std::find(dense.begin(), dense.end(), layer) != dense.end()
+                              : std::binary_search(dense.begin(), dense.end(), layer);
+      return !listed && (layer + 1) % step == 0;
+    }
+    case Sparsity::kFirstK: {
+      const std::int64_t freq = std::max<std::int64_t>(1, c.moe_layer_freq);
+      return layer >= c.first_k_dense_replace && layer % freq == 0;
+    }
+    case Sparsity::kEvery:
+      return true;
+    case Sparsity::kDense:
+      break;
   }
   return false;
 }
@@ -600,110 +949,143 @@ bool LayerIsSparse(const ModelConfig& c, Family family, std::int64_t layer) {
 namespace {
 
 // Why each kind of tensor is implied, built once per ForEachImpliedTensor call.
-struct Reasons {
-  std::string family, layers, experts, shared, q_lora, tied, bias, topk;
-};
-
-Reasons MakeReasons(const ModelConfig& c, Family family) {
-  Reasons r;
-  r.family = "model_type = " + std::string(FamilyName(family));
-  r.layers = "num_hidden_layers = " + std::to_string(c.num_hidden_layers);
-  r.experts = std::string(family == Family::kDeepseekV3 ? "n_routed_experts" : "num_experts") +
-              " = " + std::to_string(c.num_experts);
-  r.shared = "n_shared_experts = " + std::to_string(c.n_shared_experts);
-  r.q_lora = "q_lora_rank = " + std::to_string(c.q_lora_rank);
-  r.tied = "tie_word_embeddings = false";
-  r.bias = family == Family::kQwen2 ? r.family : "attention_bias = true";
-  r.topk = "topk_method = " + c.topk_method;
-  return r;
+std::string Because(When when, const ModelConfig& c, Family family, std::int64_t layer) {
+  const FamilyInfo& info = InfoOf(family);
+  switch (when) {
+    case When::kModel:
+    case When::kFamilyLayer:
+      return "model_type = " + std::string(info.name);
+    case When::kUntied:
+      return "tie_word_embeddings = false";
+    case When::kAttnBias:
+      return "attention_bias = true";
+    case When::kQkNorm:
+      return "use_qk_norm = true";
+    case When::kQLora:
+      return "q_lora_rank = " + std::to_string(c.q_lora_rank);
+    case When::kFullAttn:
+    case When::kLinearAttn:
+      return "layer_types[" + std::to_string(layer) +
+             "] = " + (when == When::kFullAttn ? "full_attention" : "linear_attention");
+    case When::kSparse:
+    case When::kExpert:
+      return std::string(info.experts_key) + " = " + std::to_string(c.num_experts);
+    case When::kNoauxTc:
+      return "topk_method = " + c.topk_method;
+    case When::kSharedExperts:
+      return "n_shared_experts = " + std::to_string(c.n_shared_experts);
+    case When::kSharedExpert:
+      return "shared_expert_intermediate_size = " +
+             std::to_string(c.shared_expert_intermediate_size);
+    default:
+      return "num_hidden_layers = " + std::to_string(c.num_hidden_layers);
+  }
 }
 
-// Walks the implied names, stopping for good once the callback returns false.
+// Whether config.json implies a tensor of kind `when` at `layer` (-1: model level).
+bool Implied(When when, const ModelConfig& c, Family family, std::int64_t layer) {
+  const bool sparse = layer >= 0 && LayerIsSparse(c, family, layer);
+  const bool linear = LayerIsLinear(c, family, layer);
+  switch (when) {
+    case When::kNever:
+      return false;
+    case When::kUntied:
+      return !c.tie_word_embeddings;
+    case When::kAttnBias:
+      return c.attention_bias;
+    case When::kQkNorm:
+      return c.use_qk_norm;
+    case When::kQLora:
+      return c.q_lora_rank > 0;
+    case When::kNoQLora:
+      return c.q_lora_rank <= 0;
+    case When::kFullAttn:
+      return !linear;
+    case When::kLinearAttn:
+      return linear;
+    case When::kDense:
+      return !sparse;
+    case When::kSparse:
+    case When::kExpert:
+      return sparse;
+    case When::kNoauxTc:
+      return sparse && c.topk_method == "noaux_tc";
+    case When::kSharedExperts:
+      return sparse && c.n_shared_experts > 0;
+    case When::kSharedExpert:
+      return sparse && c.shared_expert_intermediate_size > 0;
+    default:
+      return true;
+  }
+}
+
+// Walks the implied names of one family, stopping for good once the callback returns false.
 class Walker {
  public:
   Walker(const ModelConfig& c, Family family, const ImpliedFn& fn)
-      : c_(c), family_(family), fn_(fn), why_(MakeReasons(c, family)) {}
+      : c_(c), family_(family), fn_(fn) {}
   bool stopped() const { return stopped_; }
 
-  void Embedding() { Emit("model.embed_tokens.weight", {}, {}, why_.family); }
-  void Head() {
-    Emit("model.norm.weight", {}, {}, why_.family);
-    if (!c_.tie_word_embeddings) Emit("lm_head.weight", {}, {}, why_.tied);
+  // The model-level rows: embed_tokens first (head), the rest after the layers.
+  void Model(bool head) {
+    for (const Row& row : Rows()) {
+      if (!Has(row) || std::string_view(row.pattern).find('{') != std::string_view::npos) continue;
+      if ((std::string_view(row.pattern) == "model.embed_tokens") == head) Emit(row, -1, -1);
+    }
   }
-
   // Layer l's tensors except the routed experts.
   void Layer(std::int64_t l) {
-    const std::string p = "model.layers." + std::to_string(l) + ".";
-    Emit(p, "input_layernorm", ".weight", why_.layers);
-    Attention(p);
-    Emit(p, "post_attention_layernorm", ".weight", why_.layers);
-    if (!LayerIsSparse(c_, family_, l)) {
-      Mlp(p + "mlp.", why_.layers);
-      return;
-    }
-    Emit(p, "mlp.gate", ".weight", why_.experts);
-    if (family_ == Family::kDeepseekV3 && c_.topk_method == "noaux_tc") {
-      Emit(p, "mlp.gate", ".e_score_correction_bias", why_.topk);
-    }
-    if (family_ == Family::kDeepseekV3 && c_.n_shared_experts > 0) {
-      Mlp(p + "mlp.shared_experts.", why_.shared);
+    for (const Row& row : Rows()) {
+      const std::string_view p = row.pattern;
+      if (Has(row) && p.find("{L}") != p.npos && p.find("{E}") == p.npos) Emit(row, l, -1);
     }
   }
-
   // Routed expert e of layer l (nothing for a dense layer or an expert out of range).
   void Expert(std::int64_t l, std::int64_t e) {
     if (l < 0 || l >= c_.num_hidden_layers || e < 0 || e >= c_.num_experts ||
         !LayerIsSparse(c_, family_, l)) {
       return;
     }
-    Mlp("model.layers." + std::to_string(l) + ".mlp.experts." + std::to_string(e) + ".",
-        why_.experts);
+    for (const Row& row : Rows()) {
+      if (Has(row) && std::string_view(row.pattern).find("{E}") != std::string_view::npos) {
+        Emit(row, l, e);
+      }
+    }
   }
 
  private:
-  // Calls fn with prefix + part + param, built in one reused buffer.
-  void Emit(std::string_view prefix, std::string_view part, std::string_view param,
-            std::string_view because) {
-    if (stopped_) return;
-    name_.assign(prefix).append(part).append(param);
-    if (!fn_(name_, because)) stopped_ = true;
-  }
-  void Mlp(const std::string& prefix, std::string_view because) {
-    for (const char* proj : {"gate_proj", "up_proj", "down_proj"}) {
-      Emit(prefix, proj, ".weight", because);
-    }
-  }
-  void Attention(const std::string& p) {
-    const std::string a = p + "self_attn.";
-    if (family_ == Family::kDeepseekV3) {
-      if (c_.q_lora_rank > 0) {
-        for (const char* t : {"q_a_proj", "q_a_layernorm", "q_b_proj"}) {
-          Emit(a, t, ".weight", why_.q_lora);
-        }
+  bool Has(const Row& row) const { return (row.families & Bit(family_)) != 0; }
+
+  // The row's implied parameters at (layer, expert): all but bias per `when`, bias per `bias`.
+  void Emit(const Row& row, std::int64_t layer, std::int64_t expert) {
+    const bool main = Implied(row.when, c_, family_, layer);
+    const bool bias =
+        Implied(row.bias, c_, family_, layer) && (row.when != When::kFullAttn || main);
+    if (!main && !bias) return;
+    std::string base;
+    for (std::string_view part : Split(row.pattern, '.')) {
+      if (!base.empty()) base += '.';
+      if (part == "{L}") {
+        base += std::to_string(layer);
+      } else if (part == "{E}") {
+        base += std::to_string(expert);
       } else {
-        Emit(a, "q_proj", ".weight", why_.layers);
+        base += part;
       }
-      for (const char* t : {"kv_a_proj_with_mqa", "kv_a_layernorm", "kv_b_proj", "o_proj"}) {
-        Emit(a, t, ".weight", why_.layers);
-      }
-      return;
     }
-    const bool qkv_bias = family_ == Family::kQwen2 || c_.attention_bias;
-    for (const char* t : {"q_proj", "k_proj", "v_proj", "o_proj"}) {
-      Emit(a, t, ".weight", why_.layers);
-      const bool bias = t[0] == 'o' ? family_ != Family::kQwen2 && c_.attention_bias : qkv_bias;
-      if (bias) Emit(a, t, ".bias", why_.bias);
-    }
-    if (family_ == Family::kQwen3 || family_ == Family::kQwen3Moe) {
-      Emit(a, "q_norm", ".weight", why_.family);
-      Emit(a, "k_norm", ".weight", why_.family);
+    for (std::string_view param : Split(row.params, ',')) {
+      if (stopped_ || param == "weight_scale_inv") continue;
+      const bool is_bias = param == "bias";
+      if (is_bias ? !bias : !main) continue;
+      name_.assign(base).append(".").append(param);
+      const std::string why = Because(is_bias ? row.bias : row.when, c_, family_, layer);
+      if (!fn_(name_, why)) stopped_ = true;
     }
   }
 
   const ModelConfig& c_;
   Family family_;
   const ImpliedFn& fn_;
-  Reasons why_;
   std::string name_;
   bool stopped_ = false;
 };
@@ -715,8 +1097,8 @@ void ForEachImpliedTensor(const ModelConfig& c, Family family, const ImpliedFn& 
   Walker w(c, family, fn);
   switch (slice.part) {
     case ImpliedPart::kModel:
-      w.Embedding();
-      w.Head();
+      w.Model(true);
+      w.Model(false);
       return;
     case ImpliedPart::kLayer:
       if (slice.layer >= 0 && slice.layer < c.num_hidden_layers) w.Layer(slice.layer);
@@ -727,13 +1109,13 @@ void ForEachImpliedTensor(const ModelConfig& c, Family family, const ImpliedFn& 
     case ImpliedPart::kAll:
       break;
   }
-  w.Embedding();
+  w.Model(true);
   for (std::int64_t l = 0; l < c.num_hidden_layers && !w.stopped(); ++l) {
     w.Layer(l);
     if (!LayerIsSparse(c, family, l)) continue;
     for (std::int64_t e = 0; e < c.num_experts && !w.stopped(); ++e) w.Expert(l, e);
   }
-  w.Head();
+  w.Model(false);
 }
 
 }  // namespace hoist::planner

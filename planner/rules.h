@@ -38,13 +38,65 @@
 
 namespace hoist::planner {
 
-enum class Family : std::uint8_t { kLlama, kQwen2, kQwen3, kQwen3Moe, kDeepseekV3 };
+enum class Family : std::uint8_t {
+  kLlama,
+  kQwen2,
+  kQwen3,
+  kQwen3Moe,
+  kDeepseekV3,
+  kDeepseekV2,
+  kGlmMoeDsa,
+  kMixtral,
+  kMinimaxM2,
+  kQwen2Moe,
+  kGlm4Moe,
+  kGemma3,
+  kPhi3,
+  kQwen3Next,
+  kQwen35,
+  kQwen35Moe,
+};
+constexpr int kFamilyCount = 16;
 
-// "llama", "qwen2", "qwen3", "qwen3_moe", "deepseek_v3".
+// "llama", "qwen2", "qwen3", "qwen3_moe", "deepseek_v3", "mixtral", ...
 std::string_view FamilyName(Family family);
 
-// The family of config.json's model_type ("mistral" uses the llama rows). Unsupported otherwise.
+// What a family's layers are made of, beyond its table rows (rules.cc: kFamilies).
+enum class Attention : std::uint8_t { kGqa, kMla };
+enum class Sparsity : std::uint8_t {
+  kDense,   // no routed experts
+  kStep,    // Qwen-MoE: (L + 1) % decoder_sparse_step == 0 and L not in mlp_only_layers
+  kFirstK,  // DeepSeek / GLM: L >= first_k_dense_replace and L % moe_layer_freq == 0
+  kEvery,   // Mixtral / MiniMax: every layer
+};
+enum class SharedExperts : std::uint8_t {
+  kNone,
+  kDeepseek,  // mlp.shared_experts.*: moe_intermediate_size x n_shared_experts
+  kQwen,      // mlp.shared_expert.* + shared_expert_gate: shared_expert_intermediate_size
+};
+struct FamilyInfo {
+  Family family;
+  const char* name;           // FamilyName
+  const char* architectures;  // config.json architectures that select it, comma-separated
+  const char* model_types;    // model_type values that select it when no architecture does
+  Attention attention;
+  Sparsity sparsity;
+  SharedExperts shared;
+  const char* experts_key;      // the config key that counts routed experts, for messages
+  const char* expert_size_key;  // the config key of a routed expert's intermediate size
+  bool hybrid;                  // linear-attention layers beside full attention (layer_types)
+  bool skips_extra_layers;      // MTP layers past num_hidden_layers and `mtp.*` are not loaded
+};
+const FamilyInfo& InfoOf(Family family);
+
+// The family of config.json: its first `architectures` entry when the table knows it (vLLM's
+// registry is keyed so: model_type kimi_k2 is DeepseekV3ForCausalLM), else its model_type.
+// Unsupported naming both and the supported architectures otherwise.
 Result<Family> FamilyOf(const ModelConfig& config);
+
+// Hybrid families: layer `layer` is a linear-attention layer (layer_types, else every layer but
+// each full_attention_interval-th). False for other families.
+bool LayerIsLinear(const ModelConfig& config, Family family, std::int64_t layer);
 
 enum class Role : std::uint8_t {
   kColumn,      // rows [t*n/tp, (t+1)*n/tp)
@@ -56,7 +108,14 @@ enum class Role : std::uint8_t {
   kExpertGate,  // routed expert gate_proj: whole on its owner under EP, else column
   kExpertUp,    // routed expert up_proj: whole on its owner under EP, else column
   kExpertDown,  // routed expert down_proj: whole on its owner under EP, else row
+  kParts,       // fused on disk (phi3 qkv_proj, a conv1d over q/k/v): each part column-split
   kSkip,        // not loaded: lm_head with tied embeddings, DeepSeek MTP layers
+};
+
+// One part of a kParts tensor: `rows` rows along dim 0, sliced as a column (or kv-heads) part.
+struct Part {
+  std::uint64_t rows = 0;
+  bool kv_heads = false;
 };
 
 std::string_view RoleName(Role role);
@@ -76,7 +135,7 @@ enum class Fusion : std::uint8_t {
 
 // Which MLP a decoder layer has.
 enum class LayerMlp : std::uint8_t {
-  kAny,     // not constrained by config.json (families other than Qwen3-MoE)
+  kAny,     // not constrained by config.json (DeepSeek-style and dense families)
   kDense,   // mlp.{gate,up,down}_proj
   kSparse,  // mlp.gate (router) + mlp.experts.<e>.*
 };
@@ -102,6 +161,7 @@ struct TensorRule {
   std::string_view pattern;  // the matching row's pattern, for messages
   bool scalable = false;     // the row accepts X.weight_scale_inv (FP8 block scales)
   std::vector<std::uint64_t> expected;  // shape config.json implies
+  std::vector<Part> parts;              // kParts: dim 0's parts in order
 };
 
 // FP8 block size from quantization_config.weight_block_size ({rows, cols}); {0, 0} when absent.

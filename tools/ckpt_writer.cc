@@ -144,6 +144,27 @@ Result<std::string> ResolveConfig(const MkckptOptions& o) {
   return text;
 }
 
+// A tensor list {name: [dtype, shape, ...]} (MkckptOptions::tensors_path), in name order.
+Result<std::vector<TensorSpec>> ReadTensorSpecs(const std::string& path) {
+  HOIST_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
+  std::vector<TensorSpec> specs;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    if (!j.is_object()) return Status::InvalidArgument(path + ": not a JSON object");
+    for (const auto& [name, v] : j.items()) {
+      TensorSpec t{name, v.at(0).get<std::string>(), v.at(1).get<std::vector<std::uint64_t>>()};
+      if (t.Bytes() == 0 && !t.shape.empty()) {
+        return Status::InvalidArgument(path + ": tensor " + name + ": dtype " + t.dtype +
+                                       " is not one hoist-mkckpt writes (BF16, F16, F32, F8_E4M3)");
+      }
+      specs.push_back(std::move(t));
+    }
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(path + ": " + e.what());
+  }
+  return specs;
+}
+
 std::string ShardName(std::size_t k, std::size_t n) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), "model-%05zu-of-%05zu.safetensors", k + 1, n);
@@ -246,7 +267,9 @@ void GenerateTensorBytes(const TensorSpec& spec, std::uint64_t seed, std::uint64
 Status MakeCheckpoint(const MkckptOptions& o) {
   if (o.out_dir.empty()) return Status::InvalidArgument("no output folder given");
   HOIST_ASSIGN_OR_RETURN(const std::string config, ResolveConfig(o));
-  HOIST_ASSIGN_OR_RETURN(const std::vector<TensorSpec> specs, ListTensorSpecs(config));
+  HOIST_ASSIGN_OR_RETURN(
+      const std::vector<TensorSpec> specs,
+      o.tensors_path.empty() ? ListTensorSpecs(config) : ReadTensorSpecs(o.tensors_path));
   {
     std::set<std::string> names;
     for (const auto& t : specs) {

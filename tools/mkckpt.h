@@ -31,10 +31,13 @@
 namespace hoist::tools {
 
 struct MkckptOptions {
-  std::string family;            // qwen3 | qwen2 | qwen3-moe | deepseek-v3 | llama (may be empty
-                                 // with a preset, which implies its family)
-  std::string preset;            // one of PresetNames(); exclusive with config_path
-  std::string config_path;       // a config.json of a supported family
+  std::string family;       // qwen3 | qwen2 | qwen3-moe | deepseek-v3 | llama (may be empty
+                            // with a preset, which implies its family)
+  std::string preset;       // one of PresetNames(); exclusive with config_path
+  std::string config_path;  // a config.json of a supported family
+  // With config_path: a JSON object {name: [dtype, shape]} listing the tensors to write instead
+  // of those the config implies (tests/data/hf: the lists transformers writes), any family.
+  std::string tensors_path;
   std::string out_dir;           // created if missing; existing checkpoint files are overwritten
   std::uint64_t shard_size = 0;  // bytes; 0 = 5,000,000,000
   std::uint64_t seed = 0;

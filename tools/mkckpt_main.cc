@@ -2,6 +2,7 @@
 //
 //   hoist-mkckpt --family qwen3|qwen2|qwen3-moe|deepseek-v3|llama --preset NAME|--config FILE
 //                --out DIR [--shard-size BYTES] [--seed S] [--threads T]
+//   hoist-mkckpt --config FILE --tensors FILE --out DIR  (exactly the listed tensors)
 //   hoist-mkckpt --list-presets      (name, family, tensor count, bytes and size of each preset)
 //
 // Exit codes: 0 written, 1 failed (message on stderr), 2 bad command line.
@@ -21,6 +22,10 @@ int main(int argc, char** argv) {
   auto* preset = app.add_option("--preset", o.preset, "a built-in model shape (--list-presets)");
   auto* config = app.add_option("--config", o.config_path, "a config.json of a supported family");
   preset->excludes(config);
+  app.add_option("--tensors", o.tensors_path,
+                 "with --config: a JSON list {name: [dtype, shape]} of the tensors to write "
+                 "(tests/data/hf), any architecture")
+      ->needs(config);
   app.add_option("--out", o.out_dir, "output folder (created if missing)");
   app.add_option("--shard-size", o.shard_size, "bytes per shard (default 5000000000)");
   app.add_option("--seed", o.seed, "content seed (default 0)");

@@ -24,12 +24,16 @@
 #include "planner/checkpoint.h"
 #include "planner/plan_builder.h"
 #include "tests/reference/reference.h"
+#include "tests/test_paths.h"
 #include "tools/mkckpt.h"
 
 namespace hoist::planner {
 namespace {
 
 namespace fs = std::filesystem;
+
+// "hf:NAME": the checkpoint transformers writes for architecture NAME (tests/data/hf/NAME).
+bool IsHf(const std::string& preset) { return preset.rfind("hf:", 0) == 0; }
 
 // qwen3-tiny is written as one model.safetensors (no index); the others as several shards.
 bool SingleFile(const std::string& preset) { return preset == "qwen3-tiny"; }
@@ -59,7 +63,13 @@ class Fixtures : public ::testing::Environment {
       root_ = tmpl;
     }
     tools::MkckptOptions o;
-    o.preset = preset;
+    if (IsHf(preset)) {  // tests/data/hf: the names, shapes and dtypes transformers writes
+      const std::string data = testing::SourceDir() + "/tests/data/hf/" + preset.substr(3);
+      o.config_path = data + "/config.json";
+      o.tensors_path = data + "/tensors.json";
+    } else {
+      o.preset = preset;
+    }
     o.out_dir = root_ + "/" + preset;
     o.shard_size = SingleFile(preset) ? 0 : 100'000;  // several shards even for tiny presets
     o.seed = 7;
@@ -251,6 +261,35 @@ std::vector<Case> AllCases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, PlanReferenceTest, ::testing::ValuesIn(AllCases()), CaseName);
+
+// The architectures as transformers 5.17 writes them (tests/data/hf): tp 1, 2 and 4 in both
+// layouts (tp 8 replicates the 4 kv heads; Qwen3.5's 4 linear key heads refuse it), and ep 2
+// and 4 for the mixtures of experts.
+std::vector<Case> TransformersCases() {
+  const std::vector<std::string> dense = {"mistral", "gemma3_text", "phi3", "qwen3_5"};
+  const std::vector<std::string> moe = {"mixtral",     "minimax_m2", "qwen2_moe",
+                                        "qwen3_moe",   "glm4_moe",   "glm_moe_dsa",
+                                        "deepseek_v2", "qwen3_next", "qwen3_5_moe"};
+  std::vector<Case> cases;
+  for (bool fused : {true, false}) {
+    for (const auto* list : {&dense, &moe}) {
+      for (const std::string& name : *list) {
+        for (int tp : {1, 2, 4}) cases.push_back({"hf:" + name, tp, 0, false, fused});
+      }
+    }
+    for (const std::string& name : dense) {
+      if (name != "qwen3_5") cases.push_back({"hf:" + name, 8, 0, false, fused});
+    }
+    for (const std::string& name : moe) {
+      for (int ep : {2, 4}) cases.push_back({"hf:" + name, 1, ep, false, fused});
+      cases.push_back({"hf:" + name, 2, 4, true, fused});
+    }
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Transformers, PlanReferenceTest, ::testing::ValuesIn(TransformersCases()),
+                         CaseName);
 
 }  // namespace
 }  // namespace hoist::planner

@@ -205,7 +205,7 @@ RefTensor PadRows(const RefTensor& t, std::uint64_t rows) {
 
 // ---- Roles. ----
 
-enum class Role { kColumn, kRow, kVocab, kReplicated };
+enum class Role { kColumn, kRow, kVocab, kReplicated, kParts };
 
 struct Name {
   std::string module;  // the component before the parameter, e.g. "q_proj"
@@ -220,16 +220,24 @@ Name SplitName(const std::string& name) {
   return {name.substr(begin, last - begin), name.substr(last + 1)};
 }
 
-// The role of a weight or bias (not a scale, not a routed expert).
-Role RoleOf(const std::string& name) {
+// The role of a weight or bias (not a scale, not a routed expert). `norms_split`: MiniMax-M2's
+// q_norm / k_norm span all heads and split like q / k.
+Role RoleOf(const std::string& name, bool norms_split) {
   if (name == "model.embed_tokens.weight" || name == "lm_head.weight") return Role::kVocab;
   const Name n = SplitName(name);
   if (n.param == "e_score_correction_bias") return Role::kReplicated;
-  static const std::set<std::string> kColumn = {"q_proj",  "k_proj",   "v_proj",   "gate_proj",
-                                                "up_proj", "q_b_proj", "kv_b_proj"};
-  static const std::set<std::string> kRow = {"o_proj", "down_proj"};
-  static const std::set<std::string> kRepl = {"gate", "q_a_proj", "kv_a_proj_with_mqa"};
+  if (n.param == "A_log" || n.param == "dt_bias") return Role::kColumn;  // per value head
+  static const std::set<std::string> kColumn = {
+      "q_proj",    "k_proj",       "v_proj",     "gate_proj", "up_proj",   "q_b_proj",
+      "kv_b_proj", "in_proj_qkvz", "in_proj_ba", "in_proj_z", "in_proj_b", "in_proj_a"};
+  static const std::set<std::string> kRow = {"o_proj", "down_proj", "out_proj"};
+  static const std::set<std::string> kRepl = {
+      "gate", "q_a_proj", "kv_a_proj_with_mqa", "shared_expert_gate", "wq_b", "wk", "weights_proj"};
+  // Fused on disk: cut into parts, each sharded (phi3 qkv_proj / gate_up_proj, linear attention).
+  static const std::set<std::string> kParts = {"qkv_proj", "gate_up_proj", "conv1d", "in_proj_qkv"};
+  if (norms_split && (n.module == "q_norm" || n.module == "k_norm")) return Role::kColumn;
   if (kColumn.count(n.module)) return Role::kColumn;
+  if (kParts.count(n.module)) return Role::kParts;
   if (kRow.count(n.module)) return n.param == "bias" ? Role::kReplicated : Role::kRow;
   if (kRepl.count(n.module) || n.module.find("norm") != std::string::npos) {
     return Role::kReplicated;
@@ -249,20 +257,23 @@ std::string WeightOf(const std::string& scale_name) {
 }
 
 struct Expert {
-  std::string layer_prefix;  // "model.layers.L.mlp.experts."
+  std::string layer_prefix;  // "model.layers.L.mlp.experts." (Mixtral: ".block_sparse_moe.")
   std::uint64_t index = 0;
-  std::string proj;   // gate_proj / up_proj / down_proj
-  std::string param;  // weight / weight_scale_inv
+  std::string proj;    // gate_proj / up_proj / down_proj (Mixtral's w1 / w3 / w2 renamed so)
+  std::string param;   // weight / weight_scale_inv
+  std::string stored;  // the name's own projection (w1 for a Mixtral gate)
 };
 
 bool ParseExpert(const std::string& name, Expert* out) {
   static const std::regex kRe(
-      R"(^(model\.layers\.\d+\.mlp\.experts\.)(\d+)\.(gate_proj|up_proj|down_proj)\.(weight|weight_scale_inv)$)");
+      R"(^(model\.layers\.\d+\.(?:mlp|block_sparse_moe)\.experts\.)(\d+)\.(gate_proj|up_proj|down_proj|w1|w2|w3)\.(weight|weight_scale_inv)$)");
   std::smatch m;
   if (!std::regex_match(name, m, kRe)) return false;
   out->layer_prefix = m[1];
   out->index = std::stoull(m[2]);
-  out->proj = m[3];
+  out->stored = m[3];
+  const std::string p = m[3];
+  out->proj = p == "w1" ? "gate_proj" : p == "w3" ? "up_proj" : p == "w2" ? "down_proj" : p;
   out->param = m[4];
   return true;
 }
@@ -291,8 +302,13 @@ class Builder {
     head_dim_ = static_cast<std::uint64_t>(CfgInt(c, "head_dim", 0));
     if (model_type == "qwen2" || head_dim_ == 0) head_dim_ = heads_ ? hidden / heads_ : 0;
     tied_ = c.value("tie_word_embeddings", false);
-    experts_ =
-        static_cast<std::uint64_t>(CfgInt(c, "num_experts", CfgInt(c, "n_routed_experts", 0)));
+    experts_ = static_cast<std::uint64_t>(
+        CfgInt(c, "num_experts", CfgInt(c, "n_routed_experts", CfgInt(c, "num_local_experts", 0))));
+    norms_split_ = model_type == "minimax_m2";
+    key_dim_ = static_cast<std::uint64_t>(CfgInt(c, "linear_num_key_heads", 0) *
+                                          CfgInt(c, "linear_key_head_dim", 0));
+    value_dim_ = static_cast<std::uint64_t>(CfgInt(c, "linear_num_value_heads", 0) *
+                                            CfgInt(c, "linear_value_head_dim", 0));
     if (c.contains("quantization_config") && c["quantization_config"].is_object() &&
         c["quantization_config"].contains("weight_block_size")) {
       const auto bs = c["quantization_config"]["weight_block_size"];
@@ -333,14 +349,51 @@ class Builder {
   Role RoleOfAny(const std::string& name) const {
     Expert ex;
     if (ParseExpert(name, &ex)) return ex.proj == "down_proj" ? Role::kRow : Role::kColumn;
-    return RoleOf(name);
+    return RoleOf(name, norms_split_);
+  }
+
+  // The parts of a tensor fused on disk, each {rows, kv-head rule}.
+  std::vector<std::pair<std::uint64_t, bool>> PartsOf(const std::string& name,
+                                                      std::uint64_t rows) const {
+    const std::string module = SplitName(name).module;
+    if (module == "qkv_proj") {
+      return {{heads_ * head_dim_, false},
+              {kv_heads_ * head_dim_, true},
+              {kv_heads_ * head_dim_, true}};
+    }
+    if (module == "gate_up_proj") return {{rows / 2, false}, {rows / 2, false}};
+    return {{key_dim_, false}, {key_dim_, false}, {value_dim_, false}};  // conv1d, in_proj_qkv
+  }
+
+  // Each part's shard (k and v by the kv-head rule), concatenated in part order.
+  RefTensor ShardParts(const std::string& name, const RefTensor& t) const {
+    std::vector<RefTensor> shards;
+    std::uint64_t base = 0;
+    for (const auto& [rows, kv] : PartsOf(name, t.shape.at(0))) {
+      const RefTensor part = SliceRows(t, base, base + rows);
+      base += rows;
+      std::pair<std::uint64_t, std::uint64_t> r;
+      if (kv && tp_ > kv_heads_) {
+        const std::uint64_t h = t_ / (tp_ / kv_heads_);
+        r = {h * head_dim_, (h + 1) * head_dim_};
+      } else {
+        if (rows % tp_ != 0) Fail(name + ": a part of " + std::to_string(rows) + " rows vs tp");
+        r = {t_ * rows / tp_, (t_ + 1) * rows / tp_};
+      }
+      shards.push_back(SliceRows(part, r.first, r.second));
+    }
+    if (base != t.shape.at(0)) Fail(name + ": parts do not cover its rows");
+    std::vector<const RefTensor*> ptrs;
+    for (const RefTensor& sh : shards) ptrs.push_back(&sh);
+    return ConcatRows(ptrs);
   }
 
   // Rows [r0, r1) of a column-parallel weight/bias with n rows (kv-head rule included).
   std::pair<std::uint64_t, std::uint64_t> ColumnRange(const std::string& name,
                                                       std::uint64_t n) const {
     const std::string module = SplitName(name).module;
-    const bool kv = module == "k_proj" || module == "v_proj";
+    const bool kv =
+        module == "k_proj" || module == "v_proj" || (norms_split_ && module == "k_norm");
     if (kv && tp_ > kv_heads_) {
       if (kv_heads_ == 0 || tp_ % kv_heads_ != 0) {
         Fail(name + ": tp " + std::to_string(tp_) + " is not a multiple of the " +
@@ -405,7 +458,8 @@ class Builder {
           return SliceCols(s, b0, b1);
         }
         case Role::kVocab:
-          Fail(name + ": FP8 vocab tensors are not supported");
+        case Role::kParts:
+          Fail(name + ": FP8 scales of vocab or fused-on-disk tensors are not supported");
       }
     }
     const RefTensor t = ck_.Load(name);
@@ -430,6 +484,8 @@ class Builder {
         const RefTensor padded = PadRows(t, vp);
         return SliceRows(padded, t_ * vp / tp_, (t_ + 1) * vp / tp_);
       }
+      case Role::kParts:
+        return ShardParts(name, t);
     }
     Fail("unreachable");
   }
@@ -450,7 +506,7 @@ class Builder {
 
   void Fuse(std::map<std::string, RefTensor>* m) const {
     // Collect module prefixes first (the map changes while fusing).
-    std::set<std::string> attn, mlp, mla, expert_layers;
+    std::set<std::string> attn, mlp, mla, linear, expert_layers;
     for (const auto& [name, t] : *m) {
       const auto ends = [&](const std::string& suffix) {
         return name.size() > suffix.size() &&
@@ -463,6 +519,8 @@ class Builder {
         attn.insert(name.substr(0, name.size() - std::string("q_proj.weight").size()));
       } else if (ends(".gate_proj.weight")) {
         mlp.insert(name.substr(0, name.size() - std::string("gate_proj.weight").size()));
+      } else if (ends(".in_proj_qkv.weight")) {
+        linear.insert(name.substr(0, name.size() - std::string("in_proj_qkv.weight").size()));
       } else if (ends(".q_a_proj.weight")) {
         mla.insert(name.substr(0, name.size() - std::string("q_a_proj.weight").size()));
       }
@@ -478,6 +536,10 @@ class Builder {
         const std::string s = std::string(".") + param;
         FuseRows(m, {p + "gate_proj" + s, p + "up_proj" + s}, p + "gate_up_proj" + s);
       }
+    }
+    for (const std::string& p : linear) {  // Qwen3.5: vLLM's in_proj_qkvz and in_proj_ba
+      FuseRows(m, {p + "in_proj_qkv.weight", p + "in_proj_z.weight"}, p + "in_proj_qkvz.weight");
+      FuseRows(m, {p + "in_proj_b.weight", p + "in_proj_a.weight"}, p + "in_proj_ba.weight");
     }
     for (const std::string& p : mla) {
       for (const char* param : {"weight", "weight_scale_inv"}) {
@@ -497,21 +559,26 @@ class Builder {
       }
       std::vector<std::string> params = {"weight"};
       if (scaled) params.push_back("weight_scale_inv");
+      // gate, up, down as stored: Mixtral's block_sparse_moe experts call them w1, w3, w2.
+      const bool mixtral = p.find(".block_sparse_moe.") != std::string::npos;
+      const std::vector<std::string> names =
+          mixtral ? std::vector<std::string>{"w1", "w3", "w2"}
+                  : std::vector<std::string>{"gate_proj", "up_proj", "down_proj"};
       for (const std::string& param : params) {
         std::vector<RefTensor> w13, w2;
         for (std::uint64_t e : local) {  // ascending
           const std::string base = p + std::to_string(e) + ".";
-          const RefTensor& g = m->at(base + "gate_proj." + param);
-          const RefTensor& u = m->at(base + "up_proj." + param);
+          const RefTensor& g = m->at(base + names[0] + "." + param);
+          const RefTensor& u = m->at(base + names[1] + "." + param);
           w13.push_back(ConcatRows({&g, &u}));
-          w2.push_back(m->at(base + "down_proj." + param));
+          w2.push_back(m->at(base + names[2] + "." + param));
         }
         const std::string suffix = param == "weight" ? "" : "_scale_inv";
         (*m)[p + "w13_weight" + suffix] = Stack(w13);
         (*m)[p + "w2_weight" + suffix] = Stack(w2);
       }
       for (std::uint64_t e : local) {
-        for (const char* proj : {"gate_proj", "up_proj", "down_proj"}) {
+        for (const std::string& proj : names) {
           for (const std::string& param : params) {
             m->erase(p + std::to_string(e) + "." + proj + "." + param);
           }
@@ -525,7 +592,9 @@ class Builder {
   std::uint64_t tp_ = 1, t_ = 0;
   std::uint64_t heads_ = 0, kv_heads_ = 0, head_dim_ = 0, experts_ = 0;
   std::uint64_t bn_ = 0, bk_ = 0;
+  std::uint64_t key_dim_ = 0, value_dim_ = 0;  // linear attention
   bool tied_ = false;
+  bool norms_split_ = false;
 };
 
 }  // namespace

@@ -210,6 +210,7 @@ TEST(Pack, AModelOfNoKnownFamilyIsPackedWithoutStripes) {
   MakeModel("qwen3-tiny", dir.Sub("model"), 0);
   auto config = nlohmann::json::parse(ReadFile(dir.Sub("model/config.json")));
   config["model_type"] = "gpt_neox";
+  config["architectures"] = {"GPTNeoXForCausalLM"};  // the architecture selects a family first
   std::ofstream(dir.Sub("model/config.json"), std::ios::trunc) << config.dump();
   const PackSummary summary = PackInto(dir.Sub("model"), dir.Sub("packed"), 8);
   EXPECT_EQ(summary.striped, 0u);
