@@ -7,7 +7,14 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-$root/build}"
 HOIST_FUZZ=0 "$root/tools/deps.sh"
 source "$root/tools/env.sh"
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHOIST_WERROR=ON >/dev/null
+# The same configuration as tools/test.sh, so that the two share one build folder.
+cache=()
+if command -v ccache >/dev/null; then
+  cache=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=true
+fi
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHOIST_TEST_HOOKS=ON \
+  -DHOIST_WERROR=ON "${cache[@]}" >/dev/null
 cmake --build "$build" -j "$(nproc)" --target hoist hoist-mkckpt
 model="$build/example/qwen3-tiny"
 out="$build/example/out"

@@ -28,7 +28,9 @@ done
 
 mkdir -p "$build"
 log="$build/configure.log"
-CC=clang-14 CXX=clang++-14 cmake -S "$repo" -B "$build" -G Ninja \
+cache=()
+command -v ccache > /dev/null && cache=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+CC=clang-14 CXX=clang++-14 cmake -S "$repo" -B "$build" -G Ninja "${cache[@]}" \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHOIST_FUZZ=ON -DHOIST_BUILD_TESTS=OFF \
   -DHOIST_WITH_CUDA=OFF -DHOIST_WERROR=OFF -DCMAKE_C_FLAGS="-fno-sanitize-recover=all" \
   -DCMAKE_CXX_FLAGS="-fno-sanitize-recover=all" >"$log" 2>&1 ||
