@@ -462,6 +462,8 @@ Result<ModelConfig> ParseModelConfig(std::string_view label, std::string_view js
     if (!q->is_object()) return WrongType(label, "quantization_config", "an object", *q);
     const std::string qlabel = std::string(label) + ": quantization_config";
     HOIST_RETURN_IF_ERROR(GetString(qlabel, *q, "quant_method", &c.quant_method));
+    HOIST_RETURN_IF_ERROR(GetString(qlabel, *q, "format", &c.quant_format));
+    HOIST_RETURN_IF_ERROR(GetString(qlabel, *q, "quant_algo", &c.quant_algo));
     HOIST_RETURN_IF_ERROR(GetIntArray(qlabel, *q, "weight_block_size", &c.weight_block_size));
     for (std::int64_t b : c.weight_block_size) {
       if (b <= 0) {

@@ -86,6 +86,8 @@ struct ModelConfig {
   std::vector<std::uint8_t> linear_layers;
   // Quantization (DeepSeek-V3 FP8): weight_block_size, e.g. {128, 128}; empty when absent.
   std::string quant_method;
+  std::string quant_format;  // compressed-tensors: "float-quantized", "pack-quantized", ...
+  std::string quant_algo;    // ModelOpt: "FP8", "NVFP4", ...
   std::vector<std::int64_t> weight_block_size;
 };
 

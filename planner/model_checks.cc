@@ -378,6 +378,23 @@ Status CheckComplete(const Checkpoint& ckpt, Family family) {
   return Status::Corrupt(IncompleteMessage(ckpt, first, because, keys.total - present));
 }
 
+Status CheckQuantization(const Checkpoint& ckpt) {
+  const ModelConfig& c = ckpt.config;
+  const std::string& m = c.quant_method;
+  const bool ok = m.empty() || m == "fp8" || m == "fbgemm_fp8" ||
+                  (m == "compressed-tensors" &&
+                   (c.quant_format.empty() || c.quant_format == "float-quantized")) ||
+                  (m == "modelopt" && (c.quant_algo.empty() || c.quant_algo == "FP8"));
+  if (ok) return Status::Ok();
+  std::string what = "quant_method " + QuoteForMessage(m);
+  if (!c.quant_format.empty()) what += ", format " + QuoteForMessage(c.quant_format);
+  if (!c.quant_algo.empty()) what += ", quant_algo " + QuoteForMessage(c.quant_algo);
+  return Status::Unsupported(
+      ckpt.dir + "/config.json: quantization_config " + what +
+      " is not supported yet: hoist slices unquantized and FP8 checkpoints (block, per-channel "
+      "or per-tensor scales; docs/LAYOUT.md)");
+}
+
 Status CheckScales(const Checkpoint& ckpt, Family family) {
   std::string first, weight;
   std::uint64_t missing = 0;
@@ -385,7 +402,10 @@ Status CheckScales(const Checkpoint& ckpt, Family family) {
     const TensorEntry& e = ckpt.Entry(loc);
     if (!IsFp8(e.dtype) || LayerOf(name) >= ckpt.config.num_hidden_layers) continue;
     const std::string scale = name + "_scale_inv";
-    if (ckpt.tensors.count(scale) > 0 || !HasRule(family, scale)) continue;
+    if (ckpt.tensors.count(scale) > 0 || ckpt.tensors.count(name + "_scale") > 0 ||
+        !HasRule(family, scale)) {
+      continue;
+    }
     ++missing;
     if (first.empty() || scale < first) {
       first = scale;

@@ -75,6 +75,10 @@ int ExpertOwner(int expert, int num_experts, const Topo& topo, const PlanOptions
 // The effective slicing role of a source on this topology.
 Role EffectiveRole(const Source& s, const Topo& topo) {
   Role r = s.rule.role;
+  if (s.rule.param == Param::kQuantScale) {  // per-tensor, or per output channel of a row split
+    const bool whole = s.rule.per_tensor || r == Role::kRow || r == Role::kExpertDown;
+    if (whole || (topo.ep > 0 && IsExpertRole(r))) return Role::kReplicated;
+  }
   if (r == Role::kRouter) return Role::kReplicated;
   if (IsExpertRole(r)) {
     if (topo.ep > 0) return Role::kReplicated;  // whole on its owner
@@ -503,6 +507,16 @@ Status CheckEntryBytes(const TensorEntry& e, const ShardFile& file) {
 
 bool IsFp8(DType d) { return d == DType::kF8E4M3 || d == DType::kF8E5M2; }
 
+// `scale` (X.weight + suffix) is the scale of an FP8 X.weight.
+bool IsFp8Weight(const Checkpoint& ckpt, const std::string& scale, std::string_view suffix) {
+  if (scale.size() <= suffix.size() ||
+      scale.compare(scale.size() - suffix.size(), suffix.size(), suffix) != 0) {
+    return false;
+  }
+  const TensorEntry* w = ckpt.Find(std::string_view(scale).substr(0, scale.size() - suffix.size()));
+  return w != nullptr && IsFp8(w->dtype);
+}
+
 // 1. Classifies every indexed tensor, in file order, then checks the set is complete: a tensor on
 // the wrong kind of layer names the config disagreement more exactly than the implied tensors it
 // leaves missing, so completeness is checked after classification.
@@ -531,6 +545,7 @@ Result<Classified> ClassifySources(const Checkpoint& ckpt, Family family,
       if (rule.role == Role::kSkip) continue;
       HOIST_RETURN_IF_ERROR(CheckEntryBytes(e, file));
       if (rule.param == Param::kWeight && rule.scalable && IsFp8(e.dtype)) ++fp8_weights;
+      fp8_scaled += rule.param == Param::kQuantScale && IsFp8Weight(ckpt, e.name, "_scale");
       Source s{&e, f, std::move(rule), nullptr};
       if (s.rule.param == Param::kScale) {
         const std::string wname = e.name.substr(0, e.name.size() - 10);  // drop "_scale_inv"
@@ -571,6 +586,33 @@ Result<std::vector<Group>> GroupSources(const std::vector<Source>& sources, cons
   return groups;
 }
 
+// The weights' format for the plan summary: the dtype holding most of the bytes of the linear
+// layers that may be quantized, and their scales (FP8 blocks, per channel or per tensor).
+std::string FormatOf(const Checkpoint& ckpt, const std::vector<Source>& sources) {
+  std::unordered_map<std::string, std::uint64_t> bytes;
+  bool block = false, channel = false, tensor = false;
+  for (const Source& s : sources) {
+    const TensorRule& r = s.rule;
+    if (r.param == Param::kWeight && r.scalable) {
+      bytes[std::string(DTypeName(s.entry->dtype))] += s.entry->bytes();
+    }
+    block = block || r.param == Param::kScale;
+    channel = channel || (r.param == Param::kQuantScale && !r.per_tensor);
+    tensor = tensor || (r.param == Param::kQuantScale && r.per_tensor);
+  }
+  std::string top;
+  for (const auto& [dtype, n] : bytes) {
+    if (top.empty() || n > bytes[top] || (n == bytes[top] && dtype < top)) top = dtype;
+  }
+  const BlockSize b = BlockSizeOf(ckpt.config);
+  if (block && b.rows > 0) {
+    top += ", " + std::to_string(b.rows) + "x" + std::to_string(b.cols) + " block scales";
+  }
+  if (channel) top += ", per-channel scales";
+  if (tensor) top += ", per-tensor scales";
+  return top;
+}
+
 // 3. The plan header: model, layout, topology and files (and a packed checkpoint's streams).
 proto::LoadPlan PlanHeader(const Checkpoint& ckpt, const PlanOptions& options, const Topo& topo,
                            const Classified& c) {
@@ -578,6 +620,7 @@ proto::LoadPlan PlanHeader(const Checkpoint& ckpt, const PlanOptions& options, c
   plan.set_version(1);
   plan.set_model_dir(ckpt.dir);
   plan.set_model_type(ckpt.config.model_type);
+  plan.set_format(FormatOf(ckpt, c.sources));
   plan.set_layout(options.layout);
   plan.set_alignment(options.alignment);
   plan.set_source_tensors(c.tensors);
@@ -654,6 +697,9 @@ Result<std::uint64_t> EmitGroup(const RankInputs& in, const Group& g,
                                 proto::TensorOut* to, RankBuild* build) {
   const TensorEntry& e0 = *in.sources[pieces[0].first].entry;
   std::vector<std::uint64_t> shape = SlicedShape(e0, pieces[0].second);
+  // Scalars (FP8 per-tensor scales) of a fused output line up along a new dimension, as vLLM's
+  // per-partition scales do: qkv_proj's [3], w13's [E, 2], w2's [E].
+  if (shape.empty() && g.kind != Fusion::kNone && g.slots > 1) shape = {1};
   std::uint64_t rows = 0;
   for (const auto& [idx, sl] : pieces) rows += sl.nrows + sl.pad_rows;
   if (g.kind == Fusion::kExpertStack) {
@@ -725,6 +771,7 @@ Status AddRank(const RankInputs& in, int rank, proto::LoadPlan* plan) {
 Result<proto::LoadPlan> BuildLoadPlan(const Checkpoint& ckpt, const PlanOptions& options) {
   HOIST_RETURN_IF_ERROR(ValidatePlanOptions(options));
   HOIST_ASSIGN_OR_RETURN(Family family, FamilyOf(ckpt.config));
+  HOIST_RETURN_IF_ERROR(CheckQuantization(ckpt));
   HOIST_RETURN_IF_ERROR(CheckParallelism(ckpt, family, options));
   const Topo topo = ResolveTopology(options);
   HOIST_ASSIGN_OR_RETURN(Classified classified, ClassifySources(ckpt, family, options));
@@ -732,6 +779,7 @@ Result<proto::LoadPlan> BuildLoadPlan(const Checkpoint& ckpt, const PlanOptions&
       std::vector<Group> groups,
       GroupSources(classified.sources, ckpt.config, options.layout == proto::LAYOUT_FUSED));
   proto::LoadPlan plan = PlanHeader(ckpt, options, topo, classified);
+  plan.set_family(std::string(FamilyName(family)));
   const RankInputs in{ckpt, options, topo, classified.sources, groups};
   for (int rank = 0; rank < topo.world; ++rank) HOIST_RETURN_IF_ERROR(AddRank(in, rank, &plan));
   HOIST_RETURN_IF_ERROR(

@@ -50,12 +50,13 @@ RankSummary SummarizeRank(const proto::RankPlan& rank) {
 std::string FormatPlanTable(const proto::LoadPlan& plan) {
   const auto& t = plan.topology();
   std::string out;
-  char line[256];
+  char line[512];
   std::snprintf(line, sizeof line,
-                "plan: %s, layout %s, world %u (tp %u, dp %u, ep %u%s), %llu source tensors, "
-                "%s (%llu bytes) in %d files\n",
-                Printable(plan.model_type()).c_str(), Layout(plan.layout()).c_str(), t.world(),
-                t.tp(), t.dp(), t.ep(),
+                "plan: %s (family %s, %s), layout %s, world %u (tp %u, dp %u, ep %u%s), %llu "
+                "source tensors, %s (%llu bytes) in %d files\n",
+                Printable(plan.model_type()).c_str(), Printable(plan.family()).c_str(),
+                Printable(plan.format()).c_str(), Layout(plan.layout()).c_str(), t.world(), t.tp(),
+                t.dp(), t.ep(),
                 t.ep() > 0
                     ? (t.placement() == proto::PLACEMENT_ROUND_ROBIN ? ", round_robin" : ", linear")
                     : "",
@@ -125,6 +126,8 @@ nlohmann::json PlanToJson(const proto::LoadPlan& plan) {
   j["version"] = plan.version();
   j["model_dir"] = Printable(plan.model_dir());  // valid UTF-8, or dump() would throw
   j["model_type"] = plan.model_type();
+  j["family"] = plan.family();
+  j["format"] = plan.format();
   j["layout"] = Layout(plan.layout());
   j["alignment"] = plan.alignment();
   j["source_tensors"] = plan.source_tensors();

@@ -404,6 +404,7 @@ Param ParamOf(std::string_view p) {
   if (p == "weight") return Param::kWeight;
   if (p == "bias") return Param::kBias;
   if (p == "weight_scale_inv") return Param::kScale;
+  if (p == "weight_scale" || p == "input_scale") return Param::kQuantScale;
   return Param::kOther;
 }
 
@@ -427,9 +428,14 @@ const Tables_& CompiledTables() {
           key += part;
         }
       }
-      for (std::string_view p : Split(row.params, ',')) {
-        const bool scalable =
-            std::string_view(row.params).find("weight_scale_inv") != std::string_view::npos;
+      std::vector<std::string_view> params = Split(row.params, ',');
+      const bool scalable =
+          std::string_view(row.params).find("weight_scale_inv") != std::string_view::npos;
+      if (scalable) {  // the FP8 per-tensor / per-channel spellings go wherever block scales do
+        params.push_back("weight_scale");
+        params.push_back("input_scale");
+      }
+      for (std::string_view p : params) {
         Compiled c{&row, ParamOf(p), std::string(p), placeholders, scalable};
         for (int f = 0; f < kFamilyCount; ++f) {
           if (!(row.families & (1u << f))) continue;
@@ -801,6 +807,24 @@ Result<bool> SkipsExtraLayer(const ModelConfig& config, Family family, std::stri
                          std::to_string(config.num_hidden_layers));
 }
 
+// An FP8 per-tensor scale ([] or [1]; input_scale always) or per-channel weight scale ([N] or
+// [N, 1], N the weight's rows).
+Status CheckQuantScale(const DimValue& rows, const Compiled& c, std::string_view name,
+                       const std::vector<std::uint64_t>& shape, std::string_view file_label,
+                       TensorRule* rule) {
+  std::uint64_t n = 1;
+  for (std::uint64_t d : shape) n *= d;
+  rule->expected = shape;
+  rule->per_tensor = n == 1 && shape.size() <= 1;
+  const bool channel = c.param_name == "weight_scale" && !shape.empty() && shape.size() <= 2 &&
+                       shape[0] == rows.value && (shape.size() == 1 || shape[1] == 1);
+  if (rule->per_tensor || channel) return Status::Ok();
+  return Status::Corrupt(Where(name, file_label) + ": shape " + ShapeString(shape) +
+                         " is neither a per-tensor FP8 scale ([] or [1]) nor a per-channel one ([" +
+                         std::to_string(rows.value) + "] or [" + std::to_string(rows.value) +
+                         ", 1]: " + rows.how + ")");
+}
+
 // The shape config.json implies for this parameter (rule->expected), checked against `shape`.
 Status CheckShape(const ModelConfig& config, const Compiled& c, std::string_view name,
                   const std::vector<std::uint64_t>& shape, std::string_view file_label,
@@ -809,6 +833,7 @@ Status CheckShape(const ModelConfig& config, const Compiled& c, std::string_view
   DimValue d0 = Resolve(row.d0, config);
   DimValue d1 = Resolve(row.d1, config);
   std::string how;
+  if (c.param == Param::kQuantScale) return CheckQuantScale(d0, c, name, shape, file_label, rule);
   if (c.param == Param::kScale) {
     BlockSize block = BlockSizeOf(config);
     if (block.rows == 0) {
@@ -1090,7 +1115,100 @@ class Walker {
   bool stopped_ = false;
 };
 
+// Dims and Whens as docs/LAYOUT.md writes them, in enum order.
+constexpr const char* kDimSymbols[] = {"",
+                                       "1",
+                                       "H",
+                                       "Q",
+                                       "2Q",
+                                       "KV",
+                                       "Q+2KV",
+                                       "I",
+                                       "2I",
+                                       "moe_I",
+                                       "moe_I*n_shared",
+                                       "shared_I",
+                                       "V",
+                                       "E",
+                                       "head_dim",
+                                       "q_lora",
+                                       "kv_lora",
+                                       "kv_lora+rope",
+                                       "heads*(nope+rope)",
+                                       "heads*(nope+v)",
+                                       "heads*v",
+                                       "idx_heads*idx_dim",
+                                       "idx_heads",
+                                       "idx_dim",
+                                       "2K+2Vd",
+                                       "2Nv",
+                                       "2K+Vd",
+                                       "Nv",
+                                       "Vd",
+                                       "v_head_dim",
+                                       "conv_kernel"};
+static_assert(sizeof(kDimSymbols) / sizeof(kDimSymbols[0]) ==
+              static_cast<std::size_t>(Dim::kConvK) + 1);
+constexpr const char* kWhenText[] = {"never (accepted)",
+                                     "always",
+                                     "untied embeddings",
+                                     "every layer",
+                                     "every layer",
+                                     "attention_bias",
+                                     "use_qk_norm",
+                                     "q_lora_rank > 0",
+                                     "q_lora_rank = 0",
+                                     "full-attention layers",
+                                     "linear-attention layers",
+                                     "dense-MLP layers",
+                                     "MoE layers",
+                                     "MoE layers, topk_method noaux_tc",
+                                     "MoE layers, n_shared_experts > 0",
+                                     "MoE layers, shared_expert_intermediate_size > 0",
+                                     "each routed expert"};
+static_assert(sizeof(kWhenText) / sizeof(kWhenText[0]) ==
+              static_cast<std::size_t>(When::kExpert) + 1);
+
+std::string ShapeText(const Row& row) {
+  std::string s = "[" + std::string(kDimSymbols[static_cast<int>(row.d0)]);
+  if (row.d1 != Dim::kNone) s += ", " + std::string(kDimSymbols[static_cast<int>(row.d1)]);
+  if (row.d2 != Dim::kNone) s += ", " + std::string(kDimSymbols[static_cast<int>(row.d2)]);
+  return s + "]";
+}
+
+std::string FusedText(const Row& row) {
+  if (row.fusion == Fusion::kNone) return "as stored";
+  std::string s = "`" + std::string(row.fused) + "` ";
+  s += row.fusion == Fusion::kExpertStack ? "stacked over local experts, " : "";
+  s += "part " + std::to_string(row.slot) + " of " + std::to_string(row.slots);
+  if (row.fuse_needs_q_lora) s += " (with q_lora_rank)";
+  return s;
+}
+
 }  // namespace
+
+std::string FamilyTableMarkdown(Family family) {
+  const FamilyInfo& info = InfoOf(family);
+  std::string out = "### " + std::string(info.name) + "\n\nSelected by architectures `" +
+                    info.architectures + "`, else model_type `" + info.model_types + "`.\n\n";
+  out += "| checkpoint tensor | parameters | role | shape | present | fused layout |\n";
+  out += "| --- | --- | --- | --- | --- | --- |\n";
+  for (const Row& row : Rows()) {
+    if ((row.families & Bit(family)) == 0) continue;
+    std::string role(RoleName(row.role));
+    if (row.role == Role::kParts) {
+      role += row.parts == Parts::kQkv   ? ": q, then k and v by kv heads"
+              : row.parts == Parts::kTwo ? ": two halves"
+                                         : ": q, k, v of linear attention";
+    }
+    std::string when = kWhenText[static_cast<int>(row.when)];
+    if (row.bias != When::kNever)
+      when += "; bias: " + std::string(kWhenText[static_cast<int>(row.bias)]);
+    out += "| `" + std::string(row.pattern) + "` | " + row.params + " | " + role + " | " +
+           ShapeText(row) + " | " + when + " | " + FusedText(row) + " |\n";
+  }
+  return out;
+}
 
 void ForEachImpliedTensor(const ModelConfig& c, Family family, const ImpliedFn& fn,
                           ImpliedSlice slice) {

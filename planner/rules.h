@@ -124,7 +124,12 @@ enum class Param : std::uint8_t {
   kWeight,  // X.weight
   kBias,    // X.bias
   kScale,   // X.weight_scale_inv (FP8 block scale of X.weight)
-  kOther,   // another parameter a row lists (e.g. e_score_correction_bias)
+  // X.weight_scale / X.input_scale of FP8 per-tensor or per-channel checkpoints
+  // (compressed-tensors, ModelOpt): a scalar ([] or [1]) is replicated; a per-channel weight scale
+  // ([N] or [N, 1]) follows X.weight's rows (column, kv heads, experts' gate/up) and is whole on
+  // row-parallel X.
+  kQuantScale,
+  kOther,  // another parameter a row lists (e.g. e_score_correction_bias)
 };
 
 enum class Fusion : std::uint8_t {
@@ -162,6 +167,7 @@ struct TensorRule {
   bool scalable = false;     // the row accepts X.weight_scale_inv (FP8 block scales)
   std::vector<std::uint64_t> expected;  // shape config.json implies
   std::vector<Part> parts;              // kParts: dim 0's parts in order
+  bool per_tensor = false;              // kQuantScale: one value for the whole of X.weight
 };
 
 // FP8 block size from quantization_config.weight_block_size ({rows, cols}); {0, 0} when absent.
@@ -213,6 +219,12 @@ using ImpliedFn = std::function<bool(const std::string& name, std::string_view b
 // config's sizes are bounded by ParseModelConfig.
 void ForEachImpliedTensor(const ModelConfig& config, Family family, const ImpliedFn& fn,
                           ImpliedSlice slice = {});
+
+// docs/LAYOUT.md's table for `family`, made from the rule table: a markdown heading naming the
+// architectures that select it, then one line per tensor kind (checkpoint name, role, shape in
+// config.json's terms, when config.json implies it, vLLM's fused output). A test keeps the doc
+// equal to it.
+std::string FamilyTableMarkdown(Family family);
 
 // Checks the compiled table: no family has two rows for one name (Status::Internal naming both
 // patterns otherwise).

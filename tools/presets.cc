@@ -202,6 +202,16 @@ ojson DeepseekConfig(const MlaShape& s) {
   return c;
 }
 
+// A config quantized like the official FP8 checkpoints (Qwen3-FP8, DeepSeek-V3): E4M3 linear
+// weights with F32 128x128 block scales.
+ojson WithFp8(ojson c) {
+  c["quantization_config"] = {{"activation_scheme", "dynamic"},
+                              {"fmt", "e4m3"},
+                              {"quant_method", "fp8"},
+                              {"weight_block_size", {128, 128}}};
+  return c;
+}
+
 struct Preset {
   std::string family;
   ojson config;
@@ -218,6 +228,10 @@ const std::map<std::string, Preset>& Presets() {
                                  DenseConfig({"qwen3", 2, 64, 128, 16, 4, 16, 1000, false})};
     // Qwen2: q/k/v biases; 2 kv heads so tp 4 and 8 replicate; vocab 1500 -> 1536.
     (*m)["qwen2-tiny"] = {"qwen2", DenseConfig({"qwen2", 2, 128, 256, 8, 2, 16, 1500, true})};
+    // Qwen3 FP8, block scales on every projection, k/v included: 2 kv heads of 128 rows, so tp 2
+    // gives each rank one head's scale block and tp 4 replicates it.
+    (*m)["qwen3-fp8-tiny"] = {"qwen3",
+                              WithFp8(DenseConfig({"qwen3", 2, 256, 512, 4, 2, 128, 1000, true}))};
     // Llama: untied, vocab a multiple of 64 (no padding rows).
     (*m)["llama-tiny"] = {"llama", DenseConfig({"llama", 2, 128, 320, 8, 4, 16, 1088, false})};
     // Qwen3-MoE: layer 1 dense through mlp_only_layers, layers 0 and 2 sparse with 8 experts.

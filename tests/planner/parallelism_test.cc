@@ -283,3 +283,65 @@ TEST_F(ParallelismTest, HoistPlanRefusesTpThatSplitsHeads) {
 
 }  // namespace
 }  // namespace hoist::planner
+
+namespace hoist::planner {
+namespace {
+
+// A checkpoint with the tensor list transformers writes for `name` (tests/data/hf).
+std::string MakeHf(const std::string& dir, const std::string& name) {
+  const std::string data = hoist::testing::SourceDir() + "/tests/data/hf/" + name;
+  tools::MkckptOptions o;
+  o.config_path = data + "/config.json";
+  o.tensors_path = data + "/tensors.json";
+  o.out_dir = dir;
+  o.threads = 2;
+  const Status s = tools::MakeCheckpoint(o);
+  if (!s.ok()) throw std::runtime_error(s.ToString());
+  return dir;
+}
+
+// Qwen3.5's linear attention splits its 4 key heads (and 8 value heads) by tp, as vLLM does.
+TEST_F(ParallelismTest, LinearAttentionHeadsMustBeDivisibleByTp) {
+  const std::string dir = MakeHf(scratch_.Sub("qwen3_5"), "qwen3_5");
+  ExpectError(Plan(dir, 8), Code::kInvalidArgument,
+              {"tp 8 does not divide linear_num_key_heads = 4 " + Config(dir) +
+               "; tp values that work for this model: 1, 2, 4"});
+  ExpectListIsTruthful(dir, "1, 2, 4", 8);
+}
+
+// FP8 block scales of k/v: a rank's kv rows must fall on whole 128-row blocks. With head_dim 64
+// a kv head is half a block, so tp 2 (one head per rank) cannot split the scale.
+TEST_F(ParallelismTest, KvScalesNeedWholeBlocksPerRank) {
+  const std::string ok = Fixture("qwen3-fp8-tiny");  // head_dim 128: tp 1, 2 and 4 plan
+  for (int tp : {1, 2, 4}) EXPECT_TRUE(Plan(ok, tp).ok()) << "tp " << tp;
+  const std::string dir = Fixture("qwen3-fp8-tiny", [](nlohmann::json& c) { c["head_dim"] = 64; });
+  EXPECT_TRUE(Plan(dir, 1).ok());
+  ExpectError(Plan(dir, 2), Code::kInvalidArgument,
+              {"k_proj.weight_scale_inv", "at tp 2 rank 0 holds rows [0, 64) of",
+               "num_key_value_heads 2 x head_dim 64", "128-row FP8 scale blocks"});
+}
+
+}  // namespace
+}  // namespace hoist::planner
+
+namespace hoist::planner {
+namespace {
+
+// Formats hoist cannot slice yet are refused up front, naming them, not as missing tensors.
+TEST_F(ParallelismTest, UnsupportedQuantizationIsNamed) {
+  const std::string dir = Fixture("qwen3-tiny");
+  testedit::EditConfig(dir, [](nlohmann::json& c) {
+    c["quantization_config"] = {{"quant_method", "gptq"}, {"bits", 4}, {"group_size", 128}};
+  });
+  ExpectError(Plan(dir, 1), Code::kUnsupported,
+              {"quantization_config quant_method \"gptq\" is not supported yet"});
+  const std::string ct = Fixture("qwen3-tiny");
+  testedit::EditConfig(ct, [](nlohmann::json& c) {
+    c["quantization_config"] = {{"quant_method", "compressed-tensors"},
+                                {"format", "pack-quantized"}};
+  });
+  ExpectError(Plan(ct, 1), Code::kUnsupported, {"format \"pack-quantized\""});
+}
+
+}  // namespace
+}  // namespace hoist::planner

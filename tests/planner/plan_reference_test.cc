@@ -32,8 +32,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// "hf:NAME": the checkpoint transformers writes for architecture NAME (tests/data/hf/NAME).
-bool IsHf(const std::string& preset) { return preset.rfind("hf:", 0) == 0; }
+// "hf:NAME": the checkpoint transformers writes for architecture NAME (tests/data/hf/NAME);
+// "quant:NAME": an FP8 checkpoint derived from one (tests/data/quant/NAME).
+bool IsHf(const std::string& preset) {
+  return preset.rfind("hf:", 0) == 0 || preset.rfind("quant:", 0) == 0;
+}
 
 // qwen3-tiny is written as one model.safetensors (no index); the others as several shards.
 bool SingleFile(const std::string& preset) { return preset == "qwen3-tiny"; }
@@ -64,7 +67,9 @@ class Fixtures : public ::testing::Environment {
     }
     tools::MkckptOptions o;
     if (IsHf(preset)) {  // tests/data/hf: the names, shapes and dtypes transformers writes
-      const std::string data = testing::SourceDir() + "/tests/data/hf/" + preset.substr(3);
+      const std::size_t colon = preset.find(':');
+      const std::string data = testing::SourceDir() + "/tests/data/" + preset.substr(0, colon) +
+                               "/" + preset.substr(colon + 1);
       o.config_path = data + "/config.json";
       o.tensors_path = data + "/tensors.json";
     } else {
@@ -246,6 +251,8 @@ std::vector<Case> AllCases() {
       for (int tp : {1, 2, 4, 8}) cases.push_back({preset, tp, 0, false, fused});
     }
     cases.push_back({"qwen3-tiny", 16, 0, false, fused});  // KV heads replicated (4 kv heads)
+    // FP8 block scales on k/v: one kv head's block per rank at tp 2, replicated at tp 4.
+    for (int tp : {1, 2, 4}) cases.push_back({"qwen3-fp8-tiny", tp, 0, false, fused});
     // deepseek-v3-tiny: o_proj's 256 input columns split in 64 at tp 4 (inside a 128 block).
     for (int tp : {1, 2}) cases.push_back({"deepseek-v3-tiny", tp, 0, false, fused});
     // (tp 8 is refused earlier: it does not divide the 4 MLA heads; parallelism_test.cc.)
@@ -283,6 +290,12 @@ std::vector<Case> TransformersCases() {
     for (const std::string& name : moe) {
       for (int ep : {2, 4}) cases.push_back({"hf:" + name, 1, ep, false, fused});
       cases.push_back({"hf:" + name, 2, 4, true, fused});
+    }
+    // FP8 with per-channel (compressed-tensors) and per-tensor (ModelOpt) scales.
+    for (const char* name : {"quant:qwen3_moe_fp8_channel", "quant:mixtral_fp8_tensor"}) {
+      for (int tp : {1, 2, 4}) cases.push_back({name, tp, 0, false, fused});
+      cases.push_back({name, 1, 2, false, fused});
+      cases.push_back({name, 2, 4, true, fused});
     }
   }
   return cases;

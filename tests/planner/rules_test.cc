@@ -4,8 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
+
+#include "tests/test_paths.h"
 
 namespace hoist::planner {
 namespace {
@@ -490,6 +496,115 @@ TEST(RulesTest, ScaleWithoutBlockSizeIsAnError) {
                           "model.layers.1.self_attn.o_proj.weight_scale_inv", {2, 2}, "x");
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("weight_block_size"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hoist::planner
+
+namespace hoist::planner {
+namespace {
+
+// docs/LAYOUT.md's per-family tables are the rule table itself: the block between the markers
+// equals FamilyTableMarkdown of every family. On a change, the expected block is written to
+// $TMPDIR/LAYOUT.families.md to paste in.
+TEST(RulesTest, LayoutDocTablesFollowTheRuleTable) {
+  std::ifstream in(testing::SourceDir() + "/docs/LAYOUT.md");
+  ASSERT_TRUE(in) << "docs/LAYOUT.md";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string doc = ss.str();
+  const std::string begin = "<!-- family tables: made by FamilyTableMarkdown -->\n";
+  const std::string end = "<!-- end of family tables -->";
+  const auto b = doc.find(begin), e = doc.find(end);
+  ASSERT_NE(b, std::string::npos);
+  ASSERT_NE(e, std::string::npos);
+  std::string want;
+  for (int f = 0; f < kFamilyCount; ++f) {
+    want += (f ? "\n" : "") + FamilyTableMarkdown(static_cast<Family>(f));
+  }
+  const std::string have = doc.substr(b + begin.size(), e - b - begin.size());
+  if (have != want) {
+    const char* tmp = std::getenv("TMPDIR");
+    const std::string path = std::string(tmp ? tmp : "/tmp") + "/LAYOUT.families.md";
+    std::ofstream(path) << want;
+    FAIL() << "docs/LAYOUT.md's family tables differ from the rule table; the expected block is "
+           << path;
+  }
+}
+
+}  // namespace
+}  // namespace hoist::planner
+
+namespace hoist::planner {
+namespace {
+
+// config.json's first architecture picks the family (vLLM's registry); model_type only when no
+// architecture is known.
+TEST(RulesTest, FamilyOfArchitectureThenModelType) {
+  ModelConfig c;
+  c.model_type = "kimi_k2";
+  c.architectures = {"DeepseekV3ForCausalLM"};
+  ASSERT_TRUE(FamilyOf(c).ok());
+  EXPECT_EQ(FamilyName(*FamilyOf(c)), "deepseek_v3");
+  c.architectures = {"GlmMoeDsaForCausalLM"};
+  EXPECT_EQ(FamilyName(*FamilyOf(c)), "glm_moe_dsa");
+  c.architectures = {"SomethingNewForCausalLM"};
+  c.model_type = "mixtral";
+  EXPECT_EQ(FamilyName(*FamilyOf(c)), "mixtral");
+  c.model_type = "qwen3_5_moe_text";
+  EXPECT_EQ(FamilyName(*FamilyOf(c)), "qwen3_5_moe");
+  c.model_type = "gpt2";
+  Result<Family> none = FamilyOf(c);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), Code::kUnsupported);
+  for (const char* part : {"'gpt2'", "SomethingNewForCausalLM", "mixtral", "qwen3_next", "phi3"}) {
+    EXPECT_NE(none.status().message().find(part), std::string::npos) << none.status().message();
+  }
+  // The table's families are in enum order and every name is unique.
+  std::set<std::string> names;
+  for (int f = 0; f < kFamilyCount; ++f) {
+    EXPECT_EQ(static_cast<int>(InfoOf(static_cast<Family>(f)).family), f);
+    EXPECT_TRUE(names.insert(std::string(FamilyName(static_cast<Family>(f)))).second);
+  }
+}
+
+// Hybrid layers: a linear-attention tensor on a full-attention layer names layer_types.
+TEST(RulesTest, HybridLayersTakeTheirOwnAttention) {
+  ModelConfig c;
+  c.model_type = "qwen3_next";
+  c.hidden_size = 128;
+  c.num_hidden_layers = 4;
+  c.num_attention_heads = 8;
+  c.num_key_value_heads = 4;
+  c.head_dim = 16;
+  c.vocab_size = 1000;
+  c.linear_num_key_heads = 4;
+  c.linear_num_value_heads = 8;
+  c.linear_key_head_dim = 16;
+  c.linear_value_head_dim = 16;
+  c.full_attention_interval = 4;
+  EXPECT_TRUE(LayerIsLinear(c, Family::kQwen3Next, 0));
+  EXPECT_FALSE(LayerIsLinear(c, Family::kQwen3Next, 3));
+  auto ok = ClassifyTensor(c, Family::kQwen3Next, "model.layers.0.linear_attn.conv1d.weight",
+                           {256, 1, 4}, "x");
+  EXPECT_FALSE(ok.ok());  // conv_kernel unset: the shape check names it
+  c.linear_conv_kernel_dim = 4;
+  ok = ClassifyTensor(c, Family::kQwen3Next, "model.layers.0.linear_attn.conv1d.weight",
+                      {256, 1, 4}, "x");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->role, Role::kParts);
+  ASSERT_EQ(ok->parts.size(), 3u);
+  EXPECT_EQ(ok->parts[0].rows, 64u);
+  EXPECT_EQ(ok->parts[2].rows, 128u);
+  auto wrong = ClassifyTensor(c, Family::kQwen3Next, "model.layers.3.linear_attn.conv1d.weight",
+                              {256, 1, 4}, "x");
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.status().message().find("full-attention layer"), std::string::npos)
+      << wrong.status().message();
+  // layer_types wins over the interval.
+  c.linear_layers = {0, 1, 0, 0};
+  EXPECT_FALSE(LayerIsLinear(c, Family::kQwen3Next, 0));
+  EXPECT_TRUE(LayerIsLinear(c, Family::kQwen3Next, 1));
 }
 
 }  // namespace

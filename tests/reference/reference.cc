@@ -169,8 +169,17 @@ RefTensor SliceCols(const RefTensor& t, std::uint64_t c0, std::uint64_t c1) {
   return out;
 }
 
-// [a; b; ...] along dimension 0.
+// [a; b; ...] along dimension 0 (scalars line up as a vector, as vLLM's per-partition scales).
 RefTensor ConcatRows(const std::vector<const RefTensor*>& parts) {
+  if (parts.at(0)->shape.empty()) {
+    RefTensor out{parts[0]->dtype, {0}, {}};
+    for (const RefTensor* p : parts) {
+      if (!p->shape.empty() || p->dtype != out.dtype) Fail("concat of mismatched scalars");
+      out.shape[0] += 1;
+      out.data.insert(out.data.end(), p->data.begin(), p->data.end());
+    }
+    return out;
+  }
   RefTensor out{parts.at(0)->dtype, parts.at(0)->shape, {}};
   out.shape[0] = 0;
   for (const RefTensor* p : parts) {
@@ -266,7 +275,7 @@ struct Expert {
 
 bool ParseExpert(const std::string& name, Expert* out) {
   static const std::regex kRe(
-      R"(^(model\.layers\.\d+\.(?:mlp|block_sparse_moe)\.experts\.)(\d+)\.(gate_proj|up_proj|down_proj|w1|w2|w3)\.(weight|weight_scale_inv)$)");
+      R"(^(model\.layers\.\d+\.(?:mlp|block_sparse_moe)\.experts\.)(\d+)\.(gate_proj|up_proj|down_proj|w1|w2|w3)\.(weight|weight_scale_inv|weight_scale|input_scale)$)");
   std::smatch m;
   if (!std::regex_match(name, m, kRe)) return false;
   out->layer_prefix = m[1];
@@ -432,7 +441,23 @@ class Builder {
     return {a0 / block, a1 / block};
   }
 
+  // An FP8 per-tensor scale (one value: whole everywhere) or per-channel weight scale ([N] or
+  // [N, 1]: the rows of its weight's column shard; whole for a row-parallel weight).
+  RefTensor ShardQuantScale(const std::string& name, const std::string& weight) const {
+    const RefTensor t = ck_.Load(name);
+    if (NumElems(t.shape) == 1 || RoleOfAny(weight) != Role::kColumn) return t;
+    const auto [r0, r1] = ColumnRange(weight, t.shape.at(0));
+    return SliceRows(t, r0, r1);
+  }
+
   RefTensor Shard(const std::string& name) const {
+    for (const char* suffix : {".weight_scale", ".input_scale"}) {
+      const std::string sfx(suffix);
+      if (name.size() > sfx.size() &&
+          name.compare(name.size() - sfx.size(), sfx.size(), sfx) == 0) {
+        return ShardQuantScale(name, name.substr(0, name.size() - sfx.size()) + ".weight");
+      }
+    }
     if (IsScale(name)) {
       const std::string w = WeightOf(name);
       const Entry& we = ck_.At(w);
@@ -526,13 +551,14 @@ class Builder {
       }
     }
     for (const std::string& p : attn) {  // "model.layers.L.self_attn."
-      for (const char* param : {"weight", "bias", "weight_scale_inv"}) {
+      for (const char* param :
+           {"weight", "bias", "weight_scale_inv", "weight_scale", "input_scale"}) {
         const std::string s = std::string(".") + param;
         FuseRows(m, {p + "q_proj" + s, p + "k_proj" + s, p + "v_proj" + s}, p + "qkv_proj" + s);
       }
     }
     for (const std::string& p : mlp) {  // "model.layers.L.mlp." or "...mlp.shared_experts."
-      for (const char* param : {"weight", "weight_scale_inv"}) {
+      for (const char* param : {"weight", "weight_scale_inv", "weight_scale", "input_scale"}) {
         const std::string s = std::string(".") + param;
         FuseRows(m, {p + "gate_proj" + s, p + "up_proj" + s}, p + "gate_up_proj" + s);
       }
@@ -549,16 +575,15 @@ class Builder {
     }
     for (const std::string& p : expert_layers) {  // "model.layers.L.mlp.experts."
       std::set<std::uint64_t> local;
-      bool scaled = false;
+      std::set<std::string> param_set;
       for (const auto& [name, t] : *m) {
         Expert ex;
         if (ParseExpert(name, &ex) && ex.layer_prefix == p) {
           local.insert(ex.index);
-          scaled = scaled || ex.param == "weight_scale_inv";
+          param_set.insert(ex.param);
         }
       }
-      std::vector<std::string> params = {"weight"};
-      if (scaled) params.push_back("weight_scale_inv");
+      const std::vector<std::string> params(param_set.begin(), param_set.end());
       // gate, up, down as stored: Mixtral's block_sparse_moe experts call them w1, w3, w2.
       const bool mixtral = p.find(".block_sparse_moe.") != std::string::npos;
       const std::vector<std::string> names =
@@ -573,9 +598,8 @@ class Builder {
           w13.push_back(ConcatRows({&g, &u}));
           w2.push_back(m->at(base + names[2] + "." + param));
         }
-        const std::string suffix = param == "weight" ? "" : "_scale_inv";
-        (*m)[p + "w13_weight" + suffix] = Stack(w13);
-        (*m)[p + "w2_weight" + suffix] = Stack(w2);
+        (*m)[p + "w13_" + param] = Stack(w13);
+        (*m)[p + "w2_" + param] = Stack(w2);
       }
       for (std::uint64_t e : local) {
         for (const std::string& proj : names) {
