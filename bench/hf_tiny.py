@@ -85,6 +85,42 @@ ARCHS = {
 }
 
 
+# Vision-language checkpoints: the text model under model.language_model, a tiny vision tower.
+VLMS = {
+    "gemma3_vlm": ("gemma3", "gemma3_text", dict(sliding_window=64, query_pre_attn_scalar=16),
+                   dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                        num_attention_heads=2, image_size=32, patch_size=16),
+                   dict(mm_tokens_per_image=4)),
+    "qwen3_5_vlm": ("qwen3_5", "qwen3_5_text", ARCHS["qwen3_5"][1],
+                    dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2,
+                         out_hidden_size=128, patch_size=16, spatial_merge_size=2,
+                         temporal_patch_size=2, num_position_embeddings=16), {}),
+    "qwen3_5_moe_vlm": ("qwen3_5_moe", "qwen3_5_moe_text", ARCHS["qwen3_5_moe"][1],
+                        dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2,
+                             out_hidden_size=128, patch_size=16, spatial_merge_size=2,
+                             temporal_patch_size=2, num_position_embeddings=16), {}),
+}
+
+
+def build_vlm(name, model_type, text_type, text_extra, vision, extra, out, dtype):
+    text = dict(BASE)
+    text.update(text_extra)
+    text["model_type"] = text_type
+    cfg = transformers.AutoConfig.for_model(model_type, text_config=text, vision_config=vision,
+                                            **extra)
+    torch.manual_seed(0)
+    model = transformers.AutoModelForImageTextToText.from_config(
+        cfg, torch_dtype=getattr(torch, dtype))
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn_like(p.float()).mul_(0.05).to(p.dtype))
+    folder = os.path.join(out, name)
+    model.save_pretrained(folder, safe_serialization=True)
+    return {"model_type": cfg.model_type, "class": type(model).__name__,
+            "architectures": getattr(model.config, "architectures", None),
+            "tensors": read_headers(folder)}
+
+
 def read_headers(folder):
     """name -> [dtype, shape] over every *.safetensors file of `folder`."""
     out = {}
@@ -141,6 +177,16 @@ def main():
             continue
         try:
             manifest[name] = build(name, model_type, extra, a.out, a.dtype, a.logits)
+            print(f"{name}: {len(manifest[name]['tensors'])} tensors", file=sys.stderr)
+        except Exception as ex:  # recorded: one architecture must not stop the others
+            manifest[name] = {"error": f"{type(ex).__name__}: {ex}",
+                              "trace": traceback.format_exc()[-2000:]}
+            print(f"{name}: FAILED {type(ex).__name__}: {ex}", file=sys.stderr)
+    for name, args in VLMS.items():
+        if only and name not in only:
+            continue
+        try:
+            manifest[name] = build_vlm(name, *args, a.out, a.dtype)
             print(f"{name}: {len(manifest[name]['tensors'])} tensors", file=sys.stderr)
         except Exception as ex:  # recorded: one architecture must not stop the others
             manifest[name] = {"error": f"{type(ex).__name__}: {ex}",

@@ -399,6 +399,17 @@ Status ParseAttentionKeys(std::string_view label, const json& root, ModelConfig*
 
 }  // namespace
 
+// A vision-language config's text model: text_config, with the top level's architectures,
+// tie_word_embeddings and quantization_config over it.
+json TextModelConfig(const json& root) {
+  json text = root.at("text_config");
+  for (const char* key : {"architectures", "tie_word_embeddings", "quantization_config"}) {
+    auto it = root.find(key);
+    if (it != root.end() && !it->is_null()) text[key] = *it;
+  }
+  return text;
+}
+
 Result<ModelConfig> ParseModelConfig(std::string_view label, std::string_view json_text) {
   HOIST_ASSIGN_OR_RETURN(json root,
                          internal::ParseStrictJson(label, json_text, kMaxConfigDepth, 0));
@@ -407,6 +418,10 @@ Result<ModelConfig> ParseModelConfig(std::string_view label, std::string_view js
                            std::string(JsonTypeName(root)));
   }
   ModelConfig c;
+  if (const json* text = Lookup(root, "text_config"); text != nullptr && text->is_object()) {
+    root = TextModelConfig(root);
+    c.text_model = true;
+  }
   HOIST_RETURN_IF_ERROR(GetString(label, root, "model_type", &c.model_type));
   HOIST_RETURN_IF_ERROR(GetStringArray(label, root, "architectures", &c.architectures));
   HOIST_RETURN_IF_ERROR(GetRequiredPositiveInt(label, root, "hidden_size", &c.hidden_size));
@@ -473,6 +488,55 @@ Result<ModelConfig> ParseModelConfig(std::string_view label, std::string_view js
   }
   return c;
 }
+
+namespace {
+
+// The text model's name of a vision-language checkpoint's tensor; "" for the vision tower and
+// projector, which the text model does not load.
+std::string TextModelName(const std::string& name) {
+  static const std::pair<std::string_view, std::string_view> kRenames[] = {
+      {"model.language_model.", "model."},
+      {"language_model.model.", "model."},
+      {"language_model.lm_head.", "lm_head."},
+  };
+  static const std::string_view kVision[] = {
+      "vision_tower.", "multi_modal_projector.", "visual.",
+      "vision_model.", "model.vision_tower.",    "model.multi_modal_projector.",
+      "model.visual.", "model.vision_model."};
+  for (const auto& [from, to] : kRenames) {
+    if (name.rfind(from, 0) == 0) return std::string(to) + name.substr(from.size());
+  }
+  for (std::string_view prefix : kVision) {
+    if (name.rfind(prefix, 0) == 0) return "";
+  }
+  return name;
+}
+
+// Checkpoint::tensors of a vision-language checkpoint: the text model alone, by its names.
+Status TakeTextModel(Checkpoint* ckpt) {
+  if (!ckpt->config.text_model) return Status::Ok();
+  std::unordered_map<std::string, TensorLocation> kept;
+  kept.reserve(ckpt->tensors.size());
+  for (const auto& [name, loc] : ckpt->tensors) {
+    TensorEntry& e = ckpt->files[loc.file].header.tensors[loc.entry];
+    std::string text = TextModelName(name);
+    if (text.empty()) {
+      ++ckpt->vision_tensors;
+      ckpt->tensor_bytes -= e.bytes();
+      continue;
+    }
+    if (!kept.emplace(text, loc).second) {
+      return Status::Corrupt(ckpt->dir + ": tensor " + QuoteForMessage(name) +
+                             " is the text model's " + QuoteForMessage(text) +
+                             ", which another tensor of the checkpoint already is");
+    }
+    e.name = std::move(text);
+  }
+  ckpt->tensors = std::move(kept);
+  return Status::Ok();
+}
+
+}  // namespace
 
 const TensorEntry* Checkpoint::Find(std::string_view name) const {
   auto it = tensors.find(std::string(name));
@@ -552,6 +616,7 @@ Result<Checkpoint> OpenCheckpoint(const std::string& dir_arg) {
   std::error_code ec;
   if (fs::exists(fs::symlink_status(dir / kPackedIndexFile, ec))) {
     HOIST_RETURN_IF_ERROR(OpenPacked(dir, &ckpt));
+    HOIST_RETURN_IF_ERROR(TakeTextModel(&ckpt));
     return ckpt;
   }
   std::map<std::string, PendingShard> shards;                   // canonical path -> shard
@@ -589,6 +654,7 @@ Result<Checkpoint> OpenCheckpoint(const std::string& dir_arg) {
       }
     }
   }
+  HOIST_RETURN_IF_ERROR(TakeTextModel(&ckpt));
   return ckpt;
 }
 

@@ -45,6 +45,10 @@ namespace hoist::planner {
 struct ModelConfig {
   std::string model_type;  // "llama", "qwen2", "qwen3_moe", "deepseek_v3", "mixtral", ...
   std::vector<std::string> architectures;
+  // A vision-language checkpoint (config.json with a text_config): the fields come from
+  // text_config (architectures, tie_word_embeddings and quantization_config from the top level
+  // when given there), and OpenCheckpoint takes its text model (see Checkpoint::tensors).
+  bool text_model = false;
   std::int64_t hidden_size = 0;
   std::int64_t intermediate_size = 0;
   std::int64_t num_hidden_layers = 0;
@@ -109,8 +113,13 @@ struct Checkpoint {
   std::string dir;  // canonical absolute model folder
   ModelConfig config;
   std::vector<ShardFile> files;  // sorted by rel_path; one entry per distinct canonical file
+  // By name. For a vision-language checkpoint, the text model's tensors under the text model's
+  // own names (model.language_model.X and language_model.model.X are model.X,
+  // language_model.lm_head.X is lm_head.X; their TensorEntry names are renamed alike), without
+  // the vision tower and projector (vision_tensors counts them; their bytes are not read).
   std::unordered_map<std::string, TensorLocation> tensors;
-  std::uint64_t tensor_bytes = 0;  // sum of all tensors' bytes
+  std::uint64_t tensor_bytes = 0;  // sum of the bytes of `tensors`
+  std::uint64_t vision_tensors = 0;
   // A packed checkpoint (docs/PACKED.md): files are its shards, each with a made-up header whose
   // tensors lie back to back in a logical data section (data_start 0, offsets of the original
   // bytes); `packed` says where their codec streams really are.

@@ -621,6 +621,7 @@ proto::LoadPlan PlanHeader(const Checkpoint& ckpt, const PlanOptions& options, c
   plan.set_model_dir(ckpt.dir);
   plan.set_model_type(ckpt.config.model_type);
   plan.set_format(FormatOf(ckpt, c.sources));
+  plan.set_vision_tensors(ckpt.vision_tensors);
   plan.set_layout(options.layout);
   plan.set_alignment(options.alignment);
   plan.set_source_tensors(c.tensors);

@@ -64,6 +64,14 @@ std::string FormatPlanTable(const proto::LoadPlan& plan) {
                 HumanBytes(plan.source_bytes()).c_str(),
                 static_cast<unsigned long long>(plan.source_bytes()), plan.files_size());
   out += line;
+  if (plan.vision_tensors() > 0) {
+    std::snprintf(
+        line, sizeof line,
+        "vision-language checkpoint: its text model; the %llu tensors of the vision tower "
+        "and projector are not loaded\n",
+        static_cast<unsigned long long>(plan.vision_tensors()));
+    out += line;
+  }
   if (const PackedTotals p = Packed(plan); p.tensors > 0) {
     std::snprintf(line, sizeof line,
                   "packed: %llu tensors stored as codec streams, %s for their %s (%.1f%%); the "
@@ -128,6 +136,7 @@ nlohmann::json PlanToJson(const proto::LoadPlan& plan) {
   j["model_type"] = plan.model_type();
   j["family"] = plan.family();
   j["format"] = plan.format();
+  j["vision_tensors"] = plan.vision_tensors();
   j["layout"] = Layout(plan.layout());
   j["alignment"] = plan.alignment();
   j["source_tensors"] = plan.source_tensors();

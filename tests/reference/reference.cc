@@ -65,6 +65,32 @@ class Checkpoint {
       files.insert("model.safetensors");
     }
     for (const auto& f : files) ReadHeader((d / f).string());
+    if (config_.contains("text_config")) TakeTextModel();
+  }
+
+  // A vision-language checkpoint: the text model's config and tensors under its own names
+  // (model.X), the vision tower and projector dropped.
+  void TakeTextModel() {
+    nlohmann::json text = config_["text_config"];
+    for (const char* key : {"architectures", "tie_word_embeddings", "quantization_config"}) {
+      if (config_.contains(key) && !config_[key].is_null()) text[key] = config_[key];
+    }
+    config_ = text;
+    std::map<std::string, Entry> kept;
+    for (auto& [name, e] : entries_) {
+      std::string n = name;
+      bool vision = false;
+      for (const char* v : {"vision_tower.", "multi_modal_projector.", "model.visual.",
+                            "model.vision_tower.", "model.multi_modal_projector."}) {
+        vision = vision || n.rfind(v, 0) == 0;
+      }
+      if (vision) continue;
+      if (n.rfind("model.language_model.", 0) == 0) n = "model." + n.substr(21);
+      if (n.rfind("language_model.model.", 0) == 0) n = "model." + n.substr(21);
+      if (n.rfind("language_model.lm_head.", 0) == 0) n = "lm_head." + n.substr(23);
+      if (!kept.emplace(n, e).second) Fail("two tensors are the text model's " + n);
+    }
+    entries_ = std::move(kept);
   }
 
   const nlohmann::json& config() const { return config_; }
