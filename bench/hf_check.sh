@@ -26,7 +26,7 @@ fi
 hoist=$build/launch/hoist
 log "transformers checkpoints"
 # The architectures hoist supports (hf_tiny.py also writes gpt_oss and llama4_text).
-ONLY="${ONLY:-mixtral,minimax_m2,qwen2_moe,qwen3_moe,glm4_moe,glm_moe_dsa,deepseek_v2,qwen3_next,qwen3_5,qwen3_5_moe,gemma3_text,phi3,mistral,llama}"
+ONLY="${ONLY:-mixtral,minimax_m2,qwen2_moe,qwen3_moe,glm4_moe,glm_moe_dsa,deepseek_v2,qwen3_next,qwen3_5,qwen3_5_moe,gemma3_text,phi3,mistral,llama,gemma3_vlm,qwen3_5_vlm,qwen3_5_moe_vlm}"
 python3 bench/hf_tiny.py "$work/hf" --only "$ONLY" > "$work/hf_tiny.log" 2>&1
 grep -E "FAILED|tensors" "$work/hf_tiny.log" | grep -v Loading >&2
 

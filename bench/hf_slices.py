@@ -97,9 +97,34 @@ class Rank:
         return self.rank * per <= e < (self.rank + 1) * per
 
 
+VISION = ("vision_tower.", "multi_modal_projector.", "model.visual.", "model.vision_tower.")
+TEXT = (("model.language_model.", "model."), ("language_model.model.", "model."),
+        ("language_model.lm_head.", "lm_head."))
+
+
+def text_model(cfg, w):
+    """A vision-language checkpoint's text model: text_config and the language model's tensors
+    under model.* names (vLLM loads the vision tower too; hoist leaves it out)."""
+    text = dict(cfg["text_config"])
+    for key in ("architectures", "tie_word_embeddings", "quantization_config"):
+        if cfg.get(key) is not None:
+            text[key] = cfg[key]
+    out = {}
+    for name, x in w.items():
+        if name.startswith(VISION):
+            continue
+        for old, new in TEXT:
+            if name.startswith(old):
+                name = new + name[len(old):]
+        out[name] = x
+    return text, out
+
+
 def expected(model_dir, tp, ep, rank, fused):
     cfg = json.load(open(os.path.join(model_dir, "config.json")))
     w = load_dir(model_dir)
+    if "text_config" in cfg:
+        cfg, w = text_model(cfg, w)
     r = Rank(cfg, tp, ep, rank)
     out, experts = {}, {}
     for name, x in w.items():

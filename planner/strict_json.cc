@@ -222,6 +222,13 @@ class StrictDomBuilder {
 
 Result<json> ParseStrictJson(std::string_view label, std::string_view text, int max_depth,
                              std::uint64_t base_offset) {
+  // nlohmann's lexer takes a NUL byte for the end of input, so "{...}\0garbage" would parse; no
+  // JSON text holds a raw NUL (strings escape control characters), so one anywhere is an error.
+  if (const std::size_t nul = text.find('\0'); nul != std::string_view::npos) {
+    return Status::Corrupt(std::string(label) + ": invalid JSON at byte " +
+                           std::to_string(base_offset + nul) +
+                           ": a NUL byte (only whitespace may follow a JSON value)");
+  }
   const char* last_read = text.data();
   StrictDomBuilder builder(max_depth, &last_read, text.data(), base_offset);
   try {

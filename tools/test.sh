@@ -60,11 +60,13 @@ fi
 # A user's Release build compiles the test hooks (--inject-* flags) out: its configuration says
 # so. The binaries themselves were built with these flags above and smoke-tested by ctest.
 release="${build%/}-release-config"
-if ! cmake -S "$root" -B "$release" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHOIST_BUILD_TESTS=OFF \
-    "${cache[@]}" | grep -q "hoist: test hooks OFF"; then
-  echo "tools/test.sh: a Release configuration should compile the test hooks out"
+configured="$(cmake -S "$root" -B "$release" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DHOIST_BUILD_TESTS=OFF "${cache[@]}")"
+rm -rf "$release"
+if [[ "$configured" != *"hoist: test hooks OFF"* ]]; then
+  echo "tools/test.sh: a Release configuration should compile the test hooks out:"
+  echo "$configured"
   exit 1
 fi
-rm -rf "$release"
 stage release
 echo "tools/test.sh: PASS"

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "planner/checkpoint.h"
 #include "planner/dtype.h"
 
 namespace hoist::planner {
@@ -194,6 +195,28 @@ TEST(SafetensorsHeader, SpacePaddedHeaderAndNullMetadataAreAccepted) {
   EXPECT_TRUE(r->metadata.empty());
   ASSERT_EQ(r->tensors.size(), 1u);
   EXPECT_EQ(r->tensors[0].shape, std::vector<std::uint64_t>{3});
+}
+
+// nlohmann's lexer stops at a NUL byte: valid JSON, a NUL, then garbage must not parse.
+TEST(SafetensorsHeader, TextAfterANulIsRejectedWithItsOffset) {
+  const std::string json = Header({{"w", Entry("U8", {3}, 0, 3)}});
+  const std::string header = json + std::string(1, '\0') + "garbage";
+  Result<SafetensorsHeader> r = Parse(header, 3);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kCorrupt);
+  EXPECT_NE(r.status().message().find("at byte " + std::to_string(8 + json.size())),
+            std::string::npos)
+      << r.status().message();
+  EXPECT_NE(r.status().message().find("NUL byte"), std::string::npos) << r.status().message();
+  // The same for config.json.
+  Result<ModelConfig> c = ParseModelConfig(
+      "config.json",
+      std::string(R"({"hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4,
+                      "vocab_size": 100})") +
+          std::string(1, '\0') + "{");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("config.json: invalid JSON at byte"), std::string::npos)
+      << c.status().message();
 }
 
 TEST(SafetensorsHeader, EmptyObjectWithEmptyDataSectionIsLegal) {
