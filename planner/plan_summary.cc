@@ -47,6 +47,14 @@ RankSummary SummarizeRank(const proto::RankPlan& rank) {
   return s;
 }
 
+// A vision-language checkpoint's line: what of it the plan leaves out.
+std::string VisionLine(const proto::LoadPlan& plan) {
+  if (plan.vision_tensors() == 0) return "";
+  return "vision-language checkpoint: its text model; the " +
+         std::to_string(plan.vision_tensors()) +
+         " tensors of the vision tower and projector are not loaded\n";
+}
+
 std::string FormatPlanTable(const proto::LoadPlan& plan) {
   const auto& t = plan.topology();
   std::string out;
@@ -64,14 +72,7 @@ std::string FormatPlanTable(const proto::LoadPlan& plan) {
                 HumanBytes(plan.source_bytes()).c_str(),
                 static_cast<unsigned long long>(plan.source_bytes()), plan.files_size());
   out += line;
-  if (plan.vision_tensors() > 0) {
-    std::snprintf(
-        line, sizeof line,
-        "vision-language checkpoint: its text model; the %llu tensors of the vision tower "
-        "and projector are not loaded\n",
-        static_cast<unsigned long long>(plan.vision_tensors()));
-    out += line;
-  }
+  out += VisionLine(plan);
   if (const PackedTotals p = Packed(plan); p.tensors > 0) {
     std::snprintf(line, sizeof line,
                   "packed: %llu tensors stored as codec streams, %s for their %s (%.1f%%); the "
