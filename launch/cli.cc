@@ -284,6 +284,37 @@ CLI::App* Chosen(CLI::App& app) {
   return &app;
 }
 
+// " from LO to HI" for a job option's flag (config::kOptions), else " (ranges in the usage)".
+std::string RangeOf(const std::string& flag) {
+  for (const config::OptionInfo& o : config::kOptions) {
+    if (config::FlagName(o.name) != flag || o.type == config::OptionType::kString ||
+        o.type == config::OptionType::kBool) {
+      continue;
+    }
+    char range[96];
+    std::snprintf(range, sizeof range,
+                  o.type == config::OptionType::kInt ? " from %.15g to %.15g%s"
+                                                     : " above %.15g and at most %.15g%s",
+                  o.lo, o.hi, o.zero_is_default ? " (0: the default)" : "");
+    return range;
+  }
+  return " (ranges in the usage)";
+}
+
+// Every option that takes a value refuses an empty one ("--slots ''"), which CLI11 would read as
+// 0 or as no value: a usage error naming the flag.
+void RefuseEmptyValues(CLI::App* app) {
+  const CLI::Validator non_empty(
+      [](std::string& v) { return v.empty() ? std::string("needs a value, not ''") : ""; }, "",
+      "non-empty");
+  for (CLI::Option* o : app->get_options()) {
+    if (o->get_expected_min() > 0) o->check(non_empty);
+  }
+  for (CLI::App* sub : app->get_subcommands([](CLI::App*) { return true; })) {
+    RefuseEmptyValues(sub);
+  }
+}
+
 // Words for CLI11's parse errors: unknown flags get the nearest flag, values that do not convert
 // say what the flag takes.
 int ParseFailure(CLI::App& app, const CLI::ParseError& e) {
@@ -317,7 +348,7 @@ int ParseFailure(CLI::App& app, const CLI::ParseError& e) {
                               : type.rfind("FLOAT", 0) == 0 ? "a number"
                                                             : "another kind of value";
     return UsageError(m[1].str() + " '" + m[2].str() + "' is not valid: " + m[1].str() + " takes " +
-                          takes + " (ranges in the usage)",
+                          takes + RangeOf(m[1].str()),
                       command);
   }
   return UsageError(what, command);
@@ -391,6 +422,7 @@ int Main(int argc, char** argv) {
   ServeCommands serve_commands(&app);  // `serve` and `ctl` (launch/serve_cli.h)
   PackCommand pack_command(&app);      // `pack` (launch/pack_cli.h)
 
+  RefuseEmptyValues(&app);
   if (int rc = CheckCommand(app, argc, argv); rc != kExitOk) return rc;
   try {
     app.parse(argc, argv);

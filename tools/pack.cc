@@ -36,11 +36,6 @@ struct SourceTensor {
   std::uint64_t offset = 0, bytes = 0;  // in the file
 };
 
-std::uint64_t KnownSize(const std::string& dtype) {
-  const auto d = codec::DTypeFromName(dtype);
-  return d ? codec::DTypeSize(*d) : 0;
-}
-
 Result<std::string> ReadRange(const std::string& path, std::uint64_t offset, std::uint64_t n) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status::IoError(path + ": cannot open");
@@ -54,68 +49,18 @@ Result<std::string> ReadRange(const std::string& path, std::uint64_t offset, std
   return out;
 }
 
-Status ParseTensor(const std::string& path, const std::string& name, const json& t,
-                   std::uint64_t data_start, std::uint64_t file_size, SourceTensor& out) {
-  const std::string where = path + ": tensor " + name + ": ";
-  if (!t.is_object() || !t.contains("dtype") || !t["dtype"].is_string() || !t.contains("shape") ||
-      !t["shape"].is_array() || !t.contains("data_offsets") || !t["data_offsets"].is_array() ||
-      t["data_offsets"].size() != 2) {
-    return Status::Corrupt(where + "needs dtype, shape and two data_offsets");
-  }
-  out = {path, name, t["dtype"].get<std::string>(), {}, 0, 0};
-  std::uint64_t values = 1;
-  for (const auto& d : t["shape"]) {
-    if (!d.is_number_unsigned()) return Status::Corrupt(where + "a dimension is not a count");
-    out.shape.push_back(d.get<std::uint64_t>());
-    values =
-        out.shape.back() == 0
-            ? 0
-            : (values > (1ull << 48) / out.shape.back() ? 1ull << 48 : values * out.shape.back());
-  }
-  const auto& o = t["data_offsets"];
-  if (!o[0].is_number_unsigned() || !o[1].is_number_unsigned()) {
-    return Status::Corrupt(where + "data_offsets are not byte counts");
-  }
-  const std::uint64_t b = o[0].get<std::uint64_t>(), e = o[1].get<std::uint64_t>();
-  if (b > e || e > file_size - data_start) {
-    return Status::Corrupt(where + "bytes " + std::to_string(b) + ".." + std::to_string(e) +
-                           " lie outside the file's " + std::to_string(file_size - data_start) +
-                           " data bytes");
-  }
-  const std::uint64_t size = KnownSize(out.dtype);
-  if (size != 0 && values * size != e - b) {
-    return Status::Corrupt(where + std::to_string(e - b) + " bytes for a " + out.dtype +
-                           " tensor of " + std::to_string(values) + " values");
-  }
-  out.offset = data_start + b;
-  out.bytes = e - b;
-  return Status::Ok();
-}
-
+// The tensors of one shard, in file order, read through the loader's own header validation
+// (planner/safetensors.h: duplicate keys, overlapping or aliased byte ranges, bytes past the last
+// tensor, __metadata__ that is not an object of strings, text after the JSON value): the packer
+// refuses what `hoist load` refuses, with the same message.
 Status ListFile(const std::string& path, std::vector<SourceTensor>& out) {
-  std::error_code ec;
-  const std::uint64_t file_size = fs::file_size(path, ec);
-  if (ec) return Status::IoError(path + ": " + ec.message());
-  if (file_size < 8) return Status::Corrupt(path + ": shorter than a safetensors header");
-  HOIST_ASSIGN_OR_RETURN(std::string head, ReadRange(path, 0, 8));
-  std::uint64_t len = 0;
-  std::memcpy(&len, head.data(), 8);
-  if (len > file_size - 8 || len > (100u << 20)) {
-    return Status::Corrupt(path + ": header length " + std::to_string(len) + " exceeds the file");
+  planner::FileStat stat;
+  HOIST_ASSIGN_OR_RETURN(const planner::SafetensorsHeader header,
+                         planner::ReadSafetensorsHeader(path, &stat));
+  for (const planner::TensorEntry& t : header.tensors) {  // sorted by begin
+    out.push_back({path, t.name, std::string(planner::DTypeName(t.dtype)), t.shape,
+                   header.data_start + t.begin, t.bytes()});
   }
-  HOIST_ASSIGN_OR_RETURN(std::string text, ReadRange(path, 8, len));
-  const json header = json::parse(text, nullptr, false);
-  if (header.is_discarded() || !header.is_object()) {
-    return Status::Corrupt(path + ": the header is not a JSON object");
-  }
-  const std::size_t first = out.size();
-  for (const auto& [name, t] : header.items()) {
-    if (name == "__metadata__") continue;
-    out.emplace_back();
-    HOIST_RETURN_IF_ERROR(ParseTensor(path, name, t, 8 + len, file_size, out.back()));
-  }
-  std::sort(out.begin() + static_cast<std::ptrdiff_t>(first), out.end(),
-            [](const SourceTensor& a, const SourceTensor& b) { return a.offset < b.offset; });
   return Status::Ok();
 }
 

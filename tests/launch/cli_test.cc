@@ -180,6 +180,24 @@ TEST_F(CliTest, BadFlagValuesSayWhatIsWrongInWords) {
 }
 
 // Every load/staging number, from a flag, out of range: exit 2 with the range, before any work.
+// An empty value is a usage error naming the flag (CLI11 would read it as 0: the default), and a
+// value no integer holds names the flag's range.
+TEST_F(CliTest, EmptyAndUnrepresentableValuesAreUsageErrorsNamingTheRange) {
+  for (const char* flag : {"--slots", "--ep", "--rank", "--threads", "--read-depth-mib", "--tp",
+                           "--model", "--dump"}) {
+    SCOPED_TRACE(flag);
+    ExpectUsage(Hoist({"load", "--model", Model(), "--device", "host", flag, ""}),
+                std::string(flag) + ": needs a value, not ''");
+  }
+  ExpectUsage(Hoist({"pack", "--model", Model(), "--out", dir_->Sub("p"), "--threads", ""}),
+              "--threads: needs a value, not ''");
+  for (const char* v : {"2147483648", "9223372036854775808", "1e308", "nan"}) {
+    SCOPED_TRACE(v);
+    ExpectUsage(Hoist({"load", "--model", Model(), "--device", "host", "--slots", v}),
+                "--slots takes a whole number from 1 to 1024 (0: the default)");
+  }
+}
+
 TEST_F(CliTest, LoadNumbersOutOfRangeAreUsageErrors) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--threads", "1000000"},

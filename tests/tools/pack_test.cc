@@ -14,6 +14,7 @@
 
 #include "codec/checksum.h"
 #include "codec/codec.h"
+#include "planner/safetensors.h"
 #include "tests/launch/mpirun_util.h"
 #include "tests/test_paths.h"
 #include "tests/tools/test_util.h"
@@ -369,7 +370,47 @@ TEST(Pack, BadInputAndOptions) {
   p.model_dir = dir.Sub("bad");
   const Status s = PackCheckpoint(p).status();
   EXPECT_EQ(s.code(), Code::kCorrupt) << s.ToString();
-  EXPECT_NE(s.message().find("model.safetensors: tensor w"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("model.safetensors: tensor \"w\""), std::string::npos) << s.ToString();
+}
+
+// The packer reads shards through the loader's own validation: whatever `hoist load` refuses,
+// `hoist pack` refuses with the same message (it used to pack them, laundering the defect).
+TEST(Pack, RefusesWhatTheLoaderRefusesWithItsMessage) {
+  ScratchDir dir("hoist-pack");
+  const std::string w = R"("w": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]})";
+  const std::string v = R"("v": {"dtype": "U8", "shape": [4], "data_offsets": [4, 8]})";
+  struct Case {
+    const char* what;
+    std::string header;
+    std::size_t data;
+  };
+  const std::vector<Case> cases = {
+      {"duplicate key", "{" + w + ", " + w + "}", 4},
+      {"aliased range",
+       "{" + w + R"(, "v": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]}})", 4},
+      {"array metadata", R"({"__metadata__": [1], )" + w + "}", 4},
+      {"trailing bytes", "{" + w + ", " + v + "}", 12},
+      {"text after a NUL", "{" + w + "}" + std::string(1, '\0') + "junk", 4},
+  };
+  int n = 0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    const std::string model = dir.Sub("m" + std::to_string(n++));
+    std::filesystem::create_directories(model);
+    std::string file(8, '\0');
+    for (int i = 0; i < 8; ++i) file[i] = static_cast<char>((c.header.size() >> (8 * i)) & 0xFF);
+    file += c.header + std::string(c.data, '\x05');
+    const std::string path = model + "/model.safetensors";
+    std::ofstream(path, std::ios::binary) << file;
+    const Result<planner::SafetensorsHeader> load = planner::ReadSafetensorsHeader(path, nullptr);
+    ASSERT_FALSE(load.ok()) << "the loader accepts it";
+    PackOptions p;
+    p.model_dir = model;
+    p.out_dir = model + "-packed";
+    const Status s = PackCheckpoint(p).status();
+    EXPECT_EQ(s.code(), load.status().code()) << s.ToString();
+    EXPECT_EQ(s.message(), load.status().message());
+  }
 }
 
 // `hoist pack`: 0 written, 1 a bad checkpoint, 2 a usage error.
@@ -410,7 +451,7 @@ TEST(PackCommand, ExitCodes) {
   std::ofstream(dir.Sub("bad/model.safetensors"), std::ios::binary) << file;
   auto bad = run({"--model", dir.Sub("bad"), "--out", dir.Sub("bad-packed")});
   EXPECT_EQ(bad.exit_code, 1) << bad.output;
-  EXPECT_NE(bad.output.find("model.safetensors: tensor w"), std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find("model.safetensors: tensor \"w\""), std::string::npos) << bad.output;
 }
 
 }  // namespace
