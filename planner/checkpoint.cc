@@ -533,6 +533,12 @@ Status TakeTextModel(Checkpoint* ckpt) {
     e.name = std::move(text);
   }
   ckpt->tensors = std::move(kept);
+  if (ckpt->packed) {  // the packed index names them as the checkpoint did
+    for (PackedTensorEntry& t : ckpt->packed->tensors) {
+      std::string text = TextModelName(t.name);
+      if (!text.empty()) t.name = std::move(text);
+    }
+  }
   return Status::Ok();
 }
 

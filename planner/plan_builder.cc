@@ -465,7 +465,9 @@ Status CheckGroup(const Group& g, const std::vector<Source>& sources) {
 // A packed checkpoint: where each tensor's logical bytes are and its codec streams.
 void AddPackedTensors(const Checkpoint& ckpt, proto::LoadPlan* plan) {
   for (const PackedTensorEntry& t : ckpt.packed->tensors) {
-    const TensorLocation& loc = ckpt.tensors.at(t.name);
+    auto it = ckpt.tensors.find(t.name);
+    if (it == ckpt.tensors.end()) continue;  // a vision tower's: never read
+    const TensorLocation& loc = it->second;
     proto::PackedTensor* pt = plan->add_packed();
     pt->set_name(t.name);
     pt->set_file(loc.file);

@@ -456,3 +456,37 @@ TEST(PackCommand, ExitCodes) {
 
 }  // namespace
 }  // namespace hoist::tools
+
+namespace hoist::tools {
+namespace {
+
+// A packed vision-language checkpoint loads its text model exactly as the original does (the
+// packed index names its tensors as the checkpoint; the vision tower's are never read).
+TEST(PackCommand, AVisionLanguageCopyLoadsTheTextModelLikeTheOriginal) {
+  testtools::ScratchDir dir("hoist-pack");
+  const std::string data = hoist::testing::SourceDir() + "/tests/data/hf/gemma3_vlm";
+  MkckptOptions m;
+  m.config_path = data + "/config.json";
+  m.tensors_path = data + "/tensors.json";
+  m.out_dir = dir.Sub("model");
+  m.threads = 2;
+  ASSERT_TRUE(MakeCheckpoint(m).ok());
+  const std::string hoist = hoist::testing::HoistBin();
+  using hoist::testing::RunCommand;
+  using hoist::testing::RunResult;
+  RunResult pack =
+      RunCommand({hoist, "pack", "--model", dir.Sub("model"), "--out", dir.Sub("packed")}, 60);
+  ASSERT_EQ(pack.exit_code, 0) << pack.output;
+  for (const char* model : {"model", "packed"}) {
+    RunResult load = RunCommand(
+        {hoist, "load", "--model", dir.Sub(model), "--tp", "2", "--rank", "1", "--device", "host",
+         "--verify", "--no-progress", "--dump", dir.Sub(std::string("dump-") + model)},
+        60);
+    ASSERT_EQ(load.exit_code, 0) << model << ": " << load.output;
+  }
+  EXPECT_EQ(testtools::ReadFile(dir.Sub("dump-model/rank-1.safetensors")),
+            testtools::ReadFile(dir.Sub("dump-packed/rank-1.safetensors")));
+}
+
+}  // namespace
+}  // namespace hoist::tools
