@@ -23,6 +23,7 @@
 #include "launch/exit_codes.h"
 #include "launch/job_flags.h"
 #include "launch/logging.h"
+#include "launch/output_paths.h"
 #include "launch/pack_cli.h"
 #include "launch/serve_cli.h"
 #include "launch/suggest.h"
@@ -98,6 +99,9 @@ int RunPlan(const config::JobSpec& spec, const std::string& log_level, const std
   if (Status s = SetUpLogging(log_level, 0, "-"); !s.ok()) return Fail(s, quiet);
   Result<config::ResolvedJob> job = ResolveJob(spec);
   if (!job.ok()) return Fail(job.status(), quiet);
+  if (Status s = CheckOutputFiles({{"--json", json_path}, {"--out", out_path}}); !s.ok()) {
+    return Fail(s, quiet);
+  }
   Result<planner::Checkpoint> ckpt = planner::OpenCheckpoint(job->job.model_dir);
   if (!ckpt.ok()) return Fail(ckpt.status(), quiet);
   Result<proto::LoadPlan> plan = planner::BuildLoadPlan(*ckpt, job->job.plan);
@@ -206,6 +210,12 @@ int RunLoad(const config::JobSpec& spec, const LoadFlags& l, const std::string& 
   // then the device and host topology, which load while MPI starts.
   Result<config::ResolvedJob> resolved = ResolveJob(spec);
   if (!resolved.ok()) return Fail(resolved.status(), !PrintsSharedErrors());
+  Status outputs = CheckOutputFiles({{"--report-json", l.report_json},
+                                     {"--trace", l.trace},
+                                     {"--timeline", l.timeline},
+                                     {"--metrics", l.metrics}});
+  if (outputs.ok()) outputs = CheckDumpFolder("--dump", l.dump);
+  if (!outputs.ok()) return Fail(outputs, !PrintsSharedErrors());
   std::shared_ptr<std::future<Result<rank::PreparedDevice>>> prepared =
       StartDeviceEarly(resolved->job, origin);
   rank::WarmHostTopology();

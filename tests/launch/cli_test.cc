@@ -198,6 +198,29 @@ TEST_F(CliTest, EmptyAndUnrepresentableValuesAreUsageErrorsNamingTheRange) {
   }
 }
 
+// Output paths are checked before a byte is read (exit 2), and nothing the user did not ask for
+// is created: a dump folder is made, never the folders above it.
+TEST_F(CliTest, OutputPathsAreCheckedBeforeTheLoad) {
+  const std::string missing = dir_->Sub("no-such-folder");
+  for (const char* flag : {"--report-json", "--trace", "--timeline", "--metrics"}) {
+    SCOPED_TRACE(flag);
+    ExpectUsage(
+        Hoist({"load", "--model", Model(), "--device", "host", flag, missing + "/r.out"}),
+        std::string(flag) + " " + missing + "/r.out: its folder " + missing + " does not exist");
+  }
+  ExpectUsage(Hoist({"load", "--model", Model(), "--device", "host", "--timeline", dir_->Sub("")}),
+              "is a folder, not a file");
+  ExpectUsage(Hoist({"load", "--model", Model(), "--device", "host", "--dump", missing + "/dump"}),
+              "--dump " + missing + "/dump: its parent " + missing + " does not exist");
+  EXPECT_FALSE(std::filesystem::exists(missing));
+  ExpectUsage(Hoist({"plan", "--model", Model(), "--json", missing + "/plan.json"}),
+              "--json " + missing + "/plan.json: its folder " + missing + " does not exist");
+  const RunResult ok = Hoist({"load", "--model", Model(), "--device", "host", "--no-progress",
+                              "--dump", dir_->Sub("dump-leaf/")});
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  EXPECT_TRUE(std::filesystem::exists(dir_->Sub("dump-leaf/rank-0.safetensors")));
+}
+
 TEST_F(CliTest, LoadNumbersOutOfRangeAreUsageErrors) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--threads", "1000000"},

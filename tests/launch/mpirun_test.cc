@@ -330,7 +330,7 @@ TEST_F(MpirunTest, AStoppedRankZeroIsNamedByTheOthers) {
 TEST_F(MpirunTest, AStoppedRankOfFourWithDedupIsNamedAndNothingIsLeft) {
   HOIST_SKIP_WITHOUT_TEST_HOOKS();
   for (const bool progress : {false, true}) {
-    const fs::path out = Out(progress ? "stop4-progress.json" : "stop4-quiet.json");
+    const fs::path out = Out(progress ? "stop4-progress" : "stop4-quiet") / "report.json";
     std::vector<std::string> cmd = {"mpirun",
                                     "-np",
                                     "4",
