@@ -22,6 +22,12 @@ from safetensors.torch import load_file
 COLUMN = {"q_proj", "k_proj", "v_proj", "gate_proj", "up_proj", "q_b_proj", "kv_b_proj",
           "in_proj_qkvz", "in_proj_ba", "in_proj_z", "in_proj_b", "in_proj_a", "w1", "w3"}
 ROW = {"o_proj", "down_proj", "out_proj", "w2"}
+GPT_OSS = re.compile(r"^(model\.layers\.\d+\.mlp\.experts)\.(gate_up_proj|down_proj|gate_up_proj_bias|"
+                     r"down_proj_bias|gate_up_proj_blocks|gate_up_proj_scales|down_proj_blocks|"
+                     r"down_proj_scales)$")
+GPT_OSS_VLLM = {"gate_up_proj_bias": "w13_bias", "down_proj_bias": "w2_bias",
+                "gate_up_proj_blocks": "w13_weight", "gate_up_proj_scales": "w13_weight_scale",
+                "down_proj_blocks": "w2_weight", "down_proj_scales": "w2_weight_scale"}
 EXPERT = re.compile(r"^(model\.layers\.\d+\.(?:mlp|block_sparse_moe)\.experts\.)(\d+)\.(\w+)\.(\w+)$")
 
 
@@ -72,7 +78,7 @@ class Rank:
             pad = (v + 63) // 64 * 64
             x = torch.cat([x, torch.zeros((pad - v,) + tuple(x.shape[1:]), dtype=x.dtype)])
             return self.rows(x)
-        if param in ("A_log", "dt_bias"):
+        if param in ("A_log", "dt_bias", "sinks"):
             return self.rows(x)
         if self.minimax and mod in ("q_norm", "k_norm"):
             return self.rows(x) if mod == "q_norm" else self.kv(x)
@@ -91,6 +97,30 @@ class Rank:
         if mod in ("conv1d", "in_proj_qkv"):
             return self.parts(x, self.lin_parts, [False] * 3)
         return x  # norms, routers, shared_expert_gate, MLA's replicated projections, indexer
+
+    def gpt_oss(self, param, x):
+        """vLLM's gpt_oss loaders: the rank's experts under EP, else its share of the
+        intermediate size (MXFP4: cdiv(I/32, tp) * 32 a rank) on the dim that holds it."""
+        if self.ep:
+            per = x.shape[0] // self.ep
+            return x[self.rank * per:(self.rank + 1) * per]
+        if self.tp == 1:
+            return x
+        if param == "down_proj_bias":
+            return x if self.t == 0 else torch.zeros_like(x)
+        inter = self.c["intermediate_size"]
+        if (self.c.get("quantization_config") or {}).get("quant_method") == "mxfp4":
+            per = -(-(inter // 32) // self.tp) * 32
+            s, e = self.t * per, min((self.t + 1) * per, inter)
+        else:
+            s, e = self.t * inter // self.tp, (self.t + 1) * inter // self.tp
+        if param == "gate_up_proj":
+            return x[:, :, 2 * s:2 * e]
+        if param == "down_proj":
+            return x[:, s:e, :]
+        if param in ("down_proj_blocks", "down_proj_scales"):
+            return x[:, :, s // 32:e // 32]
+        return x[:, 2 * s:2 * e]
 
     def owns(self, e):
         per = self.experts // self.ep
@@ -129,6 +159,11 @@ def expected(model_dir, tp, ep, rank, fused):
     out, experts = {}, {}
     for name, x in w.items():
         if name == "lm_head.weight" and cfg.get("tie_word_embeddings"):
+            continue
+        g = GPT_OSS.match(name)
+        if g:
+            vllm = GPT_OSS_VLLM.get(g.group(2))
+            out[g.group(1) + "." + vllm if fused and vllm else name] = r.gpt_oss(g.group(2), x)
             continue
         m = EXPERT.match(name)
         if m:

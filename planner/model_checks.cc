@@ -88,7 +88,7 @@ std::vector<TpRule> ConfigTpRules(const ModelConfig& c, Family family, int ep) {
                      "intermediate_size = " + N(c.intermediate_size), ""});
   }
   const bool sparse = HasSparseLayer(c, family);
-  if (sparse && ep == 0) {
+  if (sparse && ep == 0 && !(family == Family::kGptOss && c.quant_method == "mxfp4")) {
     const bool moe_i = std::string_view(info.expert_size_key) == "moe_intermediate_size";
     const std::int64_t size = moe_i ? c.moe_intermediate_size : c.intermediate_size;
     rules.push_back({TpRule::kDivides, size, 0, std::string(info.expert_size_key) + " = " + N(size),
@@ -378,10 +378,11 @@ Status CheckComplete(const Checkpoint& ckpt, Family family) {
   return Status::Corrupt(IncompleteMessage(ckpt, first, because, keys.total - present));
 }
 
-Status CheckQuantization(const Checkpoint& ckpt) {
+Status CheckQuantization(const Checkpoint& ckpt, Family family) {
   const ModelConfig& c = ckpt.config;
   const std::string& m = c.quant_method;
   const bool ok = m.empty() || m == "fp8" || m == "fbgemm_fp8" ||
+                  (m == "mxfp4" && family == Family::kGptOss) ||
                   (m == "compressed-tensors" &&
                    (c.quant_format.empty() || c.quant_format == "float-quantized")) ||
                   (m == "modelopt" && (c.quant_algo.empty() || c.quant_algo == "FP8"));

@@ -52,9 +52,9 @@ Status CheckScales(const Checkpoint& ckpt, Family family);
 
 // Unsupported naming config.json's quantization_config when hoist cannot slice its format: FP8
 // (block, per-channel or per-tensor scales: quant_method fp8, fbgemm_fp8, compressed-tensors
-// float-quantized, ModelOpt FP8) and unquantized checkpoints plan; GPTQ, AWQ, integer
-// compressed-tensors, MXFP4 and NVFP4 do not yet.
-Status CheckQuantization(const Checkpoint& ckpt);
+// float-quantized, ModelOpt FP8), gpt_oss's MXFP4 experts and unquantized checkpoints plan;
+// GPTQ, AWQ, integer compressed-tensors, NVFP4 and MXFP4 elsewhere do not yet.
+Status CheckQuantization(const Checkpoint& ckpt, Family family);
 
 Status ReportUnexpected(const Checkpoint& ckpt, Family family,
                         const std::vector<std::string>& names, UnexpectedTensors mode);

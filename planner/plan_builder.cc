@@ -44,6 +44,11 @@ struct Slice {
   std::uint64_t col0 = 0;
   std::uint64_t ncols = 0;
   std::uint64_t pad_rows = 0;  // zero rows appended (vocab padding)
+  // A slice of dim split_dim > 0 (kExpertDim): the tensor viewed as [rows, view_cols] with
+  // view_cols = shape[split_dim] x (the dims after it); split_len of shape[split_dim] kept.
+  int split_dim = 0;
+  std::uint64_t split_len = 0;
+  std::uint64_t view_cols = 0;
 };
 
 struct Topo {
@@ -51,6 +56,7 @@ struct Topo {
   int dp = 1;
   int ep = 0;
   int world = 1;
+  bool round_robin = false;  // expert placement under ep
 };
 
 std::uint64_t Rows(const TensorEntry& e) { return e.shape.empty() ? 1 : e.shape[0]; }
@@ -225,12 +231,85 @@ Result<Slice> VocabSlice(const TensorEntry& e, std::uint64_t tp, int t, Slice sl
   return sl;
 }
 
-Result<Slice> SliceFor(const Source& s, const ModelConfig& cfg, const Topo& topo, int t) {
+// The expert intermediate range [s, e) of tp rank t: an even split, or MXFP4's 32-value blocks
+// with the last rank shorter (vLLM: cdiv(I / 32, tp) x 32 per rank).
+Result<std::pair<std::uint64_t, std::uint64_t>> ExpertRange(const TensorEntry& e,
+                                                            const ModelConfig& cfg,
+                                                            std::uint64_t tp, int t) {
+  const std::uint64_t I = static_cast<std::uint64_t>(cfg.intermediate_size);
+  if (cfg.quant_method != "mxfp4") {
+    if (I % tp != 0) {
+      return Status::InvalidArgument(Who(e) + ": intermediate_size " + std::to_string(I) +
+                                     " is not divisible by tp " + std::to_string(tp) +
+                                     "; use a tp that divides it, or --ep");
+    }
+    return std::make_pair(t * I / tp, (t + 1) * I / tp);
+  }
+  const std::uint64_t blocks = I / 32, per = (blocks + tp - 1) / tp * 32;
+  const std::uint64_t s = t * per, end = std::min((t + 1) * per, I);
+  if (s >= end) {
+    std::uint64_t most = 1;  // the largest tp that leaves every rank a block
+    for (std::uint64_t k = 1; k <= blocks; ++k) {
+      if ((k - 1) * ((blocks + k - 1) / k) < blocks) most = k;
+    }
+    return Status::InvalidArgument(
+        Who(e) + ": at tp " + std::to_string(tp) + " rank " + std::to_string(t) +
+        " would hold none of intermediate_size " + std::to_string(I) + " (" +
+        std::to_string(blocks) + " MXFP4 blocks of 32, " + std::to_string(per / 32) +
+        " a rank, as vLLM splits them); use a tp of at most " + std::to_string(most) + ", or --ep");
+  }
+  return std::make_pair(s, end);
+}
+
+// Every routed expert of a layer in one tensor: the rank's experts under EP (rows of dim 0),
+// else its share of the intermediate size along dim split_dim (tp rank 0 alone for a bias that
+// is summed once, the others zeros).
+Result<Slice> ExpertDimSlice(const Source& s, const ModelConfig& cfg, const Topo& topo, int t,
+                             int rank, Slice sl) {
+  const TensorEntry& e = *s.entry;
+  const TensorRule& r = s.rule;
+  if (topo.ep > 0) {
+    if (topo.round_robin) {
+      return Status::Unsupported(Who(e) +
+                                 ": holds every expert of its layer in one tensor, whose "
+                                 "experts a rank takes as one range: use --placement "
+                                 "linear");
+    }
+    const std::uint64_t per = Rows(e) / static_cast<std::uint64_t>(topo.ep);
+    sl.row0 = static_cast<std::uint64_t>(rank) * per;
+    sl.nrows = per;
+    return sl;
+  }
+  if (topo.tp == 1) return sl;
+  if (r.rank0_only) {
+    if (t != 0) std::swap(sl.nrows, sl.pad_rows);  // zeros on every rank but tp rank 0
+    return sl;
+  }
+  HOIST_ASSIGN_OR_RETURN(auto range, ExpertRange(e, cfg, static_cast<std::uint64_t>(topo.tp), t));
+  const std::uint64_t a = range.first * r.split_mul / r.split_div;
+  const std::uint64_t b = range.second * r.split_mul / r.split_div;
+  const std::size_t d = static_cast<std::size_t>(r.split_dim);
+  std::uint64_t outer = 1, inner = 1;
+  for (std::size_t i = 0; i < e.shape.size(); ++i) {
+    if (i < d) outer *= e.shape[i];
+    if (i > d) inner *= e.shape[i];
+  }
+  if (d == 0 || d >= e.shape.size() || b > e.shape[d]) {
+    return Status::Internal(Who(e) + ": no dim " + std::to_string(d) + " range [" +
+                            std::to_string(a) + ", " + std::to_string(b) + ")");
+  }
+  sl = Slice{
+      0, outer, a * inner, (b - a) * inner, 0, static_cast<int>(d), b - a, e.shape[d] * inner};
+  return sl;
+}
+
+Result<Slice> SliceFor(const Source& s, const ModelConfig& cfg, const Topo& topo, int t, int rank) {
   const TensorEntry& e = *s.entry;
   const std::uint64_t R = Rows(e), C = Cols(e);
   const std::uint64_t tp = static_cast<std::uint64_t>(topo.tp);
   Slice sl{0, R, 0, C, 0};
   const Role role = EffectiveRole(s, topo);
+  if (role == Role::kExpertDim) return ExpertDimSlice(s, cfg, topo, t, rank, sl);
   if (role == Role::kReplicated || (tp == 1 && role != Role::kVocab)) return sl;
   if (s.rule.param == Param::kScale) return ScaleSlice(s, cfg, role, tp, t, sl);
   switch (role) {
@@ -297,14 +376,14 @@ Result<std::vector<Slice>> PartSlices(const Source& s, const ModelConfig& cfg, s
 
 // Every slice of source `idx` for tp rank `t`, appended to `pieces` in output order.
 Status AddPieces(const Source& s, int idx, const ModelConfig& cfg, const Topo& topo, int t,
-                 std::vector<std::pair<int, Slice>>* pieces) {
+                 int rank, std::vector<std::pair<int, Slice>>* pieces) {
   if (s.rule.role == Role::kParts && topo.tp > 1) {
     HOIST_ASSIGN_OR_RETURN(std::vector<Slice> slices,
                            PartSlices(s, cfg, static_cast<std::uint64_t>(topo.tp), t));
     for (const Slice& sl : slices) pieces->emplace_back(idx, sl);
     return Status::Ok();
   }
-  HOIST_ASSIGN_OR_RETURN(Slice sl, SliceFor(s, cfg, topo, t));
+  HOIST_ASSIGN_OR_RETURN(Slice sl, SliceFor(s, cfg, topo, t, rank));
   pieces->emplace_back(idx, sl);
   return Status::Ok();
 }
@@ -312,6 +391,10 @@ Status AddPieces(const Source& s, int idx, const ModelConfig& cfg, const Topo& t
 std::vector<std::uint64_t> SlicedShape(const TensorEntry& e, const Slice& sl) {
   if (e.shape.empty()) return {};
   std::vector<std::uint64_t> shape = e.shape;
+  if (sl.split_dim > 0) {
+    shape[static_cast<std::size_t>(sl.split_dim)] = sl.split_len;
+    return shape;
+  }
   shape[0] = sl.nrows + sl.pad_rows;
   if (shape.size() == 2) shape[1] = sl.ncols;
   return shape;
@@ -327,7 +410,7 @@ void Emit(const Source& s, const Slice& sl, std::uint64_t dst, std::uint64_t dat
           RankBuild* out) {
   const TensorEntry& e = *s.entry;
   const std::uint64_t es = DTypeSize(e.dtype);
-  const std::uint64_t C = Cols(e);
+  const std::uint64_t C = sl.view_cols > 0 ? sl.view_cols : Cols(e);
   const std::uint64_t row_bytes = C * es;
   const std::uint64_t src = data_start + e.begin + sl.row0 * row_bytes + sl.col0 * es;
   if (sl.nrows > 0 && sl.ncols > 0) {
@@ -382,6 +465,7 @@ Topo ResolveTopology(const PlanOptions& o) {
   t.ep = o.ep;
   t.dp = o.ep > 0 ? o.ep / o.tp : o.dp;
   t.world = t.tp * t.dp;
+  t.round_robin = o.placement == proto::PLACEMENT_ROUND_ROBIN;
   return t;
 }
 
@@ -545,6 +629,12 @@ Result<Classified> ClassifySources(const Checkpoint& ckpt, Family family,
       }
       HOIST_ASSIGN_OR_RETURN(TensorRule rule, std::move(classified));
       if (rule.role == Role::kSkip) continue;
+      if (rule.hf_only && options.layout == proto::LAYOUT_FUSED) {
+        return Status::Unsupported(
+            "tensor '" + e.name + "' in " + file.rel_path +
+            ": vLLM transposes these experts at load, which the fused layout cannot express: use "
+            "--layout hf (the checkpoint's names and shapes, sliced as vLLM slices them)");
+      }
       HOIST_RETURN_IF_ERROR(CheckEntryBytes(e, file));
       if (rule.param == Param::kWeight && rule.scalable && IsFp8(e.dtype)) ++fp8_weights;
       fp8_scaled += rule.param == Param::kQuantScale && IsFp8Weight(ckpt, e.name, "_scale");
@@ -610,6 +700,7 @@ std::string FormatOf(const Checkpoint& ckpt, const std::vector<Source>& sources)
   if (block && b.rows > 0) {
     top += ", " + std::to_string(b.rows) + "x" + std::to_string(b.cols) + " block scales";
   }
+  if (ckpt.config.quant_method == "mxfp4") top += ", MXFP4 experts";
   if (channel) top += ", per-channel scales";
   if (tensor) top += ", per-tensor scales";
   return top;
@@ -675,7 +766,7 @@ Status PiecesFor(const RankInputs& in, const Group& g, int rank,
       if (topo.ep > 0 && ExpertOwner(e, num_experts, topo, in.options) != rank) continue;
       ++*local_experts;
       for (int idx : g.experts[e]) {
-        HOIST_RETURN_IF_ERROR(AddPieces(in.sources[idx], idx, cfg, topo, t, pieces));
+        HOIST_RETURN_IF_ERROR(AddPieces(in.sources[idx], idx, cfg, topo, t, rank, pieces));
       }
     }
     return Status::Ok();
@@ -687,7 +778,7 @@ Status PiecesFor(const RankInputs& in, const Group& g, int rank,
     return Status::Ok();  // hf layout under EP: another rank's expert
   }
   for (int idx : g.parts) {
-    HOIST_RETURN_IF_ERROR(AddPieces(in.sources[idx], idx, cfg, topo, t, pieces));
+    HOIST_RETURN_IF_ERROR(AddPieces(in.sources[idx], idx, cfg, topo, t, rank, pieces));
   }
   return Status::Ok();
 }
@@ -704,7 +795,9 @@ Result<std::uint64_t> EmitGroup(const RankInputs& in, const Group& g,
   // per-partition scales do: qkv_proj's [3], w13's [E, 2], w2's [E].
   if (shape.empty() && g.kind != Fusion::kNone && g.slots > 1) shape = {1};
   std::uint64_t rows = 0;
-  for (const auto& [idx, sl] : pieces) rows += sl.nrows + sl.pad_rows;
+  for (const auto& [idx, sl] : pieces) {
+    rows += sl.split_dim > 0 ? Rows(*in.sources[idx].entry) : sl.nrows + sl.pad_rows;
+  }
   if (g.kind == Fusion::kExpertStack) {
     if (!shape.empty()) shape[0] = rows / local_experts;
     shape.insert(shape.begin(), local_experts);
@@ -774,7 +867,7 @@ Status AddRank(const RankInputs& in, int rank, proto::LoadPlan* plan) {
 Result<proto::LoadPlan> BuildLoadPlan(const Checkpoint& ckpt, const PlanOptions& options) {
   HOIST_RETURN_IF_ERROR(ValidatePlanOptions(options));
   HOIST_ASSIGN_OR_RETURN(Family family, FamilyOf(ckpt.config));
-  HOIST_RETURN_IF_ERROR(CheckQuantization(ckpt));
+  HOIST_RETURN_IF_ERROR(CheckQuantization(ckpt, family));
   HOIST_RETURN_IF_ERROR(CheckParallelism(ckpt, family, options));
   const Topo topo = ResolveTopology(options);
   HOIST_ASSIGN_OR_RETURN(Classified classified, ClassifySources(ckpt, family, options));

@@ -51,6 +51,8 @@ constexpr FamilyInfo kFamilies[kFamilyCount] = {
     {Family::kQwen35Moe, "qwen3_5_moe", "Qwen3_5MoeForCausalLM", "qwen3_5_moe_text,qwen3_5_moe",
      Attention::kGqa, Sparsity::kStep, SharedExperts::kQwen, "num_experts", "moe_intermediate_size",
      true, true},
+    {Family::kGptOss, "gpt_oss", "GptOssForCausalLM", "gpt_oss", Attention::kGqa, Sparsity::kEvery,
+     SharedExperts::kNone, "num_local_experts", "intermediate_size", false, false},
 };
 
 // Which families a row applies to (bit per Family).
@@ -71,8 +73,9 @@ constexpr unsigned kNext = Bit(Family::kQwen3Next);
 constexpr unsigned kQwen35 = Bit(Family::kQwen35) | Bit(Family::kQwen35Moe);
 constexpr unsigned kHybrid = kNext | kQwen35;  // gated full attention + linear attention
 // q/k/v/o stored apart with vLLM's qkv_proj fusion; q of num_attention_heads x head_dim.
-constexpr unsigned kGqaBias =
-    kLlama | kQwen3 | kQwen3Moe | kBlockSparse | kGlm4 | kGemma3;  // biases with attention_bias
+constexpr unsigned kGptOss = Bit(Family::kGptOss);
+constexpr unsigned kGqaBias = kLlama | kQwen3 | kQwen3Moe | kBlockSparse | kGlm4 | kGemma3 |
+                              kGptOss;  // biases with attention_bias
 constexpr unsigned kGqa = kGqaBias | kQwen2;
 constexpr unsigned kAll = kGqa | kMla | kPhi3 | kHybrid;
 constexpr unsigned kDenseMlp = kAll & ~kPhi3;  // gate_proj / up_proj stored apart
@@ -115,6 +118,10 @@ enum class Dim : std::uint8_t {
   kLinV,      // value_dim = linear_num_value_heads x linear_value_head_dim
   kLinDv,     // linear_value_head_dim
   kConvK,     // linear_conv_kernel_dim
+  kHeads,     // num_attention_heads
+  kH32,       // hidden_size / 32 (MXFP4 blocks along the hidden size)
+  kI32,       // intermediate_size / 32
+  kSixteen,   // 16 (bytes of an MXFP4 block of 32 values)
 };
 
 // How dim 0 of a kParts row splits into parts (each column-split by tp).
@@ -145,6 +152,8 @@ enum class When : std::uint8_t {
   kSharedExperts,  // sparse layers with n_shared_experts > 0
   kSharedExpert,   // sparse layers with shared_expert_intermediate_size > 0
   kExpert,         // each routed expert of a sparse layer
+  kUnquantized,    // sparse layers of a checkpoint that is not MXFP4
+  kMxfp4,          // sparse layers of an MXFP4 checkpoint (quant_method mxfp4)
 };
 
 struct Row {
@@ -163,7 +172,34 @@ struct Row {
   bool fuse_needs_q_lora = false;  // fused only when config.q_lora_rank > 0
   Parts parts = Parts::kNone;
   Dim d2 = Dim::kNone;  // a third dimension (conv1d's kernel)
+  Dim d3 = Dim::kNone;
+  // kExpertDim rows (TensorRule's fields of the same names).
+  std::uint8_t split_dim = 0;
+  std::uint8_t split_mul = 1;
+  std::uint8_t split_div = 1;
+  bool rank0_only = false;
+  bool hf_only = false;
 };
+
+// A kExpertDim row of gpt_oss: `param` of model.layers.{L}.mlp.experts, `fused` its vLLM name.
+constexpr Row ExpertDim(const char* param, Dim d0, Dim d1, Dim d2, Dim d3, When when,
+                        std::uint8_t dim, std::uint8_t mul, std::uint8_t div, const char* fused,
+                        bool rank0_only = false, bool hf_only = false) {
+  Row r{
+      Bit(Family::kGptOss), "model.layers.{L}.mlp.experts", param, Role::kExpertDim, d0, d1, when};
+  if (fused != nullptr) {
+    r.fusion = Fusion::kConcat;
+    r.fused = fused;
+  }
+  r.d2 = d2;
+  r.d3 = d3;
+  r.split_dim = dim;
+  r.split_mul = mul;
+  r.split_div = div;
+  r.rank0_only = rank0_only;
+  r.hf_only = hf_only;
+  return r;
+}
 
 constexpr const char* kWeight = "weight";
 constexpr const char* kWeightScale = "weight,weight_scale_inv";
@@ -343,6 +379,30 @@ constexpr Row kRows[] = {
     {kBlockSparse, "model.layers.{L}.block_sparse_moe.experts.{E}.w2", kWeightScale, R::kExpertDown,
      D::kH, D::kI, W::kExpert, W::kNever, F::kExpertStack,
      "model.layers.{L}.block_sparse_moe.experts.w2_{P}", 0, 1},
+    // gpt_oss: attention sinks per head, a router with a bias, and every routed expert of a
+    // layer in one tensor: BF16 [E, H, 2I] (gate and up interleaved along the last dim) and
+    // [E, I, H], which vLLM transposes at load (hf layout only), or MXFP4 blocks and scales
+    // (U8, 32 values a block) that vLLM keeps as they are. TP splits the expert intermediate
+    // size; MXFP4 in 32-value blocks, the last rank shorter (vLLM's cdiv(I/32, tp) x 32).
+    {kGptOss, "model.layers.{L}.self_attn", "sinks", R::kColumn, D::kHeads, D::kNone, W::kLayer},
+    {kGptOss, "model.layers.{L}.mlp.router", "weight,bias", R::kRouter, D::kE, D::kH, W::kSparse,
+     W::kSparse},
+    ExpertDim("gate_up_proj", D::kE, D::kH, D::kI2, D::kNone, W::kUnquantized, 2, 2, 1, nullptr,
+              false, /*hf_only=*/true),
+    ExpertDim("down_proj", D::kE, D::kI, D::kH, D::kNone, W::kUnquantized, 1, 1, 1, nullptr, false,
+              /*hf_only=*/true),
+    ExpertDim("gate_up_proj_bias", D::kE, D::kI2, D::kNone, D::kNone, W::kSparse, 1, 2, 1,
+              "model.layers.{L}.mlp.experts.w13_bias"),
+    ExpertDim("down_proj_bias", D::kE, D::kH, D::kNone, D::kNone, W::kSparse, 0, 1, 1,
+              "model.layers.{L}.mlp.experts.w2_bias", /*rank0_only=*/true),
+    ExpertDim("gate_up_proj_blocks", D::kE, D::kI2, D::kH32, D::kSixteen, W::kMxfp4, 1, 2, 1,
+              "model.layers.{L}.mlp.experts.w13_weight"),
+    ExpertDim("gate_up_proj_scales", D::kE, D::kI2, D::kH32, D::kNone, W::kMxfp4, 1, 2, 1,
+              "model.layers.{L}.mlp.experts.w13_weight_scale"),
+    ExpertDim("down_proj_blocks", D::kE, D::kH, D::kI32, D::kSixteen, W::kMxfp4, 2, 1, 32,
+              "model.layers.{L}.mlp.experts.w2_weight"),
+    ExpertDim("down_proj_scales", D::kE, D::kH, D::kI32, D::kNone, W::kMxfp4, 2, 1, 32,
+              "model.layers.{L}.mlp.experts.w2_weight_scale"),
 };
 
 std::span<const Row> Rows() { return kRows; }
@@ -367,6 +427,8 @@ LayerMlp MlpPartOf(When when) {
     case When::kSharedExperts:
     case When::kSharedExpert:
     case When::kExpert:
+    case When::kUnquantized:
+    case When::kMxfp4:
       return LayerMlp::kSparse;
     default:
       return LayerMlp::kAny;
@@ -512,6 +574,16 @@ DimValue ResolveMore(Dim d, const ModelConfig& c) {
       return Product(1, "linear_value_head_dim", c.linear_value_head_dim);
     case Dim::kConvK:
       return Product(1, "linear_conv_kernel_dim", c.linear_conv_kernel_dim);
+    case Dim::kHeads:
+      return Product(1, "num_attention_heads", c.num_attention_heads);
+    case Dim::kH32:
+      return {static_cast<std::uint64_t>(c.hidden_size / 32),
+              "hidden_size " + std::to_string(c.hidden_size) + " / 32"};
+    case Dim::kI32:
+      return {static_cast<std::uint64_t>(c.intermediate_size / 32),
+              "intermediate_size " + std::to_string(c.intermediate_size) + " / 32"};
+    case Dim::kSixteen:
+      return {16, "16"};
     default:
       return {};
   }
@@ -705,6 +777,8 @@ std::string_view RoleName(Role role) {
       return "expert-down";
     case Role::kParts:
       return "parts";
+    case Role::kExpertDim:
+      return "experts-dim";
     case Role::kSkip:
       return "skip";
   }
@@ -844,13 +918,14 @@ Status CheckShape(const ModelConfig& config, const Compiled& c, std::string_view
     rule->expected = {CeilDiv(d0.value, block.rows), CeilDiv(d1.value, block.cols)};
     how = "ceil((" + d0.how + ") / " + std::to_string(block.rows) + "), ceil((" + d1.how + ") / " +
           std::to_string(block.cols) + ")";
-  } else if (c.param == Param::kWeight && row.d1 != Dim::kNone) {
+  } else if ((c.param == Param::kWeight || c.param == Param::kOther) && row.d1 != Dim::kNone) {
     rule->expected = {d0.value, d1.value};
     how = d0.how + ", " + d1.how;
-    if (row.d2 != Dim::kNone) {
-      DimValue d2 = Resolve(row.d2, config);
-      rule->expected.push_back(d2.value);
-      how += ", " + d2.how;
+    for (Dim d : {row.d2, row.d3}) {
+      if (d == Dim::kNone) continue;
+      DimValue v = Resolve(d, config);
+      rule->expected.push_back(v.value);
+      how += ", " + v.how;
     }
   } else {
     rule->expected = {d0.value};
@@ -890,6 +965,11 @@ void ApplyRow(const ModelConfig& config, const Compiled& c, TensorRule* rule) {
   rule->role = row.role;
   if (c.param == Param::kBias && row.role == Role::kRow) rule->role = Role::kReplicated;
   if (row.role == Role::kParts) rule->parts = PartsOf(row.parts, config);
+  rule->split_dim = row.split_dim;
+  rule->split_mul = row.split_mul;
+  rule->split_div = row.split_div;
+  rule->rank0_only = row.rank0_only;
+  rule->hf_only = row.hf_only;
   if (row.fusion != Fusion::kNone && !(row.fuse_needs_q_lora && config.q_lora_rank <= 0)) {
     rule->fusion = row.fusion;
     rule->fused_name = Instantiate(row.fused, rule->layer, c.param_name);
@@ -994,7 +1074,10 @@ std::string Because(When when, const ModelConfig& c, Family family, std::int64_t
              "] = " + (when == When::kFullAttn ? "full_attention" : "linear_attention");
     case When::kSparse:
     case When::kExpert:
+    case When::kUnquantized:
       return std::string(info.experts_key) + " = " + std::to_string(c.num_experts);
+    case When::kMxfp4:
+      return "quant_method = mxfp4";
     case When::kNoauxTc:
       return "topk_method = " + c.topk_method;
     case When::kSharedExperts:
@@ -1039,6 +1122,10 @@ bool Implied(When when, const ModelConfig& c, Family family, std::int64_t layer)
       return sparse && c.n_shared_experts > 0;
     case When::kSharedExpert:
       return sparse && c.shared_expert_intermediate_size > 0;
+    case When::kUnquantized:
+      return sparse && c.quant_method != "mxfp4";
+    case When::kMxfp4:
+      return sparse && c.quant_method == "mxfp4";
     default:
       return true;
   }
@@ -1146,9 +1233,13 @@ constexpr const char* kDimSymbols[] = {"",
                                        "Nv",
                                        "Vd",
                                        "v_head_dim",
-                                       "conv_kernel"};
+                                       "conv_kernel",
+                                       "heads",
+                                       "H/32",
+                                       "I/32",
+                                       "16"};
 static_assert(sizeof(kDimSymbols) / sizeof(kDimSymbols[0]) ==
-              static_cast<std::size_t>(Dim::kConvK) + 1);
+              static_cast<std::size_t>(Dim::kSixteen) + 1);
 constexpr const char* kWhenText[] = {"never (accepted)",
                                      "always",
                                      "untied embeddings",
@@ -1165,14 +1256,18 @@ constexpr const char* kWhenText[] = {"never (accepted)",
                                      "MoE layers, topk_method noaux_tc",
                                      "MoE layers, n_shared_experts > 0",
                                      "MoE layers, shared_expert_intermediate_size > 0",
-                                     "each routed expert"};
+                                     "each routed expert",
+                                     "MoE layers, unquantized",
+                                     "MoE layers, MXFP4 (quant_method mxfp4)"};
 static_assert(sizeof(kWhenText) / sizeof(kWhenText[0]) ==
-              static_cast<std::size_t>(When::kExpert) + 1);
+              static_cast<std::size_t>(When::kMxfp4) + 1);
 
 std::string ShapeText(const Row& row) {
   std::string s = "[" + std::string(kDimSymbols[static_cast<int>(row.d0)]);
   if (row.d1 != Dim::kNone) s += ", " + std::string(kDimSymbols[static_cast<int>(row.d1)]);
-  if (row.d2 != Dim::kNone) s += ", " + std::string(kDimSymbols[static_cast<int>(row.d2)]);
+  for (Dim d : {row.d2, row.d3}) {
+    if (d != Dim::kNone) s += ", " + std::string(kDimSymbols[static_cast<int>(d)]);
+  }
   return s + "]";
 }
 

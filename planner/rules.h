@@ -55,8 +55,9 @@ enum class Family : std::uint8_t {
   kQwen3Next,
   kQwen35,
   kQwen35Moe,
+  kGptOss,
 };
-constexpr int kFamilyCount = 16;
+constexpr int kFamilyCount = 17;
 
 // "llama", "qwen2", "qwen3", "qwen3_moe", "deepseek_v3", "mixtral", ...
 std::string_view FamilyName(Family family);
@@ -109,7 +110,11 @@ enum class Role : std::uint8_t {
   kExpertUp,    // routed expert up_proj: whole on its owner under EP, else column
   kExpertDown,  // routed expert down_proj: whole on its owner under EP, else row
   kParts,       // fused on disk (phi3 qkv_proj, a conv1d over q/k/v): each part column-split
-  kSkip,        // not loaded: lm_head with tied embeddings, DeepSeek MTP layers
+  // Every routed expert of a layer in one tensor (gpt_oss's experts.gate_up_proj [E, H, 2I]):
+  // under EP the rank's experts (rows of dim 0, linear placement); under TP a range of dim
+  // TensorRule::split_dim, from the rank's share of the expert intermediate size.
+  kExpertDim,
+  kSkip,  // not loaded: lm_head with tied embeddings, DeepSeek MTP layers
 };
 
 // One part of a kParts tensor: `rows` rows along dim 0, sliced as a column (or kv-heads) part.
@@ -168,6 +173,15 @@ struct TensorRule {
   std::vector<std::uint64_t> expected;  // shape config.json implies
   std::vector<Part> parts;              // kParts: dim 0's parts in order
   bool per_tensor = false;              // kQuantScale: one value for the whole of X.weight
+  // kExpertDim: the dim TP splits and its index range per unit of intermediate size
+  // ([s * split_mul / split_div, e * split_mul / split_div)); rank0_only: under TP only tp rank
+  // 0 holds the values, the others zeros (a row-parallel bias summed once); hf_only: vLLM
+  // transposes it at load, which the fused layout cannot express.
+  int split_dim = 0;
+  std::uint32_t split_mul = 1;
+  std::uint32_t split_div = 1;
+  bool rank0_only = false;
+  bool hf_only = false;
 };
 
 // FP8 block size from quantization_config.weight_block_size ({rows, cols}); {0, 0} when absent.

@@ -19,7 +19,7 @@ using ojson = nlohmann::ordered_json;
 std::uint64_t DTypeBytes(const std::string& dtype) {
   if (dtype == "BF16" || dtype == "F16") return 2;
   if (dtype == "F32") return 4;
-  if (dtype == "F8_E4M3") return 1;
+  if (dtype == "F8_E4M3" || dtype == "U8" || dtype == "I8") return 1;
   return 0;
 }
 

@@ -174,20 +174,31 @@ class Translator {
     return Status::Ok();
   }
 
+  // A strided copy, split where its rows pass from one tensor to the next: the plan coalesces
+  // copies of the same width and pitch across adjacent tensors (a sliced weight and the scale or
+  // bias stored right after it), which are contiguous in the original file but not in the codec's
+  // streams. A row that itself crosses a tensor's end is refused.
   Status AddRect(int i, const proto::Copy& c) {
-    const std::int64_t ti = Find(c.file(), c.src_offset());
-    if (ti < 0) return Bad(i, c, "its first byte is in no tensor");
-    const PackedStreams::Tensor& t = p_.tensors()[ti];
-    const std::uint64_t rel = c.src_offset() - t.offset;
-    const std::uint64_t extent = (c.rows() - 1) * c.src_pitch() + c.width();
-    const std::uint32_t vb = t.value_bytes;
-    if (extent > t.bytes - rel) return Bad(i, c, "its rows cross the end of tensor " + t.name);
-    if (rel % vb != 0 || c.src_pitch() % vb != 0 || c.width() % vb != 0) {
-      return Bad(i, c, "cuts values of tensor " + t.name);
+    std::uint64_t src = c.src_offset(), dst = c.dst_offset(), rows = c.rows();
+    while (rows > 0) {
+      const std::int64_t ti = Find(c.file(), src);
+      if (ti < 0) return Bad(i, c, "byte " + std::to_string(src) + " is in no tensor");
+      const PackedStreams::Tensor& t = p_.tensors()[ti];
+      const std::uint64_t rel = src - t.offset;
+      const std::uint32_t vb = t.value_bytes;
+      if (c.width() > t.bytes - rel) return Bad(i, c, "a row crosses the end of tensor " + t.name);
+      if (rel % vb != 0 || c.src_pitch() % vb != 0 || c.width() % vb != 0) {
+        return Bad(i, c, "cuts values of tensor " + t.name);
+      }
+      const std::uint64_t fit = (t.bytes - rel - c.width()) / c.src_pitch() + 1;
+      const std::uint64_t n = std::min(fit, rows);
+      HOIST_RETURN_IF_ERROR(Tensor(
+          i, c, ti, Region{rel / vb, c.src_pitch() / vb, c.width() / vb, n, dst, c.dst_pitch()}));
+      src += n * c.src_pitch();
+      dst += n * c.dst_pitch();
+      rows -= n;
     }
-    return Tensor(i, c, ti,
-                  Region{rel / vb, c.src_pitch() / vb, c.width() / vb, c.rows(), c.dst_offset(),
-                         c.dst_pitch()});
+    return Status::Ok();
   }
 
   // A region of tensor ti: per stream, the part of it that stream holds.

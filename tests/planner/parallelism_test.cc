@@ -345,3 +345,35 @@ TEST_F(ParallelismTest, UnsupportedQuantizationIsNamed) {
 
 }  // namespace
 }  // namespace hoist::planner
+
+namespace hoist::planner {
+namespace {
+
+// gpt_oss keeps every expert of a layer in one tensor. BF16 experts are transposed by vLLM at
+// load, which the fused layout cannot express; MXFP4 tp must leave each rank a 32-value block;
+// round-robin placement cannot take a range of such a tensor.
+TEST_F(ParallelismTest, GptOssExpertsNameWhatTheyCannotDo) {
+  const std::string bf16 = MakeHf(scratch_.Sub("gpt_oss"), "gpt_oss");
+  ExpectError(Plan(bf16, 2), Code::kUnsupported,
+              {"mlp.experts.", "vLLM transposes these experts at load", "--layout hf"});
+  const std::string data = hoist::testing::SourceDir() + "/tests/data/quant/gpt_oss_mxfp4";
+  tools::MkckptOptions o;
+  o.config_path = data + "/config.json";
+  o.tensors_path = data + "/tensors.json";
+  o.out_dir = scratch_.Sub("gpt_oss_mxfp4");
+  o.threads = 2;
+  ASSERT_TRUE(tools::MakeCheckpoint(o).ok());
+  EXPECT_TRUE(Plan(o.out_dir, 2).ok());
+  ExpectError(Plan(o.out_dir, 4), Code::kInvalidArgument,
+              {"at tp 4 rank 2 would hold none of intermediate_size 64 (2 MXFP4 blocks of 32",
+               "use a tp of at most 2, or --ep"});
+  Result<Checkpoint> ckpt = OpenCheckpoint(o.out_dir);
+  ASSERT_TRUE(ckpt.ok());
+  PlanOptions rr;
+  rr.ep = 2;
+  rr.placement = proto::PLACEMENT_ROUND_ROBIN;
+  ExpectError(BuildLoadPlan(*ckpt, rr), Code::kUnsupported, {"--placement linear"});
+}
+
+}  // namespace
+}  // namespace hoist::planner

@@ -292,6 +292,17 @@ std::vector<Case> TransformersCases() {
       for (int ep : {2, 4}) cases.push_back({"hf:" + name, 1, ep, false, fused});
       cases.push_back({"hf:" + name, 2, 4, true, fused});
     }
+    // gpt_oss: every expert of a layer in one tensor. BF16 in the hf layout (vLLM transposes
+    // its experts, which the fused layout refuses), MXFP4 in both (tp 4 would leave a rank
+    // without a 32-value block of its 64-wide intermediate size: refused).
+    for (int tp : {1, 2, 4}) {
+      if (!fused) cases.push_back({"hf:gpt_oss", tp, 0, false, false});
+    }
+    for (int tp : {1, 2}) cases.push_back({"quant:gpt_oss_mxfp4", tp, 0, false, fused});
+    for (int ep : {2, 4}) {
+      if (!fused) cases.push_back({"hf:gpt_oss", 1, ep, false, false});
+      cases.push_back({"quant:gpt_oss_mxfp4", 1, ep, false, fused});
+    }
     // FP8 with per-channel (compressed-tensors) and per-tensor (ModelOpt) scales.
     for (const char* name : {"quant:qwen3_moe_fp8_channel", "quant:mixtral_fp8_tensor"}) {
       for (int tp : {1, 2, 4}) cases.push_back({name, tp, 0, false, fused});

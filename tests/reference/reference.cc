@@ -2,6 +2,7 @@
 // row and element loops, no cleverness.
 #include "tests/reference/reference.h"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -262,12 +263,14 @@ Role RoleOf(const std::string& name, bool norms_split) {
   const Name n = SplitName(name);
   if (n.param == "e_score_correction_bias") return Role::kReplicated;
   if (n.param == "A_log" || n.param == "dt_bias") return Role::kColumn;  // per value head
+  if (n.param == "sinks") return Role::kColumn;                          // gpt_oss: per q head
   static const std::set<std::string> kColumn = {
       "q_proj",    "k_proj",       "v_proj",     "gate_proj", "up_proj",   "q_b_proj",
       "kv_b_proj", "in_proj_qkvz", "in_proj_ba", "in_proj_z", "in_proj_b", "in_proj_a"};
   static const std::set<std::string> kRow = {"o_proj", "down_proj", "out_proj"};
   static const std::set<std::string> kRepl = {
-      "gate", "q_a_proj", "kv_a_proj_with_mqa", "shared_expert_gate", "wq_b", "wk", "weights_proj"};
+      "gate", "q_a_proj", "kv_a_proj_with_mqa", "shared_expert_gate",
+      "wq_b", "wk",       "weights_proj",       "router"};
   // Fused on disk: cut into parts, each sharded (phi3 qkv_proj / gate_up_proj, linear attention).
   static const std::set<std::string> kParts = {"qkv_proj", "gate_up_proj", "conv1d", "in_proj_qkv"};
   if (norms_split && (n.module == "q_norm" || n.module == "k_norm")) return Role::kColumn;
@@ -356,6 +359,11 @@ class Builder {
     std::map<std::string, RefTensor> out;
     for (const auto& [name, entry] : ck_.entries()) {
       if (name == "lm_head.weight" && tied_) continue;  // vLLM skips it
+      std::string fused_name;
+      if (GptOssExperts(name, &fused_name)) {
+        out[o_.fused && !fused_name.empty() ? fused_name : name] = ShardGptOssExperts(name);
+        continue;
+      }
       Expert ex;
       if (ParseExpert(name, &ex) && o_.ep > 0) {
         if (Owns(ex.index)) out[name] = ck_.Load(name);
@@ -368,6 +376,80 @@ class Builder {
   }
 
  private:
+  // gpt_oss: every expert of a layer in one tensor. True for such a name, with the name vLLM
+  // gives it (empty: BF16 weights, which vLLM transposes; hoist's fused layout refuses them).
+  static bool GptOssExperts(const std::string& name, std::string* fused) {
+    static const std::regex kRe(
+        R"(^(model\.layers\.\d+\.mlp\.experts)\.(gate_up_proj|down_proj|gate_up_proj_bias|down_proj_bias|gate_up_proj_blocks|gate_up_proj_scales|down_proj_blocks|down_proj_scales)$)");
+    std::smatch m;
+    if (!std::regex_match(name, m, kRe)) return false;
+    static const std::map<std::string, std::string> kVllm = {
+        {"gate_up_proj_bias", "w13_bias"},     {"down_proj_bias", "w2_bias"},
+        {"gate_up_proj_blocks", "w13_weight"}, {"gate_up_proj_scales", "w13_weight_scale"},
+        {"down_proj_blocks", "w2_weight"},     {"down_proj_scales", "w2_weight_scale"}};
+    auto it = kVllm.find(m[2]);
+    *fused = it == kVllm.end() ? "" : m[1].str() + "." + it->second;
+    return true;
+  }
+
+  // Dim `d` of `t` narrowed to [a, b) (plain loops over the outer index).
+  static RefTensor SliceDim(const RefTensor& t, std::size_t d, std::uint64_t a, std::uint64_t b) {
+    std::uint64_t outer = 1, inner = ElemSize(t.dtype);
+    for (std::size_t i = 0; i < t.shape.size(); ++i) {
+      if (i < d) outer *= t.shape[i];
+      if (i > d) inner *= t.shape[i];
+    }
+    const std::uint64_t n = t.shape.at(d);
+    if (a > b || b > n) Fail("bad dim slice");
+    RefTensor out{t.dtype, t.shape, {}};
+    out.shape[d] = b - a;
+    for (std::uint64_t o = 0; o < outer; ++o) {
+      const auto first = t.data.begin() + static_cast<std::ptrdiff_t>((o * n + a) * inner);
+      out.data.insert(out.data.end(), first, first + static_cast<std::ptrdiff_t>((b - a) * inner));
+    }
+    return out;
+  }
+
+  // vLLM's gpt_oss loaders: under EP the rank's experts; under TP the rank's share [s, e) of the
+  // intermediate size (MXFP4: cdiv(I/32, tp) x 32 a rank, the last shorter) on the dim that
+  // holds it (gate_up interleaved: 2s..2e; MXFP4 down: blocks s/32..e/32); the down bias whole
+  // on tp rank 0 and zero elsewhere.
+  RefTensor ShardGptOssExperts(const std::string& name) const {
+    RefTensor t = ck_.Load(name);
+    const std::uint64_t E = t.shape.at(0);
+    if (o_.ep > 0) {
+      const std::uint64_t per = E / static_cast<std::uint64_t>(o_.ep),
+                          r = static_cast<std::uint64_t>(o_.rank);
+      return SliceRows(t, r * per, (r + 1) * per);
+    }
+    if (tp_ == 1) return t;
+    const std::string param = name.substr(name.rfind('.') + 1);
+    if (param == "down_proj_bias") {
+      if (t_ != 0) std::fill(t.data.begin(), t.data.end(), 0);
+      return t;
+    }
+    const std::uint64_t I =
+        static_cast<std::uint64_t>(CfgInt(ck_.config(), "intermediate_size", 0));
+    std::uint64_t s = 0, e = 0;
+    const auto& q = ck_.config().value("quantization_config", nlohmann::json::object());
+    if (q.is_object() && q.value("quant_method", "") == "mxfp4") {
+      const std::uint64_t per = (I / 32 + tp_ - 1) / tp_ * 32;
+      s = t_ * per;
+      e = std::min((t_ + 1) * per, I);
+      if (s >= e) Fail(name + ": a rank with no MXFP4 block");
+    } else {
+      if (I % tp_ != 0) Fail(name + ": intermediate_size vs tp");
+      s = t_ * I / tp_;
+      e = s + I / tp_;
+    }
+    if (param == "gate_up_proj") return SliceDim(t, 2, 2 * s, 2 * e);
+    if (param == "down_proj") return SliceDim(t, 1, s, e);
+    if (param == "down_proj_blocks" || param == "down_proj_scales") {
+      return SliceDim(t, 2, s / 32, e / 32);
+    }
+    return SliceDim(t, 1, 2 * s, 2 * e);  // gate_up bias, blocks and scales: [E, 2I, ...]
+  }
+
   bool Owns(std::uint64_t e) const {
     const std::uint64_t ep = static_cast<std::uint64_t>(o_.ep),
                         r = static_cast<std::uint64_t>(o_.rank);

@@ -460,32 +460,46 @@ TEST(PackCommand, ExitCodes) {
 namespace hoist::tools {
 namespace {
 
-// A packed vision-language checkpoint loads its text model exactly as the original does (the
-// packed index names its tensors as the checkpoint; the vision tower's are never read).
-TEST(PackCommand, AVisionLanguageCopyLoadsTheTextModelLikeTheOriginal) {
-  testtools::ScratchDir dir("hoist-pack");
-  const std::string data = hoist::testing::SourceDir() + "/tests/data/hf/gemma3_vlm";
-  MkckptOptions m;
-  m.config_path = data + "/config.json";
-  m.tensors_path = data + "/tensors.json";
-  m.out_dir = dir.Sub("model");
-  m.threads = 2;
-  ASSERT_TRUE(MakeCheckpoint(m).ok());
-  const std::string hoist = hoist::testing::HoistBin();
-  using hoist::testing::RunCommand;
-  using hoist::testing::RunResult;
-  RunResult pack =
-      RunCommand({hoist, "pack", "--model", dir.Sub("model"), "--out", dir.Sub("packed")}, 60);
-  ASSERT_EQ(pack.exit_code, 0) << pack.output;
-  for (const char* model : {"model", "packed"}) {
-    RunResult load = RunCommand(
-        {hoist, "load", "--model", dir.Sub(model), "--tp", "2", "--rank", "1", "--device", "host",
-         "--verify", "--no-progress", "--dump", dir.Sub(std::string("dump-") + model)},
-        60);
-    ASSERT_EQ(load.exit_code, 0) << model << ": " << load.output;
+// A packed copy loads exactly the bytes of the original: a vision-language checkpoint's text
+// model (the packed index names its tensors as the checkpoint; the vision tower's are never
+// read), and gpt_oss's experts in one tensor a layer, whose sliced rows the plan coalesces with
+// the bias stored right after them (one strided copy across two tensors, split by stream).
+TEST(PackCommand, PackedCopiesLoadLikeTheOriginal) {
+  struct Case {
+    const char* data;
+    const char* layout;
+  };
+  for (const Case& k : {Case{"hf/gemma3_vlm", "fused"}, Case{"hf/gpt_oss", "hf"},
+                        Case{"quant/gpt_oss_mxfp4", "fused"}}) {
+    SCOPED_TRACE(k.data);
+    testtools::ScratchDir dir("hoist-pack");
+    const std::string data = hoist::testing::SourceDir() + "/tests/data/" + k.data;
+    MkckptOptions m;
+    m.config_path = data + "/config.json";
+    m.tensors_path = data + "/tensors.json";
+    m.out_dir = dir.Sub("model");
+    m.threads = 2;
+    ASSERT_TRUE(MakeCheckpoint(m).ok());
+    const std::string hoist = hoist::testing::HoistBin();
+    using hoist::testing::RunCommand;
+    using hoist::testing::RunResult;
+    RunResult pack =
+        RunCommand({hoist, "pack", "--model", dir.Sub("model"), "--out", dir.Sub("packed")}, 60);
+    ASSERT_EQ(pack.exit_code, 0) << pack.output;
+    for (const char* rank : {"0", "1"}) {
+      for (const char* model : {"model", "packed"}) {
+        RunResult load =
+            RunCommand({hoist, "load", "--model", dir.Sub(model), "--tp", "2", "--rank", rank,
+                        "--layout", k.layout, "--device", "host", "--verify", "--no-progress",
+                        "--dump", dir.Sub(std::string("dump-") + model)},
+                       60);
+        ASSERT_EQ(load.exit_code, 0) << model << ": " << load.output;
+      }
+      const std::string file = std::string("/rank-") + rank + ".safetensors";
+      EXPECT_EQ(testtools::ReadFile(dir.Sub("dump-model") + file),
+                testtools::ReadFile(dir.Sub("dump-packed") + file));
+    }
   }
-  EXPECT_EQ(testtools::ReadFile(dir.Sub("dump-model/rank-1.safetensors")),
-            testtools::ReadFile(dir.Sub("dump-packed/rank-1.safetensors")));
 }
 
 }  // namespace
