@@ -14,6 +14,7 @@
 #include "planner/plan_builder.h"
 #include "rank/worker.h"
 #include "tests/reference/reference.h"
+#include "tests/test_paths.h"
 #include "tests/transport/test_util.h"
 #include "tools/mkckpt.h"
 
@@ -31,7 +32,15 @@ class Fixtures {
     auto it = dirs_.find(preset);
     if (it != dirs_.end()) return it->second;
     tools::MkckptOptions o;
-    o.preset = preset;
+    if (const std::size_t colon = preset.find(':'); colon != std::string::npos) {
+      // "hf:NAME" / "quant:NAME": the tensor lists of tests/data (what transformers writes).
+      const std::string data = hoist::testing::SourceDir() + "/tests/data/" +
+                               preset.substr(0, colon) + "/" + preset.substr(colon + 1);
+      o.config_path = data + "/config.json";
+      o.tensors_path = data + "/tensors.json";
+    } else {
+      o.preset = preset;
+    }
     o.out_dir = root_.Sub(preset);
     // llama-tiny stays one model.safetensors; the others span several shards (files).
     o.shard_size = preset == "llama-tiny" ? 0 : 150'000;
@@ -164,11 +173,33 @@ std::vector<Case> Cases() {
       {"deepseek-v3-tiny", 2},
       {"deepseek-v3-tiny", 1, 2},
       {"deepseek-v3-tiny", 2, 4, true},
+      {"qwen3-fp8-tiny", 4},  // FP8 block scales of replicated kv heads
+      // The architectures as transformers writes them (tests/data/hf), and FP8 / MXFP4 forms.
+      {"hf:mixtral", 2},
+      {"hf:mixtral", 1, 2},
+      {"hf:minimax_m2", 4},
+      {"hf:qwen2_moe", 2},
+      {"hf:qwen2_moe", 2, 4, true},
+      {"hf:glm4_moe", 2},
+      {"hf:glm_moe_dsa", 2},
+      {"hf:deepseek_v2", 2, 4},
+      {"hf:gemma3_vlm", 2},
+      {"hf:phi3", 4},
+      {"hf:qwen3_next", 2},
+      {"hf:qwen3_5_moe", 4},
+      {"hf:qwen3_5_vlm", 2},
+      {"quant:qwen3_moe_fp8_channel", 2},
+      {"quant:mixtral_fp8_tensor", 2},
+      {"quant:gpt_oss_mxfp4", 2},
+      {"quant:gpt_oss_mxfp4", 1, 4},
+      {"hf:gpt_oss", 2},
+      {"hf:gpt_oss", 1, 2},
   };
   std::vector<Case> out;
   int k = 0;
   for (const Case& b : base) {
     for (bool fused : {true, false}) {
+      if (fused && b.preset == "hf:gpt_oss") continue;  // vLLM transposes its BF16 experts
       Case c = b;
       c.fused = fused;
       c.mode = modes[k++ % 4];
