@@ -371,7 +371,9 @@ int CheckCommand(CLI::App& app, int argc, char** argv) {
   for (const std::string& c : commands) list += (list.empty() ? "" : ", ") + c;
   if (argc < 2) return UsageError("no command given: the commands are " + list, "hoist");
   const std::string word = argv[1];
-  if (word == "-h" || word == "--help" || word == "--help-all") return kExitOk;
+  if (word == "-h" || word == "--help" || word == "--help-all" || word == "--version") {
+    return kExitOk;
+  }
   if (word.rfind("-", 0) == 0) {
     return UsageError("'" + word + "' comes before a command: write 'hoist COMMAND " + word +
                           "'; the commands are " + list,
@@ -433,6 +435,11 @@ int Main(int argc, char** argv) {
   PackCommand pack_command(&app);      // `pack` (launch/pack_cli.h)
 
   RefuseEmptyValues(&app);
+  // One --version, before a command or after any: "hoist 0.1.0", exit 0.
+  app.set_version_flag("--version", std::string("hoist ") + HOIST_VERSION);
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    sub->set_version_flag("--version", std::string("hoist ") + HOIST_VERSION);
+  }
   if (int rc = CheckCommand(app, argc, argv); rc != kExitOk) return rc;
   try {
     app.parse(argc, argv);
@@ -440,6 +447,8 @@ int Main(int argc, char** argv) {
     return app.exit(e);  // prints the usage, exit 0
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);  // prints the version, exit 0
   } catch (const CLI::ParseError& e) {
     return ParseFailure(app, e);
   }

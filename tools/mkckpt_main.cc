@@ -5,7 +5,8 @@
 //   hoist-mkckpt --config FILE --tensors FILE --out DIR  (exactly the listed tensors)
 //   hoist-mkckpt --list-presets      (name, family, tensor count, bytes and size of each preset)
 //
-// Exit codes: 0 written, 1 failed (message on stderr), 2 bad command line.
+// Exit codes: 0 written (or --help / --version), 1 failed (message on stderr), 2 bad command
+// line.
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
@@ -31,7 +32,18 @@ int main(int argc, char** argv) {
   app.add_option("--seed", o.seed, "content seed (default 0)");
   app.add_option("--threads", o.threads, "writer threads (default: all cores)");
   app.add_flag("--list-presets", list, "print each preset (family, tensors, size) and exit");
-  CLI11_PARSE(app, argc, argv);
+  app.set_version_flag("--version", std::string("hoist-mkckpt ") + HOIST_VERSION);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {  // a usage error: one line, exit 2 (as hoist)
+    std::fprintf(stderr, "hoist-mkckpt: error: %s\nRun 'hoist-mkckpt --help' for the usage.\n",
+                 e.what());
+    return 2;
+  }
 
   if (list) {
     std::printf("%-20s %-12s %8s %16s %12s\n", "preset", "family", "tensors", "bytes", "size");

@@ -221,6 +221,23 @@ TEST_F(CliTest, OutputPathsAreCheckedBeforeTheLoad) {
   EXPECT_TRUE(std::filesystem::exists(dir_->Sub("dump-leaf/rank-0.safetensors")));
 }
 
+// One --version, before a command or after any, exit 0; hoist-mkckpt's too, and its usage errors
+// exit 2 with one error line, as hoist's do.
+TEST_F(CliTest, VersionWorksEverywhere) {
+  for (std::vector<std::string> args : std::vector<std::vector<std::string>>{
+           {"--version"}, {"load", "--version"}, {"plan", "--version"}, {"pack", "--version"}}) {
+    const RunResult r = Hoist(args);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(r.output.rfind("hoist ", 0), 0u) << r.output;
+  }
+  RunResult v = RunCommand({testing::MkckptBin(), "--version"}, kBound);
+  EXPECT_EQ(v.exit_code, 0) << v.output;
+  EXPECT_EQ(v.output.rfind("hoist-mkckpt ", 0), 0u) << v.output;
+  RunResult bad = RunCommand({testing::MkckptBin(), "--bogus"}, kBound);
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_EQ(Count(bad.output, "hoist-mkckpt: error: "), 1) << bad.output;
+}
+
 TEST_F(CliTest, LoadNumbersOutOfRangeAreUsageErrors) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--threads", "1000000"},
