@@ -53,6 +53,7 @@ struct LoadFlags {
   std::string inject_peer_fault;  // KIND:RANK (kill | error | stall), dedup exchange
 #endif
   bool no_progress = false;
+  bool rank_given = false;  // --rank on the command line (ignored under a launcher)
 };
 
 // Rank 0's progress display: a bar redrawn in place on a terminal, else a log line at most once
@@ -228,8 +229,15 @@ int RunLoad(const config::JobSpec& spec, const LoadFlags& l, const std::string& 
     comm = coordinator::CreateSoloComm();
   }
   const Clock::time_point init_end = Clock::now();
-  if (Status s = SetUpLogging(log_level, comm->rank(), comm->host()); !s.ok()) {
+  // Alone, the process is the plan rank --rank names (its log lines say so); under mpirun, its
+  // MPI rank.
+  const int log_rank = coordinator::LaunchedByMpi() ? comm->rank() : spec.solo_rank;
+  if (Status s = SetUpLogging(log_level, log_rank, comm->host()); !s.ok()) {
     return Fail(s, comm->rank() != 0);
+  }
+  if (l.rank_given && coordinator::LaunchedByMpi() && comm->rank() == 0) {
+    spdlog::warn(
+        "--rank is ignored under mpirun: each process loads the plan rank of its MPI rank");
   }
   coordinator::JobOptions job = std::move(resolved->job);
 #if HOIST_TEST_HOOKS
@@ -453,6 +461,9 @@ int Main(int argc, char** argv) {
     return ParseFailure(app, e);
   }
   if (*plan) return RunPlan(plan_spec, plan_log_level, json_path, out_path);
+  if (const CLI::Option* rank = load->get_option_no_throw("--rank")) {
+    l.rank_given = rank->count() > 0;
+  }
   if (serve_commands.Selected()) return serve_commands.Run(&argc, &argv, origin);
   if (pack_command.Selected()) return pack_command.Run();
   return RunLoad(load_spec, l, load_log_level, &argc, &argv, origin);

@@ -187,6 +187,12 @@ Status TpError(const Checkpoint& ckpt, Family family, const TpRule& r, int tp, i
 
 Status CheckExperts(const Checkpoint& ckpt, Family family, const PlanOptions& o) {
   const std::int64_t experts = ckpt.config.num_experts;
+  if (o.ep > 0 && experts <= 0) {
+    spdlog::warn(
+        "--ep {}: {} has no routed experts, so expert parallelism is data parallelism "
+        "here: {} groups of tp {}, each loading the whole model (say --dp {} to mean it)",
+        o.ep, ckpt.dir, o.ep / o.tp, o.tp, o.ep / o.tp);
+  }
   if (o.ep <= 0 || experts <= 0 || experts % o.ep == 0) return Status::Ok();
   std::vector<std::int64_t> ok;
   for (std::int64_t ep = o.tp; ep <= std::min(experts, kMaxWorld); ep += o.tp) {

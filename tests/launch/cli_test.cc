@@ -238,6 +238,23 @@ TEST_F(CliTest, VersionWorksEverywhere) {
   EXPECT_EQ(Count(bad.output, "hoist-mkckpt: error: "), 1) << bad.output;
 }
 
+// What hoist does differently from what was asked is said: --ep on a model without routed
+// experts is data parallelism, --rank under mpirun is ignored; alone, --rank R logs as rank R.
+TEST_F(CliTest, SilentReinterpretationsAreSaid) {
+  const RunResult ep = Hoist({"load", "--model", Model(), "--device", "host", "--no-progress",
+                              "--ep", "2", "--rank", "1"});
+  EXPECT_EQ(ep.exit_code, 0) << ep.output;
+  EXPECT_NE(ep.output.find("has no routed experts, so expert parallelism is data parallelism"),
+            std::string::npos)
+      << ep.output;
+  EXPECT_NE(ep.output.find("[rank 1 "), std::string::npos) << ep.output;
+  EXPECT_EQ(ep.output.find("[rank 0 "), std::string::npos) << ep.output;
+  const RunResult r = Mpirun(2, {"load", "--model", Model(), "--device", "host", "--no-progress",
+                                 "--tp", "2", "--rank", "1"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(Count(r.output, "--rank is ignored under mpirun"), 1) << r.output;
+}
+
 TEST_F(CliTest, LoadNumbersOutOfRangeAreUsageErrors) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--threads", "1000000"},
