@@ -15,6 +15,18 @@ import atexit as _atexit
 import os as _os
 import sys as _sys
 
+# The module returns numpy arrays (and torch tensors through DLPack): an interpreter without numpy
+# is not the one it was built for (Debian's /usr/bin/python3 unless -DHOIST_PYTHON said
+# otherwise). Say so at import, not after a load.
+try:
+    import numpy as _np  # noqa: F401
+except ImportError as _e:
+    raise ImportError(
+        f"hoist: {_sys.executable} has no numpy, so it is not the interpreter hoist's module was "
+        "built for (Debian's /usr/bin/python3 unless cmake was given -DHOIST_PYTHON): make the "
+        "virtual environment from that one, e.g. /usr/bin/python3 -m venv --system-site-packages "
+        "ENV") from _e
+
 # Open MPI loads its components with dlopen and they look for libmpi's symbols in the global
 # scope: load the extension (and through it libmpi) with RTLD_GLOBAL, as mpi4py does.
 _flags = _sys.getdlopenflags()

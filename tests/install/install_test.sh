@@ -50,5 +50,14 @@ echo "checkpoint: $want"
 echo "python:     $py"
 echo "consumer:   $out"
 [[ -n "$want" && "$py" == "$want" && "$out" == *"first bytes $want" ]]
+# Another interpreter (here a venv without the system packages, so without numpy) is refused at
+# import with what to do, not after a load.
+site="$(python3 -c "import hoist, os; print(os.path.dirname(os.path.dirname(hoist.__file__)))")"
+deactivate
+python3 -m venv bare-env
+if msg="$(PYTHONPATH="$site" bare-env/bin/python3 -c "import hoist" 2>&1)"; then
+  echo "import hoist without numpy should fail"; exit 1
+fi
+[[ "$msg" == *"has no numpy, so it is not the interpreter"* ]] || { echo "$msg"; exit 1; }
 echo "install test: PASS"
 '
