@@ -111,14 +111,21 @@ def build_vlm(name, model_type, text_type, text_extra, vision, extra, out, dtype
     torch.manual_seed(0)
     model = transformers.AutoModelForImageTextToText.from_config(
         cfg, torch_dtype=getattr(torch, dtype))
+    folder = save_random(model, out, name)
+    return {"model_type": cfg.model_type, "class": type(model).__name__,
+            "architectures": getattr(model.config, "architectures", None),
+            "tensors": read_headers(folder)}
+
+
+def save_random(model, out, name):
+    """Fills every parameter with fresh random values (never the init's zeros or ones: norms and
+    biases included) and saves the model with save_pretrained under out/name."""
     with torch.no_grad():
         for p in model.parameters():
             p.copy_(torch.randn_like(p.float()).mul_(0.05).to(p.dtype))
     folder = os.path.join(out, name)
     model.save_pretrained(folder, safe_serialization=True)
-    return {"model_type": cfg.model_type, "class": type(model).__name__,
-            "architectures": getattr(model.config, "architectures", None),
-            "tensors": read_headers(folder)}
+    return folder
 
 
 def read_headers(folder):
@@ -144,11 +151,7 @@ def build(name, model_type, extra, out, dtype, logits):
     cfg.torch_dtype = dtype
     torch.manual_seed(0)
     model = transformers.AutoModelForCausalLM.from_config(cfg, torch_dtype=getattr(torch, dtype))
-    with torch.no_grad():  # random, not the init's zeros/ones: norms and biases included
-        for p in model.parameters():
-            p.copy_(torch.randn_like(p.float()).mul_(0.05).to(p.dtype))
-    folder = os.path.join(out, name)
-    model.save_pretrained(folder, safe_serialization=True)
+    folder = save_random(model, out, name)
     entry = {"model_type": cfg.model_type, "class": type(model).__name__,
              "architectures": getattr(model.config, "architectures", None),
              "tensors": read_headers(folder)}
