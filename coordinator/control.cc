@@ -52,6 +52,7 @@ Status ControlLoop::SendTicks(Clock::time_point now, bool done) {
   tick.set_stage(view_.stage);
   tick.set_stop_rank(view_.stop_rank);
   tick.set_stop_reason(view_.stop_reason);
+  tick.set_stop_code(view_.stop_code);
   tick.set_done(done);
   tick.set_abort(!abort_reason_.empty());
   tick.set_abort_reason(abort_reason_);
@@ -100,6 +101,7 @@ Status ControlLoop::PollRoot(const LocalState& mine, Clock::time_point now) {
     } else if (!states_[r].report().ok() && view_.stop_rank < 0) {
       view_.stop_rank = static_cast<int>(r);
       view_.stop_reason = states_[r].report().error();
+      view_.stop_code = states_[r].report().error_code();
       changed = true;
     }
     const double silent = std::chrono::duration<double>(now - heard_[r]).count();
@@ -147,6 +149,7 @@ Status ControlLoop::PollMember(const LocalState& mine, Clock::time_point now) {
     if (tick.stop_rank() >= 0 && view_.stop_rank < 0) {
       view_.stop_rank = tick.stop_rank();
       view_.stop_reason = tick.stop_reason();
+      view_.stop_code = tick.stop_code();
     }
     if (tick.abort()) {
       return Status::Aborted("the job was aborted: " + tick.abort_reason() + " (" +

@@ -40,6 +40,7 @@ struct JobView {
   std::uint32_t stage = 0;  // the earliest stage of an unfinished rank
   int stop_rank = -1;       // >= 0: that rank failed; stop this rank's load
   std::string stop_reason;
+  std::uint32_t stop_code = 0;             // that rank's hoist::Code
   bool done = false;                       // every rank finished
   std::vector<proto::RankReport> reports;  // rank 0, once done: every rank's, in rank order
 };

@@ -19,6 +19,13 @@
 namespace hoist::coordinator {
 namespace {
 
+// The code a job fails with: its blamed rank's own (InvalidArgument: exit 2 on every rank), or
+// Aborted when the report carries none (0 is Ok) or one out of range.
+Code CauseCode(std::uint32_t code) {
+  if (code == 0 || code > static_cast<std::uint32_t>(Code::kInternal)) return Code::kAborted;
+  return static_cast<Code>(code);
+}
+
 using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::time_point a, Clock::time_point b) {
@@ -282,6 +289,7 @@ class Driver {
     } else {
       report_.set_ok(false);
       report_.set_error(r.status().ToString());
+      report_.set_error_code(static_cast<std::uint32_t>(r.status().code()));
       failure_ = r.status();
       spdlog::error("load failed: {}", r.status().ToString());
     }
@@ -319,9 +327,10 @@ class Driver {
   void Stop(rank::RankJob* job, const JobView& view) {
     cancelled_ = true;
     stopped_by_ = view.stop_rank;
-    job->Cancel(Status::Aborted("stopped because rank " + std::to_string(view.stop_rank) +
-                                " failed (" + transport::kPeerFailureNote +
-                                "): " + view.stop_reason));
+    // The cause's code, so every rank exits as the rank that failed does (one job, one code).
+    job->Cancel(Status(CauseCode(view.stop_code),
+                       "stopped because rank " + std::to_string(view.stop_rank) + " failed (" +
+                           transport::kPeerFailureNote + "): " + view.stop_reason));
   }
 
   void ShowProgress(const JobView& view) {
@@ -394,8 +403,13 @@ Status Blame(const std::vector<proto::RankReport>& reports) {
     }
   }
   if (first == nullptr) return Status::Ok();
-  return Status(Code::kAborted, "rank " + std::to_string(first->rank()) + " on " + first->host() +
-                                    " failed: " + first->error());
+  // The job fails with the cause's code, said once: "IoError: rank 2 on h failed: <cause>".
+  const Code code = CauseCode(first->error_code());
+  std::string cause = first->error();
+  const std::string prefix = std::string(CodeName(code)) + ": ";
+  if (first->error_code() != 0 && cause.rfind(prefix, 0) == 0) cause.erase(0, prefix.size());
+  return Status(
+      code, "rank " + std::to_string(first->rank()) + " on " + first->host() + " failed: " + cause);
 }
 
 int ExpectedGpu(const planner::PlanOptions& plan, int rank, int fallback) {

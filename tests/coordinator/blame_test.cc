@@ -71,6 +71,18 @@ TEST(BlameTest, WhenEveryFailedRankWasStoppedTheFirstFailedIsNamed) {
   EXPECT_EQ(s.message(), "rank 1 on host1 failed: Aborted: stopped because rank 3 failed");
 }
 
+// The job fails with its blamed rank's own code (every rank exits alike), said once.
+TEST(BlameTest, TheJobTakesTheCausesCode) {
+  proto::RankReport bad = Failed(1, "InvalidArgument: rank 1: cuda:1: no such device");
+  bad.set_error_code(static_cast<std::uint32_t>(Code::kInvalidArgument));
+  const Status s = Blame({Ok(0), bad});
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_EQ(s.message(), "rank 1 on host1 failed: rank 1: cuda:1: no such device");
+  proto::RankReport odd = Failed(1, "x");
+  odd.set_error_code(200);  // out of range: Aborted
+  EXPECT_EQ(Blame({odd}).code(), Code::kAborted);
+}
+
 TEST(BlameTest, TheFirstOwnFailureInRankOrderWins) {
   const Status s = Blame({Failed(0, "x", 1), Failed(1, "IoError: a"), Failed(2, "IoError: b")});
   EXPECT_EQ(s.message(), "rank 1 on host1 failed: IoError: a");

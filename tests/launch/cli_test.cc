@@ -255,6 +255,20 @@ TEST_F(CliTest, SilentReinterpretationsAreSaid) {
   EXPECT_EQ(Count(r.output, "--rank is ignored under mpirun"), 1) << r.output;
 }
 
+// One job, one exit code: a configuration error every rank meets (a GPU that is not there) is
+// exit 2 on every rank, whichever fails first, alone as under mpirun.
+TEST_F(CliTest, AFailedJobExitsWithItsCausesCodeEveryRun) {
+  if (std::filesystem::exists("/dev/nvidia0")) GTEST_SKIP() << "a GPU is present";
+  for (int run = 0; run < 4; ++run) {
+    const RunResult r =
+        Mpirun(2, {"load", "--model", Model(), "--tp", "2", "--device", "cuda", "--no-progress"});
+    EXPECT_EQ(r.exit_code, kExitUsage) << "run " << run << ": " << r.output;
+  }
+  const RunResult alone = Hoist({"load", "--model", Model(), "--device", "cuda", "--no-progress"});
+  EXPECT_EQ(alone.exit_code, kExitUsage) << alone.output;
+  EXPECT_EQ(Count(alone.output, "hoist: error: InvalidArgument: rank 0 on "), 1) << alone.output;
+}
+
 TEST_F(CliTest, LoadNumbersOutOfRangeAreUsageErrors) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--threads", "1000000"},
