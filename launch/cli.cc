@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -304,19 +305,19 @@ CLI::App* Chosen(CLI::App& app) {
 
 // " from LO to HI" for a job option's flag (config::kOptions), else " (ranges in the usage)".
 std::string RangeOf(const std::string& flag) {
-  for (const config::OptionInfo& o : config::kOptions) {
-    if (config::FlagName(o.name) != flag || o.type == config::OptionType::kString ||
-        o.type == config::OptionType::kBool) {
-      continue;
-    }
-    char range[96];
-    std::snprintf(range, sizeof range,
-                  o.type == config::OptionType::kInt ? " from %.15g to %.15g%s"
-                                                     : " above %.15g and at most %.15g%s",
-                  o.lo, o.hi, o.zero_is_default ? " (0: the default)" : "");
-    return range;
+  std::string name = flag.rfind("--", 0) == 0 ? flag.substr(2) : "";
+  std::replace(name.begin(), name.end(), '-', '_');
+  const config::OptionInfo* o = config::FindOption(name);
+  if (o == nullptr || o->type == config::OptionType::kString ||
+      o->type == config::OptionType::kBool) {
+    return " (ranges in the usage)";
   }
-  return " (ranges in the usage)";
+  char range[96];
+  std::snprintf(range, sizeof range,
+                o->type == config::OptionType::kInt ? " from %.15g to %.15g%s"
+                                                    : " above %.15g and at most %.15g%s",
+                o->lo, o->hi, o->zero_is_default ? " (0: the default)" : "");
+  return range;
 }
 
 // Every option that takes a value refuses an empty one ("--slots ''"), which CLI11 would read as

@@ -656,12 +656,17 @@ DimValue Resolve(Dim d, const ModelConfig& c) {
 
 std::uint64_t CeilDiv(std::uint64_t a, std::uint64_t b) { return b == 0 ? 0 : (a + b - 1) / b; }
 
-std::string Instantiate(std::string_view tmpl, int layer, std::string_view param) {
+// `tmpl` with {L} the layer, {E} the expert and {P} the parameter.
+std::string Instantiate(std::string_view tmpl, std::int64_t layer, std::string_view param,
+                        std::int64_t expert = -1) {
   std::string out;
   out.reserve(tmpl.size() + 16);
   for (std::size_t i = 0; i < tmpl.size();) {
     if (tmpl.compare(i, 3, "{L}") == 0) {
       out += std::to_string(layer);
+      i += 3;
+    } else if (tmpl.compare(i, 3, "{E}") == 0) {
+      out += std::to_string(expert);
       i += 3;
     } else if (tmpl.compare(i, 3, "{P}") == 0) {
       out += param;
@@ -1090,10 +1095,16 @@ std::string Because(When when, const ModelConfig& c, Family family, std::int64_t
   }
 }
 
-// Whether config.json implies a tensor of kind `when` at `layer` (-1: model level).
-bool Implied(When when, const ModelConfig& c, Family family, std::int64_t layer) {
-  const bool sparse = layer >= 0 && LayerIsSparse(c, family, layer);
-  const bool linear = LayerIsLinear(c, family, layer);
+// What config.json makes a layer: sparse (routed experts) or dense MLP, linear or full attention
+// (all false at model level).
+struct LayerKind {
+  bool sparse = false;
+  bool linear = false;
+};
+
+// Whether config.json implies a tensor of kind `when` on a layer of kind `k`.
+bool Implied(When when, const ModelConfig& c, LayerKind k) {
+  const bool sparse = k.sparse, linear = k.linear;
   switch (when) {
     case When::kNever:
       return false;
@@ -1142,14 +1153,15 @@ class Walker {
   void Model(bool head) {
     for (const Row& row : Rows()) {
       if (!Has(row) || std::string_view(row.pattern).find('{') != std::string_view::npos) continue;
-      if ((std::string_view(row.pattern) == "model.embed_tokens") == head) Emit(row, -1, -1);
+      if ((std::string_view(row.pattern) == "model.embed_tokens") == head) Emit(row, -1, -1, {});
     }
   }
   // Layer l's tensors except the routed experts.
   void Layer(std::int64_t l) {
+    const LayerKind k = KindOf(l);
     for (const Row& row : Rows()) {
       const std::string_view p = row.pattern;
-      if (Has(row) && p.find("{L}") != p.npos && p.find("{E}") == p.npos) Emit(row, l, -1);
+      if (Has(row) && p.find("{L}") != p.npos && p.find("{E}") == p.npos) Emit(row, l, -1, k);
     }
   }
   // Routed expert e of layer l (nothing for a dense layer or an expert out of range).
@@ -1158,33 +1170,27 @@ class Walker {
         !LayerIsSparse(c_, family_, l)) {
       return;
     }
+    const LayerKind k = KindOf(l);
     for (const Row& row : Rows()) {
       if (Has(row) && std::string_view(row.pattern).find("{E}") != std::string_view::npos) {
-        Emit(row, l, e);
+        Emit(row, l, e, k);
       }
     }
   }
 
  private:
   bool Has(const Row& row) const { return (row.families & Bit(family_)) != 0; }
+  LayerKind KindOf(std::int64_t l) const {
+    return {LayerIsSparse(c_, family_, l), LayerIsLinear(c_, family_, l)};
+  }
 
-  // The row's implied parameters at (layer, expert): all but bias per `when`, bias per `bias`.
-  void Emit(const Row& row, std::int64_t layer, std::int64_t expert) {
-    const bool main = Implied(row.when, c_, family_, layer);
-    const bool bias =
-        Implied(row.bias, c_, family_, layer) && (row.when != When::kFullAttn || main);
+  // The row's implied parameters at (layer, expert) of a layer of kind `k`: all but bias per
+  // `when`, bias per `bias`.
+  void Emit(const Row& row, std::int64_t layer, std::int64_t expert, LayerKind k) {
+    const bool main = Implied(row.when, c_, k);
+    const bool bias = Implied(row.bias, c_, k) && (row.when != When::kFullAttn || main);
     if (!main && !bias) return;
-    std::string base;
-    for (std::string_view part : Split(row.pattern, '.')) {
-      if (!base.empty()) base += '.';
-      if (part == "{L}") {
-        base += std::to_string(layer);
-      } else if (part == "{E}") {
-        base += std::to_string(expert);
-      } else {
-        base += part;
-      }
-    }
+    const std::string base = Instantiate(row.pattern, layer, "", expert);
     for (std::string_view param : Split(row.params, ',')) {
       if (stopped_ || param == "weight_scale_inv") continue;
       const bool is_bias = param == "bias";
