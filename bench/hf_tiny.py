@@ -99,6 +99,11 @@ VLMS = {
                         dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2,
                              out_hidden_size=128, patch_size=16, spatial_merge_size=2,
                              temporal_patch_size=2, num_position_embeddings=16), {}),
+    "llama4_vlm": ("llama4", "llama4_text", ARCHS["llama4_text"][1],
+                   dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                        num_attention_heads=2, image_size=32, patch_size=16,
+                        vision_output_dim=64, projector_input_dim=64, projector_output_dim=128),
+                   {}),
 }
 
 
