@@ -905,14 +905,14 @@ Status CheckQuantScale(const DimValue& rows, const Compiled& c, std::string_view
 }
 
 // The shape config.json implies for this parameter (rule->expected), checked against `shape`.
-Status CheckShape(const ModelConfig& config, const Compiled& c, std::string_view name,
-                  const std::vector<std::uint64_t>& shape, std::string_view file_label,
-                  TensorRule* rule) {
+// The shape config.json implies for a non-quant-scale parameter of row `c`, and how (in config
+// terms, for messages).
+Status ExpectedShape(const ModelConfig& config, const Compiled& c, std::string_view name,
+                     std::string_view file_label, std::vector<std::uint64_t>* expected,
+                     std::string* how) {
   const Row& row = *c.row;
   DimValue d0 = Resolve(row.d0, config);
   DimValue d1 = Resolve(row.d1, config);
-  std::string how;
-  if (c.param == Param::kQuantScale) return CheckQuantScale(d0, c, name, shape, file_label, rule);
   if (c.param == Param::kScale) {
     BlockSize block = BlockSizeOf(config);
     if (block.rows == 0) {
@@ -920,22 +920,33 @@ Status CheckShape(const ModelConfig& config, const Compiled& c, std::string_view
           Where(name, file_label) +
           ": an FP8 block scale, but config.json has no quantization_config.weight_block_size");
     }
-    rule->expected = {CeilDiv(d0.value, block.rows), CeilDiv(d1.value, block.cols)};
-    how = "ceil((" + d0.how + ") / " + std::to_string(block.rows) + "), ceil((" + d1.how + ") / " +
-          std::to_string(block.cols) + ")";
+    *expected = {CeilDiv(d0.value, block.rows), CeilDiv(d1.value, block.cols)};
+    *how = "ceil((" + d0.how + ") / " + std::to_string(block.rows) + "), ceil((" + d1.how + ") / " +
+           std::to_string(block.cols) + ")";
   } else if ((c.param == Param::kWeight || c.param == Param::kOther) && row.d1 != Dim::kNone) {
-    rule->expected = {d0.value, d1.value};
-    how = d0.how + ", " + d1.how;
+    *expected = {d0.value, d1.value};
+    *how = d0.how + ", " + d1.how;
     for (Dim d : {row.d2, row.d3}) {
       if (d == Dim::kNone) continue;
       DimValue v = Resolve(d, config);
-      rule->expected.push_back(v.value);
-      how += ", " + v.how;
+      expected->push_back(v.value);
+      *how += ", " + v.how;
     }
   } else {
-    rule->expected = {d0.value};
-    how = d0.how;
+    *expected = {d0.value};
+    *how = d0.how;
   }
+  return Status::Ok();
+}
+
+Status CheckShape(const ModelConfig& config, const Compiled& c, std::string_view name,
+                  const std::vector<std::uint64_t>& shape, std::string_view file_label,
+                  TensorRule* rule) {
+  if (c.param == Param::kQuantScale) {
+    return CheckQuantScale(Resolve(c.row->d0, config), c, name, shape, file_label, rule);
+  }
+  std::string how;
+  HOIST_RETURN_IF_ERROR(ExpectedShape(config, c, name, file_label, &rule->expected, &how));
   if (shape == rule->expected) return Status::Ok();
   return Status::Corrupt(Where(name, file_label) + ": shape " + ShapeString(shape) +
                          " disagrees with config.json: expected " + ShapeString(rule->expected) +
@@ -1025,6 +1036,25 @@ Result<TensorRule> ClassifyTensor(const ModelConfig& config, Family family, std:
   HOIST_RETURN_IF_ERROR(CheckShape(config, c, name, shape, file_label, &rule));
   ApplyRow(config, c, &rule);
   return rule;
+}
+
+Result<std::vector<std::uint64_t>> ImpliedShape(const ModelConfig& config, Family family,
+                                                std::string_view name) {
+  std::vector<std::int64_t> numbers;
+  const Table& table = CompiledTables().by_family[static_cast<std::size_t>(family)];
+  auto it = table.find(CanonicalKey(Split(name, '.'), &numbers));
+  if (it == table.end()) {
+    return Status::NotFound("tensor '" + std::string(name) + "': no " +
+                            std::string(FamilyName(family)) + " rule matches this tensor name");
+  }
+  if (it->second.param == Param::kQuantScale) {
+    return Status::InvalidArgument("tensor '" + std::string(name) +
+                                   "': a quantization scale's shape is the checkpoint's choice");
+  }
+  std::vector<std::uint64_t> shape;
+  std::string how;
+  HOIST_RETURN_IF_ERROR(ExpectedShape(config, it->second, name, "", &shape, &how));
+  return shape;
 }
 
 bool HasRule(Family family, std::string_view name) {

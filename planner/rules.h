@@ -198,6 +198,13 @@ Result<TensorRule> ClassifyTensor(const ModelConfig& config, Family family, std:
                                   const std::vector<std::uint64_t>& shape,
                                   std::string_view file_label);
 
+// The shape config.json implies for tensor `name` of `family` (what ClassifyTensor checks), e.g.
+// for writing a checkpoint from ForEachImpliedTensor's names. NotFound when no row matches;
+// InvalidArgument for an FP8 per-tensor/per-channel scale, whose shape ([], [1], [N], [N, 1]) the
+// checkpoint chooses.
+Result<std::vector<std::uint64_t>> ImpliedShape(const ModelConfig& config, Family family,
+                                                std::string_view name);
+
 // True when a row of `family` accepts `name` (layer and expert indices are not range-checked).
 bool HasRule(Family family, std::string_view name);
 
