@@ -1,4 +1,6 @@
 """The example engine: start with hoist, then greedily decode a few tokens, tensor-parallel.
+Families (models.py): Qwen3, Qwen3-MoE, Mixtral, GPT-OSS (BF16 experts, hoist's hf layout),
+DeepSeek-V2 (MLA); config.json's architectures picks one, and the hoist layout it binds to.
 
     # CPU, gloo, hoist's host backend; hoist plans once on rank 0 over MPI_COMM_WORLD:
     mpirun -np 2 python3 examples/tp_engine/run.py --model /models/qwen3-tiny --tp 2
@@ -26,7 +28,8 @@ import torch.distributed as dist
 
 import hoist
 import hoist.torch
-from qwen3_tp import Config, Parallel, Qwen3ForCausalLM
+import models
+from layers import Parallel
 
 DEFAULT_PROMPT = "3,17,92,250,511,7,800,42"
 
@@ -93,15 +96,16 @@ def start(args, log, rank, world, local, launcher):
     try:
         model_dir = hoist.resolve_model(args.model)
         with open(os.path.join(model_dir, "config.json")) as fh:
-            cfg = Config(json.load(fh))
+            cfg, model_class = models.family(json.load(fh))
         tp = args.tp or (world if not args.ep else 1)
         par = Parallel(rank, world, tp, args.ep, args.placement)
         dtype = getattr(torch, args.dtype)
-        engine = Qwen3ForCausalLM(cfg, par, dtype, device)
+        engine = model_class(cfg, par, dtype, device)
     except (ValueError, OSError) as e:
         fail(log, 2, str(e))
-    log(f"{cfg.model_type} from {model_dir}: tp {tp}, ep {args.ep}, {args.dtype} on {device}")
-    if cfg.model_type == "qwen3_moe":
+    log(f"{cfg.model_type} ({type(engine).__name__}, hoist layout {engine.LAYOUT}) from "
+        f"{model_dir}: tp {tp}, ep {args.ep}, {args.dtype} on {device}")
+    if cfg.model_type != "qwen3":
         log(cfg.layer_map())
 
     share = {"auto": "auto", "yes": True, "no": False}[args.share]
@@ -116,8 +120,9 @@ def start(args, log, rank, world, local, launcher):
             report = hoist.torch.load_into(
                 engine, model=args.model, topology=args.topology, tp=tp, ep=args.ep or None,
                 dp=None if args.ep else world // tp, placement=args.placement, rank=rank,
-                comm=comm, device="cuda" if args.device == "cuda" else "host",
-                threads=args.threads, share=share)
+                layout=engine.LAYOUT, comm=comm,
+                device="cuda" if args.device == "cuda" else "host", threads=args.threads,
+                share=share)
     except hoist.torch.LoadIntoError as e:
         fail(log, 1, str(e))
     except RuntimeError as e:  # hoist's Status: InvalidArgument is a usage error
