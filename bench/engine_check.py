@@ -1,24 +1,32 @@
 """GPU check of the example engine (examples/tp_engine/run.py) against transformers itself.
 
 On the GPU box (torch + transformers 5.x + safetensors, no network; hoist built, its Python
-package importable): writes a small random Qwen3 (tied, 2 kv heads) and a small Qwen3-MoE
-(untied, 8 experts, top-2, a dense layer) checkpoint with transformers' own save_pretrained
-(bf16, seeded), plus a Qwen3-MoE with decoder_sparse_step 2 (experts on layers 1 and 3), takes
-transformers' from_pretrained model as the reference (greedy decoding by full recompute, eager
-attention), then runs the engine at tp 1, and at tp 2 (and ep 2 for the
-MoE) with NCCL under mpirun when 2 GPUs are visible, in bfloat16 and float32 arithmetic over the
-same bf16 weights. Pass: greedy tokens identical and logits within tolerance of the reference's
-(max |diff| / max |logit|: 5e-2 in bf16, 2e-3 in float32). Prints a table; writes
-engine_check.md and engine_check.jsonl under --out.
+package importable): writes small random checkpoints with transformers' own save_pretrained
+(bf16, seeded), one per case: a Qwen3 (tied, 2 kv heads), a Qwen3-MoE (untied, 8 experts, top-2,
+a dense layer), a Qwen3-MoE with decoder_sparse_step 2 (experts on layers 1 and 3), a Mixtral,
+a GPT-OSS with BF16 experts (loaded in hoist's hf layout; sliding window shorter than the
+sequence, random biases and sinks so every term counts, some SwiGLU inputs past the clamp) and
+a DeepSeek-V2 (MLA without q_lora, shared experts, first_k_dense_replace 1,
+routed_scaling_factor != 1). It takes transformers' from_pretrained model as the reference
+(greedy decoding by full recompute, eager attention), then runs the engine at tp 1, and at tp 2
+(and ep 2 for the mixtures of experts) with NCCL under mpirun when 2 GPUs are visible, in
+bfloat16 and float32 arithmetic over the same bf16 weights. Pass: greedy tokens identical and
+logits within tolerance of the reference's (max |diff| / max |logit|: 5e-2 in bf16, 2e-3 in
+float32). Prints a table (with the max absolute logit difference); writes engine_check.md and
+engine_check.jsonl under --out.
 
-    python3 bench/engine_check.py --out $OUT [--work DIR] [--steps 8]
+    python3 bench/engine_check.py --out $OUT [--work DIR] [--steps 8] [--only mixtral,gpt_oss]
 
 Before any engine run, each checkpoint's MoE layout is checked three ways and printed: the layers
 where transformers built a sparse block, the layers whose tensors in the saved files are a
-router + experts, and the layers the engine's config rule (examples/tp_engine/qwen3_tp.py,
-the same rule as vLLM's and hoist's planner) makes sparse from the saved config.json, with the
-config keys that decide it (num_experts / num_local_experts, decoder_sparse_step,
-mlp_only_layers). A disagreement fails that model's preparation naming the layers.
+router + experts, and the layers the engine's config rule (examples/tp_engine/models.py picks
+the family; for Qwen3-MoE the same rule as vLLM's and hoist's planner) makes sparse from the
+saved config.json. A disagreement fails that model's preparation naming the layers.
+
+Diagnostics (printed, not part of pass/fail): per family, the engine's rotary frequencies and
+attention factor against transformers' rotary_emb, and at tp 1 in float32 the max |diff| of
+every decoder layer's output on the prompt, engine (loaded by hoist in a child process:
+`engine_check.py --layers FOLDER`) against transformers, so a failure points at its layer.
 
 Every step prints what it does; a failure prints why and the run goes on to the next case.
 Exit status: 0 all pass, 1 a case failed, 2 the environment cannot run the check."""
@@ -34,8 +42,10 @@ import traceback
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENGINE_DIR = os.path.join(ROOT, "examples", "tp_engine")
 RUN = os.path.join(ENGINE_DIR, "run.py")
-MOE_KEYS = ("num_experts", "num_local_experts", "decoder_sparse_step", "mlp_only_layers",
-            "num_experts_per_tok", "moe_intermediate_size", "norm_topk_prob")
+MOE_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "decoder_sparse_step",
+            "mlp_only_layers", "first_k_dense_replace", "n_shared_experts", "num_experts_per_tok",
+            "moe_intermediate_size", "norm_topk_prob", "topk_method", "routed_scaling_factor",
+            "layer_types", "sliding_window")
 PROMPT = [3, 17, 92, 250, 511, 7, 800, 42]
 TOL = {"bfloat16": 5e-2, "float32": 2e-3}
 SEEDS = range(10)
@@ -68,6 +78,49 @@ def moe_step2_config(transformers):
     return moe_config(transformers, layers=4, step=2, mlp_only=())
 
 
+def mixtral_config(transformers):
+    return transformers.AutoConfig.for_model(
+        "mixtral", vocab_size=1000, hidden_size=256, intermediate_size=256, num_hidden_layers=3,
+        num_attention_heads=8, num_key_value_heads=4, head_dim=32, num_local_experts=8,
+        num_experts_per_tok=2, max_position_embeddings=1024, rms_norm_eps=1e-5,
+        rope_theta=1000000.0, tie_word_embeddings=False)
+
+
+def gpt_oss_config(transformers):
+    """Alternating sliding (window 4: shorter than prompt + steps) and full attention, YaRN rope
+    as transformers' GptOssConfig writes it by default."""
+    return transformers.AutoConfig.for_model(
+        "gpt_oss", vocab_size=1000, hidden_size=256, intermediate_size=128, num_hidden_layers=4,
+        num_attention_heads=8, num_key_value_heads=4, head_dim=32, num_local_experts=8,
+        num_experts_per_tok=2, sliding_window=4, max_position_embeddings=1024,
+        tie_word_embeddings=False)
+
+
+def deepseek_v2_config(transformers):
+    return transformers.AutoConfig.for_model(
+        "deepseek_v2", vocab_size=1000, hidden_size=256, intermediate_size=512,
+        num_hidden_layers=3, num_attention_heads=8, num_key_value_heads=8, q_lora_rank=None,
+        kv_lora_rank=64, qk_nope_head_dim=32, qk_rope_head_dim=16, v_head_dim=32,
+        n_routed_experts=8, num_experts_per_tok=2, moe_intermediate_size=128,
+        n_shared_experts=1, first_k_dense_replace=1, n_group=1, topk_group=1,
+        topk_method="greedy", routed_scaling_factor=1.5, max_position_embeddings=1024,
+        tie_word_embeddings=False)
+
+
+# name -> config maker; the order of the table
+MODELS = {"qwen3": dense_config, "qwen3-moe": moe_config, "qwen3-moe-step2": moe_step2_config,
+          "mixtral": mixtral_config, "gpt_oss": gpt_oss_config,
+          "deepseek_v2": deepseek_v2_config}
+
+
+def experts_of(cfg):
+    """Routed experts of a transformers config (0: dense), under any family's key."""
+    for key in ("num_experts", "num_local_experts", "n_routed_experts"):
+        if getattr(cfg, key, None):
+            return getattr(cfg, key)
+    return 0
+
+
 def saved_tensor_names(folder):
     """Every tensor name in the folder's safetensors files (headers only)."""
     import struct
@@ -85,28 +138,31 @@ def moe_layout(name, model, folder):
     config.json agree on which layers are MoE; prints all three and the deciding keys. Returns
     the layout string ('E' moe, 'd' dense); raises RuntimeError naming the layers otherwise."""
     sys.path.insert(0, ENGINE_DIR)
-    from qwen3_tp import Config  # the engine's own parsing of config.json
+    import models  # the engine's own choice of family and parsing of config.json
     with open(os.path.join(folder, "config.json")) as fh:
         saved = json.load(fh)
     keys = {k: saved[k] for k in MOE_KEYS if k in saved}
     log(f"{name}: config.json: model_type {saved.get('model_type')}, "
         f"num_hidden_layers {saved.get('num_hidden_layers')}, {keys}")
     layers = model.model.layers
-    hf = "".join("E" if hasattr(layer.mlp, "experts") else "d" for layer in layers)
+    hf = "".join("E" if any(n.split(".")[-1] == "experts" for n, _ in layer.named_modules())
+                 else "d" for layer in layers)
     names = saved_tensor_names(folder)
     files = ""
     for i in range(len(layers)):
-        moe = any(n.startswith(f"model.layers.{i}.mlp.experts.") for n in names)
-        dense = f"model.layers.{i}.mlp.gate_proj.weight" in names
+        mine = [n for n in names if n.startswith(f"model.layers.{i}.")]
+        moe = any(".experts." in n for n in mine)
+        dense = f"model.layers.{i}.mlp.gate_proj.weight" in mine
         files += "E" if moe and not dense else "d" if dense and not moe else "?"
     try:
-        cfg = Config(saved)
+        cfg, model_class = models.family(saved)
         engine = "".join("E" if cfg.sparse(i) else "d" for i in range(cfg.layers))
+        log(f"{name}: engine family {model_class.__name__} (hoist layout {model_class.LAYOUT})")
     except ValueError as e:
         engine = f"(config.json rejected: {e})"
     log(f"{name}: MoE layers (E moe, d dense): transformers {hf}, saved tensors {files}, "
-        f"engine rule on config.json {engine}; the mlp tensors of layer 0: "
-        f"{sorted(n for n in names if n.startswith('model.layers.0.mlp.'))[:6]}")
+        f"engine rule on config.json {engine}; tensors of layer {len(layers) - 1}: "
+        f"{sorted(n for n in names if n.startswith(f'model.layers.{len(layers) - 1}.'))[:8]}")
     if not (hf == files == engine):
         raise RuntimeError(f"MoE layers disagree: transformers built {hf}, the saved tensors are "
                            f"{files}, the engine's rule on the saved config.json gives {engine} "
@@ -170,13 +226,21 @@ class HfReference:
                                                                       **kw)
         self.torch, self.model = torch, model.cuda().eval()
         self.router_inputs = []
-        for name, mod in self.model.named_modules():
-            if name.endswith("mlp.gate") and hasattr(mod, "weight"):
-                mod.register_forward_pre_hook(self._capture(mod))
+        for _, mod in self.model.named_modules():  # a MoE block: the input of its router
+            routers = [getattr(mod, a, None) for a in ("gate", "router")]
+            router = next((r for r in routers if isinstance(r, torch.nn.Module)), None)
+            if router is not None and hasattr(mod, "experts") and \
+                    getattr(router, "weight", None) is not None and router.weight.dim() == 2:
+                mod.register_forward_pre_hook(self._capture(router), with_kwargs=True)
 
-    def _capture(self, mod):
-        def hook(_, args):
-            self.router_inputs.append((args[0].detach().float(), mod.weight.detach().float()))
+    def _capture(self, router):
+        """DeepSeek-V2's block reads its gate's weight without calling the gate: hook the block
+        and take the router's weight (and bias) from it."""
+        def hook(_, args, kwargs):
+            x = args[0] if args else kwargs["hidden_states"]
+            bias = getattr(router, "bias", None)
+            self.router_inputs.append((x.detach().float(), router.weight.detach().float(),
+                                       None if bias is None else bias.detach().float()))
         return hook
 
     def greedy(self, prompt, steps):
@@ -197,8 +261,9 @@ class HfReference:
         """Smallest gap between the k-th and (k+1)-th router logit over every routed token,
         relative to the largest router logit (inf without MoE layers)."""
         worst = float("inf")
-        for h, w in self.router_inputs:
+        for h, w, b in self.router_inputs:
             logits = h.reshape(-1, h.shape[-1]) @ w.T
+            logits = logits if b is None else logits + b
             top = logits.topk(k + 1, dim=-1).values
             gap = (top[:, k - 1] - top[:, k]).min() / logits.abs().max()
             worst = min(worst, float(gap))
@@ -211,24 +276,39 @@ def top2_margin(steps):
     return float((s[:, -1] - s[:, -2]).min() / np.abs(steps).max())
 
 
+def randomize(model, torch):
+    """Routers wider than init, so bf16 rounding does not pick experts; GPT-OSS's biases and
+    sinks (zero or tiny at init) random, with expert gate/up biases wide enough that some SwiGLU
+    inputs pass the clamp."""
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            if n.endswith(("mlp.gate.weight", "block_sparse_moe.gate.weight",
+                           "mlp.router.weight")):
+                p.mul_(8.0)
+            elif n.endswith("sinks"):
+                p.normal_(0.0, 1.0)
+            elif n.endswith("gate_up_proj_bias"):
+                p.normal_(0.0, 3.0)
+            elif n.endswith("bias") and model.config.model_type == "gpt_oss":
+                p.normal_(0.0, 0.1)
+
+
 def save_seed(name, make_cfg, transformers, torch, folder, seed):
     """The model for `seed` saved into `folder` (bf16, save_pretrained). Returns its config."""
     torch.manual_seed(seed)
     cfg = make_cfg(transformers)
     model = transformers.AutoModelForCausalLM.from_config(cfg)
-    with torch.no_grad():  # routers wider than init, so bf16 rounding does not pick experts
-        for n, p in model.named_parameters():
-            if n.endswith("mlp.gate.weight"):
-                p.mul_(8.0)
+    randomize(model, torch)
     shutil.rmtree(folder, ignore_errors=True)
     model.to(torch.bfloat16).save_pretrained(folder, safe_serialization=True)
     # Every attribute, as Hub configs carry them (save_pretrained's diff leaves out keys equal to
     # the base defaults). Written as transformers spells them: transformers 5 stores Qwen3-MoE's
     # num_experts as num_local_experts (attribute_map), which the engine and hoist must read.
     model.config.to_json_file(os.path.join(folder, "config.json"), use_diff=False)
-    n = split_fused_experts(folder)
-    if n:
-        log(f"{name}: save_pretrained wrote fused experts; rewrote {n} tensors per expert")
+    if cfg.model_type != "gpt_oss":  # GPT-OSS stores its experts fused: [E, H, 2I], [E, I, H]
+        n = split_fused_experts(folder)
+        if n:
+            log(f"{name}: save_pretrained wrote fused experts; rewrote {n} tensors per expert")
     if seed == SEEDS[0]:
         moe_layout(name, model, folder)
     return cfg
@@ -243,7 +323,7 @@ def make_checkpoint(name, make_cfg, transformers, torch, folder, steps):
         ref = HfReference(transformers, torch, folder, torch.float32)
         _, _, rows = ref.greedy(PROMPT, steps)
         margins = (top2_margin(rows), ref.router_margin(cfg.num_experts_per_tok)
-                   if getattr(cfg, "num_experts", 0) else float("inf"))
+                   if experts_of(cfg) else float("inf"))
         del ref
         torch.cuda.empty_cache()
         log(f"{name}: seed {seed}: greedy margin {margins[0]:.4f}, router margin "
@@ -299,8 +379,10 @@ def compare(got, want, dtype):
         if got[key].shape != ref.shape:
             res[f"{key}_err"] = float("inf")
             continue
-        res[f"{key}_err"] = float(np.abs(got[key] - ref).max() / np.abs(ref).max())
+        res[f"{key}_abs"] = float(np.abs(got[key] - ref).max())
+        res[f"{key}_err"] = res[f"{key}_abs"] / float(np.abs(ref).max())
     err = max(res["prefill_err"], res["steps_err"])
+    res["max_abs"] = max(res.get("prefill_abs", float("inf")), res.get("steps_abs", float("inf")))
     res["rel_err"] = err
     res["tolerance"] = TOL[dtype]
     res["pass"] = bool(res["tokens_equal"] and err <= TOL[dtype])
@@ -314,15 +396,167 @@ def compare(got, want, dtype):
     return res
 
 
+def rope_check(engine, hf_model):
+    """The engine's rotary frequencies and factor against transformers' rotary_emb (a line)."""
+    mine = engine.model.layers[0].self_attn.rotary
+    theirs = getattr(hf_model.model, "rotary_emb", None)
+    if theirs is None:
+        return "transformers' model has no model.rotary_emb: not compared"
+    inv = theirs.inv_freq.float().cpu()
+    ours = mine.inv_freq.float().cpu()
+    if inv.shape != ours.shape:
+        return f"inv_freq shapes differ: engine {list(ours.shape)}, transformers {list(inv.shape)}"
+    rel = float(((ours - inv).abs() / inv.abs()).max())
+    return (f"inv_freq max rel. diff {rel:.2e}; attention factor engine {mine.scale:.6f}, "
+            f"transformers {float(getattr(theirs, 'attention_scaling', 1.0)):.6f}")
+
+
+def capture(modules, out, width):
+    """Forward hooks appending each module's output (first element of a tuple) as [T, width]."""
+    def hook(_, __, o):
+        o = o[0] if isinstance(o, tuple) else o
+        out.append(o.detach().float().reshape(-1, width))
+    return [m.register_forward_hook(hook) for m in modules]
+
+
+def sublayers(layer):
+    """(attention, mlp or MoE block) of a decoder layer, transformers' or the engine's."""
+    mlp = getattr(layer, "mlp", None) or getattr(layer, "block_sparse_moe", None)
+    return layer.self_attn, mlp
+
+
+def layer_diffs(folder):
+    """Child-process mode (--layers): the engine at tp 1, float32, loaded by hoist on cuda:0,
+    and transformers' float32 model on the prompt; prints the rope check and, per decoder layer,
+    the max |diff| of the attention output, the MLP/MoE output and the layer output."""
+    import torch
+    import transformers
+    sys.path.insert(0, ENGINE_DIR)
+    import hoist.torch
+    import models
+    from layers import Parallel
+    with open(os.path.join(folder, "config.json")) as fh:
+        cfg, model_class = models.family(json.load(fh))
+    engine = model_class(cfg, Parallel(0, 1, 1), torch.float32, torch.device("cuda:0"))
+    hoist.torch.load_into(engine, model=folder, tp=1, rank=0, comm=None, device="cuda",
+                          layout=model_class.LAYOUT)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    ref = HfReference(transformers, torch, folder, torch.float32)
+    print(f"rope: {rope_check(engine, ref.model)}", flush=True)
+    got, want = {k: [] for k in ("attn", "mlp", "out")}, {k: [] for k in ("attn", "mlp", "out")}
+    for side, layers in ((got, engine.model.layers), (want, ref.model.model.layers)):
+        capture(layers, side["out"], cfg.hidden)
+        capture([sublayers(x)[0] for x in layers], side["attn"], cfg.hidden)
+        capture([sublayers(x)[1] for x in layers], side["mlp"], cfg.hidden)
+    ids = torch.tensor(PROMPT, device="cuda")
+    with torch.no_grad():
+        engine.forward(ids, 0, engine.new_cache())
+        ref.model(input_ids=ids[None], use_cache=False)
+    for i in range(cfg.layers):
+        parts = []
+        for key in ("attn", "mlp", "out"):
+            a, b = got[key][i], want[key][i]
+            diff = float((a - b).abs().max()) if a.shape == b.shape else float("inf")
+            parts.append(f"{key} {diff:.2e} (of {float(b.abs().max()):.2e})")
+        print(f"layer {i}: max |diff| " + ", ".join(parts), flush=True)
+    return 0
+
+
+def run_layer_diffs(name, folder, build_pkg):
+    """Runs layer_diffs in a child process and prints its lines (diagnostics only)."""
+    env = dict(os.environ, PYTHONPATH=build_pkg + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    cmd = [sys.executable, os.path.abspath(__file__), "--layers", folder]
+    try:
+        p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, timeout=300)
+        lines = [x for x in p.stdout.splitlines() if x.startswith(("rope:", "layer "))]
+        if p.returncode != 0:
+            lines += p.stdout.splitlines()[-15:]
+    except subprocess.TimeoutExpired:
+        lines = ["timed out"]
+    for line in lines:
+        log(f"{name}: tp 1 float32 diagnostics: {line}")
+
+
+def prepare(name, make_cfg, transformers, torch, folder, steps):
+    """The checkpoint and transformers' greedy references in bf16 and float32:
+    (seed, margins, {dtype: (tokens, prefill, steps)})."""
+    log(f"{name}: writing the checkpoint with save_pretrained (bf16) into {folder}")
+    seed, margins = make_checkpoint(name, make_cfg, transformers, torch, folder, steps)
+    log(f"{name}: files: {sorted(os.listdir(folder))}")
+    refs = {}
+    for dtype in ("bfloat16", "float32"):
+        log(f"{name}: transformers reference in {dtype} (from_pretrained, eager)")
+        ref = HfReference(transformers, torch, folder, getattr(torch, dtype))
+        refs[dtype] = ref.greedy(PROMPT, steps)
+        log(f"{name}: reference tokens ({dtype}): {refs[dtype][0]}")
+        del ref
+        torch.cuda.empty_cache()
+    return seed, margins, refs
+
+
+def run_cases(name, folder, gpus, seed, margins, refs, a):
+    """The engine at tp 1 (tp 2 and, for a MoE, ep 2 on two GPUs) in bf16 and float32 against
+    the references. Returns the result rows."""
+    cases = [("tp 1", 1, ["--tp", "1"])]
+    if gpus >= 2:
+        cases.append(("tp 2", 2, ["--tp", "2"]))
+        if name != "qwen3":
+            cases.append(("ep 2", 2, ["--ep", "2", "--tp", "1"]))
+    else:
+        log(f"{name}: one GPU visible: tp 2 / ep 2 skipped")
+    rows = []
+    for label, nproc, par in cases:
+        for dtype in ("bfloat16", "float32"):
+            tag = f"{name}-{label.replace(' ', '')}-{dtype}"
+            row = {"model": name, "case": label, "dtype": dtype, "seed": seed,
+                   "greedy_margin": margins[0], "router_margin": margins[1]}
+            try:
+                got = run_engine(folder, nproc, dtype, par, os.path.join(a.work, tag + ".npz"),
+                                 a.build_pkg, a.steps, os.path.join(a.work, tag + ".log"))
+                row.update(compare(got, refs[dtype], dtype))
+            except Exception as e:  # noqa: BLE001
+                row.update({"pass": False, "why": str(e)})
+            log(f"{tag}: {'PASS' if row['pass'] else 'FAIL'}: tokens equal "
+                f"{row.get('tokens_equal')}, max |diff| {row.get('max_abs', float('nan')):.3e}, "
+                f"relative {row.get('rel_err', float('nan')):.2e} (tolerance {TOL[dtype]})"
+                + (f" ({row['why']})" if "why" in row else ""))
+            rows.append(row)
+    return rows
+
+
+def write_report(results, out, torch, transformers, gpus, steps):
+    lines = ["| model | case | dtype | tokens identical | max abs. logit diff | max rel. logit "
+             "error | tolerance | result |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in results:
+        verdict = "PASS" if r["pass"] else "FAIL: " + r.get("why", "")
+        lines.append(f"| {r['model']} | {r['case']} | {r.get('dtype', '')} | "
+                     f"{r.get('tokens_equal', '')} | {r.get('max_abs', float('nan')):.3e} | "
+                     f"{r.get('rel_err', float('nan')):.2e} | {r.get('tolerance', '')} | "
+                     f"{verdict} |")
+    table = "\n".join(lines)
+    print(table, flush=True)
+    with open(os.path.join(out, "engine_check.md"), "w") as fh:
+        fh.write(f"torch {torch.__version__}, transformers {transformers.__version__}, {gpus} "
+                 f"GPU(s) {torch.cuda.get_device_name(0)}; prompt {PROMPT}, {steps} greedy "
+                 "steps\n\n" + table + "\n")
+    with open(os.path.join(out, "engine_check.jsonl"), "w") as fh:
+        for r in results:
+            fh.write(json.dumps(r) + "\n")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/hoist-engine-check"))
     ap.add_argument("--work", default="/tmp/hoist-engine-check-work")
     ap.add_argument("--build-pkg", default=os.path.join(ROOT, "build", "python", "pkg"))
     ap.add_argument("--steps", type=int, default=8)
-    ap.add_argument("--only", default="", help="comma-separated subset of: qwen3, qwen3-moe, "
-                    "qwen3-moe-step2 (default: all)")
+    ap.add_argument("--only", default="", help="comma-separated subset of: "
+                    + ", ".join(MODELS) + " (default: all)")
+    ap.add_argument("--layers", default="", help=argparse.SUPPRESS)  # child: layer_diffs
     a = ap.parse_args()
+    if a.layers:
+        return layer_diffs(a.layers)
     os.makedirs(a.out, exist_ok=True)
     os.makedirs(a.work, exist_ok=True)
     try:
@@ -336,71 +570,30 @@ def main():
     if not torch.cuda.is_available():
         log("cannot run: torch sees no CUDA device")
         return 2
+    unknown = [n for n in a.only.split(",") if n and n not in MODELS]
+    if unknown:
+        log(f"--only: unknown {unknown}; the models are {', '.join(MODELS)}")
+        return 2
     gpus = torch.cuda.device_count()
     log(f"torch {torch.__version__}, transformers {transformers.__version__}, {gpus} GPU(s): "
         f"{torch.cuda.get_device_name(0)}; hoist package from {a.build_pkg}")
     torch.backends.cuda.matmul.allow_tf32 = False
 
     results = []
-    for name, make_cfg in (("qwen3", dense_config), ("qwen3-moe", moe_config),
-                           ("qwen3-moe-step2", moe_step2_config)):
+    for name, make_cfg in MODELS.items():
         if a.only and name not in a.only.split(","):
             continue
         folder = os.path.join(a.work, name)
         try:
-            log(f"{name}: writing the checkpoint with save_pretrained (bf16) into {folder}")
-            seed, margins = make_checkpoint(name, make_cfg, transformers, torch, folder, a.steps)
-            log(f"{name}: files: {sorted(os.listdir(folder))}")
-            refs = {}
-            for dtype in ("bfloat16", "float32"):
-                log(f"{name}: transformers reference in {dtype} (from_pretrained, eager)")
-                ref = HfReference(transformers, torch, folder, getattr(torch, dtype))
-                refs[dtype] = ref.greedy(PROMPT, a.steps)
-                log(f"{name}: reference tokens ({dtype}): {refs[dtype][0]}")
-                del ref
-                torch.cuda.empty_cache()
+            seed, margins, refs = prepare(name, make_cfg, transformers, torch, folder, a.steps)
         except Exception as e:  # noqa: BLE001 - report and go on with the next model
             log(f"{name}: FAILED to prepare: {e}")
             traceback.print_exc()
             results.append({"model": name, "case": "prepare", "pass": False, "why": str(e)})
             continue
-        cases = [("tp 1", 1, ["--tp", "1"])]
-        if gpus >= 2:
-            cases.append(("tp 2", 2, ["--tp", "2"]))
-            if name.startswith("qwen3-moe"):
-                cases.append(("ep 2", 2, ["--ep", "2", "--tp", "1"]))
-        else:
-            log(f"{name}: one GPU visible: tp 2 / ep 2 skipped")
-        for label, nproc, par in cases:
-            for dtype in ("bfloat16", "float32"):
-                tag = f"{name}-{label.replace(' ', '')}-{dtype}"
-                row = {"model": name, "case": label, "dtype": dtype, "seed": seed,
-                       "greedy_margin": margins[0], "router_margin": margins[1]}
-                try:
-                    got = run_engine(folder, nproc, dtype, par, os.path.join(a.work, tag + ".npz"),
-                                     a.build_pkg, a.steps, os.path.join(a.work, tag + ".log"))
-                    row.update(compare(got, refs[dtype], dtype))
-                except Exception as e:  # noqa: BLE001
-                    row.update({"pass": False, "why": str(e)})
-                log(f"{tag}: {'PASS' if row['pass'] else 'FAIL'}"
-                    + (f" ({row['why']})" if "why" in row else ""))
-                results.append(row)
-
-    lines = ["| model | case | dtype | tokens identical | max rel. logit error | tolerance | "
-             "result |", "| --- | --- | --- | --- | --- | --- | --- |"]
-    for r in results:
-        lines.append(f"| {r['model']} | {r['case']} | {r.get('dtype', '')} | "
-                     f"{r.get('tokens_equal', '')} | {r.get('rel_err', float('nan')):.2e} | "
-                     f"{r.get('tolerance', '')} | {'PASS' if r['pass'] else 'FAIL: ' + r.get('why', '')} |")
-    table = "\n".join(lines)
-    print(table, flush=True)
-    with open(os.path.join(a.out, "engine_check.md"), "w") as fh:
-        fh.write(f"torch {torch.__version__}, transformers {transformers.__version__}, {gpus} "
-                 f"GPU(s) {torch.cuda.get_device_name(0)}; prompt {PROMPT}, {a.steps} greedy "
-                 "steps\n\n" + table + "\n")
-    with open(os.path.join(a.out, "engine_check.jsonl"), "w") as fh:
-        for r in results:
-            fh.write(json.dumps(r) + "\n")
+        run_layer_diffs(name, folder, a.build_pkg)
+        results += run_cases(name, folder, gpus, seed, margins, refs, a)
+    write_report(results, a.out, torch, transformers, gpus, a.steps)
     ok = bool(results) and all(r["pass"] for r in results)
     log("all cases PASS" if ok else "some case FAILED (see the table)")
     return 0 if ok else 1

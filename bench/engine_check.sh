@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # GPU check of the example tensor-parallel engine against transformers (bench/engine_check.py):
-# small random Qwen3 and Qwen3-MoE checkpoints written by save_pretrained (bf16), the engine at
-# tp 1 (and tp 2 / ep 2 with NCCL under mpirun when 2 GPUs are visible), logits and greedy
-# tokens compared with from_pretrained's. Assumes hoist is built (BUILD, default build/, else
-# build-bench/ as bench/bench.sh builds it). Results: $OUT/engine_check.md and .jsonl.
-#   bench/engine_check.sh          (env: OUT, BUILD, PYTHON, STEPS, ONLY=qwen3-moe,...)
+# small random Qwen3, Qwen3-MoE, Mixtral, GPT-OSS (BF16) and DeepSeek-V2 checkpoints written by
+# save_pretrained (bf16), the engine at tp 1 (and tp 2 / ep 2 with NCCL under mpirun when 2 GPUs
+# are visible), logits and greedy tokens compared with from_pretrained's. Uses hoist's Python
+# package from BUILD (default build/, else build-bench/); when none is built, builds it into
+# build-bench/ (Release, the module alone: as bench/bench.sh configures it, with the dlpack
+# header of .gpu-deps/ from bench/prepare-device.sh). Results: $OUT/engine_check.md and .jsonl.
+#   bench/engine_check.sh   (env: OUT, BUILD, PYTHON, STEPS, ONLY=mixtral,gpt_oss,deepseek_v2,...)
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -19,9 +21,21 @@ if [[ -z "$build" ]]; then
   for b in build build-bench; do [[ -d "$b/python/pkg/hoist" ]] && { build=$b; break; }; done
 fi
 if [[ -z "$build" || ! -d "$build/python/pkg/hoist" ]]; then
-  say "no hoist Python package under ${build:-build/ or build-bench/}/python/pkg/hoist:"
-  say "build hoist first (bench/bench.sh, or cmake with pybind11 found), then rerun"
-  exit 2
+  build="${build:-build-bench}"
+  say "no hoist Python package under $build/python/pkg/hoist: building it (log: $OUT/engine_check_build.log)"
+  extra=()
+  [[ -d .gpu-deps/include ]] && extra+=("-DCMAKE_INCLUDE_PATH=$root/.gpu-deps/include")
+  "$PYTHON" -m pybind11 --cmakedir > /dev/null 2>&1 &&
+    extra+=("-Dpybind11_DIR=$("$PYTHON" -m pybind11 --cmakedir)")
+  gen=(); command -v ninja > /dev/null && gen=(-G Ninja)
+  if ! { cmake -S . -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DHOIST_BUILD_TESTS=OFF \
+           -DHOIST_PYTHON="$(command -v "$PYTHON")" "${extra[@]}" > "$OUT/engine_check_build.log" 2>&1 &&
+         cmake --build "$build" --target hoist_python -j "$(nproc)" >> "$OUT/engine_check_build.log" 2>&1; }; then
+    say "building hoist's Python module failed:"; grep -E "error|hoist: " "$OUT/engine_check_build.log" | head -20 >&2
+    tail -20 "$OUT/engine_check_build.log" >&2
+    exit 2
+  fi
+  say "built $build/python/pkg/hoist"
 fi
 [[ "$build" == /* ]] && pkg="$build/python/pkg" || pkg="$root/$build/python/pkg"
 say "python: $(command -v "$PYTHON") ($("$PYTHON" --version 2>&1)); hoist package: $pkg"
