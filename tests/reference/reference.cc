@@ -220,6 +220,36 @@ RefTensor ConcatRows(const std::vector<const RefTensor*>& parts) {
   return out;
 }
 
+// [a, b, ...] joined along dimension d (each outer index takes a's slab, then b's, ...).
+RefTensor ConcatDim(const std::vector<const RefTensor*>& parts, std::size_t d) {
+  if (d == 0) return ConcatRows(parts);
+  const RefTensor& a = *parts.at(0);
+  if (d >= a.shape.size()) Fail("concat along a dimension the tensors do not have");
+  RefTensor out{a.dtype, a.shape, {}};
+  out.shape[d] = 0;
+  std::uint64_t outer = 1, inner = ElemSize(a.dtype);
+  for (std::size_t i = 0; i < a.shape.size(); ++i) {
+    if (i < d) outer *= a.shape[i];
+    if (i > d) inner *= a.shape[i];
+  }
+  for (const RefTensor* p : parts) {
+    bool same = p->dtype == a.dtype && p->shape.size() == a.shape.size();
+    for (std::size_t i = 0; same && i < a.shape.size(); ++i) {
+      same = i == d || p->shape[i] == a.shape[i];
+    }
+    if (!same) Fail("concat of mismatched tensors");
+    out.shape[d] += p->shape[d];
+  }
+  for (std::uint64_t o = 0; o < outer; ++o) {
+    for (const RefTensor* p : parts) {
+      const std::uint64_t slab = p->shape[d] * inner;
+      const auto first = p->data.begin() + static_cast<std::ptrdiff_t>(o * slab);
+      out.data.insert(out.data.end(), first, first + static_cast<std::ptrdiff_t>(slab));
+    }
+  }
+  return out;
+}
+
 // A new leading dimension.
 RefTensor Stack(const std::vector<RefTensor>& parts) {
   RefTensor out{parts.at(0).dtype, parts.at(0).shape, {}};
@@ -304,7 +334,7 @@ struct Expert {
 
 bool ParseExpert(const std::string& name, Expert* out) {
   static const std::regex kRe(
-      R"(^(model\.layers\.\d+\.(?:mlp|block_sparse_moe)\.experts\.)(\d+)\.(gate_proj|up_proj|down_proj|w1|w2|w3)\.(weight|weight_scale_inv|weight_scale|input_scale)$)");
+      R"(^(model\.layers\.\d+\.(?:mlp|block_sparse_moe)\.experts\.)(\d+)\.(gate_proj|up_proj|down_proj|w1|w2|w3)\.([a-z_0-9]+)$)");
   std::smatch m;
   if (!std::regex_match(name, m, kRe)) return false;
   out->layer_prefix = m[1];
@@ -320,6 +350,116 @@ std::int64_t CfgInt(const nlohmann::json& c, const char* key, std::int64_t dflt)
   auto it = c.find(key);
   if (it == c.end() || !it->is_number_integer()) return dflt;
   return it->get<std::int64_t>();
+}
+
+// ---- Quantized linear layers: GPTQ, AWQ, compressed-tensors WNA16 and NVFP4, ModelOpt NVFP4.
+
+enum class QFormat { kNone, kGptq, kAwq, kWna16, kNvfp4 };  // kNone: unquantized, FP8, MXFP4
+
+struct QuantSpec {
+  QFormat format = QFormat::kNone;
+  std::uint64_t pack = 1;   // values per int32: 32 / bits
+  std::uint64_t group = 0;  // group size along K; 0: one group over K (channelwise)
+  bool act_order = false;   // GPTQ desc_act, compressed-tensors actorder "group"
+  bool modelopt = false;    // NVFP4: ModelOpt (X.weight) or compressed-tensors (X.weight_packed)
+};
+
+// The group size from a JSON value: null or -1 is one group over K (0 here).
+std::uint64_t GroupOf(const nlohmann::json& v) {
+  if (!v.is_number_integer() || v.get<std::int64_t>() <= 0) return 0;
+  return v.get<std::uint64_t>();
+}
+
+QuantSpec ParseQuantSpec(const nlohmann::json& config) {
+  QuantSpec s;
+  const auto it = config.find("quantization_config");
+  if (it == config.end() || !it->is_object()) return s;
+  const nlohmann::json& q = *it;
+  const std::string method = q.value("quant_method", "");
+  const auto bits = [](const nlohmann::json& j, const char* key) {
+    const std::int64_t b = CfgInt(j, key, 0);
+    if (b != 4 && b != 8) Fail(std::string("quantization_config ") + key + " must be 4 or 8");
+    return static_cast<std::uint64_t>(32 / b);
+  };
+  if (method == "gptq" || method == "awq") {
+    s.format = method == "gptq" ? QFormat::kGptq : QFormat::kAwq;
+    s.pack = bits(q, "bits");
+    s.group = GroupOf(q.value("group_size", nlohmann::json()));
+    s.act_order = method == "gptq" && q.value("desc_act", false);
+  } else if (method == "modelopt" && q.value("quant_algo", "") == "NVFP4") {
+    s.format = QFormat::kNvfp4;
+    s.modelopt = true;
+  } else if (method == "compressed-tensors") {
+    const std::string fmt = q.value("format", "");
+    if (fmt == "nvfp4-pack-quantized") s.format = QFormat::kNvfp4;
+    if (fmt != "pack-quantized") return s;
+    const auto groups = q.at("config_groups");
+    if (groups.size() != 1) Fail("compressed-tensors: one config group expected");
+    const nlohmann::json& w = groups.begin().value().at("weights");
+    s.format = QFormat::kWna16;
+    s.pack = bits(w, "num_bits");
+    s.group =
+        w.value("strategy", "") == "channel" ? 0 : GroupOf(w.value("group_size", nlohmann::json()));
+    s.act_order = w.contains("actorder") && w["actorder"] == "group";
+  }
+  return s;
+}
+
+// A dimension of a quantized layer's tensor: the weight's output (N) or input (K) dimension
+// divided by `div`, K in scale groups (the group dim: K / group, 1 when channelwise), or none.
+enum class Axis { kNone, kN, kK, kGroup };
+
+struct QDim {
+  Axis axis;
+  std::uint64_t div;
+};
+
+// The dims of parameter `param` of a quantized linear layer in format `s` (false: not one of
+// its parameters). Scalars ([] or [1]) have no dims.
+bool QuantParamDims(const QuantSpec& s, const std::string& param, std::vector<QDim>* dims) {
+  const std::uint64_t p = s.pack;
+  const QDim n{Axis::kN, 1}, k{Axis::kK, 1}, g{Axis::kGroup, 1};
+  std::map<std::string, std::vector<QDim>> table;
+  switch (s.format) {
+    case QFormat::kGptq:
+      table = {{"qweight", {{Axis::kK, p}, n}},
+               {"qzeros", {g, {Axis::kN, p}}},
+               {"scales", {g, n}},
+               {"g_idx", {k}}};
+      break;
+    case QFormat::kAwq:
+      table = {{"qweight", {k, {Axis::kN, p}}}, {"qzeros", {g, {Axis::kN, p}}}, {"scales", {g, n}}};
+      break;
+    case QFormat::kWna16:
+      table = {{"weight_packed", {n, {Axis::kK, p}}},
+               {"weight_scale", {n, g}},
+               {"weight_zero_point", {{Axis::kN, p}, g}},
+               {"weight_g_idx", {k}},
+               {"weight_shape", {{Axis::kNone, 1}}}};
+      break;
+    case QFormat::kNvfp4:
+      table = {{s.modelopt ? "weight" : "weight_packed", {n, {Axis::kK, 2}}},
+               {"weight_scale", {n, {Axis::kK, 16}}}};
+      for (const char* scalar : {"weight_scale_2", "input_scale"}) {
+        if (s.modelopt) table[scalar] = {};
+      }
+      for (const char* scalar : {"weight_global_scale", "input_global_scale"}) {
+        if (!s.modelopt) table[scalar] = {};
+      }
+      break;
+    case QFormat::kNone:
+      return false;
+  }
+  auto it = table.find(param);
+  if (it == table.end()) return false;
+  *dims = it->second;
+  return true;
+}
+
+// The parameter holding a quantized layer's packed weight, from which N and K follow.
+std::string PrimaryParam(const QuantSpec& s) {
+  if (s.format == QFormat::kGptq || s.format == QFormat::kAwq) return "qweight";
+  return s.format == QFormat::kNvfp4 && s.modelopt ? "weight" : "weight_packed";
 }
 
 class Builder {
@@ -353,6 +493,7 @@ class Builder {
       bn_ = bs.at(0).get<std::uint64_t>();
       bk_ = bs.at(1).get<std::uint64_t>();
     }
+    qs_ = ParseQuantSpec(c);
   }
 
   std::map<std::string, RefTensor> Build() {
@@ -558,7 +699,115 @@ class Builder {
     return SliceRows(t, r0, r1);
   }
 
+  // True for a tensor of a quantized linear layer (its packed weight is in the checkpoint and
+  // is not BF16: ModelOpt keeps X.weight BF16 for the layers it excludes), with its dims.
+  bool QuantDimsOf(const std::string& name, std::vector<QDim>* dims) const {
+    const auto dot = name.rfind('.');
+    if (qs_.format == QFormat::kNone || dot == std::string::npos) return false;
+    if (!QuantParamDims(qs_, name.substr(dot + 1), dims)) return false;
+    const std::string primary = name.substr(0, dot) + "." + PrimaryParam(qs_);
+    return ck_.Has(primary) && (ck_.At(primary).dtype == "I32" || ck_.At(primary).dtype == "U8");
+  }
+
+  // N (output) and K (input) of quantized layer `x`'s unquantized weight, from its packed one.
+  std::pair<std::uint64_t, std::uint64_t> QuantNK(const std::string& x) const {
+    const Entry& e = ck_.At(x + "." + PrimaryParam(qs_));
+    if (e.shape.size() != 2) Fail(x + ": packed weight is not 2-D");
+    switch (qs_.format) {
+      case QFormat::kGptq:  // qweight [K/p, N]
+        return {e.shape[1], e.shape[0] * qs_.pack};
+      case QFormat::kAwq:  // qweight [K, N/p]
+        return {e.shape[1] * qs_.pack, e.shape[0]};
+      case QFormat::kWna16:  // weight_packed [N, K/p]
+        return {e.shape[0], e.shape[1] * qs_.pack};
+      default:  // NVFP4: [N, K/2]
+        return {e.shape[0], e.shape[1] * 2};
+    }
+  }
+
+  // The size a dim must have, given the weight's N and K.
+  std::uint64_t DimSize(const QDim& d, std::uint64_t n, std::uint64_t k) const {
+    switch (d.axis) {
+      case Axis::kN:
+        return n / d.div;
+      case Axis::kK:
+        return k / d.div;
+      case Axis::kGroup:
+        return qs_.group == 0 ? 1 : k / qs_.group;
+      case Axis::kNone:
+        break;
+    }
+    return 0;
+  }
+
+  void CheckQuantShape(const std::string& name, const RefTensor& t, const std::vector<QDim>& dims,
+                       std::uint64_t n, std::uint64_t k) const {
+    if (dims.empty()) {
+      if (t.shape.size() > 1 || NumElems(t.shape) != 1) Fail(name + ": not a scalar");
+      return;
+    }
+    bool ok = t.shape.size() == dims.size();
+    for (std::size_t d = 0; ok && d < dims.size(); ++d) {
+      ok = dims[d].axis == Axis::kNone || t.shape[d] == DimSize(dims[d], n, k);
+    }
+    if (!ok || n % qs_.pack != 0 || (qs_.group != 0 && k % qs_.group != 0)) {
+      Fail(name + ": shape " + ShapeStr(t.shape) + " does not fit its weight [" +
+           std::to_string(n) + ", " + std::to_string(k) + "]");
+    }
+  }
+
+  // The tp values (up to 64) that cut an axis of `extent` into shares that are multiples of
+  // `div` (the kv-head rule aside).
+  static std::string TpThatWork(std::uint64_t extent, std::uint64_t div) {
+    std::string s;
+    for (std::uint64_t c = 1; c <= 64; ++c) {
+      if (extent % c == 0 && (extent / c) % div == 0)
+        s += (s.empty() ? "" : ", ") + std::to_string(c);
+    }
+    return s;
+  }
+
+  // A tensor of a quantized layer: each dim on the weight's split axis narrowed to the weight's
+  // range [lo, hi) divided by the dim's divisor; the others whole. Under a row split the group
+  // dim of scales and zero points stays whole with act order or one group (vLLM's
+  // marlin_repeat_scales_on_all_ranks); g_idx is split.
+  RefTensor ShardQuantized(const std::string& name, const std::vector<QDim>& dims) const {
+    const std::string x = name.substr(0, name.rfind('.'));
+    const auto [n, k] = QuantNK(x);
+    RefTensor t = ck_.Load(name);
+    CheckQuantShape(name, t, dims, n, k);
+    const std::string w = x + ".weight";
+    const Role role = RoleOfAny(w);
+    if (role == Role::kReplicated) return t;
+    if (role != Role::kColumn && role != Role::kRow) {
+      Fail(name + ": quantized vocab or fused-on-disk tensors are not supported");
+    }
+    const bool column = role == Role::kColumn;
+    const auto [lo, hi] = column ? ColumnRange(w, n) : RowRange(w, k);
+    for (std::size_t d = 0; d < dims.size(); ++d) {
+      std::uint64_t div = dims[d].div;
+      const Axis a = dims[d].axis;
+      if (a == Axis::kNone || (a == Axis::kN) != column) continue;
+      if (a == Axis::kGroup) {
+        if (qs_.act_order || qs_.group == 0) continue;
+        div = qs_.group;
+      }
+      if (lo % div != 0 || hi % div != 0) {
+        const std::uint64_t extent = column ? n : k;
+        Fail(name + ": tp " + std::to_string(tp_) + " gives tp rank " + std::to_string(t_) +
+             " the " + (column ? "output" : "input") + " range [" + std::to_string(lo) + ", " +
+             std::to_string(hi) + ") of " + std::to_string(extent) +
+             ", which cuts a pack or scale group of " + std::to_string(div) +
+             "; tp values that work: " + TpThatWork(extent, div));
+      }
+      t = SliceDim(t, d, lo / div, hi / div);
+    }
+    return t;
+  }
+
   RefTensor Shard(const std::string& name) const {
+    std::vector<QDim> qdims;
+    if (QuantDimsOf(name, &qdims)) return ShardQuantized(name, qdims);
     for (const char* suffix : {".weight_scale", ".input_scale"}) {
       const std::string sfx(suffix);
       if (name.size() > sfx.size() &&
@@ -623,97 +872,138 @@ class Builder {
     Fail("unreachable");
   }
 
-  // Replaces parts (all present) by their row concatenation under `fused_name`.
-  static void FuseRows(std::map<std::string, RefTensor>* m, const std::vector<std::string>& parts,
-                       const std::string& fused_name) {
+  // The fused layout's join of a parameter of the slots (q, k, v / gate, up / q_a, kv_a), named
+  // `names` in the checkpoint: along the N dim of a quantized layer's tensor (dim 1 for GPTQ /
+  // AWQ, which keep N last), scalars as one value per slot, a tensor without an N dim (g_idx,
+  // weight_shape) slot 0's only; any other tensor along dim 0.
+  RefTensor FuseSlots(const std::vector<std::string>& names,
+                      const std::vector<const RefTensor*>& parts) const {
+    std::vector<QDim> dims;
+    if (!QuantDimsOf(names.at(0), &dims) || dims.empty()) return ConcatRows(parts);
+    for (std::size_t d = 0; d < dims.size(); ++d) {
+      if (dims[d].axis == Axis::kN) return ConcatDim(parts, d);
+    }
+    return *parts.at(0);
+  }
+
+  // Replaces parts (all present) by their join (FuseSlots) under `fused_name`.
+  void FuseRows(std::map<std::string, RefTensor>* m, const std::vector<std::string>& parts,
+                const std::string& fused_name) const {
     std::vector<const RefTensor*> ptrs;
     for (const auto& p : parts) {
       auto it = m->find(p);
       if (it == m->end()) return;
       ptrs.push_back(&it->second);
     }
-    RefTensor fused = ConcatRows(ptrs);
+    RefTensor fused = FuseSlots(parts, ptrs);
     for (const auto& p : parts) m->erase(p);
     (*m)[fused_name] = std::move(fused);
   }
 
-  void Fuse(std::map<std::string, RefTensor>* m) const {
-    // Collect module prefixes first (the map changes while fusing).
-    std::set<std::string> attn, mlp, mla, linear, expert_layers;
-    for (const auto& [name, t] : *m) {
-      const auto ends = [&](const std::string& suffix) {
-        return name.size() > suffix.size() &&
-               name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
-      };
+  struct FuseGroups {
+    std::set<std::string> attn, mlp, mla, linear, experts;  // module prefixes, "...self_attn."
+  };
+
+  static FuseGroups CollectFuseGroups(const std::map<std::string, RefTensor>& m) {
+    FuseGroups g;
+    for (const auto& [name, t] : m) {
       Expert ex;
       if (ParseExpert(name, &ex)) {
-        expert_layers.insert(ex.layer_prefix);
-      } else if (ends(".q_proj.weight")) {
-        attn.insert(name.substr(0, name.size() - std::string("q_proj.weight").size()));
-      } else if (ends(".gate_proj.weight")) {
-        mlp.insert(name.substr(0, name.size() - std::string("gate_proj.weight").size()));
-      } else if (ends(".in_proj_qkv.weight")) {
-        linear.insert(name.substr(0, name.size() - std::string("in_proj_qkv.weight").size()));
-      } else if (ends(".q_a_proj.weight")) {
-        mla.insert(name.substr(0, name.size() - std::string("q_a_proj.weight").size()));
+        g.experts.insert(ex.layer_prefix);
+        continue;
       }
+      const Name n = SplitName(name);
+      const std::string prefix = name.substr(0, name.size() - n.module.size() - n.param.size() - 1);
+      if (n.module == "q_proj") g.attn.insert(prefix);
+      if (n.module == "gate_proj") g.mlp.insert(prefix);
+      if (n.module == "in_proj_qkv" && n.param == "weight") g.linear.insert(prefix);
+      if (n.module == "q_a_proj") g.mla.insert(prefix);
     }
-    for (const std::string& p : attn) {  // "model.layers.L.self_attn."
-      for (const char* param :
-           {"weight", "bias", "weight_scale_inv", "weight_scale", "input_scale"}) {
-        const std::string s = std::string(".") + param;
-        FuseRows(m, {p + "q_proj" + s, p + "k_proj" + s, p + "v_proj" + s}, p + "qkv_proj" + s);
-      }
+    return g;
+  }
+
+  // Every parameter of a quantized layer (none of these names is used otherwise).
+  static const std::vector<std::string>& QuantParams() {
+    static const std::vector<std::string> k = {"qweight",
+                                               "qzeros",
+                                               "scales",
+                                               "g_idx",
+                                               "weight_packed",
+                                               "weight_zero_point",
+                                               "weight_g_idx",
+                                               "weight_shape",
+                                               "weight_scale_2",
+                                               "weight_global_scale",
+                                               "input_global_scale"};
+    return k;
+  }
+
+  void FuseSlotsOf(std::map<std::string, RefTensor>* m, const std::string& p,
+                   const std::vector<std::string>& slots, const std::string& fused,
+                   std::vector<std::string> params) const {
+    params.insert(params.end(), QuantParams().begin(), QuantParams().end());
+    for (const std::string& param : params) {
+      std::vector<std::string> names;
+      for (const std::string& slot : slots) names.push_back(p + slot + "." + param);
+      FuseRows(m, names, p + fused + "." + param);
     }
-    for (const std::string& p : mlp) {  // "model.layers.L.mlp." or "...mlp.shared_experts."
-      for (const char* param : {"weight", "weight_scale_inv", "weight_scale", "input_scale"}) {
-        const std::string s = std::string(".") + param;
-        FuseRows(m, {p + "gate_proj" + s, p + "up_proj" + s}, p + "gate_up_proj" + s);
-      }
+  }
+
+  void Fuse(std::map<std::string, RefTensor>* m) const {
+    const FuseGroups g = CollectFuseGroups(*m);  // first: the map changes while fusing
+    for (const std::string& p : g.attn) {        // "model.layers.L.self_attn."
+      FuseSlotsOf(m, p, {"q_proj", "k_proj", "v_proj"}, "qkv_proj",
+                  {"weight", "bias", "weight_scale_inv", "weight_scale", "input_scale"});
     }
-    for (const std::string& p : linear) {  // Qwen3.5: vLLM's in_proj_qkvz and in_proj_ba
+    for (const std::string& p : g.mlp) {  // "model.layers.L.mlp." or "...mlp.shared_experts."
+      FuseSlotsOf(m, p, {"gate_proj", "up_proj"}, "gate_up_proj",
+                  {"weight", "weight_scale_inv", "weight_scale", "input_scale"});
+    }
+    for (const std::string& p : g.linear) {  // Qwen3.5: vLLM's in_proj_qkvz and in_proj_ba
       FuseRows(m, {p + "in_proj_qkv.weight", p + "in_proj_z.weight"}, p + "in_proj_qkvz.weight");
       FuseRows(m, {p + "in_proj_b.weight", p + "in_proj_a.weight"}, p + "in_proj_ba.weight");
     }
-    for (const std::string& p : mla) {
-      for (const char* param : {"weight", "weight_scale_inv"}) {
-        const std::string s = std::string(".") + param;
-        FuseRows(m, {p + "q_a_proj" + s, p + "kv_a_proj_with_mqa" + s}, p + "fused_qkv_a_proj" + s);
+    for (const std::string& p : g.mla) {
+      FuseSlotsOf(m, p, {"q_a_proj", "kv_a_proj_with_mqa"}, "fused_qkv_a_proj",
+                  {"weight", "weight_scale_inv", "weight_scale", "input_scale"});
+    }
+    for (const std::string& p : g.experts) FuseExperts(m, p);
+  }
+
+  // A layer's routed experts (those in `m`: all, or the rank's under EP) as vLLM's stacks:
+  // w13_<param> [E_local, ...] of each expert's gate and up joined (FuseSlots), w2_<param> of
+  // the downs ([1] scalars as one value each, as vLLM's w2 scales [E_local]).
+  void FuseExperts(std::map<std::string, RefTensor>* m, const std::string& p) const {
+    std::set<std::uint64_t> local;
+    std::set<std::string> params;
+    for (const auto& [name, t] : *m) {
+      Expert ex;
+      if (ParseExpert(name, &ex) && ex.layer_prefix == p) {
+        local.insert(ex.index);
+        params.insert(ex.param);
       }
     }
-    for (const std::string& p : expert_layers) {  // "model.layers.L.mlp.experts."
-      std::set<std::uint64_t> local;
-      std::set<std::string> param_set;
-      for (const auto& [name, t] : *m) {
-        Expert ex;
-        if (ParseExpert(name, &ex) && ex.layer_prefix == p) {
-          local.insert(ex.index);
-          param_set.insert(ex.param);
-        }
+    // gate, up, down as stored: Mixtral's block_sparse_moe experts call them w1, w3, w2.
+    const bool mixtral = p.find(".block_sparse_moe.") != std::string::npos;
+    const std::vector<std::string> names =
+        mixtral ? std::vector<std::string>{"w1", "w3", "w2"}
+                : std::vector<std::string>{"gate_proj", "up_proj", "down_proj"};
+    for (const std::string& param : params) {
+      std::vector<RefTensor> w13, w2;
+      for (std::uint64_t e : local) {  // ascending
+        const std::string base = p + std::to_string(e) + ".";
+        const std::string g = base + names[0] + "." + param, u = base + names[1] + "." + param;
+        w13.push_back(FuseSlots({g, u}, {&m->at(g), &m->at(u)}));
+        w2.push_back(m->at(base + names[2] + "." + param));
+        if (w2.back().shape.size() == 1 && w2.back().shape[0] == 1) w2.back().shape.clear();
       }
-      const std::vector<std::string> params(param_set.begin(), param_set.end());
-      // gate, up, down as stored: Mixtral's block_sparse_moe experts call them w1, w3, w2.
-      const bool mixtral = p.find(".block_sparse_moe.") != std::string::npos;
-      const std::vector<std::string> names =
-          mixtral ? std::vector<std::string>{"w1", "w3", "w2"}
-                  : std::vector<std::string>{"gate_proj", "up_proj", "down_proj"};
-      for (const std::string& param : params) {
-        std::vector<RefTensor> w13, w2;
-        for (std::uint64_t e : local) {  // ascending
-          const std::string base = p + std::to_string(e) + ".";
-          const RefTensor& g = m->at(base + names[0] + "." + param);
-          const RefTensor& u = m->at(base + names[1] + "." + param);
-          w13.push_back(ConcatRows({&g, &u}));
-          w2.push_back(m->at(base + names[2] + "." + param));
-        }
-        (*m)[p + "w13_" + param] = Stack(w13);
-        (*m)[p + "w2_" + param] = Stack(w2);
-      }
-      for (std::uint64_t e : local) {
-        for (const std::string& proj : names) {
-          for (const std::string& param : params) {
-            m->erase(p + std::to_string(e) + "." + proj + "." + param);
-          }
+      (*m)[p + "w13_" + param] = Stack(w13);
+      (*m)[p + "w2_" + param] = Stack(w2);
+    }
+    for (std::uint64_t e : local) {
+      for (const std::string& proj : names) {
+        for (const std::string& param : params) {
+          m->erase(p + std::to_string(e) + "." + proj + "." + param);
         }
       }
     }
@@ -727,6 +1017,7 @@ class Builder {
   std::uint64_t key_dim_ = 0, value_dim_ = 0;  // linear attention
   bool tied_ = false;
   bool norms_split_ = false;
+  QuantSpec qs_;
 };
 
 }  // namespace
