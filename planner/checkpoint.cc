@@ -397,6 +397,48 @@ Status ParseAttentionKeys(std::string_view label, const json& root, ModelConfig*
   return Status::Ok();
 }
 
+// A group size: a positive integer, or -1 / null / absent for one group over the input dim (0).
+Status GetGroupSize(std::string_view label, const json& obj, std::int64_t* out) {
+  const json* v = Lookup(obj, "group_size");
+  if (v != nullptr && v->is_number_integer() && v->get<std::int64_t>() == -1) {
+    *out = 0;
+    return Status::Ok();
+  }
+  return GetInt(label, obj, "group_size", out);
+}
+
+// The integer / FP4 keys of quantization_config (ModelConfig::quant_bits and after).
+Status ParseGroupQuantKeys(const std::string& qlabel, const json& q, ModelConfig* c) {
+  HOIST_RETURN_IF_ERROR(GetInt(qlabel, q, "bits", &c->quant_bits, nullptr, 64));
+  HOIST_RETURN_IF_ERROR(GetGroupSize(qlabel, q, &c->quant_group_size));
+  HOIST_RETURN_IF_ERROR(GetBool(qlabel, q, "desc_act", &c->quant_act_order));
+  const json* groups = Lookup(q, "config_groups");
+  if (groups == nullptr) return Status::Ok();
+  if (!groups->is_object() || groups->empty()) {
+    return WrongType(qlabel, "config_groups", "a non-empty object", *groups);
+  }
+  const std::string glabel = qlabel + ".config_groups." + groups->begin().key();
+  const json& group = groups->begin().value();
+  if (!group.is_object()) return WrongType(glabel, "", "an object", group);
+  if (c->quant_format.empty())
+    HOIST_RETURN_IF_ERROR(GetString(glabel, group, "format", &c->quant_format));
+  const json* w = Lookup(group, "weights");
+  if (w == nullptr) return Status::Ok();
+  if (!w->is_object()) return WrongType(glabel, "weights", "an object", *w);
+  const std::string wlabel = glabel + ".weights";
+  HOIST_RETURN_IF_ERROR(GetInt(wlabel, *w, "num_bits", &c->quant_bits, nullptr, 64));
+  HOIST_RETURN_IF_ERROR(GetGroupSize(wlabel, *w, &c->quant_group_size));
+  HOIST_RETURN_IF_ERROR(GetBool(wlabel, *w, "symmetric", &c->quant_symmetric));
+  std::string actorder;
+  if (const json* a = Lookup(*w, "actorder"); a != nullptr && a->is_boolean()) {
+    actorder = a->get<bool>() ? "group" : "";
+  } else {
+    HOIST_RETURN_IF_ERROR(GetString(wlabel, *w, "actorder", &actorder));
+  }
+  c->quant_act_order = actorder == "group";
+  return Status::Ok();
+}
+
 }  // namespace
 
 // A vision-language config's text model: text_config, with the top level's architectures,
@@ -485,6 +527,7 @@ Result<ModelConfig> ParseModelConfig(std::string_view label, std::string_view js
         return Status::Corrupt(qlabel + ": \"weight_block_size\" entries must be positive");
       }
     }
+    HOIST_RETURN_IF_ERROR(ParseGroupQuantKeys(qlabel, *q, &c));
   }
   return c;
 }

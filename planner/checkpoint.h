@@ -93,6 +93,14 @@ struct ModelConfig {
   std::string quant_format;  // compressed-tensors: "float-quantized", "pack-quantized", ...
   std::string quant_algo;    // ModelOpt: "FP8", "NVFP4", ...
   std::vector<std::int64_t> weight_block_size;
+  // Integer and FP4 formats (GPTQ, AWQ, compressed-tensors pack-quantized / nvfp4-pack-quantized,
+  // ModelOpt NVFP4): GPTQ/AWQ `bits`, `group_size` and `desc_act`; compressed-tensors from its
+  // first config group's `weights` (num_bits, group_size, actorder, symmetric; its `format` when
+  // quantization_config has none); ModelOpt `group_size`.
+  std::int64_t quant_bits = 0;
+  std::int64_t quant_group_size = 0;  // 0: one group over the input dim (-1, null, "channel")
+  bool quant_act_order = false;       // GPTQ desc_act; compressed-tensors actorder "group"
+  bool quant_symmetric = true;        // compressed-tensors: false adds weight_zero_point
 };
 
 Result<ModelConfig> ParseModelConfig(std::string_view label, std::string_view json_text);

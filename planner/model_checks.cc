@@ -318,6 +318,9 @@ std::uint64_t PresentImplied(const Checkpoint& ckpt, Family family, const Implie
   const ModelConfig& c = ckpt.config;
   std::uint64_t present = 0;
   std::string key;
+  // A layer a quantized format leaves unquantized holds X.weight where the walk names X.qweight.
+  const std::string_view main = QuantMainParam(SchemeOf(c));
+  const std::string alias = main == "weight" ? "" : std::string(main);
   for (const auto& [name, loc] : ckpt.tensors) {
     const std::int64_t layer = LayerOf(name);
     if (layer < 0) {
@@ -327,12 +330,13 @@ std::uint64_t PresentImplied(const Checkpoint& ckpt, Family family, const Implie
     if (layer >= c.num_hidden_layers) continue;
     const int kind = LayerKind(c, family, layer);
     const std::int64_t expert = ExpertOf(name);
+    const auto& set = expert >= 0 ? keys.expert : keys.layer[kind];
+    if (expert >= 0 && (!(kind & 1) || expert >= c.num_experts)) continue;
     CanonicalInto(name, &key);
-    if (expert >= 0) {
-      present += (kind & 1) && expert < c.num_experts && keys.expert.count(key) > 0;
-    } else {
-      present += keys.layer[kind].count(key);
+    if (set.count(key) == 0 && !alias.empty() && name.ends_with(".weight")) {
+      CanonicalInto(name.substr(0, name.size() - 6) + alias, &key);  // left unquantized
     }
+    present += set.count(key);
   }
   return present;
 }
@@ -371,8 +375,14 @@ Status CheckComplete(const Checkpoint& ckpt, Family family) {
   if (present >= keys.total) return Status::Ok();
   // Something is missing: walk the implied names in model order to the first one absent.
   std::string first, because;
+  const std::string_view main = QuantMainParam(SchemeOf(ckpt.config));
+  const std::string suffix = "." + std::string(main);
   ForEachImpliedTensor(ckpt.config, family, [&](const std::string& name, std::string_view why) {
     if (ckpt.tensors.count(name) > 0) return true;
+    if (main != "weight" && name.ends_with(suffix) &&
+        ckpt.tensors.count(name.substr(0, name.size() - suffix.size()) + ".weight") > 0) {
+      return true;  // a layer the format leaves unquantized
+    }
     first = name;
     because = why;
     return false;
@@ -393,13 +403,26 @@ Status CheckQuantization(const Checkpoint& ckpt, Family family) {
                    (c.quant_format.empty() || c.quant_format == "float-quantized")) ||
                   (m == "modelopt" && (c.quant_algo.empty() || c.quant_algo == "FP8"));
   if (ok) return Status::Ok();
+  const QuantScheme scheme = SchemeOf(c);
+  if (scheme != QuantScheme::kNone) {
+    const bool packs_ints = scheme == QuantScheme::kGptq || scheme == QuantScheme::kAwq ||
+                            scheme == QuantScheme::kWna16;
+    const bool bits_ok =
+        !packs_ints || c.quant_bits == 4 || (c.quant_bits == 8 && scheme != QuantScheme::kAwq);
+    if (bits_ok) return Status::Ok();
+    return Status::Unsupported(
+        ckpt.dir + "/config.json: quantization_config: " + std::string(SchemeName(scheme)) +
+        " with " + std::to_string(c.quant_bits) + " bits is not supported (hoist slices 4-bit" +
+        (scheme == QuantScheme::kAwq ? "" : " and 8-bit") + " weights packed in int32)");
+  }
   std::string what = "quant_method " + QuoteForMessage(m);
   if (!c.quant_format.empty()) what += ", format " + QuoteForMessage(c.quant_format);
   if (!c.quant_algo.empty()) what += ", quant_algo " + QuoteForMessage(c.quant_algo);
   return Status::Unsupported(
       ckpt.dir + "/config.json: quantization_config " + what +
-      " is not supported yet: hoist slices unquantized and FP8 checkpoints (block, per-channel "
-      "or per-tensor scales; docs/LAYOUT.md)");
+      " is not supported yet: hoist slices unquantized, FP8 (block, per-channel or per-tensor "
+      "scales), GPTQ, AWQ, compressed-tensors pack-quantized and NVFP4 checkpoints, and gpt_oss "
+      "MXFP4 (docs/LAYOUT.md)");
 }
 
 Status CheckScales(const Checkpoint& ckpt, Family family) {

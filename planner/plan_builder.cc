@@ -215,6 +215,81 @@ Result<Slice> KvHeadSlice(const TensorEntry& e, const ModelConfig& cfg, std::uin
   return sl;
 }
 
+// The shard [lo, hi) of X's N (column, kv heads) or K (row) that tp rank t holds, by the rules
+// of X.weight.
+Result<std::pair<std::uint64_t, std::uint64_t>> WeightRange(const Source& s, const ModelConfig& cfg,
+                                                            Role role, std::uint64_t tp, int t) {
+  const std::uint64_t n = role == Role::kRow ? s.rule.qk : s.rule.qn;
+  if (role == Role::kKvHeads) {
+    HOIST_ASSIGN_OR_RETURN(Slice ws, KvHeadSlice(*s.entry, cfg, n, tp, t, Slice{0, n, 0, 1, 0}));
+    return std::make_pair(ws.row0, ws.row0 + ws.nrows);
+  }
+  if (n % tp != 0) {
+    return Status::InvalidArgument(
+        Who(*s.entry) + ": its layer's " + (role == Role::kRow ? "input" : "output") + " size " +
+        std::to_string(n) + " is not divisible by tp " + std::to_string(tp) +
+        "; use a tp that divides " + std::to_string(n));
+  }
+  return std::make_pair(t * (n / tp), (t + 1) * (n / tp));
+}
+
+// The tp values in [1, 64] whose shards of n (one kv head of hd rows past kvh heads, when kvh >
+// 0) are multiples of div: "1, 2, 4".
+std::string TpValuesThatWork(std::uint64_t n, std::uint64_t div, std::uint64_t kvh,
+                             std::uint64_t hd) {
+  std::string out;
+  for (std::uint64_t tp = 1; tp <= 64; ++tp) {
+    std::uint64_t shard = 0;
+    if (kvh > 0 && tp > kvh) {
+      shard = tp % kvh == 0 ? hd : 0;
+    } else if (n % tp == 0) {
+      shard = n / tp;
+    }
+    if (shard > 0 && shard % div == 0) out += (out.empty() ? "" : ", ") + std::to_string(tp);
+  }
+  return out.empty() ? "none" : out;
+}
+
+// A tensor of an integer / FP4 format: each dim on the split axis narrowed to the weight's shard
+// over its divisor (pack factor or group size), the other dims whole.
+Result<Slice> GroupedSlice(const Source& s, const ModelConfig& cfg, Role role, std::uint64_t tp,
+                           int t, Slice sl) {
+  const TensorEntry& e = *s.entry;
+  if (role != Role::kColumn && role != Role::kRow && role != Role::kKvHeads) {
+    return Status::Unsupported(Who(e) + ": a quantized " + std::string(RoleName(role)) +
+                               " tensor is not supported");
+  }
+  const QuantAxis axis = role == Role::kRow ? QuantAxis::kK : QuantAxis::kN;
+  HOIST_ASSIGN_OR_RETURN(auto range, WeightRange(s, cfg, role, tp, t));
+  const auto [lo, hi] = range;
+  for (std::size_t i = 0; i < s.rule.qdims.size(); ++i) {
+    const QuantDim& d = s.rule.qdims[i];
+    if (d.axis != axis || (axis == QuantAxis::kK && d.whole_when_row)) continue;
+    if (lo % d.div != 0 || hi % d.div != 0) {
+      const bool kv = role == Role::kKvHeads;
+      return Status::InvalidArgument(
+          Who(e) + ": at tp " + std::to_string(tp) + " rank " + std::to_string(t) + " holds " +
+          (axis == QuantAxis::kN ? "output" : "input") + " channels [" + std::to_string(lo) + ", " +
+          std::to_string(hi) + ") of " +
+          std::to_string(axis == QuantAxis::kN ? s.rule.qn : s.rule.qk) +
+          ", which cut this tensor's packs or groups of " + std::to_string(d.div) +
+          "; tp values that work: " +
+          TpValuesThatWork(axis == QuantAxis::kN ? s.rule.qn : s.rule.qk, d.div,
+                           kv ? static_cast<std::uint64_t>(cfg.num_key_value_heads) : 0,
+                           static_cast<std::uint64_t>(cfg.head_dim)) +
+          (IsExpertRole(s.rule.role) ? " (or --ep for experts)" : ""));
+    }
+    if (i == 0) {
+      sl.row0 = lo / d.div;
+      sl.nrows = (hi - lo) / d.div;
+    } else {
+      sl.col0 = lo / d.div;
+      sl.ncols = (hi - lo) / d.div;
+    }
+  }
+  return sl;
+}
+
 // The vocabulary padded to a multiple of kVocabPad, then a 1/tp share (its tail zero rows).
 Result<Slice> VocabSlice(const TensorEntry& e, std::uint64_t tp, int t, Slice sl) {
   const std::uint64_t R = Rows(e);
@@ -312,6 +387,7 @@ Result<Slice> SliceFor(const Source& s, const ModelConfig& cfg, const Topo& topo
   if (role == Role::kExpertDim) return ExpertDimSlice(s, cfg, topo, t, rank, sl);
   if (role == Role::kReplicated || (tp == 1 && role != Role::kVocab)) return sl;
   if (s.rule.param == Param::kScale) return ScaleSlice(s, cfg, role, tp, t, sl);
+  if (s.rule.param == Param::kGrouped) return GroupedSlice(s, cfg, role, tp, t, sl);
   switch (role) {
     case Role::kColumn: {
       if (R % tp != 0) {
@@ -406,8 +482,9 @@ struct RankBuild {
 };
 
 // Emits the copies (and padding fill) placing slice `sl` of `s` at arena offset `dst`.
+// dst_pitch: the arena bytes between the slice's rows (0: its rows lie back to back).
 void Emit(const Source& s, const Slice& sl, std::uint64_t dst, std::uint64_t data_start,
-          RankBuild* out) {
+          RankBuild* out, std::uint64_t dst_pitch = 0) {
   const TensorEntry& e = *s.entry;
   const std::uint64_t es = DTypeSize(e.dtype);
   const std::uint64_t C = sl.view_cols > 0 ? sl.view_cols : Cols(e);
@@ -418,7 +495,12 @@ void Emit(const Source& s, const Slice& sl, std::uint64_t dst, std::uint64_t dat
     c.set_file(s.file);
     c.set_src_offset(src);
     c.set_dst_offset(dst);
-    if (sl.ncols == C || sl.nrows == 1) {
+    if (dst_pitch > 0 && dst_pitch != sl.ncols * es && sl.nrows > 1) {
+      c.set_width(sl.ncols * es);
+      c.set_rows(sl.nrows);
+      c.set_src_pitch(row_bytes);
+      c.set_dst_pitch(dst_pitch);
+    } else if (sl.ncols == C || sl.nrows == 1) {
       c.set_width(sl.nrows * sl.ncols * es);
       c.set_rows(1);
     } else {
@@ -521,8 +603,11 @@ Status CheckGroup(const Group& g, const std::vector<Source>& sources) {
       first = &e;
       return Status::Ok();
     }
+    // Parts stack along dim 0 (equal columns), GPTQ/AWQ tensors along dim 1 (equal rows).
+    const bool along_cols = sources[idx].rule.concat_dim == 1;
+    const bool fits = along_cols ? Rows(e) == Rows(*first) : Cols(e) == Cols(*first);
     if (e.dtype != first->dtype || e.shape.size() != first->shape.size() ||
-        (e.shape.size() >= 2 && Cols(e) != Cols(*first))) {
+        (e.shape.size() >= 2 && !fits)) {
       return Status::Corrupt("fused output '" + g.name + "': tensor '" + e.name + "' " +
                              std::string(DTypeName(e.dtype)) + " " + Sizes(e) +
                              " does not stack with '" + first->name + "' " +
@@ -761,11 +846,18 @@ Status PiecesFor(const RankInputs& in, const Group& g, int rank,
   const int t = rank % topo.tp, num_experts = static_cast<int>(cfg.num_experts);
   pieces->clear();
   *local_experts = 0;
+  // A fused tensor with no output dim (g_idx, weight_shape) is slot 0's alone (vLLM's fused
+  // parameter holds one copy; the slots share the layer input).
+  const auto skip = [&](int idx) {
+    const TensorRule& r = in.sources[idx].rule;
+    return g.kind != Fusion::kNone && r.param == Param::kGrouped && r.concat_dim < 0 && r.slot > 0;
+  };
   if (g.kind == Fusion::kExpertStack) {
     for (int e = 0; e < static_cast<int>(g.experts.size()); ++e) {
       if (topo.ep > 0 && ExpertOwner(e, num_experts, topo, in.options) != rank) continue;
       ++*local_experts;
       for (int idx : g.experts[e]) {
+        if (skip(idx)) continue;
         HOIST_RETURN_IF_ERROR(AddPieces(in.sources[idx], idx, cfg, topo, t, rank, pieces));
       }
     }
@@ -778,9 +870,46 @@ Status PiecesFor(const RankInputs& in, const Group& g, int rank,
     return Status::Ok();  // hf layout under EP: another rank's expert
   }
   for (int idx : g.parts) {
+    if (skip(idx)) continue;
     HOIST_RETURN_IF_ERROR(AddPieces(in.sources[idx], idx, cfg, topo, t, rank, pieces));
   }
   return Status::Ok();
+}
+
+// A fused output whose parts lie side by side along dim 1 (GPTQ/AWQ tensors keep the output
+// dim last: qkv_proj.qweight [K/8, Nq + Nk + Nv]), per expert for stacks; its bytes.
+Result<std::uint64_t> EmitAlongColumns(const RankInputs& in, const Group& g,
+                                       const std::vector<std::pair<int, Slice>>& pieces,
+                                       std::uint64_t local_experts, std::uint64_t offset,
+                                       proto::TensorOut* to, RankBuild* build) {
+  const TensorEntry& e0 = *in.sources[pieces[0].first].entry;
+  const std::uint64_t es = DTypeSize(e0.dtype);
+  const std::uint64_t blocks = g.kind == Fusion::kExpertStack ? local_experts : 1;
+  const std::size_t per = pieces.size() / blocks;
+  const std::uint64_t rows = pieces[0].second.nrows;
+  std::uint64_t cols = 0;
+  for (std::size_t i = 0; i < per; ++i) cols += pieces[i].second.ncols;
+  for (const auto& [idx, sl] : pieces) {
+    if (sl.nrows != rows || pieces.size() % blocks != 0) {
+      return Status::Internal("output '" + g.name + "': parts of unequal rows");
+    }
+  }
+  std::vector<std::uint64_t> shape = {rows, cols};
+  if (g.kind == Fusion::kExpertStack) shape.insert(shape.begin(), local_experts);
+  to->set_name(g.name);
+  to->set_dtype(std::string(DTypeName(e0.dtype)));
+  for (auto d : shape) to->add_shape(d);
+  to->set_arena_offset(offset);
+  to->set_bytes(blocks * rows * cols * es);
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    const auto& [idx, sl] = pieces[i];
+    const std::uint64_t block = offset + (i / per) * rows * cols * es;
+    std::uint64_t col = 0;
+    for (std::size_t j = (i / per) * per; j < i; ++j) col += pieces[j].second.ncols;
+    const Source& s = in.sources[idx];
+    Emit(s, sl, block + col * es, in.ckpt.files[s.file].header.data_start, build, cols * es);
+  }
+  return blocks * rows * cols * es;
 }
 
 // The output tensor of `pieces` at arena offset `offset`: shape (a concatenation along dim 0,
@@ -789,6 +918,10 @@ Result<std::uint64_t> EmitGroup(const RankInputs& in, const Group& g,
                                 const std::vector<std::pair<int, Slice>>& pieces,
                                 std::uint64_t local_experts, std::uint64_t offset,
                                 proto::TensorOut* to, RankBuild* build) {
+  const TensorRule& r0 = in.sources[pieces[0].first].rule;
+  if (g.kind != Fusion::kNone && r0.param == Param::kGrouped && r0.concat_dim == 1) {
+    return EmitAlongColumns(in, g, pieces, local_experts, offset, to, build);
+  }
   const TensorEntry& e0 = *in.sources[pieces[0].first].entry;
   std::vector<std::uint64_t> shape = SlicedShape(e0, pieces[0].second);
   // Scalars (FP8 per-tensor scales) of a fused output line up along a new dimension, as vLLM's

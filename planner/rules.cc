@@ -201,6 +201,11 @@ constexpr Row ExpertDim(const char* param, Dim d0, Dim d1, Dim d2, Dim d3, When 
   return r;
 }
 
+// The parameter names only the integer formats use (kQuantParams), accepted on every linear row.
+constexpr const char* kGroupedParams[] = {"qweight",      "qzeros",        "scales",
+                                          "g_idx",        "weight_packed", "weight_zero_point",
+                                          "weight_g_idx", "weight_shape"};
+
 constexpr const char* kWeight = "weight";
 constexpr const char* kWeightScale = "weight,weight_scale_inv";
 constexpr const char* kAllParams = "weight,bias,weight_scale_inv";
@@ -407,6 +412,49 @@ constexpr Row kRows[] = {
 
 std::span<const Row> Rows() { return kRows; }
 
+// THE INTEGER AND FP4 FORMATS: per format, the tensors a quantized linear layer X (weight [N, K])
+// holds, each dim X's N or K over a divisor (vLLM's packed_dim / pack_factor and group scales).
+// act_order: under a row split the K dim is whole with act order (vLLM repeats scales and zeros
+// on every rank: GPTQ desc_act, marlin_repeat_scales_on_all_ranks).
+enum class QDiv : std::uint8_t { kOne, kPack, kGroup, kTwo, kSixteen };
+struct QuantParamRow {
+  QuantScheme scheme;
+  const char* name;
+  QuantAxis a0;
+  QDiv d0;
+  QuantAxis a1;  // kOther with d1 kOne: a 1-D tensor
+  QDiv d1;
+  bool act_order = false;
+};
+using QA = QuantAxis;
+using QD = QDiv;
+using QS = QuantScheme;
+constexpr QuantParamRow kQuantParams[] = {
+    {QS::kGptq, "qweight", QA::kK, QD::kPack, QA::kN, QD::kOne},
+    {QS::kGptq, "qzeros", QA::kK, QD::kGroup, QA::kN, QD::kPack, true},
+    {QS::kGptq, "scales", QA::kK, QD::kGroup, QA::kN, QD::kOne, true},
+    {QS::kGptq, "g_idx", QA::kK, QD::kOne, QA::kOther, QD::kOne},
+    {QS::kAwq, "qweight", QA::kK, QD::kOne, QA::kN, QD::kPack},
+    {QS::kAwq, "qzeros", QA::kK, QD::kGroup, QA::kN, QD::kPack, true},
+    {QS::kAwq, "scales", QA::kK, QD::kGroup, QA::kN, QD::kOne, true},
+    {QS::kWna16, "weight_packed", QA::kN, QD::kOne, QA::kK, QD::kPack},
+    {QS::kWna16, "weight_scale", QA::kN, QD::kOne, QA::kK, QD::kGroup, true},
+    {QS::kWna16, "weight_zero_point", QA::kN, QD::kPack, QA::kK, QD::kGroup, true},
+    {QS::kWna16, "weight_g_idx", QA::kK, QD::kOne, QA::kOther, QD::kOne},
+    {QS::kWna16, "weight_shape", QA::kOther, QD::kOne, QA::kOther, QD::kOne},
+    {QS::kNvfp4, "weight", QA::kN, QD::kOne, QA::kK, QD::kTwo},
+    {QS::kNvfp4, "weight_scale", QA::kN, QD::kOne, QA::kK, QD::kSixteen},
+    {QS::kNvfp4Ct, "weight_packed", QA::kN, QD::kOne, QA::kK, QD::kTwo},
+    {QS::kNvfp4Ct, "weight_scale", QA::kN, QD::kOne, QA::kK, QD::kSixteen},
+};
+
+const QuantParamRow* QuantParamOf(QuantScheme scheme, std::string_view name) {
+  for (const QuantParamRow& q : kQuantParams) {
+    if (q.scheme == scheme && name == q.name) return &q;
+  }
+  return nullptr;
+}
+
 enum class Slot : std::uint8_t { kLayer, kExpert };
 
 struct Compiled {
@@ -466,7 +514,13 @@ Param ParamOf(std::string_view p) {
   if (p == "weight") return Param::kWeight;
   if (p == "bias") return Param::kBias;
   if (p == "weight_scale_inv") return Param::kScale;
-  if (p == "weight_scale" || p == "input_scale") return Param::kQuantScale;
+  if (p == "weight_scale" || p == "input_scale" || p == "weight_scale_2" ||
+      p == "weight_global_scale" || p == "input_global_scale") {
+    return Param::kQuantScale;
+  }
+  for (const char* g : kGroupedParams) {
+    if (p == g) return Param::kGrouped;
+  }
   return Param::kOther;
 }
 
@@ -493,9 +547,12 @@ const Tables_& CompiledTables() {
       std::vector<std::string_view> params = Split(row.params, ',');
       const bool scalable =
           std::string_view(row.params).find("weight_scale_inv") != std::string_view::npos;
-      if (scalable) {  // the FP8 per-tensor / per-channel spellings go wherever block scales do
-        params.push_back("weight_scale");
-        params.push_back("input_scale");
+      if (scalable) {  // every quantized format's tensors go wherever FP8 block scales do
+        for (const char* q : {"weight_scale", "input_scale", "weight_scale_2",
+                              "weight_global_scale", "input_global_scale"}) {
+          params.push_back(q);
+        }
+        for (const char* g : kGroupedParams) params.push_back(g);
       }
       for (std::string_view p : params) {
         Compiled c{&row, ParamOf(p), std::string(p), placeholders, scalable};
@@ -904,7 +961,6 @@ Status CheckQuantScale(const DimValue& rows, const Compiled& c, std::string_view
                          ", 1]: " + rows.how + ")");
 }
 
-// The shape config.json implies for this parameter (rule->expected), checked against `shape`.
 // The shape config.json implies for a non-quant-scale parameter of row `c`, and how (in config
 // terms, for messages).
 Status ExpectedShape(const ModelConfig& config, const Compiled& c, std::string_view name,
@@ -939,9 +995,77 @@ Status ExpectedShape(const ModelConfig& config, const Compiled& c, std::string_v
   return Status::Ok();
 }
 
+std::uint64_t QuantDivOf(QDiv div, const ModelConfig& c, std::uint64_t k) {
+  switch (div) {
+    case QDiv::kPack:
+      return c.quant_bits > 0 && c.quant_bits <= 32 ? 32 / static_cast<std::uint64_t>(c.quant_bits)
+                                                    : 8;
+    case QDiv::kGroup:
+      return c.quant_group_size > 0 ? static_cast<std::uint64_t>(c.quant_group_size) : k;
+    case QDiv::kTwo:
+      return 2;
+    case QDiv::kSixteen:
+      return c.quant_group_size > 0 ? static_cast<std::uint64_t>(c.quant_group_size) : 16;
+    default:
+      return 1;
+  }
+}
+
+// A tensor of an integer / FP4 format (kQuantParams row q): its dims and shape from X's N and K.
+Status CheckGrouped(const ModelConfig& config, const Compiled& c, const QuantParamRow& q,
+                    std::string_view name, const std::vector<std::uint64_t>& shape,
+                    std::string_view file_label, TensorRule* rule) {
+  const DimValue n = Resolve(c.row->d0, config), k = Resolve(c.row->d1, config);
+  rule->qdims.clear();
+  rule->concat_dim = -1;
+  rule->expected.clear();
+  std::string how;
+  for (int i = 0; i < 2; ++i) {
+    const QuantAxis axis = i == 0 ? q.a0 : q.a1;
+    const QDiv div = i == 0 ? q.d0 : q.d1;
+    if (i == 1 && axis == QuantAxis::kOther) break;
+    QuantDim d{axis, QuantDivOf(div, config, k.value), false};
+    if (i > 0) how += ", ";
+    if (axis == QuantAxis::kOther) {
+      rule->expected.push_back(2);
+      how += "2";
+    } else {
+      const DimValue& v = axis == QuantAxis::kN ? n : k;
+      rule->expected.push_back(CeilDiv(v.value, d.div));
+      how += d.div == 1 ? v.how : "(" + v.how + ") / " + std::to_string(d.div);
+    }
+    d.whole_when_row = axis == QuantAxis::kK && div == QDiv::kGroup &&
+                       (config.quant_group_size <= 0 || (q.act_order && config.quant_act_order));
+    if (axis == QuantAxis::kN) rule->concat_dim = i;
+    rule->qdims.push_back(d);
+  }
+  rule->param = Param::kGrouped;
+  rule->qn = n.value;
+  rule->qk = k.value;
+  if (shape == rule->expected) return Status::Ok();
+  return Status::Corrupt(Where(name, file_label) + ": shape " + ShapeString(shape) +
+                         " disagrees with config.json's " +
+                         std::string(SchemeName(SchemeOf(config))) + " format: expected " +
+                         ShapeString(rule->expected) + " (" + how + ")");
+}
+
 Status CheckShape(const ModelConfig& config, const Compiled& c, std::string_view name,
                   const std::vector<std::uint64_t>& shape, std::string_view file_label,
                   TensorRule* rule) {
+  if (const QuantParamRow* q = QuantParamOf(SchemeOf(config), c.param_name)) {
+    TensorRule grouped = *rule;
+    Status st = CheckGrouped(config, c, *q, name, shape, file_label, &grouped);
+    if (st.ok()) *rule = std::move(grouped);
+    // X.weight of a layer the format leaves unquantized (ignore / exclude_modules) is plain.
+    if (st.ok() || c.param != Param::kWeight) return st;
+  } else if (c.param == Param::kGrouped) {
+    const std::string& m = config.quant_method;
+    return Status::Corrupt(Where(name, file_label) +
+                           ": a tensor of an integer-quantized format, but config.json's "
+                           "quantization_config " +
+                           (m.empty() ? std::string("is absent")
+                                      : "(quant_method " + m + ") has no tensor of this name"));
+  }
   if (c.param == Param::kQuantScale) {
     return CheckQuantScale(Resolve(c.row->d0, config), c, name, shape, file_label, rule);
   }
@@ -1038,6 +1162,48 @@ Result<TensorRule> ClassifyTensor(const ModelConfig& config, Family family, std:
   return rule;
 }
 
+QuantScheme SchemeOf(const ModelConfig& c) {
+  const std::string& m = c.quant_method;
+  if (m == "gptq") return QuantScheme::kGptq;
+  if (m == "awq") return QuantScheme::kAwq;
+  if (m == "compressed-tensors" && c.quant_format == "pack-quantized") return QuantScheme::kWna16;
+  if (m == "compressed-tensors" && c.quant_format == "nvfp4-pack-quantized") {
+    return QuantScheme::kNvfp4Ct;
+  }
+  if (m == "modelopt" && c.quant_algo == "NVFP4") return QuantScheme::kNvfp4;
+  return QuantScheme::kNone;
+}
+
+std::string_view QuantMainParam(QuantScheme scheme) {
+  switch (scheme) {
+    case QuantScheme::kGptq:
+    case QuantScheme::kAwq:
+      return "qweight";
+    case QuantScheme::kWna16:
+    case QuantScheme::kNvfp4Ct:
+      return "weight_packed";
+    default:
+      return "weight";
+  }
+}
+
+std::string_view SchemeName(QuantScheme scheme) {
+  switch (scheme) {
+    case QuantScheme::kGptq:
+      return "GPTQ";
+    case QuantScheme::kAwq:
+      return "AWQ";
+    case QuantScheme::kWna16:
+      return "compressed-tensors pack-quantized";
+    case QuantScheme::kNvfp4:
+      return "ModelOpt NVFP4";
+    case QuantScheme::kNvfp4Ct:
+      return "compressed-tensors NVFP4";
+    default:
+      return "unquantized";
+  }
+}
+
 Result<std::vector<std::uint64_t>> ImpliedShape(const ModelConfig& config, Family family,
                                                 std::string_view name) {
   std::vector<std::int64_t> numbers;
@@ -1047,7 +1213,13 @@ Result<std::vector<std::uint64_t>> ImpliedShape(const ModelConfig& config, Famil
     return Status::NotFound("tensor '" + std::string(name) + "': no " +
                             std::string(FamilyName(family)) + " rule matches this tensor name");
   }
-  if (it->second.param == Param::kQuantScale) {
+  const std::string_view param = name.substr(name.rfind('.') + 1);
+  if (const QuantParamRow* q = QuantParamOf(SchemeOf(config), param)) {
+    TensorRule rule;  // CheckGrouped sets the expected shape before comparing it
+    (void)CheckGrouped(config, it->second, *q, name, {}, "", &rule);
+    return rule.expected;
+  }
+  if (it->second.param == Param::kQuantScale || it->second.param == Param::kGrouped) {
     return Status::InvalidArgument("tensor '" + std::string(name) +
                                    "': a quantization scale's shape is the checkpoint's choice");
   }
@@ -1221,8 +1393,10 @@ class Walker {
     const bool bias = Implied(row.bias, c_, k) && (row.when != When::kFullAttn || main);
     if (!main && !bias) return;
     const std::string base = Instantiate(row.pattern, layer, "", expert);
+    const bool linear = std::string_view(row.params).find("weight_scale_inv") != std::string::npos;
     for (std::string_view param : Split(row.params, ',')) {
       if (stopped_ || param == "weight_scale_inv") continue;
+      if (linear && param == "weight") param = QuantMainParam(SchemeOf(c_));
       const bool is_bias = param == "bias";
       if (is_bias ? !bias : !main) continue;
       name_.assign(base).append(".").append(param);

@@ -134,7 +134,41 @@ enum class Param : std::uint8_t {
   // ([N] or [N, 1]) follows X.weight's rows (column, kv heads, experts' gate/up) and is whole on
   // row-parallel X.
   kQuantScale,
+  // A tensor of an integer or FP4 format (GPTQ qweight/qzeros/scales/g_idx, AWQ, compressed-
+  // tensors weight_packed/weight_scale/weight_zero_point/weight_g_idx/weight_shape, NVFP4's packed
+  // weight and its FP8 group scales): its dims are X's output (N) or input (K) dim over a pack
+  // factor or group size (TensorRule::qdims), sliced where X.weight would be.
+  kGrouped,
   kOther,  // another parameter a row lists (e.g. e_score_correction_bias)
+};
+
+// The integer and FP4 checkpoint formats (quantization_config), each a table of the tensors a
+// quantized linear layer X holds (rules.cc: kQuantParams).
+enum class QuantScheme : std::uint8_t {
+  kNone,     // unquantized, FP8 (block, channel, tensor scales) or gpt_oss MXFP4
+  kGptq,     // quant_method gptq: qweight [K/p, N], qzeros [G, N/p], scales [G, N], g_idx [K]
+  kAwq,      // quant_method awq: qweight [K, N/p], qzeros [G, N/p], scales [G, N]
+  kWna16,    // compressed-tensors pack-quantized: weight_packed [N, K/p], weight_scale [N, G],
+             // weight_zero_point [N/p, G], weight_g_idx [K], weight_shape [2]
+  kNvfp4,    // ModelOpt NVFP4: weight U8 [N, K/2], weight_scale F8 [N, K/16], weight_scale_2
+  kNvfp4Ct,  // compressed-tensors nvfp4-pack-quantized: weight_packed [N, K/2], weight_scale
+             // [N, K/16], weight_global_scale
+};
+QuantScheme SchemeOf(const ModelConfig& config);
+std::string_view SchemeName(QuantScheme scheme);  // "GPTQ", "AWQ", ...
+// The tensor that holds a quantized linear layer X's weights: X.qweight (GPTQ, AWQ),
+// X.weight_packed (compressed-tensors), else X.weight. The implied walk names it in place of
+// X.weight; a layer the format leaves unquantized keeps X.weight (model_checks accepts either).
+std::string_view QuantMainParam(QuantScheme scheme);
+
+// One dim of a kGrouped tensor: X's output (N) or input (K) dim divided by `div` (a pack factor
+// or group size); kOther: not a dim of X (weight_shape's 2). whole_when_row: under a row split
+// the dim is whole on every rank (act order's scales and zeros; one group over K).
+enum class QuantAxis : std::uint8_t { kN, kK, kOther };
+struct QuantDim {
+  QuantAxis axis = QuantAxis::kOther;
+  std::uint64_t div = 1;
+  bool whole_when_row = false;
 };
 
 enum class Fusion : std::uint8_t {
@@ -182,6 +216,12 @@ struct TensorRule {
   std::uint32_t split_div = 1;
   bool rank0_only = false;
   bool hf_only = false;
+  // kGrouped: the tensor's dims; concat_dim: the dim the fused layout concatenates slots along
+  // (X's N dim), -1 when it has none (g_idx, weight_shape: the fused output is slot 0's alone).
+  std::vector<QuantDim> qdims;
+  int concat_dim = 0;
+  std::uint64_t qn = 0;  // kGrouped: X's output and input sizes
+  std::uint64_t qk = 0;
 };
 
 // FP8 block size from quantization_config.weight_block_size ({rows, cols}); {0, 0} when absent.
