@@ -420,6 +420,7 @@ enum class QDiv : std::uint8_t { kOne, kPack, kGroup, kTwo, kSixteen };
 struct QuantParamRow {
   QuantScheme scheme;
   const char* name;
+  const char* dtype;  // as stored (docs)
   QuantAxis a0;
   QDiv d0;
   QuantAxis a1;  // kOther with d1 kOne: a 1-D tensor
@@ -430,23 +431,56 @@ using QA = QuantAxis;
 using QD = QDiv;
 using QS = QuantScheme;
 constexpr QuantParamRow kQuantParams[] = {
-    {QS::kGptq, "qweight", QA::kK, QD::kPack, QA::kN, QD::kOne},
-    {QS::kGptq, "qzeros", QA::kK, QD::kGroup, QA::kN, QD::kPack, true},
-    {QS::kGptq, "scales", QA::kK, QD::kGroup, QA::kN, QD::kOne, true},
-    {QS::kGptq, "g_idx", QA::kK, QD::kOne, QA::kOther, QD::kOne},
-    {QS::kAwq, "qweight", QA::kK, QD::kOne, QA::kN, QD::kPack},
-    {QS::kAwq, "qzeros", QA::kK, QD::kGroup, QA::kN, QD::kPack, true},
-    {QS::kAwq, "scales", QA::kK, QD::kGroup, QA::kN, QD::kOne, true},
-    {QS::kWna16, "weight_packed", QA::kN, QD::kOne, QA::kK, QD::kPack},
-    {QS::kWna16, "weight_scale", QA::kN, QD::kOne, QA::kK, QD::kGroup, true},
-    {QS::kWna16, "weight_zero_point", QA::kN, QD::kPack, QA::kK, QD::kGroup, true},
-    {QS::kWna16, "weight_g_idx", QA::kK, QD::kOne, QA::kOther, QD::kOne},
-    {QS::kWna16, "weight_shape", QA::kOther, QD::kOne, QA::kOther, QD::kOne},
-    {QS::kNvfp4, "weight", QA::kN, QD::kOne, QA::kK, QD::kTwo},
-    {QS::kNvfp4, "weight_scale", QA::kN, QD::kOne, QA::kK, QD::kSixteen},
-    {QS::kNvfp4Ct, "weight_packed", QA::kN, QD::kOne, QA::kK, QD::kTwo},
-    {QS::kNvfp4Ct, "weight_scale", QA::kN, QD::kOne, QA::kK, QD::kSixteen},
+    {QS::kGptq, "qweight", "I32", QA::kK, QD::kPack, QA::kN, QD::kOne},
+    {QS::kGptq, "qzeros", "I32", QA::kK, QD::kGroup, QA::kN, QD::kPack, true},
+    {QS::kGptq, "scales", "F16", QA::kK, QD::kGroup, QA::kN, QD::kOne, true},
+    {QS::kGptq, "g_idx", "I32", QA::kK, QD::kOne, QA::kOther, QD::kOne},
+    {QS::kAwq, "qweight", "I32", QA::kK, QD::kOne, QA::kN, QD::kPack},
+    {QS::kAwq, "qzeros", "I32", QA::kK, QD::kGroup, QA::kN, QD::kPack},
+    {QS::kAwq, "scales", "F16", QA::kK, QD::kGroup, QA::kN, QD::kOne},
+    {QS::kWna16, "weight_packed", "I32", QA::kN, QD::kOne, QA::kK, QD::kPack},
+    {QS::kWna16, "weight_scale", "BF16", QA::kN, QD::kOne, QA::kK, QD::kGroup, true},
+    {QS::kWna16, "weight_zero_point", "I32", QA::kN, QD::kPack, QA::kK, QD::kGroup, true},
+    {QS::kWna16, "weight_g_idx", "I32", QA::kK, QD::kOne, QA::kOther, QD::kOne},
+    {QS::kWna16, "weight_shape", "I64", QA::kOther, QD::kOne, QA::kOther, QD::kOne},
+    {QS::kNvfp4, "weight", "U8", QA::kN, QD::kOne, QA::kK, QD::kTwo},
+    {QS::kNvfp4, "weight_scale", "F8_E4M3", QA::kN, QD::kOne, QA::kK, QD::kSixteen},
+    {QS::kNvfp4Ct, "weight_packed", "U8", QA::kN, QD::kOne, QA::kK, QD::kTwo},
+    {QS::kNvfp4Ct, "weight_scale", "F8_E4M3", QA::kN, QD::kOne, QA::kK, QD::kSixteen},
 };
+
+// docs/LAYOUT.md's table of the integer and FP4 formats (FormatTableMarkdown).
+constexpr const char* kSchemeConfig[] = {
+    "",
+    "`quant_method: gptq`, `bits` (p = 32 / bits), `group_size` g, `desc_act`",
+    "`quant_method: awq`, `bits: 4` (p = 8), `group_size` g",
+    "`quant_method: compressed-tensors`, `format: pack-quantized`; `config_groups.*.weights`: "
+    "`num_bits` (p = 32 / bits), `group_size` g, `actorder`, `symmetric`",
+    "`quant_method: modelopt`, `quant_algo: NVFP4` (groups of 16)",
+    "`quant_method: compressed-tensors`, `format: nvfp4-pack-quantized` (groups of 16)"};
+
+std::string QuantDimText(QuantAxis axis, QDiv div) {
+  if (axis == QuantAxis::kOther) return "2";
+  std::string s = axis == QuantAxis::kN ? "N" : "K";
+  constexpr const char* kDiv[] = {"", "/p", "/g", "/2", "/16"};
+  return s + kDiv[static_cast<int>(div)];
+}
+
+// How a format's tensor splits along `axis` (N: column and kv-head splits, K: row splits).
+std::string QuantSplitText(const QuantParamRow& q, QuantAxis axis) {
+  for (int i = 0; i < 2; ++i) {
+    const QuantAxis a = i == 0 ? q.a0 : q.a1;
+    const QDiv d = i == 0 ? q.d0 : q.d1;
+    if (a != axis || (i == 1 && a == QuantAxis::kOther)) continue;
+    std::string s = "dim " + std::to_string(i) + ": " + QuantDimText(a, QDiv::kOne) + "'s shard";
+    if (d != QDiv::kOne) s += " / " + QuantDimText(a, d).substr(2);
+    if (axis == QuantAxis::kK && d == QDiv::kGroup) {
+      s += q.act_order ? "; whole with act order or one group" : "; whole with one group";
+    }
+    return s;
+  }
+  return "whole";
+}
 
 const QuantParamRow* QuantParamOf(QuantScheme scheme, std::string_view name) {
   for (const QuantParamRow& q : kQuantParams) {
@@ -1491,6 +1525,29 @@ std::string FusedText(const Row& row) {
 }
 
 }  // namespace
+
+std::string FormatTableMarkdown() {
+  std::string out =
+      "| format | tensor | dtype | shape | column / kv-head split | row split | fused layout "
+      "|\n| --- | --- | --- | --- | --- | --- | --- |\n";
+  QuantScheme last = QuantScheme::kNone;
+  for (const QuantParamRow& q : kQuantParams) {
+    const std::string format = q.scheme == last ? ""
+                                                : std::string(SchemeName(q.scheme)) + ": " +
+                                                      kSchemeConfig[static_cast<int>(q.scheme)];
+    last = q.scheme;
+    std::string shape = "[" + QuantDimText(q.a0, q.d0);
+    if (q.a1 != QuantAxis::kOther) shape += ", " + QuantDimText(q.a1, q.d1);
+    shape += "]";
+    const int n_dim = q.a0 == QuantAxis::kN ? 0 : q.a1 == QuantAxis::kN ? 1 : -1;
+    const std::string fused = n_dim < 0 ? "slot 0's alone (q's, gate's)"
+                                        : "parts side by side along dim " + std::to_string(n_dim);
+    out += "| " + format + " | `X." + q.name + "` | " + q.dtype + " | `" + shape + "` | " +
+           QuantSplitText(q, QuantAxis::kN) + " | " + QuantSplitText(q, QuantAxis::kK) + " | " +
+           fused + " |\n";
+  }
+  return out;
+}
 
 std::string FamilyTableMarkdown(Family family) {
   const FamilyInfo& info = InfoOf(family);

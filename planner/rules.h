@@ -287,6 +287,12 @@ void ForEachImpliedTensor(const ModelConfig& config, Family family, const Implie
 // equal to it.
 std::string FamilyTableMarkdown(Family family);
 
+// docs/LAYOUT.md's table of the integer and FP4 formats, made from the format table: per format
+// (and the config.json keys that select it) each tensor of a quantized linear layer X (weight
+// [N, K]), its dtype and shape, how column, kv-head and row splits slice it, and its fused form.
+// A test keeps the doc equal to it.
+std::string FormatTableMarkdown();
+
 // Checks the compiled table: no family has two rows for one name (Status::Internal naming both
 // patterns otherwise).
 Status ValidateRuleTable();

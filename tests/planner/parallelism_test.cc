@@ -331,16 +331,22 @@ namespace {
 TEST_F(ParallelismTest, UnsupportedQuantizationIsNamed) {
   const std::string dir = Fixture("qwen3-tiny");
   testedit::EditConfig(dir, [](nlohmann::json& c) {
-    c["quantization_config"] = {{"quant_method", "gptq"}, {"bits", 4}, {"group_size", 128}};
+    c["quantization_config"] = {{"quant_method", "bitsandbytes"}, {"load_in_4bit", true}};
   });
   ExpectError(Plan(dir, 1), Code::kUnsupported,
-              {"quantization_config quant_method \"gptq\" is not supported yet"});
+              {"quantization_config quant_method \"bitsandbytes\" is not supported yet"});
   const std::string ct = Fixture("qwen3-tiny");
   testedit::EditConfig(ct, [](nlohmann::json& c) {
     c["quantization_config"] = {{"quant_method", "compressed-tensors"},
-                                {"format", "pack-quantized"}};
+                                {"format", "int-quantized"}};
   });
-  ExpectError(Plan(ct, 1), Code::kUnsupported, {"format \"pack-quantized\""});
+  ExpectError(Plan(ct, 1), Code::kUnsupported, {"format \"int-quantized\""});
+  // GPTQ packs 4 and 8 bits into int32; 3 bits straddle words.
+  const std::string gptq3 = Fixture("qwen3-tiny");
+  testedit::EditConfig(gptq3, [](nlohmann::json& c) {
+    c["quantization_config"] = {{"quant_method", "gptq"}, {"bits", 3}, {"group_size", 128}};
+  });
+  ExpectError(Plan(gptq3, 1), Code::kUnsupported, {"GPTQ with 3 bits is not supported"});
 }
 
 }  // namespace

@@ -507,29 +507,39 @@ namespace {
 // docs/LAYOUT.md's per-family tables are the rule table itself: the block between the markers
 // equals FamilyTableMarkdown of every family. On a change, the expected block is written to
 // $TMPDIR/LAYOUT.families.md to paste in.
-TEST(RulesTest, LayoutDocTablesFollowTheRuleTable) {
+// docs/LAYOUT.md's block between `<!-- NAME tables: made by FN -->` and `<!-- end of NAME
+// tables -->` equals `want` (else the expected block is written to $TMPDIR/LAYOUT.NAME.md).
+void ExpectDocBlock(const std::string& name, const std::string& fn, const std::string& want) {
   std::ifstream in(testing::SourceDir() + "/docs/LAYOUT.md");
   ASSERT_TRUE(in) << "docs/LAYOUT.md";
   std::stringstream ss;
   ss << in.rdbuf();
   const std::string doc = ss.str();
-  const std::string begin = "<!-- family tables: made by FamilyTableMarkdown -->\n";
-  const std::string end = "<!-- end of family tables -->";
+  const std::string begin = "<!-- " + name + " tables: made by " + fn + " -->\n";
+  const std::string end = "<!-- end of " + name + " tables -->";
   const auto b = doc.find(begin), e = doc.find(end);
-  ASSERT_NE(b, std::string::npos);
-  ASSERT_NE(e, std::string::npos);
+  ASSERT_NE(b, std::string::npos) << begin;
+  ASSERT_NE(e, std::string::npos) << end;
+  const std::string have = doc.substr(b + begin.size(), e - b - begin.size());
+  if (have != want) {
+    const char* tmp = std::getenv("TMPDIR");
+    const std::string path = std::string(tmp ? tmp : "/tmp") + "/LAYOUT." + name + ".md";
+    std::ofstream(path) << want;
+    FAIL() << "docs/LAYOUT.md's " << name << " tables differ from the table; the expected block is "
+           << path;
+  }
+}
+
+TEST(RulesTest, LayoutDocTablesFollowTheRuleTable) {
   std::string want;
   for (int f = 0; f < kFamilyCount; ++f) {
     want += (f ? "\n" : "") + FamilyTableMarkdown(static_cast<Family>(f));
   }
-  const std::string have = doc.substr(b + begin.size(), e - b - begin.size());
-  if (have != want) {
-    const char* tmp = std::getenv("TMPDIR");
-    const std::string path = std::string(tmp ? tmp : "/tmp") + "/LAYOUT.families.md";
-    std::ofstream(path) << want;
-    FAIL() << "docs/LAYOUT.md's family tables differ from the rule table; the expected block is "
-           << path;
-  }
+  ExpectDocBlock("family", "FamilyTableMarkdown", want);
+}
+
+TEST(RulesTest, LayoutDocFormatTableFollowsTheFormatTable) {
+  ExpectDocBlock("format", "FormatTableMarkdown", FormatTableMarkdown());
 }
 
 }  // namespace
