@@ -473,6 +473,7 @@ Result<ModelConfig> ParseModelConfig(std::string_view label, std::string_view js
       GetRequiredPositiveInt(label, root, "num_attention_heads", &c.num_attention_heads));
   HOIST_RETURN_IF_ERROR(GetRequiredPositiveInt(label, root, "vocab_size", &c.vocab_size));
   HOIST_RETURN_IF_ERROR(GetInt(label, root, "intermediate_size", &c.intermediate_size));
+  HOIST_RETURN_IF_ERROR(GetInt(label, root, "intermediate_size_mlp", &c.intermediate_size_mlp));
 
   bool found = false;
   HOIST_RETURN_IF_ERROR(GetInt(label, root, "num_key_value_heads", &c.num_key_value_heads, &found));
@@ -507,6 +508,8 @@ Result<ModelConfig> ParseModelConfig(std::string_view label, std::string_view js
   HOIST_RETURN_IF_ERROR(GetInt(label, root, "n_shared_experts", &c.n_shared_experts));
   HOIST_RETURN_IF_ERROR(GetInt(label, root, "first_k_dense_replace", &c.first_k_dense_replace));
   HOIST_RETURN_IF_ERROR(GetInt(label, root, "decoder_sparse_step", &c.decoder_sparse_step));
+  // Llama 4 spells it interleave_moe_layer_step: layer L is MoE when (L + 1) % step == 0.
+  HOIST_RETURN_IF_ERROR(GetInt(label, root, "interleave_moe_layer_step", &c.decoder_sparse_step));
   HOIST_RETURN_IF_ERROR(GetInt(label, root, "moe_layer_freq", &c.moe_layer_freq));
   HOIST_RETURN_IF_ERROR(GetString(label, root, "topk_method", &c.topk_method));
   HOIST_RETURN_IF_ERROR(GetIntArray(label, root, "mlp_only_layers", &c.mlp_only_layers));

@@ -51,6 +51,7 @@ struct ModelConfig {
   bool text_model = false;
   std::int64_t hidden_size = 0;
   std::int64_t intermediate_size = 0;
+  std::int64_t intermediate_size_mlp = 0;  // Llama 4: the dense layers' intermediate size
   std::int64_t num_hidden_layers = 0;
   std::int64_t num_attention_heads = 0;
   std::int64_t num_key_value_heads = 0;  // defaults to num_attention_heads

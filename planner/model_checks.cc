@@ -84,8 +84,11 @@ std::vector<TpRule> ConfigTpRules(const ModelConfig& c, Family family, int ep) {
                      "num_key_value_heads = " + N(c.num_key_value_heads), ""});
   }
   if (HasDenseLayer(c, family)) {
-    rules.push_back({TpRule::kDivides, c.intermediate_size, 0,
-                     "intermediate_size = " + N(c.intermediate_size), ""});
+    const bool mlp = info.dense_size_key != nullptr;
+    const std::int64_t size = mlp ? c.intermediate_size_mlp : c.intermediate_size;
+    rules.push_back({TpRule::kDivides, size, 0,
+                     std::string(mlp ? info.dense_size_key : "intermediate_size") + " = " + N(size),
+                     ""});
   }
   const bool sparse = HasSparseLayer(c, family);
   if (sparse && ep == 0 && !(family == Family::kGptOss && c.quant_method == "mxfp4")) {

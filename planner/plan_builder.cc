@@ -461,6 +461,10 @@ Status AddPieces(const Source& s, int idx, const ModelConfig& cfg, const Topo& t
   }
   HOIST_ASSIGN_OR_RETURN(Slice sl, SliceFor(s, cfg, topo, t, rank));
   pieces->emplace_back(idx, sl);
+  if (s.rule.halves && topo.ep == 0 && topo.tp > 1) {  // the same range of the up half
+    sl.col0 += s.entry->shape[static_cast<std::size_t>(sl.split_dim)] / 2;
+    pieces->emplace_back(idx, sl);
+  }
   return Status::Ok();
 }
 
@@ -517,6 +521,28 @@ void Emit(const Source& s, const Slice& sl, std::uint64_t dst, std::uint64_t dat
     f.set_bytes(sl.pad_rows * sl.ncols * es);
     f.set_value(0);
     out->fills.push_back(f);
+  }
+}
+
+// Slice `sl` (whole rows, whole heads) of a q/k weight with each head's rows de-interleaved:
+// rows 0, 2, 4, ... then 1, 3, 5, ... (vLLM's Llama 4 permute for neox-style rotary).
+void EmitRotaryPairs(const Source& s, const Slice& sl, std::uint64_t dst, std::uint64_t data_start,
+                     RankBuild* out) {
+  const TensorEntry& e = *s.entry;
+  const std::uint64_t hd = s.rule.rotary_head_dim;
+  const std::uint64_t row_bytes = Cols(e) * DTypeSize(e.dtype);
+  for (std::uint64_t h = 0; h < sl.nrows; h += hd) {
+    for (std::uint64_t p = 0; p < 2; ++p) {
+      proto::Copy c;
+      c.set_file(s.file);
+      c.set_src_offset(data_start + e.begin + (sl.row0 + h + p) * row_bytes);
+      c.set_dst_offset(dst + (h + p * hd / 2) * row_bytes);
+      c.set_width(row_bytes);
+      c.set_rows(hd / 2);
+      c.set_src_pitch(2 * row_bytes);
+      c.set_dst_pitch(row_bytes);
+      out->copies.push_back(std::move(c));
+    }
   }
 }
 
@@ -896,6 +922,10 @@ Result<std::uint64_t> EmitAlongColumns(const RankInputs& in, const Group& g,
   }
   std::vector<std::uint64_t> shape = {rows, cols};
   if (g.kind == Fusion::kExpertStack) shape.insert(shape.begin(), local_experts);
+  if (pieces[0].second.split_dim > 0) {  // halves of a dim-last split: [..., cols]
+    shape = e0.shape;
+    shape.back() = cols;
+  }
   to->set_name(g.name);
   to->set_dtype(std::string(DTypeName(e0.dtype)));
   for (auto d : shape) to->add_shape(d);
@@ -919,7 +949,8 @@ Result<std::uint64_t> EmitGroup(const RankInputs& in, const Group& g,
                                 std::uint64_t local_experts, std::uint64_t offset,
                                 proto::TensorOut* to, RankBuild* build) {
   const TensorRule& r0 = in.sources[pieces[0].first].rule;
-  if (g.kind != Fusion::kNone && r0.param == Param::kGrouped && r0.concat_dim == 1) {
+  if ((g.kind != Fusion::kNone && r0.param == Param::kGrouped && r0.concat_dim == 1) ||
+      (r0.halves && pieces.size() > 1)) {
     return EmitAlongColumns(in, g, pieces, local_experts, offset, to, build);
   }
   const TensorEntry& e0 = *in.sources[pieces[0].first].entry;
@@ -949,7 +980,12 @@ Result<std::uint64_t> EmitGroup(const RankInputs& in, const Group& g,
   std::uint64_t dst = offset;
   for (const auto& [idx, sl] : pieces) {
     const Source& s = in.sources[idx];
-    Emit(s, sl, dst, in.ckpt.files[s.file].header.data_start, build);
+    const std::uint64_t data_start = in.ckpt.files[s.file].header.data_start;
+    if (g.kind != Fusion::kNone && s.rule.rotary_head_dim > 0) {
+      EmitRotaryPairs(s, sl, dst, data_start, build);
+    } else {
+      Emit(s, sl, dst, data_start, build);
+    }
     dst += (sl.nrows + sl.pad_rows) * sl.ncols * es;
   }
   if (dst != offset + bytes) {

@@ -53,6 +53,9 @@ constexpr FamilyInfo kFamilies[kFamilyCount] = {
      true, true},
     {Family::kGptOss, "gpt_oss", "GptOssForCausalLM", "gpt_oss", Attention::kGqa, Sparsity::kEvery,
      SharedExperts::kNone, "num_local_experts", "intermediate_size", false, false},
+    {Family::kLlama4, "llama4", "Llama4ForCausalLM", "llama4_text", Attention::kGqa,
+     Sparsity::kStep, SharedExperts::kNone, "num_local_experts", "intermediate_size", false, false,
+     "intermediate_size_mlp"},
 };
 
 // Which families a row applies to (bit per Family).
@@ -74,11 +77,13 @@ constexpr unsigned kQwen35 = Bit(Family::kQwen35) | Bit(Family::kQwen35Moe);
 constexpr unsigned kHybrid = kNext | kQwen35;  // gated full attention + linear attention
 // q/k/v/o stored apart with vLLM's qkv_proj fusion; q of num_attention_heads x head_dim.
 constexpr unsigned kGptOss = Bit(Family::kGptOss);
+constexpr unsigned kLlama4 = Bit(Family::kLlama4);
 constexpr unsigned kGqaBias = kLlama | kQwen3 | kQwen3Moe | kBlockSparse | kGlm4 | kGemma3 |
-                              kGptOss;  // biases with attention_bias
+                              kGptOss | kLlama4;    // biases with attention_bias
+constexpr unsigned kPlainQk = kGqaBias & ~kLlama4;  // q/k as stored in both layouts
 constexpr unsigned kGqa = kGqaBias | kQwen2;
 constexpr unsigned kAll = kGqa | kMla | kPhi3 | kHybrid;
-constexpr unsigned kDenseMlp = kAll & ~kPhi3;  // gate_proj / up_proj stored apart
+constexpr unsigned kDenseMlp = kAll & ~kPhi3 & ~kLlama4;  // mlp.gate_proj / up_proj apart
 // Routed experts under mlp.experts.<e>.{gate,up,down}_proj and the router mlp.gate.
 constexpr unsigned kMlpMoe =
     kQwen3Moe | kMla | Bit(Family::kQwen2Moe) | kGlm4 | kNext | Bit(Family::kQwen35Moe);
@@ -122,6 +127,7 @@ enum class Dim : std::uint8_t {
   kH32,       // hidden_size / 32 (MXFP4 blocks along the hidden size)
   kI32,       // intermediate_size / 32
   kSixteen,   // 16 (bytes of an MXFP4 block of 32 values)
+  kImlp,      // intermediate_size_mlp (Llama 4's dense layers)
 };
 
 // How dim 0 of a kParts row splits into parts (each column-split by tp).
@@ -179,14 +185,29 @@ struct Row {
   std::uint8_t split_div = 1;
   bool rank0_only = false;
   bool hf_only = false;
+  bool halves = false;  // TensorRule::halves
+  bool rotary = false;  // TensorRule::rotary_head_dim (head_dim) in the fused layout
 };
+
+// A kExpertDim row whose split dim holds [gate; up] halves.
+constexpr Row Halves(Row r) {
+  r.halves = true;
+  return r;
+}
+
+// A q/k row whose fused output de-interleaves each head's rotary pairs (Llama 4).
+constexpr Row Rotary(Row r) {
+  r.rotary = true;
+  return r;
+}
 
 // A kExpertDim row of gpt_oss: `param` of model.layers.{L}.mlp.experts, `fused` its vLLM name.
 constexpr Row ExpertDim(const char* param, Dim d0, Dim d1, Dim d2, Dim d3, When when,
                         std::uint8_t dim, std::uint8_t mul, std::uint8_t div, const char* fused,
-                        bool rank0_only = false, bool hf_only = false) {
-  Row r{
-      Bit(Family::kGptOss), "model.layers.{L}.mlp.experts", param, Role::kExpertDim, d0, d1, when};
+                        bool rank0_only = false, bool hf_only = false,
+                        unsigned families = Bit(Family::kGptOss),
+                        const char* pattern = "model.layers.{L}.mlp.experts") {
+  Row r{families, pattern, param, Role::kExpertDim, d0, d1, when};
   if (fused != nullptr) {
     r.fusion = Fusion::kConcat;
     r.fused = fused;
@@ -227,10 +248,14 @@ constexpr Row kRows[] = {
     {kAll, "model.layers.{L}.input_layernorm", kWeight, R::kReplicated, D::kH, D::kNone, W::kLayer},
 
     // GQA attention, q/k/v stored apart and fused into qkv_proj.
-    {kGqaBias, "model.layers.{L}.self_attn.q_proj", kAllParams, R::kColumn, D::kQ, D::kH, W::kLayer,
+    {kPlainQk, "model.layers.{L}.self_attn.q_proj", kAllParams, R::kColumn, D::kQ, D::kH, W::kLayer,
      W::kAttnBias, F::kConcat, kQkv, 0, 3},
-    {kGqaBias, "model.layers.{L}.self_attn.k_proj", kAllParams, R::kKvHeads, D::kKv, D::kH,
+    {kPlainQk, "model.layers.{L}.self_attn.k_proj", kAllParams, R::kKvHeads, D::kKv, D::kH,
      W::kLayer, W::kAttnBias, F::kConcat, kQkv, 1, 3},
+    Rotary({kLlama4, "model.layers.{L}.self_attn.q_proj", kAllParams, R::kColumn, D::kQ, D::kH,
+            W::kLayer, W::kAttnBias, F::kConcat, kQkv, 0, 3}),
+    Rotary({kLlama4, "model.layers.{L}.self_attn.k_proj", kAllParams, R::kKvHeads, D::kKv, D::kH,
+            W::kLayer, W::kAttnBias, F::kConcat, kQkv, 1, 3}),
     {kGqaBias, "model.layers.{L}.self_attn.v_proj", kAllParams, R::kKvHeads, D::kKv, D::kH,
      W::kLayer, W::kAttnBias, F::kConcat, kQkv, 2, 3},
     {kQwen2, "model.layers.{L}.self_attn.q_proj", kAllParams, R::kColumn, D::kQ, D::kH, W::kLayer,
@@ -338,7 +363,32 @@ constexpr Row kRows[] = {
      W::kNever, F::kConcat, kGateUp, 1, 2},
     {kPhi3, "model.layers.{L}.mlp.gate_up_proj", kWeight, R::kParts, D::kI2, D::kH, W::kDense,
      W::kNever, F::kNone, nullptr, 0, 1, false, Parts::kTwo},
-    {kAll, "model.layers.{L}.mlp.down_proj", kWeightScale, R::kRow, D::kH, D::kI, W::kDense},
+    {kDenseMlp | kPhi3, "model.layers.{L}.mlp.down_proj", kWeightScale, R::kRow, D::kH, D::kI,
+     W::kDense},
+
+    // Llama 4: feed_forward.*, dense layers of intermediate_size_mlp, MoE layers with a router, one
+    // shared expert and every routed expert in one tensor per projection (gate and up halves of
+    // gate_up_proj [E, H, 2I]; vLLM transposes them at load: hf layout only).
+    {kLlama4, "model.layers.{L}.feed_forward.gate_proj", kWeightScale, R::kColumn, D::kImlp, D::kH,
+     W::kDense, W::kNever, F::kConcat, "model.layers.{L}.feed_forward.gate_up_proj.{P}", 0, 2},
+    {kLlama4, "model.layers.{L}.feed_forward.up_proj", kWeightScale, R::kColumn, D::kImlp, D::kH,
+     W::kDense, W::kNever, F::kConcat, "model.layers.{L}.feed_forward.gate_up_proj.{P}", 1, 2},
+    {kLlama4, "model.layers.{L}.feed_forward.down_proj", kWeightScale, R::kRow, D::kH, D::kImlp,
+     W::kDense},
+    {kLlama4, "model.layers.{L}.feed_forward.router", kWeight, R::kRouter, D::kE, D::kH,
+     W::kSparse},
+    {kLlama4, "model.layers.{L}.feed_forward.shared_expert.gate_proj", kWeightScale, R::kColumn,
+     D::kI, D::kH, W::kSparse, W::kNever, F::kConcat,
+     "model.layers.{L}.feed_forward.shared_expert.gate_up_proj.{P}", 0, 2},
+    {kLlama4, "model.layers.{L}.feed_forward.shared_expert.up_proj", kWeightScale, R::kColumn,
+     D::kI, D::kH, W::kSparse, W::kNever, F::kConcat,
+     "model.layers.{L}.feed_forward.shared_expert.gate_up_proj.{P}", 1, 2},
+    {kLlama4, "model.layers.{L}.feed_forward.shared_expert.down_proj", kWeightScale, R::kRow, D::kH,
+     D::kI, W::kSparse},
+    Halves(ExpertDim("gate_up_proj", D::kE, D::kH, D::kI2, D::kNone, W::kSparse, 2, 1, 1, nullptr,
+                     false, /*hf_only=*/true, kLlama4, "model.layers.{L}.feed_forward.experts")),
+    ExpertDim("down_proj", D::kE, D::kI, D::kH, D::kNone, W::kSparse, 1, 1, 1, nullptr, false,
+              /*hf_only=*/true, kLlama4, "model.layers.{L}.feed_forward.experts"),
 
     // Mixture of experts: router, shared experts, routed experts.
     {kMlpMoe, "model.layers.{L}.mlp.gate", kWeight, R::kRouter, D::kE, D::kH, W::kSparse},
@@ -675,6 +725,8 @@ DimValue ResolveMore(Dim d, const ModelConfig& c) {
               "intermediate_size " + std::to_string(c.intermediate_size) + " / 32"};
     case Dim::kSixteen:
       return {16, "16"};
+    case Dim::kImlp:
+      return Product(1, "intermediate_size_mlp", c.intermediate_size_mlp);
     default:
       return {};
   }
@@ -1144,6 +1196,10 @@ void ApplyRow(const ModelConfig& config, const Compiled& c, TensorRule* rule) {
   rule->split_div = row.split_div;
   rule->rank0_only = row.rank0_only;
   rule->hf_only = row.hf_only;
+  rule->halves = row.halves;
+  if (row.rotary && c.param == Param::kWeight) {
+    rule->rotary_head_dim = static_cast<std::uint64_t>(config.head_dim);
+  }
   if (row.fusion != Fusion::kNone && !(row.fuse_needs_q_lora && config.q_lora_rank <= 0)) {
     rule->fusion = row.fusion;
     rule->fused_name = Instantiate(row.fused, rule->layer, c.param_name);
@@ -1481,9 +1537,10 @@ constexpr const char* kDimSymbols[] = {"",
                                        "heads",
                                        "H/32",
                                        "I/32",
-                                       "16"};
+                                       "16",
+                                       "I_mlp"};
 static_assert(sizeof(kDimSymbols) / sizeof(kDimSymbols[0]) ==
-              static_cast<std::size_t>(Dim::kSixteen) + 1);
+              static_cast<std::size_t>(Dim::kImlp) + 1);
 constexpr const char* kWhenText[] = {"never (accepted)",
                                      "always",
                                      "untied embeddings",

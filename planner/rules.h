@@ -56,8 +56,9 @@ enum class Family : std::uint8_t {
   kQwen35,
   kQwen35Moe,
   kGptOss,
+  kLlama4,
 };
-constexpr int kFamilyCount = 17;
+constexpr int kFamilyCount = 18;
 
 // "llama", "qwen2", "qwen3", "qwen3_moe", "deepseek_v3", "mixtral", ...
 std::string_view FamilyName(Family family);
@@ -87,6 +88,8 @@ struct FamilyInfo {
   const char* expert_size_key;  // the config key of a routed expert's intermediate size
   bool hybrid;                  // linear-attention layers beside full attention (layer_types)
   bool skips_extra_layers;      // MTP layers past num_hidden_layers and `mtp.*` are not loaded
+  // The config key of a dense MLP's intermediate size (nullptr: intermediate_size).
+  const char* dense_size_key = nullptr;
 };
 const FamilyInfo& InfoOf(Family family);
 
@@ -216,6 +219,12 @@ struct TensorRule {
   std::uint32_t split_div = 1;
   bool rank0_only = false;
   bool hf_only = false;
+  // kExpertDim: dim split_dim holds [gate; up] halves (llama4's gate_up_proj [E, H, 2I]): under TP
+  // the rank's range of each half, side by side.
+  bool halves = false;
+  // The fused layout de-interleaves each head's rotary pairs (rows 0, 2, 4, ... then 1, 3, ...), as
+  // vLLM's Llama 4 loader permutes q/k for its neox-style rotary embedding; 0: as stored.
+  std::uint64_t rotary_head_dim = 0;
   // kGrouped: the tensor's dims; concat_dim: the dim the fused layout concatenates slots along
   // (X's N dim), -1 when it has none (g_idx, weight_shape: the fused output is slot 0's alone).
   std::vector<QuantDim> qdims;
