@@ -26,9 +26,11 @@ fi
 hoist=$build/launch/hoist
 log "transformers checkpoints"
 # The architectures hoist supports (hf_tiny.py also writes gpt_oss and llama4_text).
-ONLY="${ONLY:-gpt_oss,mixtral,minimax_m2,qwen2_moe,qwen3_moe,glm4_moe,glm_moe_dsa,deepseek_v2,qwen3_next,qwen3_5,qwen3_5_moe,gemma3_text,phi3,mistral,llama,gemma3_vlm,qwen3_5_vlm,qwen3_5_moe_vlm}"
+ONLY="${ONLY:-llama4_text,llama4_dense,llama4_vlm,gpt_oss,mixtral,minimax_m2,qwen2_moe,qwen3_moe,glm4_moe,glm_moe_dsa,deepseek_v2,qwen3_next,qwen3_5,qwen3_5_moe,gemma3_text,phi3,mistral,llama,gemma3_vlm,qwen3_5_vlm,qwen3_5_moe_vlm}"
 python3 bench/hf_tiny.py "$work/hf" --only "$ONLY" > "$work/hf_tiny.log" 2>&1
 grep -E "FAILED|tensors" "$work/hf_tiny.log" | grep -v Loading >&2
+# The configs and tensor lists transformers wrote (what tests/data/hf keeps).
+(cd "$work/hf" && tar czf "$OUT/hf_configs.tgz" manifest.json */config.json)
 
 res="$OUT/hf_check.txt"; : > "$res"
 list="$work/dumps.txt"; : > "$list"
@@ -61,7 +63,8 @@ for dir in "$work"/hf/*/; do
   moe=0; grep -qE '"(num_experts|n_routed_experts|num_local_experts)": [1-9]' \
     "$model/config.json" && moe=1
   layouts="fused hf"
-  [[ $name == gpt_oss ]] && layouts=hf  # vLLM transposes its BF16 experts: fused refuses them
+  # vLLM transposes these BF16 3-D experts at load: fused refuses them
+  [[ $name == gpt_oss || $name == llama4_text || $name == llama4_vlm ]] && layouts=hf
   for layout in $layouts; do
     for tp in 1 2 4; do
       [[ $name == gpt_oss_mxfp4 && $tp == 4 ]] && continue  # 2 blocks of 32: at most tp 2
@@ -103,6 +106,37 @@ for r in 0 1; do
     echo "deepseek-v3-tiny packed tp 2 rank $r: FAIL dump differs from the original's" | tee -a "$res"
     fail=$((fail + 1))
   fi
+done
+# The quantized fixtures (tests/data/quant: GPTQ, AWQ, compressed-tensors, NVFP4, FP8, MXFP4):
+# each rank's GPU dump at tp 2 equals its host dump (the tests compare the host path with the
+# independent reference), or both refuse alike.
+log "quantized fixtures: GPU against host"
+for q in tests/data/quant/*/; do
+  name=$(basename "$q"); m="$work/quant-$name"
+  $build/tools/hoist-mkckpt --config "$q/config.json" --tensors "$q/tensors.json" --out "$m" \
+    > /dev/null 2>&1 || { echo "$name: FAIL mkckpt" | tee -a "$res"; fail=$((fail + 1)); continue; }
+  for layout in fused hf; do
+    for r in 0 1; do
+      out=()
+      for dev in cuda host; do
+        d="$work/q-$name-$layout-$r-$dev"
+        "$hoist" load --model "$m" --tp 2 --rank $r --layout $layout --device $dev --dump "$d" \
+          --no-progress > "$d.log" 2>&1 && out+=("$d/rank-$r.safetensors") ||
+          out+=("$(grep -m1 error "$d.log" | sed 's/.*error: //')")
+      done
+      if [[ "${out[0]}" == "${out[1]}" && "${out[0]}" != /* ]]; then
+        echo "quant $name $layout tp 2 rank $r: PASS refused alike: ${out[0]:0:100}" | tee -a "$res"
+        pass=$((pass + 1))
+      elif [[ "${out[0]}" == /* && "${out[1]}" == /* ]] && cmp -s "${out[0]}" "${out[1]}"; then
+        echo "quant $name $layout tp 2 rank $r: PASS GPU dump equals host dump" | tee -a "$res"
+        pass=$((pass + 1))
+      else
+        echo "quant $name $layout tp 2 rank $r: FAIL cuda '${out[0]:0:80}' host '${out[1]:0:80}'" |
+          tee -a "$res"
+        fail=$((fail + 1))
+      fi
+    done
+  done
 done
 echo "hf_check: $pass passed, $fail failed" | tee -a "$res"
 ((fail == 0))

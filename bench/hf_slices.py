@@ -28,6 +28,7 @@ GPT_OSS = re.compile(r"^(model\.layers\.\d+\.mlp\.experts)\.(gate_up_proj|down_p
 GPT_OSS_VLLM = {"gate_up_proj_bias": "w13_bias", "down_proj_bias": "w2_bias",
                 "gate_up_proj_blocks": "w13_weight", "gate_up_proj_scales": "w13_weight_scale",
                 "down_proj_blocks": "w2_weight", "down_proj_scales": "w2_weight_scale"}
+LLAMA4 = re.compile(r"^model\.layers\.\d+\.feed_forward\.experts\.(gate_up_proj|down_proj)$")
 EXPERT = re.compile(r"^(model\.layers\.\d+\.(?:mlp|block_sparse_moe)\.experts\.)(\d+)\.(\w+)\.(\w+)$")
 
 
@@ -122,12 +123,31 @@ class Rank:
             return x[:, :, s // 32:e // 32]
         return x[:, 2 * s:2 * e]
 
+    def llama4(self, param, x):
+        """Llama 4's 3-D experts (hf layout): the rank's experts under EP, else its share of the
+        intermediate size of each half of gate_up_proj [E, H, 2I] and of down_proj [E, I, H]."""
+        if self.ep:
+            per = x.shape[0] // self.ep
+            return x[self.rank * per:(self.rank + 1) * per]
+        inter = self.c["intermediate_size"]
+        s, e = self.t * inter // self.tp, (self.t + 1) * inter // self.tp
+        if param == "down_proj":
+            return x[:, s:e, :]
+        return torch.cat([x[:, :, s:e], x[:, :, inter + s:inter + e]], dim=-1)
+
     def owns(self, e):
         per = self.experts // self.ep
         return self.rank * per <= e < (self.rank + 1) * per
 
 
-VISION = ("vision_tower.", "multi_modal_projector.", "model.visual.", "model.vision_tower.")
+VISION = ("vision_tower.", "multi_modal_projector.", "model.visual.", "model.vision_tower.",
+          "vision_model.")
+
+
+def rotary_permute(w, heads):
+    """vLLM's Llama 4 q/k permute: each head's rows 0, 2, 4, ... then 1, 3, 5, ..."""
+    hd = w.shape[0] // heads
+    return w.view(heads, hd // 2, 2, w.shape[1]).transpose(1, 2).reshape(w.shape)
 TEXT = (("model.language_model.", "model."), ("language_model.model.", "model."),
         ("language_model.lm_head.", "lm_head."))
 
@@ -159,6 +179,13 @@ def expected(model_dir, tp, ep, rank, fused):
     out, experts = {}, {}
     for name, x in w.items():
         if name == "lm_head.weight" and cfg.get("tie_word_embeddings"):
+            continue
+        if fused and cfg.get("model_type") == "llama4_text" and name.endswith(
+                ("self_attn.q_proj.weight", "self_attn.k_proj.weight")):
+            x = rotary_permute(x, r.heads if ".q_proj." in name else r.kvh)
+        g4 = LLAMA4.match(name)
+        if g4:
+            out[name] = r.llama4(g4.group(1), x)
             continue
         g = GPT_OSS.match(name)
         if g:

@@ -60,6 +60,12 @@ ARCHS = {
                                         intermediate_size=64, intermediate_size_mlp=256,
                                         interleave_moe_layer_step=2, num_hidden_layers=4,
                                         no_rope_layers=None, attention_chunk_size=64)),
+    # Llama 4 with no MoE layer (interleave step past the last layer): the fused layout's q/k
+    # rotary permutation, which the 3-D experts (hf layout only) keep llama4_text from showing.
+    "llama4_dense": ("llama4_text", dict(num_local_experts=8, num_experts_per_tok=1,
+                                         intermediate_size=64, intermediate_size_mlp=256,
+                                         interleave_moe_layer_step=8, num_hidden_layers=4,
+                                         no_rope_layers=None, attention_chunk_size=64)),
     "gemma3_text": ("gemma3_text", dict(sliding_window=64, query_pre_attn_scalar=16)),
     "phi3": ("phi3", dict(pad_token_id=0)),
     "mistral": ("mistral", dict()),
