@@ -137,6 +137,21 @@ for q in tests/data/quant/*/; do
       fi
     done
   done
+  # Its `hoist pack` copy on the GPU: the same bytes as the original on the host.
+  "$hoist" pack --model "$m" --out "$m-packed" > "$work/qpack.log" 2>&1 ||
+    { echo "quant $name: FAIL pack $(grep -m1 error "$work/qpack.log")" | tee -a "$res"; fail=$((fail + 1)); continue; }
+  for r in 0 1; do
+    d="$work/qp-$name-$r"; h="$work/q-$name-fused-$r-host/rank-$r.safetensors"
+    [[ -f $h ]] || continue
+    if "$hoist" load --model "$m-packed" --tp 2 --rank $r --device cuda --dump "$d" --no-progress \
+        > "$d.log" 2>&1 && cmp -s "$d/rank-$r.safetensors" "$h"; then
+      echo "quant $name packed tp 2 rank $r: PASS GPU dump equals the original's" | tee -a "$res"
+      pass=$((pass + 1))
+    else
+      echo "quant $name packed tp 2 rank $r: FAIL $(grep -m1 error "$d.log")" | tee -a "$res"
+      fail=$((fail + 1))
+    fi
+  done
 done
 echo "hf_check: $pass passed, $fail failed" | tee -a "$res"
 ((fail == 0))
