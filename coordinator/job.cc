@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "coordinator/control.h"
+#include "coordinator/report.h"
 #include "planner/checkpoint.h"
 #include "planner/io_stats.h"
 #include "proto/control.pb.h"
@@ -270,6 +271,7 @@ class Driver {
       ShowProgress(**view);
       if ((*view)->done) {
         reports_ = (*view)->reports;
+        AlignClocks(&reports_);
         return Status::Ok();
       }
       Pause(job != nullptr && !mine.finished, spin);

@@ -91,6 +91,18 @@ std::string RingText(const proto::RankReport& r) {
 
 }  // namespace
 
+void AlignClocks(std::vector<proto::RankReport>* reports) {
+  double earliest = 0;
+  for (const auto& r : *reports) {
+    if (r.origin_epoch_s() > 0 && (earliest == 0 || r.origin_epoch_s() < earliest)) {
+      earliest = r.origin_epoch_s();
+    }
+  }
+  for (auto& r : *reports) {
+    r.set_clock_offset_s(r.origin_epoch_s() > 0 ? r.origin_epoch_s() - earliest : 0);
+  }
+}
+
 Aggregate AggregateReports(const std::vector<proto::RankReport>& reports, double wall_s) {
   Aggregate agg;
   agg.wall_s = wall_s;
@@ -606,7 +618,8 @@ std::string TimelineSvg(const std::vector<proto::RankReport>& reports) {
      << "\" font-family=\"monospace\" font-size=\"11\">\n"
      << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
      << "<text x=\"4\" y=\"16\" font-size=\"13\">hoist load timeline, " << Ms(t_end)
-     << " ms from process start (fill = a thread filling pinned slots, h2d = DMA of a slot; gaps "
+     << " ms from the first rank's start (fill = a thread filling pinned "
+        "slots, h2d = DMA of a slot; gaps "
         "in "
         "h2d are DMA bubbles)</text>\n";
   for (std::size_t i = 0; i < rows.size(); ++i) {

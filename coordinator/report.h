@@ -38,6 +38,13 @@ struct Aggregate {
 
 Aggregate AggregateReports(const std::vector<proto::RankReport>& reports, double wall_s);
 
+// Puts every rank on one clock: each report's clock_offset_s becomes its origin (origin_epoch_s,
+// the wall clock when the rank started timing) minus the earliest rank's, so the trace and the
+// timeline draw a rank that started late where it really ran. Ranks on one host share its clock;
+// across hosts the alignment is as good as their clocks agree (NTP: about a millisecond). A
+// report without an origin keeps offset 0. Rank 0 calls it once on the gathered reports.
+void AlignClocks(std::vector<proto::RankReport>* reports);
+
 std::string FormatTable(const proto::LoadPlan& plan, const std::vector<proto::RankReport>& reports,
                         const Aggregate& agg);
 nlohmann::json ReportJson(const proto::LoadPlan& plan,

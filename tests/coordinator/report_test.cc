@@ -122,6 +122,32 @@ TEST(Report, ChromeTraceHasLanesPerRank) {
   EXPECT_TRUE(lanes.count("h2d-0"));
 }
 
+// Rank 1 started 0.5 s after rank 0 (and rank 2 without an origin): after AlignClocks the trace
+// and the timeline place rank 1's read 0.5 s later, though both logged it 0.01 s after their
+// own start.
+TEST(Report, RanksStartedAtDifferentTimesShareOneClock) {
+  auto reports = FourRanks();
+  reports.resize(3);
+  reports[0].set_origin_epoch_s(1000.25);
+  reports[1].set_origin_epoch_s(1000.75);
+  AlignClocks(&reports);
+  EXPECT_DOUBLE_EQ(reports[0].clock_offset_s(), 0.0);
+  EXPECT_DOUBLE_EQ(reports[1].clock_offset_s(), 0.5);
+  EXPECT_DOUBLE_EQ(reports[2].clock_offset_s(), 0.0);
+  std::map<int, double> read_ts;
+  const nlohmann::json trace = ChromeTrace(reports);
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] == "X" && e["name"] == "read") read_ts[e["pid"].get<int>()] = e["ts"];
+  }
+  ASSERT_EQ(read_ts.size(), 3u);
+  EXPECT_NEAR(read_ts[1] - read_ts[0], 0.5e6, 1);
+  EXPECT_NEAR(read_ts[0], 0.01e6, 1);
+  // The timeline ends with rank 1's last box: its fill span of 0.05 s from 0.5 + 0.01 s.
+  const std::string svg = TimelineSvg(reports);
+  EXPECT_NE(svg.find("560.0 ms from the first rank's start"), std::string::npos)
+      << svg.substr(0, 400);
+}
+
 TEST(Report, PrometheusLines) {
   const auto reports = FourRanks();
   const std::string text = PrometheusText(reports, AggregateReports(reports, 2.5));
