@@ -4,10 +4,10 @@
 //    transformers 5.17's save_pretrained wrote (names, dtypes, shapes), apart from the known
 //    differences of the planner's table listed below;
 //  - the embedded configs are exactly tests/data/hf's config.json files;
-//  - every preset plans with the planner at tp 1, 2 and 4 (ep 2 and 4 with experts) with no
-//    missing or unexpected tensor: the tiny ones written and opened as files, the others
-//    (qwen3-4b, deepseek-v3-small, the mid presets) from their tensor lists only (headers in
-//    memory, nothing written);
+//  - every preset plans with the planner at tp 1, 2 and 4 (ep 2 and 4 with experts), in both
+//    layouts, with no missing or unexpected tensor: the tiny ones written and opened as files,
+//    the others (qwen3-4b, deepseek-v3-small, the mid presets) from their tensor lists only
+//    (headers in memory, nothing written), at tp 8 and ep 8 too;
 //  - the mid presets' sizes.
 #include <gtest/gtest.h>
 
@@ -236,23 +236,23 @@ planner::Checkpoint InMemory(const std::string& config_json, const std::vector<T
   return ckpt;
 }
 
-// The layouts a preset must plan in: tp 1, 2, 4, and with routed experts ep 2 and 4, each in
-// the fused and the hf layout.
-std::vector<planner::PlanOptions> Layouts(const planner::Checkpoint& ckpt) {
+// The layouts a preset must plan in: tp 1, 2, 4 (and 8 with `eight`), and with routed experts
+// ep 2 and 4 (and 8), each in the fused and the hf layout.
+std::vector<planner::PlanOptions> Layouts(const planner::Checkpoint& ckpt, bool eight) {
   std::vector<planner::PlanOptions> out;
   planner::PlanOptions o;
   o.unexpected = planner::UnexpectedTensors::kError;
   for (proto::Layout layout : {proto::LAYOUT_FUSED, proto::LAYOUT_HF}) {
     o.layout = layout;
     o.ep = 0;
-    for (int tp : {1, 2, 4}) {
+    for (int tp : {1, 2, 4, 8}) {
       o.tp = tp;
-      out.push_back(o);
+      if (tp < 8 || eight) out.push_back(o);
     }
     o.tp = 1;
-    for (int ep : {2, 4}) {
+    for (int ep : {2, 4, 8}) {
       o.ep = ep;
-      if (ckpt.config.num_experts > 0) out.push_back(o);
+      if (ckpt.config.num_experts > 0 && (ep < 8 || eight)) out.push_back(o);
     }
   }
   return out;
@@ -274,8 +274,8 @@ Code RefusedOnPurpose(const std::string& preset, const planner::PlanOptions& o) 
   return Code::kOk;
 }
 
-void ExpectPlans(const std::string& preset, const planner::Checkpoint& ckpt) {
-  for (const planner::PlanOptions& o : Layouts(ckpt)) {
+void ExpectPlans(const std::string& preset, const planner::Checkpoint& ckpt, bool eight) {
+  for (const planner::PlanOptions& o : Layouts(ckpt, eight)) {
     SCOPED_TRACE(preset + " " + Describe(o));
     auto plan = planner::BuildLoadPlan(ckpt, o);
     if (const Code refused = RefusedOnPurpose(preset, o); refused != Code::kOk) {
@@ -305,13 +305,13 @@ TEST(PresetPlans, TinyPresetsWrittenPlanAtTp124AndEp24) {
     ASSERT_TRUE(MakeCheckpoint(o).ok());
     auto ckpt = planner::OpenCheckpoint(o.out_dir);
     ASSERT_TRUE(ckpt.ok()) << ckpt.status().ToString();
-    ExpectPlans(preset, *ckpt);
+    ExpectPlans(preset, *ckpt, /*eight=*/false);
     ++planned;
   }
   EXPECT_GE(planned, 20);
 }
 
-// The other presets (GBs) plan from their tensor lists alone: nothing is written.
+// The other presets (GBs) plan from their tensor lists alone, nothing written, up to tp 8 / ep 8.
 TEST(PresetPlans, LargerPresetsPlanFromTheirListsWithoutWriting) {
   int planned = 0;
   for (const std::string& preset : PresetNames()) {
@@ -321,7 +321,7 @@ TEST(PresetPlans, LargerPresetsPlanFromTheirListsWithoutWriting) {
     ASSERT_TRUE(config.ok());
     auto specs = ListTensorSpecs(*config);
     ASSERT_TRUE(specs.ok()) << specs.status().ToString();
-    ExpectPlans(preset, InMemory(*config, *specs));
+    ExpectPlans(preset, InMemory(*config, *specs), /*eight=*/true);
     ++planned;
   }
   EXPECT_GE(planned, 12);
