@@ -45,62 +45,69 @@ struct DenseShape {
   bool tied = false;
 };
 
-ojson DenseConfig(const DenseShape& s) {
+ojson LlamaConfig(const DenseShape& s) {
   ojson c;
-  if (s.model_type == "llama") {
-    c["architectures"] = {"LlamaForCausalLM"};
-    c["attention_bias"] = false;
-    c["attention_dropout"] = 0.0;
-    c["bos_token_id"] = 1;
-    c["eos_token_id"] = 2;
-    c["head_dim"] = s.head_dim;
-    c["hidden_act"] = "silu";
-    c["hidden_size"] = s.hidden;
-    c["initializer_range"] = 0.02;
-    c["intermediate_size"] = s.intermediate;
-    c["max_position_embeddings"] = 8192;
-    c["mlp_bias"] = false;
-    c["model_type"] = "llama";
-    c["num_attention_heads"] = s.heads;
-    c["num_hidden_layers"] = s.layers;
-    c["num_key_value_heads"] = s.kv_heads;
-    c["pretraining_tp"] = 1;
-    c["rms_norm_eps"] = 1e-05;
-    c["rope_scaling"] = nullptr;
-    c["rope_theta"] = 500000.0;
-    c["tie_word_embeddings"] = s.tied;
-    c["torch_dtype"] = "bfloat16";
-    c["transformers_version"] = "4.51.0";
-    c["use_cache"] = true;
-    c["vocab_size"] = s.vocab;
-    return c;
-  }
-  if (s.model_type == "qwen2") {  // Qwen2 has no head_dim key: hidden / heads.
-    c["architectures"] = {"Qwen2ForCausalLM"};
-    c["attention_dropout"] = 0.0;
-    c["bos_token_id"] = 151643;
-    c["eos_token_id"] = 151645;
-    c["hidden_act"] = "silu";
-    c["hidden_size"] = s.hidden;
-    c["initializer_range"] = 0.02;
-    c["intermediate_size"] = s.intermediate;
-    c["max_position_embeddings"] = 32768;
-    c["max_window_layers"] = s.layers;
-    c["model_type"] = "qwen2";
-    c["num_attention_heads"] = s.heads;
-    c["num_hidden_layers"] = s.layers;
-    c["num_key_value_heads"] = s.kv_heads;
-    c["rms_norm_eps"] = 1e-06;
-    c["rope_theta"] = 1000000.0;
-    c["sliding_window"] = 32768;
-    c["tie_word_embeddings"] = s.tied;
-    c["torch_dtype"] = "bfloat16";
-    c["transformers_version"] = "4.51.0";
-    c["use_cache"] = true;
-    c["use_sliding_window"] = false;
-    c["vocab_size"] = s.vocab;
-    return c;
-  }
+  c["architectures"] = {"LlamaForCausalLM"};
+  c["attention_bias"] = false;
+  c["attention_dropout"] = 0.0;
+  c["bos_token_id"] = 1;
+  c["eos_token_id"] = 2;
+  c["head_dim"] = s.head_dim;
+  c["hidden_act"] = "silu";
+  c["hidden_size"] = s.hidden;
+  c["initializer_range"] = 0.02;
+  c["intermediate_size"] = s.intermediate;
+  c["max_position_embeddings"] = 8192;
+  c["mlp_bias"] = false;
+  c["model_type"] = "llama";
+  c["num_attention_heads"] = s.heads;
+  c["num_hidden_layers"] = s.layers;
+  c["num_key_value_heads"] = s.kv_heads;
+  c["pretraining_tp"] = 1;
+  c["rms_norm_eps"] = 1e-05;
+  c["rope_scaling"] = nullptr;
+  c["rope_theta"] = 500000.0;
+  c["tie_word_embeddings"] = s.tied;
+  c["torch_dtype"] = "bfloat16";
+  c["transformers_version"] = "4.51.0";
+  c["use_cache"] = true;
+  c["vocab_size"] = s.vocab;
+  return c;
+}
+
+// Qwen2 has no head_dim key: hidden / heads.
+ojson Qwen2Config(const DenseShape& s) {
+  ojson c;
+  c["architectures"] = {"Qwen2ForCausalLM"};
+  c["attention_dropout"] = 0.0;
+  c["bos_token_id"] = 151643;
+  c["eos_token_id"] = 151645;
+  c["hidden_act"] = "silu";
+  c["hidden_size"] = s.hidden;
+  c["initializer_range"] = 0.02;
+  c["intermediate_size"] = s.intermediate;
+  c["max_position_embeddings"] = 32768;
+  c["max_window_layers"] = s.layers;
+  c["model_type"] = "qwen2";
+  c["num_attention_heads"] = s.heads;
+  c["num_hidden_layers"] = s.layers;
+  c["num_key_value_heads"] = s.kv_heads;
+  c["rms_norm_eps"] = 1e-06;
+  c["rope_theta"] = 1000000.0;
+  c["sliding_window"] = 32768;
+  c["tie_word_embeddings"] = s.tied;
+  c["torch_dtype"] = "bfloat16";
+  c["transformers_version"] = "4.51.0";
+  c["use_cache"] = true;
+  c["use_sliding_window"] = false;
+  c["vocab_size"] = s.vocab;
+  return c;
+}
+
+ojson DenseConfig(const DenseShape& s) {
+  if (s.model_type == "llama") return LlamaConfig(s);
+  if (s.model_type == "qwen2") return Qwen2Config(s);
+  ojson c;
   // qwen3 (and the attention part of qwen3_moe).
   c["architectures"] = {"Qwen3ForCausalLM"};
   c["attention_bias"] = false;
