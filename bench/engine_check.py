@@ -356,18 +356,27 @@ def run_engine(folder, nproc, dtype, par, out, build_pkg, steps, logf):
                sys.executable, *args]
     log("run: " + " ".join(cmd))
     t0 = time.time()
+    if os.path.exists(out):
+        os.remove(out)
     with open(logf, "w") as fh:
-        p = subprocess.run(cmd, env=env, stdout=fh, stderr=subprocess.STDOUT, timeout=600)
+        p = subprocess.run(cmd, env=dict(env, PYTHONFAULTHANDLER="1"), stdout=fh,
+                           stderr=subprocess.STDOUT, timeout=600)
     with open(logf) as fh:
         text = fh.read()
     for line in text.splitlines():
         if any(k in line for k in ("hoist:", "tokens:", "layers ")) or "error" in line.lower():
             print("    " + line, flush=True)
-    if p.returncode != 0:
+    last = "\n".join(text.splitlines()[-25:])
+    if p.returncode != 0 and not (os.path.exists(out) and f"wrote {out}" in text):
         raise RuntimeError(f"engine exited {p.returncode} after {time.time() - t0:.1f}s; last "
-                           "lines:\n" + "\n".join(text.splitlines()[-25:]))
+                           "lines:\n" + last)
     import numpy as np
-    return dict(np.load(out))
+    got = dict(np.load(out))
+    if p.returncode != 0:  # compared all the same, and the case fails on the exit status
+        log(f"WARNING: the engine wrote its results, then exited {p.returncode}; last lines:\n"
+            + last)
+    got["exit_code"] = p.returncode
+    return got
 
 
 def compare(got, want, dtype):
@@ -515,6 +524,10 @@ def run_cases(name, folder, gpus, seed, margins, refs, a):
                 got = run_engine(folder, nproc, dtype, par, os.path.join(a.work, tag + ".npz"),
                                  a.build_pkg, a.steps, os.path.join(a.work, tag + ".log"))
                 row.update(compare(got, refs[dtype], dtype))
+                if got["exit_code"] != 0:
+                    row["pass"] = False
+                    row["why"] = (row.get("why", "") + f" engine exit status "
+                                  f"{got['exit_code']} after writing its results").strip()
             except Exception as e:  # noqa: BLE001
                 row.update({"pass": False, "why": str(e)})
             log(f"{tag}: {'PASS' if row['pass'] else 'FAIL'}: tokens equal "
