@@ -42,19 +42,28 @@ say "python: $(command -v "$PYTHON") ($("$PYTHON" --version 2>&1)); hoist packag
 command -v mpirun > /dev/null || say "mpirun not found: the 2-GPU cases will fail"
 command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=index,name,memory.total --format=csv >&2
 
-if ! err=$(PYTHONPATH="$pkg" "$PYTHON" -c "import hoist, hoist.torch" 2>&1); then
-  say "import hoist failed with $PYTHON:"; echo "$err" >&2
-  say "the extension is built for the HOIST_PYTHON given to cmake; rebuilding the module for $PYTHON"
-  extra=()
-  "$PYTHON" -m pybind11 --cmakedir > /dev/null 2>&1 && extra+=("-Dpybind11_DIR=$("$PYTHON" -m pybind11 --cmakedir)")
-  if ! { cmake -S . -B "$build" -DHOIST_PYTHON="$(command -v "$PYTHON")" "${extra[@]}" > "$OUT/engine_check_cmake.log" 2>&1 &&
-         cmake --build "$build" --target hoist_python >> "$OUT/engine_check_cmake.log" 2>&1; }; then
-    say "rebuilding the Python module failed: see $OUT/engine_check_cmake.log"; tail -20 "$OUT/engine_check_cmake.log" >&2
-    exit 2
+# torch first, as the engine imports it. A failure prints the exit status (a signal: 128 + N) and
+# the Python traceback of a crash (PYTHONFAULTHANDLER), probes which import order fails, rebuilds
+# the module for $PYTHON when Python could not find or load it, and goes on: the engine runs
+# report their own failures.
+export PYTHONFAULTHANDLER=1
+probe() { PYTHONPATH="$pkg" "$PYTHON" -c "$1; print('ok')" 2>&1; }
+err=$(probe "import torch, hoist, hoist.torch"); rc=$?
+if ((rc != 0)); then
+  say "import torch, hoist, hoist.torch failed with $PYTHON: exit $rc"; echo "$err" | tail -30 >&2
+  for p in "import hoist" "import hoist; import torch" "import torch; import hoist"; do
+    out=$(probe "$p"); say "probe '$p': exit $? (${out: -400})"
+  done
+  if [[ "$err" == *ImportError* || "$err" == *ModuleNotFoundError* ]]; then
+    say "the extension is built for the HOIST_PYTHON given to cmake; rebuilding the module for $PYTHON"
+    extra=()
+    "$PYTHON" -m pybind11 --cmakedir > /dev/null 2>&1 && extra+=("-Dpybind11_DIR=$("$PYTHON" -m pybind11 --cmakedir)")
+    { cmake -S . -B "$build" -DHOIST_PYTHON="$(command -v "$PYTHON")" "${extra[@]}" &&
+      cmake --build "$build" --target hoist_python; } > "$OUT/engine_check_cmake.log" 2>&1 ||
+      { say "rebuilding the Python module failed: see $OUT/engine_check_cmake.log"; tail -20 "$OUT/engine_check_cmake.log" >&2; }
+    err=$(probe "import torch, hoist, hoist.torch"); say "import after the rebuild: exit $? (${err: -400})"
   fi
-  if ! err=$(PYTHONPATH="$pkg" "$PYTHON" -c "import hoist, hoist.torch" 2>&1); then
-    say "import hoist still fails:"; echo "$err" >&2; exit 2
-  fi
+  say "going on: each engine run reports its own failure"
 fi
 say "running bench/engine_check.py"
 PYTHONPATH="$pkg${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" bench/engine_check.py --out "$OUT" \

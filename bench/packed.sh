@@ -44,9 +44,10 @@ if [[ "${HF:-1}" == 1 ]]; then
   [[ -f "$hf/config.json" ]] && models+=("$hf")
 fi
 
-pack() {  # model: writes model-packed once
+pack() {  # model: writes model-packed once (again when this hoist refuses it: an older format)
   local m=$1 p="$1-packed"
-  [[ -f "$p/hoist-packed.json" ]] && return 0
+  [[ -f "$p/hoist-packed.json" ]] && $hoist plan --model "$p" > /dev/null 2>&1 && return 0
+  rm -rf "$p"
   log "pack $m"
   local t0=$(date +%s.%N)
   $hoist pack --model "$m" --out "$p" --tp-multiple 8 > "$AUX/pack.log" 2>&1 || { tail -5 "$AUX/pack.log" >&2; return 1; }

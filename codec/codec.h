@@ -31,7 +31,7 @@
 
 namespace hoist::codec {
 
-inline constexpr std::uint16_t kFormatVersion = 1;
+inline constexpr std::uint16_t kFormatVersion = 2;
 inline constexpr char kMagic[4] = {'H', 'C', 'D', 'C'};
 
 enum class DType : std::uint8_t {
@@ -49,12 +49,26 @@ std::optional<DType> DTypeFromName(std::string_view name);
 std::string_view DTypeName(DType dtype);  // "bytes" for kBytes
 std::uint32_t DTypeSize(DType dtype);     // bytes per value (1 for kBytes)
 
+// Which tensor and stream a stream belongs to, written into its header (and covered by the
+// header checksum) so that a reader that knows what it asked for can tell a stream of another
+// tensor, or another stripe of the same tensor, from the right one (docs/PACKED.md). The codec
+// only stores it and checks index < count; `hoist pack` writes the XXH64 of the tensor's name,
+// the stream's position among the tensor's streams, their number and the stream's first column.
+struct StreamId {
+  std::uint64_t tensor = 0;        // XXH64 (seed 0) of the tensor's name; 0: none
+  std::uint32_t index = 0;         // this stream's position among the tensor's streams
+  std::uint32_t count = 1;         // the tensor's streams, >= 1
+  std::uint64_t first_column = 0;  // the first column (value of a row) the stream holds
+  bool operator==(const StreamId&) const = default;
+};
+
 struct EncodeOptions {
   std::uint32_t block_values = 65536;  // values per block, 1 .. 1 << 22
   std::uint32_t sub_streams = 256;     // 1 .. 1024 (the GPU decoder needs a multiple of 32)
   int max_code_len = kLutBits;         // 8 .. 12
   int threads = 1;
   bool allow_huffman = true;  // false: always stored
+  StreamId id;                // written into the header as is
 };
 
 // A parsed, validated stream header. Offsets are relative to the payload (header_bytes).
@@ -69,6 +83,8 @@ struct StreamInfo {
   std::uint32_t block_count = 0;
   std::uint64_t header_bytes = 0;
   std::uint64_t content_checksum = 0;  // XXH64 of the original bytes
+  StreamId id;                         // as written (index < count checked)
+  std::uint64_t header_checksum = 0;   // XXH64 of header bytes [0, header_bytes - 8), verified
   CodeLengths code_lengths{};
   std::vector<std::uint64_t> block_offsets;    // block_count + 1 entries
   std::vector<std::uint32_t> block_checksums;  // low 32 bits of XXH64 of each block's bytes

@@ -150,7 +150,11 @@ void WriteHeader(DType dtype, Method method, const EncodeOptions& o, std::uint64
   Store<std::uint32_t>(p + 24, static_cast<std::uint32_t>(n));
   Store<std::uint32_t>(p + 28, static_cast<std::uint32_t>(layout::HeaderBytes(n)));
   Store<std::uint64_t>(p + 32, checksum);
-  if (coded) std::memcpy(p + 40, lengths.data(), 256);
+  Store<std::uint64_t>(p + layout::kIdentityAt, o.id.tensor);
+  Store<std::uint32_t>(p + layout::kIdentityAt + 8, o.id.index);
+  Store<std::uint32_t>(p + layout::kIdentityAt + 12, o.id.count);
+  Store<std::uint64_t>(p + layout::kIdentityAt + 16, o.id.first_column);
+  if (coded) std::memcpy(p + layout::kCodeLengthsAt, lengths.data(), 256);
   for (std::uint64_t b = 0; b <= n; ++b) {
     Store<std::uint64_t>(p + layout::kFixedHeaderBytes + 8 * b, offsets[b]);
   }

@@ -140,19 +140,37 @@ Status ParseFixed(std::span<const std::uint8_t> s, std::string_view name, Stream
                    std::to_string(layout::HeaderBytes(blocks)));
   }
   info.content_checksum = Load<std::uint64_t>(p + 32);
-  std::memcpy(info.code_lengths.data(), p + 40, 256);
+  std::memcpy(info.code_lengths.data(), p + layout::kCodeLengthsAt, 256);
+  return Status::Ok();
+}
+
+// Which tensor and stream the stream says it is (bytes [40, 64); ParseFixed ran first).
+Status ParseIdentity(std::span<const std::uint8_t> s, std::string_view name, StreamInfo& info) {
+  const std::uint8_t* p = s.data() + layout::kIdentityAt;
+  info.id.tensor = Load<std::uint64_t>(p);
+  info.id.index = Load<std::uint32_t>(p + 8);
+  info.id.count = Load<std::uint32_t>(p + 12);
+  info.id.first_column = Load<std::uint64_t>(p + 16);
+  if (info.id.count == 0 || info.id.index >= info.id.count) {
+    return Bad(name, layout::kIdentityAt + 8,
+               "stream " + std::to_string(info.id.index) + " of " + std::to_string(info.id.count) +
+                   " streams");
+  }
   return Status::Ok();
 }
 
 Status ParseCodeLengths(std::string_view name, StreamInfo& info) {
   if (info.method == Method::kStored) {
     for (int i = 0; i < 256; ++i) {
-      if (info.code_lengths[i] != 0) return Bad(name, 40 + i, "stored stream with a code table");
+      if (info.code_lengths[i] != 0) {
+        return Bad(name, layout::kCodeLengthsAt + i, "stored stream with a code table");
+      }
     }
     return Status::Ok();
   }
   if (!CodeLengthsValid(info.code_lengths, info.max_code_len)) {
-    return Bad(name, 40, "invalid code table (a length over the maximum, or no prefix code)");
+    return Bad(name, layout::kCodeLengthsAt,
+               "invalid code table (a length over the maximum, or no prefix code)");
   }
   info.lut = BuildDecodeLut(info.code_lengths);
   return Status::Ok();
@@ -222,6 +240,7 @@ Result<StreamInfo> ParseHeaderOf(std::span<const std::uint8_t> s, std::uint64_t 
                                  std::string_view name) {
   StreamInfo info;
   HOIST_RETURN_IF_ERROR(ParseFixed(s, name, info));
+  HOIST_RETURN_IF_ERROR(ParseIdentity(s, name, info));
   if (s.size() < info.header_bytes || stream_bytes < info.header_bytes) {
     return Bad(name, std::min<std::uint64_t>(s.size(), stream_bytes),
                "truncated: the header alone is " + std::to_string(info.header_bytes) +
@@ -233,6 +252,7 @@ Result<StreamInfo> ParseHeaderOf(std::span<const std::uint8_t> s, std::uint64_t 
   if (Xxh64(s.data(), sum_at) != stored_sum) {
     return Bad(name, sum_at, "header checksum mismatch (the header or its tables are damaged)");
   }
+  info.header_checksum = stored_sum;
   HOIST_RETURN_IF_ERROR(ParseCodeLengths(name, info));
   HOIST_RETURN_IF_ERROR(ParseBlocks(s, stream_bytes, name, info));
   return info;

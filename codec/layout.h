@@ -14,7 +14,9 @@
 
 namespace hoist::codec::layout {
 
-inline constexpr std::uint64_t kFixedHeaderBytes = 40 + 256;  // fields + code lengths
+inline constexpr std::uint64_t kIdentityAt = 40;     // the stream's identity (StreamId)
+inline constexpr std::uint64_t kCodeLengthsAt = 64;  // the code length of each byte value
+inline constexpr std::uint64_t kFixedHeaderBytes = kCodeLengthsAt + 256;  // fields + lengths
 inline constexpr std::uint32_t kMaxBlockValues = 1u << 22;
 inline constexpr std::uint32_t kMaxSubStreams = 1024;
 inline constexpr std::uint64_t kMaxOriginalBytes = std::uint64_t{1} << 48;

@@ -1,10 +1,12 @@
 // The packed index reader: see planner/packed_index.h and docs/PACKED.md.
 #include "planner/packed_index.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <initializer_list>
@@ -14,6 +16,7 @@
 #include <string_view>
 #include <utility>
 
+#include "codec/checksum.h"
 #include "codec/codec.h"
 #include "codec/layout.h"
 #include "planner/confine.h"
@@ -127,10 +130,11 @@ Result<std::uint64_t> Count(const json& v, const std::string& where, std::string
   return v.get<std::uint64_t>();
 }
 
-Result<std::uint64_t> ParseHex64(const json& v, const std::string& where) {
+Result<std::uint64_t> ParseHex64(const json& v, const std::string& where, std::string_view key) {
   const std::string text = v.is_string() ? v.get<std::string>() : "";
   if (text.size() != 16 || text.find_first_not_of("0123456789abcdef") != std::string::npos) {
-    return Status::Corrupt(where + ": \"xxh64\" must be 16 lower-case hex digits, got " + Shown(v));
+    return Status::Corrupt(where + ": \"" + std::string(key) +
+                           "\" must be 16 lower-case hex digits, got " + Shown(v));
   }
   return std::stoull(text, nullptr, 16);
 }
@@ -175,11 +179,12 @@ Status ParseStreams(const json& t, const std::string& where, PackedTensorEntry* 
   for (const json& s : streams) {
     const std::string at = where + ": stream " + Num(e->streams.size());
     HOIST_RETURN_IF_ERROR(
-        CheckKeys(s, at, "a stream", {"offset", "bytes", "columns", "block_rows"}));
+        CheckKeys(s, at, "a stream", {"offset", "bytes", "columns", "block_rows", "header_xxh64"}));
     PackedStreamEntry out;
     HOIST_ASSIGN_OR_RETURN(out.offset, Count(s["offset"], at, "offset"));
     HOIST_ASSIGN_OR_RETURN(out.bytes, Count(s["bytes"], at, "bytes"));
     HOIST_ASSIGN_OR_RETURN(out.block_rows, Count(s["block_rows"], at, "block_rows"));
+    HOIST_ASSIGN_OR_RETURN(out.header_xxh64, ParseHex64(s["header_xxh64"], at, "header_xxh64"));
     const json& c = s["columns"];
     if (!c.is_array() || c.size() != 2) {
       return Status::Corrupt(at + ": \"columns\" must be [begin, end]");
@@ -207,8 +212,43 @@ Status ParseStreams(const json& t, const std::string& where, PackedTensorEntry* 
 struct Shard {
   std::string rel, path;  // as the index names it; canonical
   RegularFile file;
+  dev_t dev = 0;  // the opened file's identity: two names of one file are refused
+  ino_t ino = 0;
   std::vector<std::uint32_t> tensors;  // indices into the parsed tensors
 };
+
+std::string Hex(std::uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+// Stream `index` of tensor t, whose header parsed as `info`, is the stream the index entry
+// recorded (its header checksum), of this tensor and at this place (its identity), and a
+// one-stream tensor's stream holds the tensor's bytes (its content checksum).
+Status CheckTie(const codec::StreamInfo& info, const PackedTensorEntry& t, std::uint32_t index,
+                const PackedStreamEntry& s, const std::string& name) {
+  if (info.header_checksum != s.header_xxh64) {
+    return Status::Corrupt(name + ": header checksum " + Hex(info.header_checksum) +
+                           ", the index recorded " + Hex(s.header_xxh64) +
+                           " (another stream, or one rewritten since it was packed)");
+  }
+  const codec::StreamId want{t.name_xxh64, index, static_cast<std::uint32_t>(t.streams.size()),
+                             s.col_begin};
+  if (info.id != want) {
+    return Status::Corrupt(name + ": the stream says it is stream " + Num(info.id.index) + " of " +
+                           Num(info.id.count) + " (first column " + Num(info.id.first_column) +
+                           ") of the tensor whose name hashes to " + Hex(info.id.tensor) +
+                           "; the index wants stream " + Num(want.index) + " of " +
+                           Num(want.count) + " (first column " + Num(want.first_column) +
+                           ") of this tensor (" + Hex(want.tensor) + ")");
+  }
+  if (t.streams.size() == 1 && info.content_checksum != t.xxh64) {
+    return Status::Corrupt(name + ": the stream's content checksum " + Hex(info.content_checksum) +
+                           " is not the tensor's xxh64 " + Hex(t.xxh64));
+  }
+  return Status::Ok();
+}
 
 class IndexReader {
  public:
@@ -221,7 +261,8 @@ class IndexReader {
   Status ParseTop(const json& root, PackedIndex* out);
   Status ParseTensor(const std::string& name, const json& t);
   Result<std::uint32_t> OpenShard(const std::string& rel, const std::string& where);
-  Status ReadHeader(const Shard& shard, const PackedTensorEntry& t, PackedStreamEntry* s);
+  Status ReadHeader(const Shard& shard, const PackedTensorEntry& t, std::uint32_t index,
+                    PackedStreamEntry* s);
   Status CheckStreams(const Shard& shard);
   PackedIndex Assemble(std::uint32_t tp_multiple);
 
@@ -288,7 +329,19 @@ Result<std::uint32_t> IndexReader::OpenShard(const std::string& rel, const std::
     const Code code = file.status().code() == Code::kIoError ? Code::kIoError : Code::kCorrupt;
     return Status(code, where + ": " + file.status().message());
   }
-  shards_.push_back(Shard{rel, canonical.string(), std::move(file).value(), {}});
+  struct stat st {};
+  if (::fstat(file->fd(), &st) != 0) {
+    return Status::IoError(where + ": " + canonical.string() + ": fstat: " + std::strerror(errno));
+  }
+  for (const Shard& s : shards_) {
+    if (s.dev == st.st_dev && s.ino == st.st_ino) {
+      return Status::Corrupt(where + ": shard " + QuoteForMessage(rel) + " (" + canonical.string() +
+                             ") is the same file as shard " + QuoteForMessage(s.rel) +
+                             " (one inode, two names: a hard link?)");
+    }
+  }
+  shards_.push_back(
+      Shard{rel, canonical.string(), std::move(file).value(), st.st_dev, st.st_ino, {}});
   return static_cast<std::uint32_t>(shards_.size() - 1);
 }
 
@@ -299,13 +352,16 @@ Status IndexReader::ParseTensor(const std::string& name, const json& t) {
       t, where, "the tensor", {"dtype", "shape", "original_bytes", "xxh64", "file", "streams"}));
   PackedTensorEntry e;
   e.name = name;
+  e.name_xxh64 = codec::Xxh64(name.data(), name.size());
   HOIST_RETURN_IF_ERROR(ParseShape(t, where, &e));
-  HOIST_ASSIGN_OR_RETURN(e.xxh64, ParseHex64(t["xxh64"], where));
+  HOIST_ASSIGN_OR_RETURN(e.xxh64, ParseHex64(t["xxh64"], where, "xxh64"));
   if (!t["file"].is_string()) return Status::Corrupt(where + ": \"file\" must be a string");
   HOIST_RETURN_IF_ERROR(ParseStreams(t, where, &e));
   HOIST_ASSIGN_OR_RETURN(e.shard, OpenShard(t["file"].get<std::string>(), where));
   Shard& shard = shards_[e.shard];
-  for (PackedStreamEntry& s : e.streams) HOIST_RETURN_IF_ERROR(ReadHeader(shard, e, &s));
+  for (std::uint32_t i = 0; i < e.streams.size(); ++i) {
+    HOIST_RETURN_IF_ERROR(ReadHeader(shard, e, i, &e.streams[i]));
+  }
   shard.tensors.push_back(static_cast<std::uint32_t>(tensors_.size()));
   tensors_.push_back(std::move(e));
   return Status::Ok();
@@ -313,7 +369,7 @@ Status IndexReader::ParseTensor(const std::string& name, const json& t) {
 
 // Reads stream `s`'s header from its shard (the fixed part, then header_bytes of it) and checks
 // it against the tensor: dtype, decoded size, whole stream size and rows per block.
-Status IndexReader::ReadHeader(const Shard& shard, const PackedTensorEntry& t,
+Status IndexReader::ReadHeader(const Shard& shard, const PackedTensorEntry& t, std::uint32_t index,
                                PackedStreamEntry* s) {
   const std::string name = shard.path + ": tensor " + QuoteForMessage(t.name) +
                            " (stream at offset " + Num(s->offset) + ")";
@@ -350,6 +406,7 @@ Status IndexReader::ReadHeader(const Shard& shard, const PackedTensorEntry& t,
     return Status::Corrupt(name + ": blocks of " + Num(info.block_values) + " values are not " +
                            "block_rows " + Num(s->block_rows) + " of " + Num(width) + " values");
   }
+  HOIST_RETURN_IF_ERROR(CheckTie(info, t, index, *s, name));
   s->header.assign(reinterpret_cast<const char*>(head.data()), info.header_bytes);
   return Status::Ok();
 }

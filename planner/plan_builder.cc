@@ -671,6 +671,8 @@ void AddPackedTensors(const Checkpoint& ckpt, proto::LoadPlan* plan) {
     pt->set_row_values(t.row_values);
     pt->set_dtype(t.dtype);
     pt->set_value_bytes(static_cast<std::uint32_t>(DTypeSize(ckpt.Entry(loc).dtype)));
+    pt->set_xxh64(t.xxh64);
+    pt->set_name_xxh64(t.name_xxh64);
     for (const PackedStreamEntry& s : t.streams) {
       proto::PackedStream* ps = pt->add_streams();
       ps->set_offset(s.offset);

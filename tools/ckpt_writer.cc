@@ -125,21 +125,9 @@ Result<std::string> ResolveConfig(const MkckptOptions& o) {
     return PresetConfigJson(o.preset);
   }
   HOIST_ASSIGN_OR_RETURN(std::string text, ReadTextFile(o.config_path));
-  std::string model_type;
-  try {
-    const nlohmann::json j = nlohmann::json::parse(text);
-    if (j.is_object() && j.contains("model_type") && j["model_type"].is_string()) {
-      model_type = j["model_type"].get<std::string>();
-    }
-  } catch (const std::exception& e) {
-    return Status::InvalidArgument(o.config_path + ": " + e.what());
-  }
   if (!o.family.empty()) {
-    HOIST_ASSIGN_OR_RETURN(std::string want, FamilyModelType(o.family));
-    if (model_type != want) {
-      return Status::InvalidArgument(o.config_path + ": model_type '" + model_type +
-                                     "' does not match --family " + o.family + " ('" + want + "')");
-    }
+    const Status s = CheckConfigFamily(o.family, text);
+    if (!s.ok()) return Status(s.code(), o.config_path + ": " + s.message());
   }
   return text;
 }

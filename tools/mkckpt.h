@@ -1,8 +1,24 @@
 // hoist-mkckpt: writes a real HuggingFace-layout checkpoint (config.json, the sharded index and
 // safetensors shards, or one model.safetensors) with deterministic, non-trivial tensor content.
 //
-// Families: llama, qwen2, qwen3 (dense), qwen3-moe, deepseek-v3 (MLA + MoE + FP8 E4M3 weights
-// with F32 128x128 block scales). Tensor names and shapes are exactly the HuggingFace ones.
+// Families: every family the planner has rules for (planner/rules.h), spelled with '-' for '_'
+// (llama, qwen2, qwen3, qwen3-moe, deepseek-v3, deepseek-v2, glm-moe-dsa, mixtral, minimax-m2,
+// qwen2-moe, glm4-moe, gemma3-text, phi3, qwen3-next, qwen3-5, qwen3-5-moe, gpt-oss), and
+// mistral (the llama rules). A config's tensor list is the planner's: ForEachImpliedTensor names
+// the tensors in model order and ImpliedShape gives their shapes, so planning, docs/LAYOUT.md and
+// these checkpoints follow one table. Dtypes: BF16, except what transformers saves otherwise (the
+// DeepSeek-style router's mlp.gate.e_score_correction_bias F32; gpt_oss MXFP4 _blocks / _scales
+// U8); with quantization_config quant_method fp8 and weight_block_size, every weight whose rule
+// accepts block scales (the linear projections, not norms, embeddings, routers or lm_head) is
+// F8_E4M3 followed by its F32 weight_scale_inv. tests/tools/presets_test.cc checks the lists
+// against the ones transformers writes (tests/data/hf).
+//
+// Presets (--list-presets): the original shapes (qwen3-4b, qwen3-tiny, qwen3-tiny-untied,
+// qwen3-fp8-tiny, qwen2-tiny, llama-tiny, qwen3-moe-tiny, deepseek-v3-tiny, deepseek-v3-small);
+// <family>-tiny for every other family, with the exact config.json transformers 5.17 writes for
+// tests/data/hf (hidden 128, 8 heads, 4 kv heads, 8 experts, 2-4 layers, vocab 1000; gpt-oss-
+// mxfp4-tiny in MXFP4); and <family>-mid for every MoE family (2-3 GB: hidden 2048, 16-32
+// experts, vocab 32000; deepseek-v3-small is DeepSeek-V3's), the same configs scaled.
 //
 // Content: every byte is a pure function of (seed, tensor name, byte position), so the same
 // seed gives the same files whatever the thread count or shard size. BF16 values are small
@@ -31,8 +47,8 @@
 namespace hoist::tools {
 
 struct MkckptOptions {
-  std::string family;       // qwen3 | qwen2 | qwen3-moe | deepseek-v3 | llama (may be empty
-                            // with a preset, which implies its family)
+  std::string family;       // a family (see Families above; may be empty with a preset,
+                            // which implies its family, or with a config)
   std::string preset;       // one of PresetNames(); exclusive with config_path
   std::string config_path;  // a config.json of a supported family
   // With config_path: a JSON object {name: [dtype, shape]} listing the tensors to write instead
@@ -58,8 +74,15 @@ Result<std::string> PresetFamily(const std::string& preset);
 // The config.json text of a preset (what MakeCheckpoint writes for it).
 Result<std::string> PresetConfigJson(const std::string& preset);
 
-// "qwen3-moe" -> "qwen3_moe", "deepseek-v3" -> "deepseek_v3"; error for an unknown family.
+// The model_type a family's configs carry: "qwen3-moe" -> "qwen3_moe", "deepseek-v3" ->
+// "deepseek_v3", "qwen3-5" -> "qwen3_5_text" (as transformers 5 writes Qwen3_5ForCausalLM);
+// InvalidArgument naming the known families for an unknown one.
 Result<std::string> FamilyModelType(const std::string& family);
+
+// Ok when the planner selects `family` for config.json (architectures, else model_type; see
+// planner/rules.h FamilyOf); InvalidArgument naming the config's model_type and family otherwise,
+// and ListTensorSpecs's errors for a config it cannot read.
+Status CheckConfigFamily(const std::string& family, std::string_view config_json);
 
 struct TensorSpec {
   std::string name;
@@ -69,7 +92,11 @@ struct TensorSpec {
 };
 
 // Every tensor of a checkpoint with this config.json, in model order (see Layout above),
-// without writing anything. The family is the config's model_type.
+// without writing anything. The family is the planner's (architectures, else model_type); a
+// vision-language config (text_config) lists its text model under the text model's names
+// (model.X), without the vision tower. Errors: Unsupported for an architecture without family
+// rules or a quantization other than FP8 block scales (and gpt_oss MXFP4); InvalidArgument for a
+// config the planner refuses (its message names the key).
 Result<std::vector<TensorSpec>> ListTensorSpecs(std::string_view config_json);
 
 // Fills out[0, end - begin) with bytes [begin, end) of tensor `spec`'s content for `seed`.

@@ -1,7 +1,9 @@
 // hoist-mkckpt: the fixture generator's command line (see tools/mkckpt.h).
 //
-//   hoist-mkckpt --family qwen3|qwen2|qwen3-moe|deepseek-v3|llama --preset NAME|--config FILE
+//   hoist-mkckpt [--family FAMILY] --preset NAME|--config FILE
 //                --out DIR [--shard-size BYTES] [--seed S] [--threads T]
+//   (FAMILY: a planner family with '-' for '_', e.g. qwen3, qwen3-moe, deepseek-v3, mixtral,
+//   gpt-oss, qwen3-5-moe, or mistral; see tools/mkckpt.h)
 //   hoist-mkckpt --config FILE --tensors FILE --out DIR  (exactly the listed tensors)
 //   hoist-mkckpt --list-presets      (name, family, tensor count, bytes and size of each preset)
 //
@@ -19,7 +21,11 @@ int main(int argc, char** argv) {
   hoist::tools::MkckptOptions o;
   bool list = false;
   CLI::App app{"hoist-mkckpt: write a deterministic HuggingFace-layout safetensors checkpoint"};
-  app.add_option("--family", o.family, "qwen3 | qwen2 | qwen3-moe | deepseek-v3 | llama");
+  app.add_option("--family", o.family,
+                 "the model family, checked against the preset or config (llama, mistral, qwen2, "
+                 "qwen3, qwen3-moe, qwen2-moe, qwen3-next, qwen3-5, qwen3-5-moe, mixtral, "
+                 "minimax-m2, glm4-moe, glm-moe-dsa, deepseek-v2, deepseek-v3, gemma3-text, phi3, "
+                 "gpt-oss)");
   auto* preset = app.add_option("--preset", o.preset, "a built-in model shape (--list-presets)");
   auto* config = app.add_option("--config", o.config_path, "a config.json of a supported family");
   preset->excludes(config);

@@ -146,6 +146,7 @@ class StripeRules {
 struct EncodedStream {
   std::vector<std::uint8_t> bytes;
   std::uint64_t col_begin = 0, col_end = 0, block_rows = 0;
+  std::uint64_t header_xxh64 = 0;  // the header's own checksum (its last 8 bytes)
 };
 
 // Codec options for a (sub-)tensor of `rows` rows of `row_values` values (`rows` 0: 1-D or a
@@ -190,7 +191,8 @@ Result<std::vector<EncodedStream>> EncodeTensor(const SourceTensor& t,
     e.col_begin = row_values * s / stripes;
     e.col_end = row_values * (s + 1) / stripes;
     const std::uint64_t width = e.col_end - e.col_begin;
-    const codec::EncodeOptions eo = BlockOptions(rows, width, o, threads, &e.block_rows);
+    codec::EncodeOptions eo = BlockOptions(rows, width, o, threads, &e.block_rows);
+    eo.id = codec::StreamId{codec::Xxh64(t.name.data(), t.name.size()), s, stripes, e.col_begin};
     std::vector<std::uint8_t> stripe;
     if (stripes > 1) {
       stripe = Columns(data, rows, row_values, e.col_begin, e.col_end, codec::DTypeSize(dtype));
@@ -198,6 +200,9 @@ Result<std::vector<EncodedStream>> EncodeTensor(const SourceTensor& t,
     auto stream = codec::Encode(dtype, stripes > 1 ? stripe : data, eo);
     if (!stream.ok()) return std::move(stream).status().Annotate(t.file + ": tensor " + t.name);
     e.bytes = std::move(stream).value();
+    std::uint32_t header_bytes = 0;  // the codec's header size field (docs/CODEC.md)
+    std::memcpy(&header_bytes, e.bytes.data() + 28, 4);
+    std::memcpy(&e.header_xxh64, e.bytes.data() + header_bytes - 8, 8);
     out.push_back(std::move(e));
   }
   return out;
@@ -309,7 +314,7 @@ Status CopyOtherFiles(const std::string& from, const std::string& to) {
   return ec ? Status::IoError(from + ": " + ec.message()) : Status::Ok();
 }
 
-// The index entry of one tensor (docs/PACKED.md, version 2).
+// The index entry of one tensor (docs/PACKED.md, version 3).
 json IndexEntry(const SourceTensor& t, std::uint64_t xxh64, const std::string& file,
                 const std::vector<EncodedStream>& streams, const std::vector<std::uint64_t>& at) {
   json list = json::array();
@@ -317,7 +322,8 @@ json IndexEntry(const SourceTensor& t, std::uint64_t xxh64, const std::string& f
     list.push_back({{"offset", at[i]},
                     {"bytes", streams[i].bytes.size()},
                     {"columns", {streams[i].col_begin, streams[i].col_end}},
-                    {"block_rows", streams[i].block_rows}});
+                    {"block_rows", streams[i].block_rows},
+                    {"header_xxh64", Hex(streams[i].header_xxh64)}});
   }
   return {{"dtype", t.dtype},    {"shape", t.shape}, {"original_bytes", t.bytes},
           {"xxh64", Hex(xxh64)}, {"file", file},     {"streams", std::move(list)}};

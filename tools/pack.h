@@ -1,6 +1,6 @@
 // `hoist pack`: a packed (losslessly compressed) copy of a safetensors checkpoint, and the reader
 // of one packed tensor. Format and rationale: docs/PACKED.md; the codec: docs/CODEC.md; the
-// index (format version 2): planner/packed_index.h.
+// index (format version 3): planner/packed_index.h.
 //
 // PackCheckpoint reads every *.safetensors file of model_dir and encodes each tensor into codec
 // streams (BF16/F16 coded, everything else stored) whose blocks hold whole rows, written into
@@ -9,6 +9,8 @@
 // columns (planner/rules.h on config.json: Role::kRow, and Role::kExpertDown) whose row length
 // tp_multiple divides is written as tp_multiple column stripes, stream s holding columns
 // [s*W/N, (s+1)*W/N) of every row as a row-major sub-tensor; every other tensor is one stream.
+// Each stream's header carries its identity (codec::StreamId: XXH64 of the tensor's name, its
+// position, the stream count, its first column) and the index records each header's checksum.
 // A model whose config.json is missing, unreadable or of a family hoist has no rules for is
 // packed without stripes (PackSummary::note says why). The other files of model_dir
 // (config.json, tokenizer, ...) are copied; the safetensors index is not (the packed index

@@ -1,14 +1,21 @@
-// Presets (config.json per family, HF key spellings) and the tensor list of a config.
-// See tools/mkckpt.h for the contract. nlohmann::json exceptions are caught here and turned
-// into Status; nothing throws out of these functions.
+// Presets (config.json per family, HF key spellings) and the tensor list of a config, which
+// follows the planner's family table (planner/rules.h: ForEachImpliedTensor names the tensors,
+// ImpliedShape gives their shapes); only dtypes and the FP8 block scales are decided here. See
+// tools/mkckpt.h for the contract. nlohmann::json exceptions are caught here and turned into
+// Status; nothing throws out of these functions.
 #include <algorithm>
+#include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "planner/checkpoint.h"
+#include "planner/rules.h"
+#include "tools/hf_configs.h"
 #include "tools/mkckpt.h"
 
 namespace hoist::tools {
@@ -38,62 +45,69 @@ struct DenseShape {
   bool tied = false;
 };
 
-ojson DenseConfig(const DenseShape& s) {
+ojson LlamaConfig(const DenseShape& s) {
   ojson c;
-  if (s.model_type == "llama") {
-    c["architectures"] = {"LlamaForCausalLM"};
-    c["attention_bias"] = false;
-    c["attention_dropout"] = 0.0;
-    c["bos_token_id"] = 1;
-    c["eos_token_id"] = 2;
-    c["head_dim"] = s.head_dim;
-    c["hidden_act"] = "silu";
-    c["hidden_size"] = s.hidden;
-    c["initializer_range"] = 0.02;
-    c["intermediate_size"] = s.intermediate;
-    c["max_position_embeddings"] = 8192;
-    c["mlp_bias"] = false;
-    c["model_type"] = "llama";
-    c["num_attention_heads"] = s.heads;
-    c["num_hidden_layers"] = s.layers;
-    c["num_key_value_heads"] = s.kv_heads;
-    c["pretraining_tp"] = 1;
-    c["rms_norm_eps"] = 1e-05;
-    c["rope_scaling"] = nullptr;
-    c["rope_theta"] = 500000.0;
-    c["tie_word_embeddings"] = s.tied;
-    c["torch_dtype"] = "bfloat16";
-    c["transformers_version"] = "4.51.0";
-    c["use_cache"] = true;
-    c["vocab_size"] = s.vocab;
-    return c;
-  }
-  if (s.model_type == "qwen2") {  // Qwen2 has no head_dim key: hidden / heads.
-    c["architectures"] = {"Qwen2ForCausalLM"};
-    c["attention_dropout"] = 0.0;
-    c["bos_token_id"] = 151643;
-    c["eos_token_id"] = 151645;
-    c["hidden_act"] = "silu";
-    c["hidden_size"] = s.hidden;
-    c["initializer_range"] = 0.02;
-    c["intermediate_size"] = s.intermediate;
-    c["max_position_embeddings"] = 32768;
-    c["max_window_layers"] = s.layers;
-    c["model_type"] = "qwen2";
-    c["num_attention_heads"] = s.heads;
-    c["num_hidden_layers"] = s.layers;
-    c["num_key_value_heads"] = s.kv_heads;
-    c["rms_norm_eps"] = 1e-06;
-    c["rope_theta"] = 1000000.0;
-    c["sliding_window"] = 32768;
-    c["tie_word_embeddings"] = s.tied;
-    c["torch_dtype"] = "bfloat16";
-    c["transformers_version"] = "4.51.0";
-    c["use_cache"] = true;
-    c["use_sliding_window"] = false;
-    c["vocab_size"] = s.vocab;
-    return c;
-  }
+  c["architectures"] = {"LlamaForCausalLM"};
+  c["attention_bias"] = false;
+  c["attention_dropout"] = 0.0;
+  c["bos_token_id"] = 1;
+  c["eos_token_id"] = 2;
+  c["head_dim"] = s.head_dim;
+  c["hidden_act"] = "silu";
+  c["hidden_size"] = s.hidden;
+  c["initializer_range"] = 0.02;
+  c["intermediate_size"] = s.intermediate;
+  c["max_position_embeddings"] = 8192;
+  c["mlp_bias"] = false;
+  c["model_type"] = "llama";
+  c["num_attention_heads"] = s.heads;
+  c["num_hidden_layers"] = s.layers;
+  c["num_key_value_heads"] = s.kv_heads;
+  c["pretraining_tp"] = 1;
+  c["rms_norm_eps"] = 1e-05;
+  c["rope_scaling"] = nullptr;
+  c["rope_theta"] = 500000.0;
+  c["tie_word_embeddings"] = s.tied;
+  c["torch_dtype"] = "bfloat16";
+  c["transformers_version"] = "4.51.0";
+  c["use_cache"] = true;
+  c["vocab_size"] = s.vocab;
+  return c;
+}
+
+// Qwen2 has no head_dim key: hidden / heads.
+ojson Qwen2Config(const DenseShape& s) {
+  ojson c;
+  c["architectures"] = {"Qwen2ForCausalLM"};
+  c["attention_dropout"] = 0.0;
+  c["bos_token_id"] = 151643;
+  c["eos_token_id"] = 151645;
+  c["hidden_act"] = "silu";
+  c["hidden_size"] = s.hidden;
+  c["initializer_range"] = 0.02;
+  c["intermediate_size"] = s.intermediate;
+  c["max_position_embeddings"] = 32768;
+  c["max_window_layers"] = s.layers;
+  c["model_type"] = "qwen2";
+  c["num_attention_heads"] = s.heads;
+  c["num_hidden_layers"] = s.layers;
+  c["num_key_value_heads"] = s.kv_heads;
+  c["rms_norm_eps"] = 1e-06;
+  c["rope_theta"] = 1000000.0;
+  c["sliding_window"] = 32768;
+  c["tie_word_embeddings"] = s.tied;
+  c["torch_dtype"] = "bfloat16";
+  c["transformers_version"] = "4.51.0";
+  c["use_cache"] = true;
+  c["use_sliding_window"] = false;
+  c["vocab_size"] = s.vocab;
+  return c;
+}
+
+ojson DenseConfig(const DenseShape& s) {
+  if (s.model_type == "llama") return LlamaConfig(s);
+  if (s.model_type == "qwen2") return Qwen2Config(s);
+  ojson c;
   // qwen3 (and the attention part of qwen3_moe).
   c["architectures"] = {"Qwen3ForCausalLM"};
   c["attention_bias"] = false;
@@ -215,10 +229,103 @@ ojson WithFp8(ojson c) {
   return c;
 }
 
+// A config transformers writes (tools/hf_configs.h) with `patches` merged over it in order
+// (RFC 7386) and its per-layer arrays fitted to the patched num_hidden_layers.
+ojson FromHf(std::string_view arch, std::initializer_list<const char*> patches = {}) {
+  ojson c = ojson::parse(HfTinyConfig(arch));
+  for (const char* patch : patches) c.merge_patch(ojson::parse(patch));
+  const std::size_t layers = c["num_hidden_layers"].get<std::size_t>();
+  for (const char* key : {"layer_types", "indexer_types", "mlp_layer_types"}) {
+    auto it = c.find(key);
+    if (it == c.end() || !it->is_array() || it->empty() || it->size() == layers) continue;
+    const ojson pattern = *it;  // repeated: 3 linear + 1 full, sliding / full, ...
+    it->clear();
+    for (std::size_t l = 0; l < layers; ++l) it->push_back(pattern[l % pattern.size()]);
+  }
+  if (auto it = c.find("mlp_layer_types"); it != c.end() && it->is_array()) {
+    const std::size_t dense = c.value("first_k_dense_replace", std::size_t{0});
+    for (std::size_t l = 0; l < it->size(); ++l) (*it)[l] = l < dense ? "dense" : "sparse";
+  }
+  return c;
+}
+
+// Mid-size shapes (2-3 GB in BF16): hidden 2048, 16 query heads and 4 kv heads (MLA: 16 heads),
+// 16-32 experts, vocab 32000: tp 1/2/4/8 and ep 2/4/8 divide every one of them.
+constexpr const char* kMidGqa =
+    R"({"hidden_size": 2048, "num_attention_heads": 16, "num_key_value_heads": 4,
+        "head_dim": 128, "vocab_size": 32000, "num_hidden_layers": 8})";
+constexpr const char* kMidMla =
+    R"({"hidden_size": 2048, "intermediate_size": 8192, "moe_intermediate_size": 768,
+        "num_attention_heads": 16, "num_key_value_heads": 16, "head_dim": 64,
+        "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "qk_head_dim": 192, "v_head_dim": 128,
+        "kv_lora_rank": 512, "n_routed_experts": 32, "num_hidden_layers": 8, "vocab_size": 32000})";
+constexpr const char* kMidHybrid =
+    R"({"intermediate_size": 5120, "moe_intermediate_size": 512,
+        "shared_expert_intermediate_size": 512, "head_dim": 256, "linear_num_key_heads": 16,
+        "linear_num_value_heads": 32, "linear_key_head_dim": 128, "linear_value_head_dim": 128,
+        "num_experts": 32})";
+
+ojson Mid(std::string_view arch, const char* base, const char* patch) {
+  return FromHf(arch, {base, patch});
+}
+
 struct Preset {
   std::string family;
   ojson config;
 };
+
+// The presets built from the configs transformers writes: <family>-tiny (tests/data/hf's sizes:
+// hidden 128, 8 heads, 4 kv heads, 8 experts, 2-4 layers, vocab 1000) and <family>-mid.
+void AddHfPresets(std::map<std::string, Preset>* m) {
+  for (const auto& [name, family, arch] :
+       std::vector<std::array<std::string, 3>>{{"mistral-tiny", "mistral", "mistral"},
+                                               {"gemma3-text-tiny", "gemma3-text", "gemma3_text"},
+                                               {"phi3-tiny", "phi3", "phi3"},
+                                               {"qwen3-5-tiny", "qwen3-5", "qwen3_5"},
+                                               {"mixtral-tiny", "mixtral", "mixtral"},
+                                               {"qwen2-moe-tiny", "qwen2-moe", "qwen2_moe"},
+                                               {"qwen3-next-tiny", "qwen3-next", "qwen3_next"},
+                                               {"qwen3-5-moe-tiny", "qwen3-5-moe", "qwen3_5_moe"},
+                                               {"glm4-moe-tiny", "glm4-moe", "glm4_moe"},
+                                               {"glm-moe-dsa-tiny", "glm-moe-dsa", "glm_moe_dsa"},
+                                               {"deepseek-v2-tiny", "deepseek-v2", "deepseek_v2"},
+                                               {"minimax-m2-tiny", "minimax-m2", "minimax_m2"},
+                                               {"gpt-oss-tiny", "gpt-oss", "gpt_oss"}}) {
+    (*m)[name] = {family, FromHf(arch)};
+  }
+  // MXFP4 splits the expert intermediate size in 32-value blocks: 128 (4 blocks) for tp 4.
+  (*m)["gpt-oss-mxfp4-tiny"] = {"gpt-oss",
+                                FromHf("gpt_oss_mxfp4", {R"({"intermediate_size": 128})"})};
+  (*m)["mixtral-mid"] = {"mixtral", Mid("mixtral", kMidGqa,
+                                        R"({"intermediate_size": 1024, "num_local_experts": 16,
+                                            "num_hidden_layers": 12})")};
+  (*m)["qwen2-moe-mid"] = {"qwen2-moe", Mid("qwen2_moe", kMidGqa,
+                                            R"({"intermediate_size": 5632,
+                                                "moe_intermediate_size": 768, "num_experts": 32,
+                                                "shared_expert_intermediate_size": 2048})")};
+  (*m)["qwen3-moe-mid"] = {"qwen3-moe", Mid("qwen3_moe", kMidGqa,
+                                            R"({"intermediate_size": 6144,
+                                                "moe_intermediate_size": 768,
+                                                "num_local_experts": 32})")};
+  (*m)["qwen3-next-mid"] = {"qwen3-next", Mid("qwen3_next", kMidGqa, kMidHybrid)};
+  (*m)["qwen3-5-moe-mid"] = {"qwen3-5-moe", Mid("qwen3_5_moe", kMidGqa, kMidHybrid)};
+  (*m)["glm4-moe-mid"] = {"glm4-moe", Mid("glm4_moe", kMidGqa,
+                                          R"({"intermediate_size": 8192,
+                                              "moe_intermediate_size": 768,
+                                              "n_routed_experts": 32})")};
+  (*m)["glm-moe-dsa-mid"] = {"glm-moe-dsa", Mid("glm_moe_dsa", kMidMla, R"({"q_lora_rank": 768})")};
+  (*m)["deepseek-v2-mid"] = {"deepseek-v2", Mid("deepseek_v2", kMidMla, "{}")};
+  (*m)["minimax-m2-mid"] = {"minimax-m2", Mid("minimax_m2", kMidGqa,
+                                              R"({"intermediate_size": 768,
+                                                  "num_local_experts": 32})")};
+  // gpt_oss: 64-dim heads as gpt-oss-20b; the expert intermediate size splits in 32-value
+  // MXFP4 blocks at tp 1..8.
+  (*m)["gpt-oss-mid"] = {"gpt-oss", Mid("gpt_oss", kMidGqa,
+                                        R"({"intermediate_size": 1536,
+                                            "num_attention_heads": 32, "num_key_value_heads": 8,
+                                            "head_dim": 64, "num_local_experts": 32,
+                                            "num_hidden_layers": 4})")};
+}
 
 const std::map<std::string, Preset>& Presets() {
   static const std::map<std::string, Preset>* presets = [] {
@@ -248,238 +355,112 @@ const std::map<std::string, Preset>& Presets() {
     // About 1.8 GB; every FP8 tensor splits in whole blocks at tp 1..8, 32 experts.
     (*m)["deepseek-v3-small"] = {"deepseek-v3", DeepseekConfig({4, 2048, 8192, 1024, 32, 1, 1, 16,
                                                                 1536, 512, 128, 64, 128, 129280})};
+    AddHfPresets(m);
     return m;
   }();
   return *presets;
 }
 
-// Config accessors that name the key in their errors.
-class Cfg {
- public:
-  explicit Cfg(const nlohmann::json& j) : j_(j) {}
-
-  Result<std::int64_t> Int(const char* key) const {
-    auto it = j_.find(key);
-    if (it == j_.end() || it->is_null()) {
-      return Status::InvalidArgument(std::string("config.json: missing key '") + key + "'");
-    }
-    if (!it->is_number_integer()) {
-      return Status::InvalidArgument(std::string("config.json: key '") + key +
-                                     "' is not an integer");
-    }
-    std::int64_t v = it->get<std::int64_t>();
-    if (v < 0) {
-      return Status::InvalidArgument(std::string("config.json: key '") + key + "' is negative");
-    }
-    return v;
-  }
-  std::int64_t IntOr(const char* key, std::int64_t dflt) const {
-    auto it = j_.find(key);
-    if (it == j_.end() || !it->is_number_integer()) return dflt;
-    return it->get<std::int64_t>();
-  }
-  bool BoolOr(const char* key, bool dflt) const {
-    auto it = j_.find(key);
-    if (it == j_.end() || !it->is_boolean()) return dflt;
-    return it->get<bool>();
-  }
-
- private:
-  const nlohmann::json& j_;
+// The formats ListTensorSpecs writes.
+struct Format {
+  bool fp8 = false;    // quant_method fp8 with weight_block_size: E4M3 + F32 block scales
+  bool mxfp4 = false;  // gpt_oss quant_method mxfp4: the walk names U8 _blocks / _scales
 };
 
-class Lister {
- public:
-  Lister(bool fp8, std::uint64_t bn, std::uint64_t bk) : fp8_(fp8), bn_(bn), bk_(bk) {}
+Result<Format> FormatOf(const planner::ModelConfig& c, planner::Family family) {
+  const std::string& method = c.quant_method;
+  if (method.empty()) return Format{};
+  if (method == "fp8" && planner::BlockSizeOf(c).rows > 0) return Format{true, false};
+  if (method == "mxfp4" && family == planner::Family::kGptOss) return Format{false, true};
+  return Status::Unsupported(
+      "config.json: quantization_config.quant_method '" + method + "'" +
+      (method == "fp8" ? " without weight_block_size" : "") +
+      ": hoist-mkckpt lists BF16, FP8 block-scaled (quant_method fp8 with weight_block_size) and "
+      "gpt_oss MXFP4 checkpoints; give other formats' tensors with --tensors");
+}
 
-  void Add(std::string name, std::string dtype, std::vector<std::uint64_t> shape) {
-    out_.push_back({std::move(name), std::move(dtype), std::move(shape)});
-  }
-  // A linear layer inside a decoder layer: BF16, or FP8 with its F32 block scale.
-  void Linear(const std::string& prefix, std::uint64_t n, std::uint64_t k) {
-    if (!fp8_) {
-      Add(prefix + ".weight", "BF16", {n, k});
-      return;
-    }
-    Add(prefix + ".weight", "F8_E4M3", {n, k});
-    Add(prefix + ".weight_scale_inv", "F32", {(n + bn_ - 1) / bn_, (k + bk_ - 1) / bk_});
-  }
-  void Mlp(const std::string& prefix, std::uint64_t inter, std::uint64_t hidden) {
-    Linear(prefix + ".gate_proj", inter, hidden);
-    Linear(prefix + ".up_proj", inter, hidden);
-    Linear(prefix + ".down_proj", hidden, inter);
-  }
-  std::vector<TensorSpec> Take() { return std::move(out_); }
+bool EndsWith(std::string_view s, std::string_view tail) {
+  return s.size() >= tail.size() && s.substr(s.size() - tail.size()) == tail;
+}
 
- private:
-  bool fp8_;
-  std::uint64_t bn_, bk_;
-  std::vector<TensorSpec> out_;
-};
+// The dtype transformers saves a tensor in: BF16, but MXFP4 blocks and scales as U8 and the
+// DeepSeek-style router's e_score_correction_bias (DeepSeek-V3, GLM-4.5, GLM-5) as F32, a
+// float32 buffer in transformers (MiniMax-M2's block_sparse_moe one is a BF16 parameter).
+std::string DTypeOf(std::string_view name, const Format& format) {
+  if (format.mxfp4 && (EndsWith(name, "_blocks") || EndsWith(name, "_scales"))) return "U8";
+  if (EndsWith(name, "mlp.gate.e_score_correction_bias")) return "F32";
+  return "BF16";
+}
 
-Result<std::vector<TensorSpec>> ListFromJson(const nlohmann::json& j) {
+// Appends implied tensor `name`: its shape from the planner, its dtype; under FP8 a weight whose
+// row accepts block scales (the linear projections: not norms, embeddings, routers or lm_head,
+// as the official FP8 checkpoints store them) is E4M3 and followed by its F32 scale.
+Status AddImplied(const planner::ModelConfig& c, planner::Family family, const Format& format,
+                  const std::string& name, std::vector<TensorSpec>* out) {
+  HOIST_ASSIGN_OR_RETURN(std::vector<std::uint64_t> shape, planner::ImpliedShape(c, family, name));
+  const std::string scale =
+      EndsWith(name, ".weight") ? name.substr(0, name.size() - 6) + "weight_scale_inv" : "";
+  if (!format.fp8 || scale.empty() || !planner::HasRule(family, scale)) {
+    out->push_back({name, DTypeOf(name, format), std::move(shape)});
+    return Status::Ok();
+  }
+  HOIST_ASSIGN_OR_RETURN(std::vector<std::uint64_t> blocks,
+                         planner::ImpliedShape(c, family, scale));
+  out->push_back({name, "F8_E4M3", std::move(shape)});
+  out->push_back({scale, "F32", std::move(blocks)});
+  return Status::Ok();
+}
+
+// The config and family of config.json. An architecture without family rules is Unsupported
+// even when the rest of the config is wrong too; other errors are InvalidArgument.
+Result<std::pair<planner::ModelConfig, planner::Family>> ParseConfig(std::string_view text) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(std::string("config.json: ") + e.what());
+  }
   if (!j.is_object()) return Status::InvalidArgument("config.json: not a JSON object");
-  Cfg c(j);
-  auto mt = j.find("model_type");
-  if (mt == j.end() || !mt->is_string()) {
-    return Status::InvalidArgument("config.json: missing string key 'model_type'");
+  Result<planner::ModelConfig> c = planner::ParseModelConfig("config.json", text);
+  if (!c.ok()) {
+    planner::ModelConfig stub;
+    const auto mt = j.find("model_type");
+    if (mt != j.end() && mt->is_string()) stub.model_type = mt->get<std::string>();
+    const auto arch = j.find("architectures");
+    if (arch != j.end() && arch->is_array() && !arch->empty() && (*arch)[0].is_string()) {
+      stub.architectures = {(*arch)[0].get<std::string>()};
+    }
+    if (!stub.model_type.empty() || !stub.architectures.empty()) {
+      HOIST_RETURN_IF_ERROR(planner::FamilyOf(stub).status());
+    }
+    return Status::InvalidArgument(c.status().message());
   }
-  const std::string model_type = mt->get<std::string>();
-  static const std::set<std::string> kKnown = {"llama", "qwen2", "qwen3", "qwen3_moe",
-                                               "deepseek_v3"};
-  if (!kKnown.count(model_type)) {
-    return Status::Unsupported("config.json: model_type '" + model_type +
-                               "' is not one of llama, qwen2, qwen3, qwen3_moe, deepseek_v3");
+  HOIST_ASSIGN_OR_RETURN(planner::Family family, planner::FamilyOf(*c));
+  if (c->num_experts > 0) {  // Qwen-MoE's decoder_sparse_step 0 (vLLM divides by it)
+    Result<planner::LayerMlp> mlp = planner::LayerMlpOf(*c, family, 0);
+    if (!mlp.ok()) return Status::InvalidArgument(mlp.status().message());
   }
-  HOIST_ASSIGN_OR_RETURN(const std::int64_t hidden, c.Int("hidden_size"));
-  HOIST_ASSIGN_OR_RETURN(const std::int64_t layers, c.Int("num_hidden_layers"));
-  HOIST_ASSIGN_OR_RETURN(const std::int64_t heads, c.Int("num_attention_heads"));
-  HOIST_ASSIGN_OR_RETURN(const std::int64_t vocab, c.Int("vocab_size"));
-  HOIST_ASSIGN_OR_RETURN(const std::int64_t inter, c.Int("intermediate_size"));
-  if (hidden == 0 || heads == 0 || vocab == 0 || inter == 0) {
-    return Status::InvalidArgument(
-        "config.json: hidden_size, num_attention_heads, vocab_size and intermediate_size must "
-        "be positive");
-  }
-  const std::int64_t kv_heads = c.IntOr("num_key_value_heads", heads);
-  const bool tied = c.BoolOr("tie_word_embeddings", false);
-  const std::uint64_t H = hidden, V = vocab;
+  return std::make_pair(std::move(*c), family);
+}
 
-  // FP8 block quantization (any family): quant_method fp8 with weight_block_size.
-  bool fp8 = false;
-  std::uint64_t bn = 0, bk = 0;
-  auto qc = j.find("quantization_config");
-  if (qc != j.end() && qc->is_object()) {
-    auto qm = qc->find("quant_method");
-    if (qm == qc->end() || !qm->is_string() || qm->get<std::string>() != "fp8") {
-      return Status::Unsupported("config.json: quantization_config.quant_method must be 'fp8'");
-    }
-    auto bs = qc->find("weight_block_size");
-    if (bs == qc->end() || !bs->is_array() || bs->size() != 2 || !(*bs)[0].is_number_integer() ||
-        !(*bs)[1].is_number_integer() || (*bs)[0].get<std::int64_t>() <= 0 ||
-        (*bs)[1].get<std::int64_t>() <= 0) {
-      return Status::InvalidArgument(
-          "config.json: quantization_config.weight_block_size must be two positive integers");
-    }
-    fp8 = true;
-    bn = (*bs)[0].get<std::uint64_t>();
-    bk = (*bs)[1].get<std::uint64_t>();
-  }
+// "qwen3_moe" -> "qwen3-moe": the --family spelling of a planner family.
+std::string OptionName(planner::Family family) {
+  std::string s(planner::FamilyName(family));
+  std::replace(s.begin(), s.end(), '_', '-');
+  return s;
+}
 
-  Lister l(fp8, bn, bk);
-  l.Add("model.embed_tokens.weight", "BF16", {V, H});
-
-  if (model_type == "deepseek_v3") {
-    const std::int64_t q_lora = c.IntOr("q_lora_rank", 0);  // null -> plain q_proj
-    HOIST_ASSIGN_OR_RETURN(const std::int64_t kv_lora, c.Int("kv_lora_rank"));
-    HOIST_ASSIGN_OR_RETURN(const std::int64_t nope, c.Int("qk_nope_head_dim"));
-    HOIST_ASSIGN_OR_RETURN(const std::int64_t rope, c.Int("qk_rope_head_dim"));
-    HOIST_ASSIGN_OR_RETURN(const std::int64_t v_head, c.Int("v_head_dim"));
-    const std::int64_t experts = c.IntOr("n_routed_experts", 0);
-    const std::int64_t moe_inter = c.IntOr("moe_intermediate_size", 0);
-    const std::int64_t shared = c.IntOr("n_shared_experts", 0);
-    const std::int64_t first_dense = c.IntOr("first_k_dense_replace", 0);
-    const std::int64_t freq = std::max<std::int64_t>(1, c.IntOr("moe_layer_freq", 1));
-    if (experts > 0 && moe_inter <= 0) {
-      return Status::InvalidArgument("config.json: n_routed_experts without moe_intermediate_size");
-    }
-    const std::uint64_t nh = heads;
-    for (std::int64_t L = 0; L < layers; ++L) {
-      const std::string p = "model.layers." + std::to_string(L) + ".";
-      l.Add(p + "input_layernorm.weight", "BF16", {H});
-      if (q_lora > 0) {
-        l.Linear(p + "self_attn.q_a_proj", q_lora, H);
-        l.Add(p + "self_attn.q_a_layernorm.weight", "BF16", {std::uint64_t(q_lora)});
-        l.Linear(p + "self_attn.q_b_proj", nh * (nope + rope), q_lora);
-      } else {
-        l.Linear(p + "self_attn.q_proj", nh * (nope + rope), H);
-      }
-      l.Linear(p + "self_attn.kv_a_proj_with_mqa", kv_lora + rope, H);
-      l.Add(p + "self_attn.kv_a_layernorm.weight", "BF16", {std::uint64_t(kv_lora)});
-      l.Linear(p + "self_attn.kv_b_proj", nh * (nope + v_head), kv_lora);
-      l.Linear(p + "self_attn.o_proj", H, nh * v_head);
-      l.Add(p + "post_attention_layernorm.weight", "BF16", {H});
-      const bool moe = experts > 0 && L >= first_dense && L % freq == 0;
-      if (!moe) {
-        l.Mlp(p + "mlp", inter, H);
-        continue;
-      }
-      l.Add(p + "mlp.gate.weight", "BF16", {std::uint64_t(experts), H});
-      l.Add(p + "mlp.gate.e_score_correction_bias", "F32", {std::uint64_t(experts)});
-      if (shared > 0) l.Mlp(p + "mlp.shared_experts", shared * moe_inter, H);
-      for (std::int64_t e = 0; e < experts; ++e) {
-        l.Mlp(p + "mlp.experts." + std::to_string(e), moe_inter, H);
-      }
-    }
-  } else {
-    // Llama / Qwen2 / Qwen3 / Qwen3-MoE attention.
-    std::int64_t head_dim = c.IntOr("head_dim", 0);
-    if (model_type == "qwen2" || head_dim <= 0) {
-      if (hidden % heads != 0) {
-        return Status::InvalidArgument(
-            "config.json: hidden_size is not a multiple of num_attention_heads and no head_dim");
-      }
-      head_dim = hidden / heads;
-    }
-    const bool qkv_bias = model_type == "qwen2" || c.BoolOr("attention_bias", false);
-    const bool o_bias = model_type != "qwen2" && c.BoolOr("attention_bias", false);
-    const bool qk_norm = model_type == "qwen3" || model_type == "qwen3_moe";
-    const std::uint64_t hd = head_dim, qn = heads * hd, kvn = kv_heads * hd;
-    std::int64_t experts = 0, moe_inter = 0, step = 1;
-    std::set<std::int64_t> mlp_only;
-    if (model_type == "qwen3_moe") {
-      // transformers 5 saves num_experts as num_local_experts (Qwen3MoeConfig.attribute_map).
-      experts = c.IntOr("num_experts", c.IntOr("num_local_experts", 0));
-      if (c.IntOr("num_local_experts", experts) != experts) {
-        return Status::InvalidArgument("config.json: num_experts disagrees with num_local_experts");
-      }
-      moe_inter = c.IntOr("moe_intermediate_size", 0);
-      step = c.IntOr("decoder_sparse_step", 1);
-      if (experts > 0 && step < 1) {  // vLLM and transformers take (L + 1) % step
-        return Status::InvalidArgument("config.json: decoder_sparse_step must be at least 1");
-      }
-      auto mo = j.find("mlp_only_layers");
-      if (mo != j.end() && mo->is_array()) {
-        for (const auto& v : *mo) {
-          if (!v.is_number_integer()) {
-            return Status::InvalidArgument("config.json: mlp_only_layers holds a non-integer");
-          }
-          mlp_only.insert(v.get<std::int64_t>());
-        }
-      }
-      if (experts > 0 && moe_inter <= 0) {
-        return Status::InvalidArgument("config.json: num_experts without moe_intermediate_size");
-      }
-    }
-    for (std::int64_t L = 0; L < layers; ++L) {
-      const std::string p = "model.layers." + std::to_string(L) + ".";
-      l.Add(p + "input_layernorm.weight", "BF16", {H});
-      for (const char* proj : {"q_proj", "k_proj", "v_proj"}) {
-        const std::uint64_t n = proj[0] == 'q' ? qn : kvn;
-        l.Linear(p + "self_attn." + proj, n, H);
-        if (qkv_bias) l.Add(p + "self_attn." + proj + ".bias", "BF16", {n});
-      }
-      l.Linear(p + "self_attn.o_proj", H, qn);
-      if (o_bias) l.Add(p + "self_attn.o_proj.bias", "BF16", {H});
-      if (qk_norm) {
-        l.Add(p + "self_attn.q_norm.weight", "BF16", {hd});
-        l.Add(p + "self_attn.k_norm.weight", "BF16", {hd});
-      }
-      l.Add(p + "post_attention_layernorm.weight", "BF16", {H});
-      const bool sparse = experts > 0 && !mlp_only.count(L) && (L + 1) % step == 0;
-      if (!sparse) {
-        l.Mlp(p + "mlp", inter, H);
-        continue;
-      }
-      l.Add(p + "mlp.gate.weight", "BF16", {std::uint64_t(experts), H});
-      for (std::int64_t e = 0; e < experts; ++e) {
-        l.Mlp(p + "mlp.experts." + std::to_string(e), moe_inter, H);
-      }
-    }
+// The planner family of a --family value: the planner's names with '-' for '_', and mistral
+// (the llama family's rules).
+Result<planner::Family> PlannerFamily(const std::string& family) {
+  if (family == "mistral") return planner::Family::kLlama;
+  std::string known = "mistral";
+  for (int f = 0; f < planner::kFamilyCount; ++f) {
+    const auto fam = static_cast<planner::Family>(f);
+    if (OptionName(fam) == family) return fam;
+    known += ", " + OptionName(fam);
   }
-  l.Add("model.norm.weight", "BF16", {H});
-  if (!tied) l.Add("lm_head.weight", "BF16", {V, H});
-  return l.Take();
+  return Status::InvalidArgument("unknown family '" + family + "' (known: " + known + ")");
 }
 
 }  // namespace
@@ -512,26 +493,34 @@ Result<std::string> PresetConfigJson(const std::string& preset) {
 }
 
 Result<std::string> FamilyModelType(const std::string& family) {
-  static const std::map<std::string, std::string> kTypes = {{"llama", "llama"},
-                                                            {"qwen2", "qwen2"},
-                                                            {"qwen3", "qwen3"},
-                                                            {"qwen3-moe", "qwen3_moe"},
-                                                            {"deepseek-v3", "deepseek_v3"}};
-  auto it = kTypes.find(family);
-  if (it == kTypes.end()) {
-    return Status::InvalidArgument("unknown family '" + family +
-                                   "' (known: qwen3, qwen2, qwen3-moe, deepseek-v3, llama)");
-  }
-  return it->second;
+  HOIST_ASSIGN_OR_RETURN(planner::Family f, PlannerFamily(family));
+  if (family == "mistral") return std::string("mistral");
+  const std::string_view types = planner::InfoOf(f).model_types;
+  return std::string(types.substr(0, types.find(',')));
+}
+
+Status CheckConfigFamily(const std::string& family, std::string_view config_json) {
+  HOIST_ASSIGN_OR_RETURN(planner::Family want, PlannerFamily(family));
+  HOIST_ASSIGN_OR_RETURN(auto parsed, ParseConfig(config_json));
+  if (parsed.second == want) return Status::Ok();
+  return Status::InvalidArgument("config.json: model_type '" + parsed.first.model_type +
+                                 "' (family " + OptionName(parsed.second) +
+                                 ") does not match --family " + family);
 }
 
 Result<std::vector<TensorSpec>> ListTensorSpecs(std::string_view config_json) {
-  try {
-    const nlohmann::json j = nlohmann::json::parse(config_json);
-    return ListFromJson(j);
-  } catch (const std::exception& e) {
-    return Status::InvalidArgument(std::string("config.json: ") + e.what());
-  }
+  HOIST_ASSIGN_OR_RETURN(auto parsed, ParseConfig(config_json));
+  const planner::ModelConfig& config = parsed.first;
+  const planner::Family family = parsed.second;
+  HOIST_ASSIGN_OR_RETURN(const Format format, FormatOf(config, family));
+  std::vector<TensorSpec> out;
+  Status status = Status::Ok();
+  planner::ForEachImpliedTensor(config, family, [&](const std::string& name, std::string_view) {
+    status = AddImplied(config, family, format, name, &out);
+    return status.ok();
+  });
+  HOIST_RETURN_IF_ERROR(status);
+  return out;
 }
 
 }  // namespace hoist::tools

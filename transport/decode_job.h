@@ -2,10 +2,12 @@
 //
 // A load of a packed checkpoint moves compressed blocks through the staging ring into device
 // memory and decodes them there. What it decodes is a DecodeSet, built on the host
-// (transport/packed.h): the Huffman streams involved (their parsed headers: code table, sub-stream
+// (transport/packed.h): the streams involved (their parsed headers: code table, sub-stream
 // count, dtype) and the jobs. A job is one codec block and one copy of the plan: the block's
 // values that fall inside the copy's source rectangle land in the arena. Stored streams (F32, FP8,
-// incompressible data) never become jobs: their bytes are ordinary copies.
+// incompressible data) become jobs too on the host backend, whose decoder checks every block's
+// checksum (transport::StoredBytes::kCheckedBlocks); for the CUDA backend, whose decoder takes
+// Huffman streams only, their bytes are ordinary copies (kCopies).
 //
 // The rule (ForEachKeptRun is its reference, used by the host backend; the CUDA kernel repeats it
 // per value): value k of the block (0 <= k < values) is element d = first + k of the copy's
@@ -45,7 +47,7 @@ struct DecodeJob {
 // that a decoder's making allocates and converts nothing: the GPU backend uploads `jobs` and
 // `luts` as they are.
 struct DecodeSet {
-  std::vector<codec::StreamInfo> streams;  // Huffman-coded streams only
+  std::vector<codec::StreamInfo> streams;  // coded streams (and stored ones: kCheckedBlocks)
   std::vector<std::string> names;          // per stream, for errors: "<shard path>: <tensor>"
   std::vector<std::uint16_t> luts;         // the streams' tables back to back: stream s's at
                                            // s * codec::kLutEntries (kept by AddStream)

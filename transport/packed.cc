@@ -5,9 +5,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <span>
+
+#include "codec/checksum.h"
 
 namespace hoist::transport {
 namespace {
@@ -54,7 +57,9 @@ Status CheckStream(const PackedStreams::Tensor& t, const PackedStreams::Stream& 
   }
   const std::uint64_t want = rows * (s.col_end - s.col_begin) * t.value_bytes;
   const bool coded = s.info.method == codec::Method::kHuffman;
-  if (s.info.original_bytes != want || (coded && codec::DTypeSize(s.info.dtype) != t.value_bytes)) {
+  const std::uint32_t size = codec::DTypeSize(s.info.dtype);
+  if (s.info.original_bytes != want || (coded && size != t.value_bytes) ||
+      t.value_bytes % size != 0) {
     return Status::Corrupt(label + ": stream at offset " + std::to_string(s.offset) + " decodes " +
                            std::to_string(s.info.original_bytes) + " bytes of " +
                            std::string(codec::DTypeName(s.info.dtype)) + ", expected " +
@@ -67,7 +72,7 @@ Status CheckStream(const PackedStreams::Tensor& t, const PackedStreams::Stream& 
 Result<PackedStreams::Tensor> ParseTensor(const proto::PackedTensor& pt, const std::string& path) {
   const std::string label = Label(path, pt.name());
   PackedStreams::Tensor t{pt.name(),       pt.file(),        pt.offset(), pt.bytes(),
-                          pt.row_values(), pt.value_bytes(), {}};
+                          pt.row_values(), pt.value_bytes(), pt.xxh64(),  {}};
   if (t.value_bytes == 0 || t.row_values == 0 || t.bytes % t.value_bytes != 0 ||
       t.bytes / t.value_bytes % t.row_values != 0 || pt.streams_size() == 0) {
     return Status::Corrupt(label + ": " + std::to_string(t.bytes) + " bytes of " +
@@ -83,6 +88,13 @@ Result<PackedStreams::Tensor> ParseTensor(const proto::PackedTensor& pt, const s
                     std::span(reinterpret_cast<const std::uint8_t*>(h.data()), h.size()),
                     ps.bytes(), label + " (stream at offset " + std::to_string(ps.offset()) + ")"));
     HOIST_RETURN_IF_ERROR(CheckStream(t, s, end, label));
+    const codec::StreamId id{pt.name_xxh64(), static_cast<std::uint32_t>(t.streams.size()),
+                             static_cast<std::uint32_t>(pt.streams_size()), s.col_begin};
+    if (s.info.id != id) {
+      return Status::Corrupt(label + ": stream at offset " + std::to_string(s.offset) +
+                             " is stream " + std::to_string(s.info.id.index) + " of another " +
+                             "tensor or place (its header's identity does not match)");
+    }
     end = s.col_end;
     t.streams.push_back(std::move(s));
   }
@@ -112,6 +124,15 @@ Status DecodeTensor(const PackedStreams::Tensor& t, const std::string& path,
       std::memcpy(out->data() + r * row + s.col_begin * t.value_bytes, part.data() + r * w, w);
     }
   }
+  const std::uint64_t got = codec::Xxh64(out->data(), out->size());
+  if (got != t.xxh64) {
+    char buf[80];
+    std::snprintf(buf, sizeof buf, "XXH64 %016llx, the index recorded %016llx",
+                  static_cast<unsigned long long>(got), static_cast<unsigned long long>(t.xxh64));
+    return Status::Corrupt(Label(path, t.name) + ": the decoded tensor (" +
+                           std::to_string(t.bytes) + " bytes at logical offset " +
+                           std::to_string(t.offset) + ") has " + buf + " for the original bytes");
+  }
   return Status::Ok();
 }
 
@@ -119,8 +140,9 @@ Status DecodeTensor(const PackedStreams::Tensor& t, const std::string& path,
 class Translator {
  public:
   Translator(const PackedStreams& p, const std::vector<std::string>& paths,
-             const std::vector<bool>& packed, const std::vector<std::size_t>& first, PackedWork* w)
-      : p_(p), paths_(paths), packed_(packed), first_(first), w_(*w) {}
+             const std::vector<bool>& packed, const std::vector<std::size_t>& first,
+             StoredBytes stored, PackedWork* w)
+      : p_(p), paths_(paths), packed_(packed), first_(first), stored_(stored), w_(*w) {}
 
   Status Add(int i, const proto::Copy& c) {
     if (c.width() == 0 || c.rows() == 0) return Status::Ok();
@@ -230,13 +252,14 @@ class Translator {
     return Status::Ok();
   }
 
-  // The part r of stream s of tensor ti: a copy of stored bytes, or a unit of blocks.
-  Status Stream(std::int64_t ti, std::size_t s, const Region& r) {
+  // The part r of stream s of tensor ti: a copy of stored bytes (StoredBytes::kCopies), or a
+  // unit of the blocks it touches, each a job that checks its block.
+  Status Stream(std::int64_t ti, std::size_t s, Region r) {
     const PackedStreams::Tensor& t = p_.tensors()[ti];
     const PackedStreams::Stream& st = t.streams[s];
     const codec::StreamInfo& info = st.info;
     const std::uint64_t payload = st.offset + info.header_bytes;
-    if (info.method == codec::Method::kStored) {
+    if (info.method == codec::Method::kStored && stored_ == StoredBytes::kCopies) {
       proto::Copy* out = w_.plan.add_copies();
       out->set_file(t.file);
       out->set_src_offset(payload + r.start * t.value_bytes);
@@ -247,6 +270,12 @@ class Translator {
       out->set_dst_pitch(r.dst_pitch);
       return Status::Ok();
     }
+    // A stored stream of plain bytes (a dtype the codec does not know) counts bytes: the
+    // region, in the tensor's values, in the stream's.
+    const std::uint64_t per = t.value_bytes / codec::DTypeSize(info.dtype);
+    r.start *= per;
+    r.pitch *= per;
+    r.width *= per;
     const std::uint64_t V = info.block_values;
     const std::uint64_t last = r.start + (r.rows - 1) * r.pitch + r.width - 1;
     const auto b0 = static_cast<std::uint32_t>(r.start / V);
@@ -294,6 +323,7 @@ class Translator {
   const std::vector<std::string>& paths_;
   const std::vector<bool>& packed_;
   const std::vector<std::size_t>& first_;
+  const StoredBytes stored_;
   PackedWork& w_;
   std::map<std::pair<std::int64_t, std::size_t>, std::size_t> index_;
 };
@@ -333,7 +363,8 @@ Result<PackedStreams> PackedStreams::FromPlan(const proto::LoadPlan& plan) {
   return p;
 }
 
-Result<PackedWork> PackedStreams::Translate(const proto::RankPlan& logical) const {
+Result<PackedWork> PackedStreams::Translate(const proto::RankPlan& logical,
+                                            StoredBytes stored) const {
   PackedWork w;
   w.plan = logical;
   w.plan.clear_copies();
@@ -342,7 +373,7 @@ Result<PackedWork> PackedStreams::Translate(const proto::RankPlan& logical) cons
   w.decode.jobs.reserve(blocks_);
   w.decode.streams.reserve(streams_);
   w.decode.luts.reserve(streams_ * codec::kLutEntries);
-  Translator tr(*this, paths_, packed_, file_first_, &w);
+  Translator tr(*this, paths_, packed_, file_first_, stored, &w);
   for (int i = 0; i < logical.copies_size(); ++i) {
     HOIST_RETURN_IF_ERROR(tr.Add(i, logical.copies(i)));
     w.copies_end.push_back(static_cast<std::size_t>(w.plan.copies_size()));

@@ -7,17 +7,20 @@
 //
 // Translation rules: a logical copy is cut at tensor boundaries; within a tensor it becomes a
 // rectangle of values (rows of `width` values `pitch` apart). For each of the tensor's streams
-// (all columns, or one column stripe) the part of the rectangle it holds becomes either one 2-D
-// copy from the stored payload, or one unit holding every block that the part touches, with one
-// job per block. Blocks shared by two copies are moved once per copy.
+// (all columns, or one column stripe) the part of the rectangle it holds becomes one unit
+// holding every block that the part touches, with one job per block (a stored stream too, unless
+// StoredBytes::kCopies asks for one 2-D copy from its payload instead). Blocks shared by two
+// copies are moved once per copy.
 //
 // Failure: FromPlan returns Corrupt naming the file, tensor and byte offset of a stream header
-// that does not parse (codec::ParseHeader) or disagrees with its tensor. Translate returns
+// that does not parse (codec::ParseHeader), disagrees with its tensor, or whose identity
+// (codec::StreamId) is not this tensor's stream at this place. Translate returns
 // Corrupt naming the copy and file for a copy outside the logical bytes, one cutting a value,
 // a 2-D copy crossing tensors, or one a column-striped tensor cannot serve (a region that is
 // not whole-row aligned to its stripes). ReadLogical returns IoError naming the shard for a
 // failed read and Corrupt (codec::Decode) for damaged data, and checks every tensor it decodes
-// against the stream checksums (XXH64 of the original bytes).
+// against its stream checksums and, reassembled, against the index's XXH64 of the original
+// bytes (PackedTensor.xxh64): --verify's reference is the original bytes, not the shard.
 // Threading: a PackedStreams is immutable after FromPlan; Translate and ReadLogical may run on
 // several threads at once.
 #pragma once
@@ -34,6 +37,13 @@
 
 namespace hoist::transport {
 
+// How Translate serves the bytes of stored (uncoded) streams. kCheckedBlocks: like coded ones,
+// as units of the whole blocks a copy touches, each block a job whose decoder checks the block's
+// checksum before placing its kept bytes (the host backend's decoder does; the CUDA decoder
+// refuses stored streams). kCopies: plain copies from the shard, unchecked at load time (the
+// CUDA backend, until its decoder can check them: docs/PACKED.md, "Integrity").
+enum class StoredBytes { kCheckedBlocks, kCopies };
+
 class PackedStreams {
  public:
   // The plan's packed tensors (none: an empty PackedStreams that translates nothing).
@@ -43,7 +53,8 @@ class PackedStreams {
   bool IsPacked(std::uint32_t file) const { return file < packed_.size() && packed_[file]; }
 
   // The pipeline's work for `logical` (a RankPlan, or a dedup read plan, of this plan).
-  Result<PackedWork> Translate(const proto::RankPlan& logical) const;
+  Result<PackedWork> Translate(const proto::RankPlan& logical,
+                               StoredBytes stored = StoredBytes::kCheckedBlocks) const;
 
   // Logical bytes [offset, offset + bytes) of packed file `file` into dst, decoded on the host
   // (each tensor touched is read and decoded whole).
@@ -61,6 +72,7 @@ class PackedStreams {
     std::uint64_t offset = 0, bytes = 0;  // logical
     std::uint64_t row_values = 0;
     std::uint32_t value_bytes = 0;
+    std::uint64_t xxh64 = 0;  // of the original bytes, from the index (ReadLogical checks it)
     std::vector<Stream> streams;
   };
   const std::vector<Tensor>& tensors() const { return tensors_; }

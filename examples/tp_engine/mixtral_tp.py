@@ -60,8 +60,8 @@ class BlockSparseMoE(nn.Module):
     def forward(self, x):
         weights = self.gate(x).softmax(dim=-1, dtype=torch.float32)
         weights, chosen = weights.topk(self.cfg.top_k, dim=-1)
-        weights = weights / weights.sum(dim=-1, keepdim=True)
-        return self.par.reduce_experts(self.experts(x, self.ids, chosen, weights.to(x.dtype)))
+        weights = weights / weights.sum(dim=-1, keepdim=True)  # float32, as transformers keeps them
+        return self.par.reduce_experts(self.experts(x, self.ids, chosen, weights))
 
 
 class MixtralDecoderLayer(nn.Module):

@@ -1,12 +1,13 @@
-"""CI test of the example tensor-parallel engine (run.py over qwen3_tp.py) on the host backend:
-its logits equal the independent float64 reference's (reference.py, from the unfused HF
-tensors) to 1e-4 of their scale and its greedy tokens are identical, for hoist-mkckpt Qwen3 and
+"""CI test of the example tensor-parallel engine (run.py over models.py's families) on the host
+backend: its logits equal the independent float64 reference's (reference.py, from the unfused
+HF tensors) to 1e-4 of their scale and its greedy tokens are identical, for hoist-mkckpt Qwen3 and
 Qwen3-MoE checkpoints at tp 1, 2 and 4 (kv heads replicated at tp 4 over 2 kv heads), under ep 2
 and ep 4 for the MoE, for Qwen3-MoE configs as transformers 5 writes them (num_local_experts)
 with decoder_sparse_step 2 and mlp_only_layers [1] (experts exactly where vLLM puts them),
-under mpirun (hoist plans once over MPI_COMM_WORLD) and torchrun (each rank loads its part
-alone), from a Hugging Face repo id in a fake hub cache, and attached to `hoist serve` without a
-copy.
+for Mixtral, GPT-OSS (BF16 experts, hoist's hf layout) and DeepSeek-V2 (MLA) checkpoints with
+transformers' exact tensor names (tests/data/hf) at tp 1, 2 and ep 2, under mpirun (hoist plans
+once over MPI_COMM_WORLD) and torchrun (each rank loads its part alone), from a Hugging Face repo
+id in a fake hub cache, and attached to `hoist serve` without a copy.
 
 Needs HOIST_BIN, HOIST_MKCKPT (ctest sets them), PYTHONPATH at the hoist package, PyTorch with
 gloo, mpirun. Every child process runs under a timeout."""
@@ -29,6 +30,9 @@ sys.path.insert(0, HERE)
 from reference import Reference  # noqa: E402  (shares no code with the engine)
 
 RUN = os.path.join(HERE, "run.py")
+HF_DATA = os.path.join(os.path.dirname(os.path.dirname(HERE)), "tests", "data", "hf")
+# Families with transformers' exact tensor names (tests/data/hf/<arch>: config.json, tensors.json)
+HF_FAMILIES = {"mixtral": 20, "gpt_oss": 17, "deepseek_v2": 18}  # name -> content seed
 PROMPT = [3, 17, 92, 250, 511, 7, 800, 42]
 STEPS = 6
 REL_TOL = 1e-4
@@ -86,10 +90,11 @@ def free_port():
         return s.getsockname()[1]
 
 
-def mkckpt(out, seed, preset=None, config=None):
+def mkckpt(out, seed, preset=None, config=None, tensors=None):
     cmd = [os.environ["HOIST_MKCKPT"], "--out", out, "--seed", str(seed), "--threads", "2",
            "--shard-size", "300000"]
     cmd += ["--preset", preset] if preset else ["--config", config]
+    cmd += ["--tensors", tensors] if tensors else []
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, timeout=120)
 
 
@@ -134,6 +139,12 @@ def setUpModule():
         path = os.path.join(root, name)
         mkckpt(path, seed, preset, config)
         Fixture.models[name] = path
+    for name, seed in HF_FAMILIES.items():
+        path = os.path.join(root, name)
+        mkckpt(path, seed, config=os.path.join(HF_DATA, name, "config.json"),
+               tensors=os.path.join(HF_DATA, name, "tensors.json"))
+        Fixture.models[name] = path
+    for name, path in Fixture.models.items():
         t0 = time.time()
         Fixture.refs[name] = Reference(path).greedy(PROMPT, STEPS)
         print(f"reference {name}: tokens {Fixture.refs[name][0]} ({time.time() - t0:.1f}s)",
@@ -260,6 +271,52 @@ class TpEngineTest(unittest.TestCase):
                 got, out = self.run_engine(Fixture.models[name], nproc, *par, launcher=launcher)
                 self.assert_matches_reference(got, name)
                 self.assertIn(f"layers {want} (E moe, d dense): num_experts 8", out)
+
+    def test_mixtral_gpt_oss_deepseek_v2(self):
+        """Each family at tp 1, tp 2 and ep 2 against the reference; GPT-OSS binds to hoist's hf
+        layout (its BF16 experts: a contiguous share of the interleaved gate/up dim, the down
+        bias on tp rank 0 alone), the others to the fused one."""
+        layouts = {"mixtral": "fused", "gpt_oss": "hf", "deepseek_v2": "fused"}
+        for name, layout in layouts.items():
+            for nproc, par, launcher in ((1, ["--tp", "1"], "single"),
+                                         (2, ["--tp", "2"], "mpirun"),
+                                         (2, ["--ep", "2", "--tp", "1"], "mpirun")):
+                got, out = self.run_engine(Fixture.models[name], nproc, *par, launcher=launcher)
+                self.assert_matches_reference(got, name)
+                self.assertIn(f"hoist layout {layout}", out)
+
+    def test_family_registry_unit(self):
+        """models.family: the architecture picks the family (model_type when none matches);
+        configs the example cannot run are refused by name."""
+        import models
+
+        def config(name, **changes):
+            with open(os.path.join(HF_DATA, name, "config.json")) as fh:
+                return dict(json.load(fh), **changes)
+
+        for name, cls in (("mixtral", "MixtralForCausalLM"), ("gpt_oss", "GptOssForCausalLM"),
+                          ("deepseek_v2", "DeepseekV2ForCausalLM")):
+            cfg, model_class = models.family(config(name))
+            self.assertEqual(model_class.__name__, cls)
+            _, by_type = models.family(config(name, architectures=["Unknown"]))
+            self.assertEqual(by_type.__name__, cls)
+        # no layer_types: transformers' default, sliding window on the even layers
+        cfg, _ = models.family(config("gpt_oss", layer_types=None, num_hidden_layers=4))
+        window = cfg.sliding_window
+        self.assertEqual([cfg.window(i) for i in range(4)], [window, None, window, None])
+        cfg, _ = models.family(config("deepseek_v2"))
+        self.assertEqual("".join("E" if cfg.sparse(i) else "d" for i in range(cfg.layers)), "dEE")
+        for bad, needle in (
+                (dict(architectures=["LlamaForCausalLM"], model_type="llama"),
+                 "none of this example's families"),
+                (config("gpt_oss", quantization_config={"quant_method": "mxfp4"}), "MXFP4"),
+                (config("deepseek_v2", q_lora_rank=48), "q_lora_rank 48"),
+                (config("deepseek_v2", topk_method="noaux_tc"), "topk_method 'noaux_tc'"),
+                (config("mixtral", rope_parameters={"rope_theta": 1e6, "rope_type": "yarn"}),
+                 "rope scaling 'yarn'")):
+            with self.assertRaises(ValueError) as e:
+                models.family(bad)
+            self.assertIn(needle, str(e.exception))
 
     def test_moe_layer_mismatch_is_a_named_error(self):
         """A config.json that puts experts where the checkpoint has none fails the plan with

@@ -87,19 +87,23 @@ TEST(CodecCorrupt, NamedReasons) {
   bad[0] = 'X';
   expect(bad, "bad magic");
   bad = s.stream;
-  bad[4] = 2;
+  bad[4] = 3;
   Reseal(bad);
   EXPECT_EQ(DecodeAll(bad, s.data.size()).code(), Code::kUnsupported);
-  expect(bad, "format version 2");
+  expect(bad, "format version 3");
   bad = s.stream;
-  bad[300] ^= 1;  // first block offset, without resealing
+  bad[48] = 1;  // stream 1 of 1
+  Reseal(bad);
+  expect(bad, "stream 1 of 1 streams");
+  bad = s.stream;
+  bad[324] ^= 1;  // first block offset, without resealing
   expect(bad, "header checksum mismatch");
   bad = s.stream;
-  bad[296 + 8 + 5] = 0x01;  // block 1's offset (+ 2^40), resealed
+  bad[320 + 8 + 5] = 0x01;  // block 1's offset (+ 2^40), resealed
   Reseal(bad);
   expect(bad, "past the payload");
   bad = s.stream;
-  bad[40 + 120] = 13;  // a code longer than 12 bits
+  bad[64 + 120] = 13;  // a code longer than 12 bits
   Reseal(bad);
   expect(bad, "invalid code table");
   bad = s.stream;
@@ -112,6 +116,25 @@ TEST(CodecCorrupt, NamedReasons) {
   expect(bad, "block 0 checksum mismatch");
   std::vector<std::uint8_t> out(s.data.size() + 2);
   EXPECT_FALSE(Decode(s.stream, out, kName).ok());  // wrong output size
+}
+
+// The identity the encoder is given comes back from the parser as written, under the header
+// checksum (a changed identity byte is a header checksum mismatch).
+TEST(CodecCorrupt, StreamIdentityRoundTripsUnderTheHeaderChecksum) {
+  const std::vector<std::uint8_t> data = testing::NormalBf16(3000, 7, 0.02);
+  EncodeOptions o;
+  o.id = StreamId{Xxh64("w", 1), 2, 4, 96};
+  for (bool huffman : {true, false}) {
+    o.allow_huffman = huffman;
+    auto stream = *Encode(DType::kBF16, data, o);
+    const auto info = ParseStream(stream, kName);
+    ASSERT_TRUE(info.ok()) << info.status().ToString();
+    EXPECT_EQ(info->id, o.id);
+    EXPECT_EQ(info->header_checksum,
+              Xxh64(stream.data(), static_cast<std::size_t>(info->header_bytes - 8)));
+    stream[56] ^= 1;  // the first column
+    ExpectNamedError(DecodeAll(stream, data.size()), "identity byte changed");
+  }
 }
 
 TEST(CodecCorrupt, SingleBlockDecodeChecksItsBlock) {

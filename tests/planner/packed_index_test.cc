@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -53,6 +54,12 @@ std::vector<std::uint8_t> Values(const Spec& s, std::uint64_t seed) {
   return out;
 }
 
+std::string Hex(std::uint64_t v) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(v));
+  return hex;
+}
+
 struct Expected {
   PackedTensorEntry entry;
   std::string shard;
@@ -68,8 +75,8 @@ struct Fixture {
   Fixture() {
     std::map<std::string, std::vector<std::uint8_t>> shards;
     index = {{"format", "hoist-packed"},
-             {"version", 2},
-             {"codec_version", 1},
+             {"version", 3},
+             {"codec_version", 2},
              {"tp_multiple", 2},
              {"tensors", json::object()}};
     std::uint64_t seed = 1;
@@ -92,7 +99,8 @@ struct Fixture {
     e.entry = {s.name, s.dtype,      s.shape, v.size(), codec::Xxh64(v.data(), v.size()),
                0,      s.row_values, {}};
     json streams = json::array();
-    for (const auto& [c0, c1] : s.columns) {
+    for (std::size_t i = 0; i < s.columns.size(); ++i) {
+      const auto [c0, c1] = s.columns[i];
       std::vector<std::uint8_t> part;
       for (std::uint64_t r = 0; r < rows; ++r) {
         part.insert(part.end(), v.begin() + (r * s.row_values + c0) * vb,
@@ -101,6 +109,8 @@ struct Fixture {
       codec::EncodeOptions o;
       o.block_values = static_cast<std::uint32_t>(s.block_rows ? s.block_rows * (c1 - c0) : 64);
       o.sub_streams = 32;
+      o.id = {codec::Xxh64(s.name.data(), s.name.size()), static_cast<std::uint32_t>(i),
+              static_cast<std::uint32_t>(s.columns.size()), c0};
       auto stream = codec::Encode(dtype, part, o);
       if (!stream.ok()) throw std::runtime_error(stream.status().ToString());
       auto info = codec::ParseStream(*stream, s.name);
@@ -110,18 +120,21 @@ struct Fixture {
           shard.size(), stream->size(),
           c0,           c1,
           s.block_rows, std::string(stream->begin(), stream->begin() + info->header_bytes)};
+      pe.header_xxh64 = info->header_checksum;
       streams.push_back({{"offset", pe.offset},
                          {"bytes", pe.bytes},
                          {"columns", {c0, c1}},
-                         {"block_rows", s.block_rows}});
+                         {"block_rows", s.block_rows},
+                         {"header_xxh64", Hex(pe.header_xxh64)}});
       e.entry.streams.push_back(pe);
       shard.insert(shard.end(), stream->begin(), stream->end());
     }
-    char hex[17];
-    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(e.entry.xxh64));
-    index["tensors"][s.name] = {
-        {"dtype", s.dtype}, {"shape", s.shape}, {"original_bytes", v.size()},
-        {"xxh64", hex},     {"file", s.shard},  {"streams", streams}};
+    index["tensors"][s.name] = {{"dtype", s.dtype},
+                                {"shape", s.shape},
+                                {"original_bytes", v.size()},
+                                {"xxh64", Hex(e.entry.xxh64)},
+                                {"file", s.shard},
+                                {"streams", streams}};
   }
 
   void WriteIndex() const {
@@ -157,6 +170,7 @@ TEST(PackedIndex, ReadsEveryFieldAsWritten) {
       EXPECT_EQ(a.col_begin, b.col_begin);
       EXPECT_EQ(a.col_end, b.col_end);
       EXPECT_EQ(a.block_rows, b.block_rows);
+      EXPECT_EQ(a.header_xxh64, b.header_xxh64);
       EXPECT_TRUE(a.header == b.header) << "stream " << i;
     }
   }
@@ -201,10 +215,10 @@ std::vector<Case> IndexCases() {
        {"unknown key \"extra\""},
        ""},
       {"missing tensors", [](json& j) { j.erase("tensors"); }, Code::kCorrupt, {"\"tensors\""}, ""},
-      {"newer version", [](json& j) { j["version"] = 3; }, Code::kUnsupported, {"newer"}, ""},
-      {"older version", [](json& j) { j["version"] = 1; }, Code::kUnsupported, {"hoist pack"}, ""},
+      {"newer version", [](json& j) { j["version"] = 4; }, Code::kUnsupported, {"newer"}, ""},
+      {"older version", [](json& j) { j["version"] = 2; }, Code::kUnsupported, {"hoist pack"}, ""},
       {"newer codec",
-       [](json& j) { j["codec_version"] = 2; },
+       [](json& j) { j["codec_version"] = 3; },
        Code::kUnsupported,
        {"codec version"},
        ""},
@@ -309,11 +323,39 @@ std::vector<Case> IndexCases() {
        Code::kCorrupt,
        {"runs past the end"},
        "n.f32"},
-      {"overlapping streams",
+      {"another tensor's stream (whole entry)",
        [t](json& j) { t(j, "w.r") = t(j, "w.q"); },
        Code::kCorrupt,
-       {"overlaps", "\"w.q\""},
-       "w.r"},
+       {"the index wants stream 0 of 1", "of this tensor"},
+       "w.r",
+       "packed-00001.bin"},
+      {"header checksum not the recorded one",
+       [s](json& j) { s(j, "h.f16", 0)["header_xxh64"] = "0123456789abcdef"; },
+       Code::kCorrupt,
+       {"header checksum", "the index recorded 0123456789abcdef"},
+       "h.f16",
+       "packed-00001.bin"},
+      {"header checksum not hex",
+       [s](json& j) { s(j, "h.f16", 0)["header_xxh64"] = 7; },
+       Code::kCorrupt,
+       {"\"header_xxh64\" must be 16"},
+       "h.f16"},
+      {"stripes' places swapped with their records",
+       [s](json& j) {
+         for (const char* k : {"offset", "bytes", "header_xxh64"}) {
+           std::swap(s(j, "w.o", 0)[k], s(j, "w.o", 1)[k]);
+         }
+       },
+       Code::kCorrupt,
+       {"stream 1 of 2", "the index wants stream 0 of 2"},
+       "w.o",
+       "packed-00002.bin"},
+      {"a one-stream tensor's xxh64 is not its stream's",
+       [t](json& j) { t(j, "n.f32")["xxh64"] = "0123456789abcdef"; },
+       Code::kCorrupt,
+       {"content checksum", "is not the tensor's xxh64 0123456789abcdef"},
+       "n.f32",
+       "packed-00001.bin"},
       {"stream size disagrees",
        [s](json& j) { s(j, "h.f16", 0)["bytes"] = s(j, "h.f16", 0)["bytes"].get<int>() - 16; },
        Code::kCorrupt,
@@ -421,6 +463,19 @@ TEST(PackedIndex, ShardsThatAreNoRegularFileInsideTheFolderAreRefused) {
   EXPECT_EQ(st.code(), Code::kCorrupt) << st.ToString();
   EXPECT_NE(st.message().find("FIFO"), std::string::npos) << st.ToString();
   EXPECT_NE(st.message().find("\"w.o\""), std::string::npos) << st.ToString();
+  // A hard link: a second name of shard 1 (so shard 1's streams overlap nothing "in it"),
+  // named for tensors whose streams are in shard 1 under its own name too.
+  Fixture k;
+  ASSERT_EQ(::link(k.dir.Sub("packed-00001.bin").c_str(), k.dir.Sub("alias.bin").c_str()), 0);
+  k.index["tensors"]["w.r"] = k.index["tensors"]["w.q"];
+  k.index["tensors"]["w.r"]["file"] = "alias.bin";
+  k.WriteIndex();
+  st = ReadPackedIndex(k.dir.path()).status();
+  EXPECT_EQ(st.code(), Code::kCorrupt) << st.ToString();
+  for (const char* w : {"tensor \"w.r\"", "shard \"alias.bin\"", "is the same file as shard",
+                        "\"packed-00001.bin\"", kPackedIndexFile}) {
+    EXPECT_NE(st.message().find(w), std::string::npos) << w << " in " << st.ToString();
+  }
   // A directory in place of the index.
   Fixture h;
   fs::remove(h.dir.Sub(kPackedIndexFile));

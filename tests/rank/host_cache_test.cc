@@ -179,7 +179,10 @@ TEST(PackedHostCache, RestoresMatchTheReferenceWhenTheDecoderIsSlowToMake) {
   }
 }
 
-TEST(PackedHostCache, StoredTensorsOnlyNeedNoDecoder) {
+// On the host backend a stored stream's bytes are whole blocks that the decoder checks
+// (transport::StoredBytes::kCheckedBlocks): the cache holds the blocks the copies touch, and a
+// restore runs the decoder (the CUDA backend caches and copies the stored bytes alone).
+TEST(PackedHostCache, StoredTensorsAreCheckedBlocksOnTheHost) {
   Packed p = MakeCheckpoint();
   PlanWriter w(p);
   w.Rect(2, 0, 40, 0, 129);        // the stored F32 tensor of the shard
@@ -189,14 +192,12 @@ TEST(PackedHostCache, StoredTensorsOnlyNeedNoDecoder) {
   auto dev = transport::OpenHostDevice();
   auto cache = HostCache::Capture(*dev, {}, p.plan, rp);
   ASSERT_TRUE(cache.ok()) << cache.status().ToString();
-  EXPECT_EQ((*cache)->bytes(), WrittenBytes(rp));
+  EXPECT_GT((*cache)->bytes(), WrittenBytes(rp));  // whole blocks and their neighbours' rows
   RestoreTiming t;
   auto a = testtransport::WithWatchdog([&] { return (*cache)->Restore(&t); });
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   const std::vector<std::uint8_t> got = ArenaBytes(*dev, *a);
   EXPECT_EQ(testtransport::FirstMismatch(ReferenceArena(p.ref_plan, rp), got.data()), -1);
-  EXPECT_EQ(t.decode_seconds, 0);
-  EXPECT_EQ(t.moved_bytes, t.bytes);
 }
 
 // Flips a byte inside block 1 of tensor a.bf16's stream (only its checksum sees it).

@@ -189,8 +189,9 @@ TEST(MkckptPresets, Qwen3MoeSparseStepFromATransformers5Config) {
   both["num_experts"] = 8;
   auto r = ListTensorSpecs(both.dump());
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("num_experts disagrees with num_local_experts"),
-            std::string::npos);
+  EXPECT_NE(r.status().message().find("\"num_experts\" = 8 disagrees with \"num_local_experts\""),
+            std::string::npos)
+      << r.status().ToString();
   nlohmann::json zero = c;
   zero["decoder_sparse_step"] = 0;
   r = ListTensorSpecs(zero.dump());

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "codec/checksum.h"
 #include "codec/codec.h"
 #include "proto/plan.pb.h"
 #include "tests/codec/codec_data.h"
@@ -68,12 +69,16 @@ inline Packed MakePacked(const std::vector<TensorSpec>& specs, std::uint32_t blo
     pts->set_row_values(t.cols);
     pts->set_value_bytes(vb);
     pts->set_dtype(std::string(codec::DTypeName(t.dtype)));
+    pts->set_xxh64(codec::Xxh64(v.data(), v.size()));
+    pts->set_name_xxh64(codec::Xxh64(t.name.data(), t.name.size()));
     p.logical.insert(p.logical.end(), v.begin(), v.end());
     for (int s = 0; s < t.stripes; ++s) {
       const std::uint64_t c0 = t.cols * s / t.stripes, c1 = t.cols * (s + 1) / t.stripes;
       codec::EncodeOptions o;
       o.block_values = block_values;
       o.sub_streams = 64;
+      o.id = {codec::Xxh64(t.name.data(), t.name.size()), static_cast<std::uint32_t>(s),
+              static_cast<std::uint32_t>(t.stripes), c0};
       auto stream = codec::Encode(t.dtype, Columns(v, t, c0, c1, vb), o);
       if (!stream.ok()) throw std::runtime_error(stream.status().ToString());
       auto info = codec::ParseStream(*stream, t.name);

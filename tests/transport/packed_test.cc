@@ -433,6 +433,80 @@ TEST(PackedLoad, ADamagedHeaderIsRefusedWhenThePlanIsRead) {
   EXPECT_NE(streams.status().message().find("b.f16"), std::string::npos);
 }
 
+// Stored streams (c.f32) on the host backend: units of whole blocks, each checked by the
+// decoder, so no plain copy of a packed file is left; for the CUDA backend (kCopies), plain
+// copies. A flipped byte of a stored payload is a named error.
+TEST(PackedLoad, StoredBytesAreCheckedBlocksOnTheHost) {
+  Packed p = MakePacked(Specs(), 4096);
+  const proto::RankPlan rp = MixedPlan(p);
+  auto streams = PackedStreams::FromPlan(p.plan);
+  ASSERT_TRUE(streams.ok());
+  auto checked = streams->Translate(rp, StoredBytes::kCheckedBlocks);
+  ASSERT_TRUE(checked.ok()) << checked.status().ToString();
+  EXPECT_EQ(checked->plan.copies_size(), 0);
+  auto copies = streams->Translate(rp, StoredBytes::kCopies);
+  ASSERT_TRUE(copies.ok()) << copies.status().ToString();
+  EXPECT_GT(copies->plan.copies_size(), 0);
+  EXPECT_LT(copies->decode.jobs.size(), checked->decode.jobs.size());
+
+  const proto::PackedStream& s = p.plan.packed(2).streams(0);  // c.f32
+  ASSERT_EQ(p.plan.packed(2).name(), "c.f32");
+  const std::string path = p.plan.files(0).path();
+  std::FILE* f = std::fopen(path.c_str(), "r+b");
+  ASSERT_NE(f, nullptr);
+  const long at = static_cast<long>(s.offset() + s.header().size() + 4 * 129 * 5 + 2);
+  std::fseek(f, at, SEEK_SET);
+  const int c = std::fgetc(f);
+  std::fseek(f, at, SEEK_SET);
+  std::fputc(c ^ 0x04, f);
+  std::fclose(f);
+  const LoadRun run = Load(p, rp, Small(ReadMode::kBuffered, 64 << 10));
+  ASSERT_EQ(run.status.code(), Code::kCorrupt) << run.status.ToString();
+  for (const std::string& w : {std::string("c.f32"), std::string("checksum mismatch"), path,
+                               "stream at offset " + std::to_string(s.offset())}) {
+    EXPECT_NE(run.status.message().find(w), std::string::npos)
+        << w << ": " << run.status.ToString();
+  }
+}
+
+// A stream whose header names another tensor (or another place) is refused when the plan is
+// read; the host-side reader (--verify's reference) checks each tensor against the index's
+// XXH64 of the original bytes, not only against what the stream says of itself.
+TEST(PackedLoad, IdentityAndTheIndexChecksumAreChecked) {
+  Packed p = MakePacked(Specs(), 4096);
+  proto::LoadPlan other = p.plan;
+  other.mutable_packed(1)->set_name_xxh64(other.packed(1).name_xxh64() ^ 1);
+  auto refused = PackedStreams::FromPlan(other);
+  ASSERT_EQ(refused.status().code(), Code::kCorrupt) << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("b.f16"), std::string::npos)
+      << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("identity"), std::string::npos)
+      << refused.status().ToString();
+  // Stripes 1 and 2 of d.striped trade places (offsets and headers).
+  other = p.plan;
+  proto::PackedTensor* d = other.mutable_packed(3);
+  ASSERT_EQ(d->name(), "d.striped");
+  proto::PackedStream* a = d->mutable_streams(1);
+  proto::PackedStream* b = d->mutable_streams(2);
+  std::swap(*a->mutable_header(), *b->mutable_header());
+  const std::uint64_t off = a->offset();
+  a->set_offset(b->offset());
+  b->set_offset(off);
+  EXPECT_EQ(PackedStreams::FromPlan(other).status().code(), Code::kCorrupt);
+
+  other = p.plan;
+  other.mutable_packed(0)->set_xxh64(other.packed(0).xxh64() ^ 1);
+  auto streams = PackedStreams::FromPlan(other);
+  ASSERT_TRUE(streams.ok()) << streams.status().ToString();
+  std::vector<std::byte> got(p.logical.size());
+  const Status s = streams->ReadLogical(0, 0, 16, got.data());
+  ASSERT_EQ(s.code(), Code::kCorrupt) << s.ToString();
+  for (const char* w : {"a.bf16", "the index recorded", "logical offset 0"}) {
+    EXPECT_NE(s.message().find(w), std::string::npos) << w << ": " << s.ToString();
+  }
+  EXPECT_TRUE(streams->ReadLogical(0, p.offsets[1], 16, got.data()).ok());
+}
+
 TEST(PackedLoad, ReadLogicalReturnsTheOriginalBytes) {
   Packed p = MakePacked(Specs(), 4096);
   auto streams = PackedStreams::FromPlan(p.plan);
