@@ -439,6 +439,25 @@ Status ParseGroupQuantKeys(const std::string& qlabel, const json& q, ModelConfig
   return Status::Ok();
 }
 
+// quantization_config: the method, format and block size, then the integer / FP4 keys.
+Status ParseQuantizationConfig(std::string_view label, const json& root, ModelConfig* c) {
+  if (const json* q = Lookup(root, "quantization_config")) {
+    if (!q->is_object()) return WrongType(label, "quantization_config", "an object", *q);
+    const std::string qlabel = std::string(label) + ": quantization_config";
+    HOIST_RETURN_IF_ERROR(GetString(qlabel, *q, "quant_method", &c->quant_method));
+    HOIST_RETURN_IF_ERROR(GetString(qlabel, *q, "format", &c->quant_format));
+    HOIST_RETURN_IF_ERROR(GetString(qlabel, *q, "quant_algo", &c->quant_algo));
+    HOIST_RETURN_IF_ERROR(GetIntArray(qlabel, *q, "weight_block_size", &c->weight_block_size));
+    for (std::int64_t b : c->weight_block_size) {
+      if (b <= 0) {
+        return Status::Corrupt(qlabel + ": \"weight_block_size\" entries must be positive");
+      }
+    }
+    HOIST_RETURN_IF_ERROR(ParseGroupQuantKeys(qlabel, *q, c));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 // A vision-language config's text model: text_config, with the top level's architectures,
@@ -518,20 +537,7 @@ Result<ModelConfig> ParseModelConfig(std::string_view label, std::string_view js
                           c.mlp_only_layers.end());
 
   HOIST_RETURN_IF_ERROR(ParseAttentionKeys(label, root, &c));
-  if (const json* q = Lookup(root, "quantization_config")) {
-    if (!q->is_object()) return WrongType(label, "quantization_config", "an object", *q);
-    const std::string qlabel = std::string(label) + ": quantization_config";
-    HOIST_RETURN_IF_ERROR(GetString(qlabel, *q, "quant_method", &c.quant_method));
-    HOIST_RETURN_IF_ERROR(GetString(qlabel, *q, "format", &c.quant_format));
-    HOIST_RETURN_IF_ERROR(GetString(qlabel, *q, "quant_algo", &c.quant_algo));
-    HOIST_RETURN_IF_ERROR(GetIntArray(qlabel, *q, "weight_block_size", &c.weight_block_size));
-    for (std::int64_t b : c.weight_block_size) {
-      if (b <= 0) {
-        return Status::Corrupt(qlabel + ": \"weight_block_size\" entries must be positive");
-      }
-    }
-    HOIST_RETURN_IF_ERROR(ParseGroupQuantKeys(qlabel, *q, &c));
-  }
+  HOIST_RETURN_IF_ERROR(ParseQuantizationConfig(label, root, &c));
   return c;
 }
 
