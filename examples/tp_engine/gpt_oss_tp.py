@@ -85,8 +85,8 @@ class GptOssAttention(nn.Module):
             raise ValueError(f"tp {par.tp} is not a multiple of {cfg.kv_heads} kv heads")
         self.cfg, self.par, self.window = cfg, par, cfg.window(layer)
         self.q_heads = par.split(cfg.heads, "attention heads")
-        self.kv_heads = max(1, cfg.kv_heads // par.tp) if par.tp > cfg.kv_heads else \
-            par.split(cfg.kv_heads, "kv heads")
+        # one replicated kv head per rank when tp exceeds the kv heads, else an even share
+        self.kv_heads = 1 if par.tp > cfg.kv_heads else par.split(cfg.kv_heads, "kv heads")
         hd, H, bias = cfg.head_dim, cfg.hidden, cfg.attention_bias
         for name, heads in (("q_proj", self.q_heads), ("k_proj", self.kv_heads),
                             ("v_proj", self.kv_heads)):
