@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Run HERE (not on the GPU box) before a device call: exports the committed tree to .bench-src/
-# (ignored by git; name it in the call's `carry`) with Debian's dlpack header in .gpu-deps/,
+# (ignored by git; name it in the call's `carry`; REF=<commit> exports another commit) with Debian's dlpack header in .gpu-deps/,
 # which the GPU box's image lacks. Then on the box: cd .bench-src && bash bench/bench.sh
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
-grep -qx "/.bench-src/" .git/info/exclude 2>/dev/null || echo "/.bench-src/" >> .git/info/exclude
+exclude="$(git rev-parse --git-path info/exclude)"  # a worktree's .git is a file
+grep -qx "/.bench-src/" "$exclude" 2>/dev/null || echo "/.bench-src/" >> "$exclude"
 rm -rf .bench-src && mkdir .bench-src
-git archive HEAD | tar -x -C .bench-src
+git archive "${REF:-HEAD}" | tar -x -C .bench-src
 tmp=$(mktemp -d)
 (cd "$tmp" && apt-get download libdlpack-dev > /dev/null && dpkg -x libdlpack-dev_*.deb x)
 mkdir -p .bench-src/.gpu-deps/include
