@@ -358,6 +358,21 @@ namespace {
 // gpt_oss keeps every expert of a layer in one tensor. BF16 experts are transposed by vLLM at
 // load, which the fused layout cannot express; MXFP4 tp must leave each rank a 32-value block;
 // round-robin placement cannot take a range of such a tensor.
+// Llama 4's 3-D experts: vLLM transposes them at load (fused refuses them by name); under EP a
+// rank takes its experts as one range (round-robin placement refused).
+TEST_F(ParallelismTest, Llama4ExpertsNameWhatTheyCannotDo) {
+  const std::string dir = MakeHf(scratch_.Sub("llama4"), "llama4_text");
+  ExpectError(Plan(dir, 2), Code::kUnsupported,
+              {"feed_forward.experts.", "vLLM transposes these experts at load", "--layout hf"});
+  PlanOptions o;
+  o.ep = 2;
+  o.layout = proto::LAYOUT_HF;
+  o.placement = proto::PLACEMENT_ROUND_ROBIN;
+  auto ckpt = OpenCheckpoint(dir);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status().ToString();
+  ExpectError(BuildLoadPlan(*ckpt, o), Code::kUnsupported, {"use --placement linear"});
+}
+
 TEST_F(ParallelismTest, GptOssExpertsNameWhatTheyCannotDo) {
   const std::string bf16 = MakeHf(scratch_.Sub("gpt_oss"), "gpt_oss");
   ExpectError(Plan(bf16, 2), Code::kUnsupported,

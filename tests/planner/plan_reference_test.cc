@@ -33,9 +33,11 @@ namespace {
 namespace fs = std::filesystem;
 
 // "hf:NAME": the checkpoint transformers writes for architecture NAME (tests/data/hf/NAME);
-// "quant:NAME": an FP8 checkpoint derived from one (tests/data/quant/NAME).
+// "quant:NAME": an FP8 checkpoint derived from one (tests/data/quant/NAME); "derived:NAME":
+// another variant (tests/data/derived/NAME).
 bool IsHf(const std::string& preset) {
-  return preset.rfind("hf:", 0) == 0 || preset.rfind("quant:", 0) == 0;
+  return preset.rfind("hf:", 0) == 0 || preset.rfind("quant:", 0) == 0 ||
+         preset.rfind("derived:", 0) == 0;
 }
 
 // qwen3-tiny is written as one model.safetensors (no index); the others as several shards.
@@ -303,6 +305,15 @@ std::vector<Case> TransformersCases() {
       if (!fused) cases.push_back({"hf:gpt_oss", 1, ep, false, false});
       cases.push_back({"quant:gpt_oss_mxfp4", 1, ep, false, fused});
     }
+    // Llama 4: 3-D experts in the hf layout (halves of gate_up side by side); the fused layout's
+    // q/k rotary de-interleave on a Llama 4 without MoE layers (tp 8: one kv head a rank).
+    for (int tp : {1, 2, 4}) {
+      if (!fused) cases.push_back({"hf:llama4_text", tp, 0, false, false});
+    }
+    for (int ep : {2, 4}) {
+      if (!fused) cases.push_back({"hf:llama4_text", 1, ep, false, false});
+    }
+    for (int tp : {1, 2, 4, 8}) cases.push_back({"derived:llama4_dense", tp, 0, false, fused});
     // FP8 with per-channel (compressed-tensors) and per-tensor (ModelOpt) scales.
     for (const char* name : {"quant:qwen3_moe_fp8_channel", "quant:mixtral_fp8_tensor"}) {
       for (int tp : {1, 2, 4}) cases.push_back({name, tp, 0, false, fused});

@@ -480,6 +480,7 @@ class Builder {
     head_dim_ = static_cast<std::uint64_t>(CfgInt(c, "head_dim", 0));
     if (model_type == "qwen2" || head_dim_ == 0) head_dim_ = heads_ ? hidden / heads_ : 0;
     tied_ = c.value("tie_word_embeddings", false);
+    llama4_ = model_type == "llama4_text";
     experts_ = static_cast<std::uint64_t>(
         CfgInt(c, "num_experts", CfgInt(c, "n_routed_experts", CfgInt(c, "num_local_experts", 0))));
     norms_split_ = model_type == "minimax_m2";
@@ -500,6 +501,11 @@ class Builder {
     std::map<std::string, RefTensor> out;
     for (const auto& [name, entry] : ck_.entries()) {
       if (name == "lm_head.weight" && tied_) continue;  // vLLM skips it
+      if (Llama4Experts(name)) {
+        if (o_.fused) Fail(name + ": vLLM transposes Llama 4's 3-D experts (hf layout only)");
+        out[name] = ShardLlama4Experts(name);
+        continue;
+      }
       std::string fused_name;
       if (GptOssExperts(name, &fused_name)) {
         out[o_.fused && !fused_name.empty() ? fused_name : name] = ShardGptOssExperts(name);
@@ -511,6 +517,11 @@ class Builder {
         continue;
       }
       out[name] = Shard(name);
+      if (o_.fused && llama4_ &&
+          (name.ends_with("self_attn.q_proj.weight") ||
+           name.ends_with("self_attn.k_proj.weight"))) {
+        out[name] = DeinterleaveHeads(out[name], head_dim_);  // whole heads: after the shard
+      }
     }
     if (o_.fused) Fuse(&out);
     return out;
@@ -531,6 +542,57 @@ class Builder {
     auto it = kVllm.find(m[2]);
     *fused = it == kVllm.end() ? "" : m[1].str() + "." + it->second;
     return true;
+  }
+
+  // Llama 4: every expert of a layer in one tensor per projection (gate_up_proj [E, H, 2I] with
+  // gate then up along the last dim, down_proj [E, I, H]).
+  static bool Llama4Experts(const std::string& name) {
+    static const std::regex kRe(
+        R"(^model\.layers\.\d+\.feed_forward\.experts\.(gate_up_proj|down_proj)$)");
+    return std::regex_match(name, kRe);
+  }
+
+  // vLLM's Llama 4 loaders (hf layout): under EP the rank's experts; under TP its share [s, e)
+  // of I in each half of gate_up (the two side by side) and of down's I.
+  RefTensor ShardLlama4Experts(const std::string& name) const {
+    RefTensor t = ck_.Load(name);
+    if (o_.ep > 0) {
+      if (o_.round_robin) Fail(name + ": one tensor of experts: linear placement only");
+      const std::uint64_t per = t.shape.at(0) / static_cast<std::uint64_t>(o_.ep),
+                          r = static_cast<std::uint64_t>(o_.rank);
+      return SliceRows(t, r * per, (r + 1) * per);
+    }
+    const std::uint64_t I =
+        static_cast<std::uint64_t>(CfgInt(ck_.config(), "intermediate_size", 0));
+    if (I % tp_ != 0) Fail(name + ": intermediate_size vs tp");
+    const std::uint64_t s = t_ * I / tp_, e = s + I / tp_;
+    if (name.ends_with("down_proj")) return SliceDim(t, 1, s, e);
+    const RefTensor gate = SliceDim(t, 2, s, e), up = SliceDim(t, 2, I + s, I + e);
+    RefTensor out{t.dtype, gate.shape, {}};
+    out.shape[2] = 2 * (e - s);
+    const std::uint64_t row = (e - s) * ElemSize(t.dtype);
+    for (std::uint64_t o = 0; o < gate.data.size() / row; ++o) {
+      const auto at = static_cast<std::ptrdiff_t>(o * row), n = static_cast<std::ptrdiff_t>(row);
+      out.data.insert(out.data.end(), gate.data.begin() + at, gate.data.begin() + at + n);
+      out.data.insert(out.data.end(), up.data.begin() + at, up.data.begin() + at + n);
+    }
+    return out;
+  }
+
+  // vLLM's Llama 4 q/k permute: in each head of hd rows, rows 0, 2, 4, ... then 1, 3, 5, ...
+  static RefTensor DeinterleaveHeads(const RefTensor& t, std::uint64_t hd) {
+    const std::uint64_t rows = t.shape.at(0), row = t.data.size() / rows;
+    RefTensor out{t.dtype, t.shape, {}};
+    for (std::uint64_t h = 0; h < rows; h += hd) {
+      for (std::uint64_t parity = 0; parity < 2; ++parity) {
+        for (std::uint64_t i = h + parity; i < h + hd; i += 2) {
+          const auto at = static_cast<std::ptrdiff_t>(i * row);
+          out.data.insert(out.data.end(), t.data.begin() + at,
+                          t.data.begin() + at + static_cast<std::ptrdiff_t>(row));
+        }
+      }
+    }
+    return out;
   }
 
   // Dim `d` of `t` narrowed to [a, b) (plain loops over the outer index).
@@ -1016,6 +1078,7 @@ class Builder {
   std::uint64_t bn_ = 0, bk_ = 0;
   std::uint64_t key_dim_ = 0, value_dim_ = 0;  // linear attention
   bool tied_ = false;
+  bool llama4_ = false;  // fused: q/k heads de-interleaved (vLLM's permute)
   bool norms_split_ = false;
   QuantSpec qs_;
 };

@@ -8,8 +8,10 @@
 // Rules implemented (LAYOUT.md): column, row, kv-head replication (tp > kv heads), vocab
 // padding to a multiple of 64 with zero rows, tied embeddings (no lm_head output), replicated
 // tensors, FP8 block scales sliced in whole blocks, FP8 per-channel and per-tensor scales,
-// gpt_oss experts (BF16 and MXFP4), experts under EP (linear / round-robin, only owned experts,
-// whole) and with EP off (tp-sharded), and both layouts (hf, fused).
+// gpt_oss experts (BF16 and MXFP4), Llama 4 (3-D experts in halves, hf layout; q/k heads
+// de-interleaved in the fused layout, as vLLM permutes them), experts under EP (linear /
+// round-robin, only owned experts, whole) and with EP off (tp-sharded), and both layouts (hf,
+// fused).
 //
 // Quantized linear layers X whose weight is [N, K] (vLLM's loaders; config.json's
 // quantization_config picks the format):
