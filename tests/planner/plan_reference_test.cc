@@ -33,8 +33,9 @@ namespace {
 namespace fs = std::filesystem;
 
 // "hf:NAME": the checkpoint transformers writes for architecture NAME (tests/data/hf/NAME);
-// "quant:NAME": an FP8 checkpoint derived from one (tests/data/quant/NAME); "derived:NAME":
-// another variant (tests/data/derived/NAME).
+// "quant:NAME": a quantized checkpoint derived from one (tests/data/quant/NAME: FP8, MXFP4,
+// GPTQ, AWQ, compressed-tensors WNA16 and NVFP4, ModelOpt NVFP4); "derived:NAME": another variant
+// (tests/data/derived/NAME).
 bool IsHf(const std::string& preset) {
   return preset.rfind("hf:", 0) == 0 || preset.rfind("quant:", 0) == 0 ||
          preset.rfind("derived:", 0) == 0;
@@ -108,8 +109,21 @@ struct Case {
   int ep = 0;
   bool round_robin = false;
   bool fused = true;
-  bool expect_fp8_error = false;  // the plan must fail with the named FP8 block error
+  // Empty: the plan must succeed. Otherwise it must fail with Code InvalidArgument and a message
+  // holding every one of these phrases, and the reference must refuse the topology too.
+  std::vector<std::string> error_phrases = {};
 };
+
+// A shard boundary inside a 128-wide FP8 scale block.
+std::vector<std::string> Fp8BlockError(int tp) {
+  return {"weight_scale_inv", "tp " + std::to_string(tp), "FP8 scale block",
+          "use a tp that divides N/128", "or --ep for experts"};
+}
+
+// A shard boundary inside a pack or a scale group of a quantized layer's tensor `tensor`.
+std::vector<std::string> QuantGroupError(const std::string& tensor, int tp) {
+  return {tensor, "tp " + std::to_string(tp), "tp values that work"};
+}
 
 void PrintTo(const Case& c, std::ostream* os) {
   *os << c.preset << " tp " << c.tp << " ep " << c.ep << (c.round_robin ? " round_robin" : "")
@@ -193,15 +207,13 @@ TEST_P(PlanReferenceTest, EveryRankMatchesTheReferenceByteForByte) {
   ro.fused = c.fused;
   ro.round_robin = c.round_robin;
 
-  if (c.expect_fp8_error) {
-    ASSERT_FALSE(plan.ok()) << "tp " << c.tp << " must split an FP8 block";
+  if (!c.error_phrases.empty()) {
+    ASSERT_FALSE(plan.ok()) << "tp " << c.tp << " must split a block, pack or scale group";
     const std::string& m = plan.status().message();
-    EXPECT_EQ(plan.status().code(), Code::kInvalidArgument);
-    EXPECT_NE(m.find("weight_scale_inv"), std::string::npos) << m;
-    EXPECT_NE(m.find("tp " + std::to_string(c.tp)), std::string::npos) << m;
-    EXPECT_NE(m.find("FP8 scale block"), std::string::npos) << m;
-    EXPECT_NE(m.find("use a tp that divides N/128"), std::string::npos) << m;
-    EXPECT_NE(m.find("or --ep for experts"), std::string::npos) << m;
+    EXPECT_EQ(plan.status().code(), Code::kInvalidArgument) << plan.status().ToString();
+    for (const std::string& phrase : c.error_phrases) {
+      EXPECT_NE(m.find(phrase), std::string::npos) << "no '" << phrase << "' in: " << m;
+    }
     // The reference agrees that this topology is impossible.
     EXPECT_ANY_THROW(testref::ReferenceRankTensors(dir, ro));
     return;
@@ -258,7 +270,7 @@ std::vector<Case> AllCases() {
     // deepseek-v3-tiny: o_proj's 256 input columns split in 64 at tp 4 (inside a 128 block).
     for (int tp : {1, 2}) cases.push_back({"deepseek-v3-tiny", tp, 0, false, fused});
     // (tp 8 is refused earlier: it does not divide the 4 MLA heads; parallelism_test.cc.)
-    cases.push_back({"deepseek-v3-tiny", 4, 0, false, fused, true});
+    cases.push_back({"deepseek-v3-tiny", 4, 0, false, fused, Fp8BlockError(4)});
     for (const char* preset : {"qwen3-moe-tiny", "deepseek-v3-tiny"}) {
       for (bool rr : {false, true}) {
         for (int ep : {2, 4}) cases.push_back({preset, 1, ep, rr, fused});
@@ -325,6 +337,48 @@ std::vector<Case> TransformersCases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Transformers, PlanReferenceTest, ::testing::ValuesIn(TransformersCases()),
+                         CaseName);
+
+// GPTQ, AWQ, compressed-tensors WNA16 and NVFP4, ModelOpt NVFP4 (tests/data/quant/README.md):
+// tp 1, 2, 4 and 8 in both layouts, ep 2 for the mixtures of experts. Group size 32 (NVFP4: 16)
+// refuses a row-parallel layer whose per-rank K cuts a group: the MoE downs' K of 64 at tp 4
+// (WNA16) or 8 (NVFP4), o_proj's K of 128 at tp 8; act order (GPTQ desc_act, WNA16 actorder
+// group) and channelwise scales stay whole under a row split, so those fixtures load at tp 8.
+std::vector<Case> QuantizedCases() {
+  const std::vector<std::string> dense = {"mistral_gptq", "mistral_wna16_channel"};
+  const std::vector<std::string> moe = {"qwen3_moe_gptq_actorder", "mixtral_awq",
+                                        "qwen3_moe_wna16",         "deepseek_v2_wna16_asym",
+                                        "mixtral_nvfp4",           "qwen3_moe_nvfp4_ct"};
+  // fixture -> {tp -> the tensor named in the refusal}
+  const std::map<std::string, std::map<int, std::string>> refused = {
+      {"mistral_gptq", {{8, "o_proj."}}},
+      {"mixtral_awq", {{8, "o_proj."}}},
+      {"qwen3_moe_wna16", {{4, "down_proj.weight_scale"}, {8, "down_proj.weight_scale"}}},
+      {"qwen3_moe_nvfp4_ct", {{8, "down_proj.weight_scale"}}}};
+  std::vector<Case> cases;
+  for (bool fused : {true, false}) {
+    for (const auto* list : {&dense, &moe}) {
+      for (const std::string& name : *list) {
+        for (int tp : {1, 2, 4, 8}) {
+          Case c{"quant:" + name, tp, 0, false, fused};
+          auto it = refused.find(name);
+          if (it != refused.end() && it->second.count(tp)) {
+            c.error_phrases = QuantGroupError(it->second.at(tp), tp);
+          }
+          cases.push_back(c);
+        }
+      }
+    }
+    for (const std::string& name : moe) cases.push_back({"quant:" + name, 1, 2, false, fused});
+    // tp 2 x dp 2 with experts round-robin over 4 ranks: act order and asymmetric zero points.
+    for (const char* name : {"quant:qwen3_moe_gptq_actorder", "quant:deepseek_v2_wna16_asym"}) {
+      cases.push_back({name, 2, 4, true, fused});
+    }
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Quantized, PlanReferenceTest, ::testing::ValuesIn(QuantizedCases()),
                          CaseName);
 
 }  // namespace

@@ -194,6 +194,18 @@ std::vector<Case> Cases() {
       {"quant:gpt_oss_mxfp4", 1, 4},
       {"hf:gpt_oss", 2},
       {"hf:gpt_oss", 1, 2},
+      // GPTQ, AWQ, compressed-tensors WNA16 / NVFP4 and ModelOpt NVFP4 (tests/data/quant).
+      {"quant:mistral_gptq", 2},
+      {"quant:qwen3_moe_gptq_actorder", 4},  // act order: row-parallel scales whole
+      {"quant:qwen3_moe_gptq_actorder", 2, 4, true},
+      {"quant:mixtral_awq", 4},
+      {"quant:mixtral_awq", 1, 2},
+      {"quant:qwen3_moe_wna16", 2},
+      {"quant:deepseek_v2_wna16_asym", 4},
+      {"quant:mistral_wna16_channel", 8},  // one group: row-parallel scales whole
+      {"quant:mixtral_nvfp4", 2},
+      {"quant:mixtral_nvfp4", 1, 2},
+      {"quant:qwen3_moe_nvfp4_ct", 4},
   };
   std::vector<Case> out;
   int k = 0;
