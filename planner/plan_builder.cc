@@ -966,6 +966,8 @@ Result<std::uint64_t> EmitGroup(const RankInputs& in, const Group& g,
   }
   if (g.kind == Fusion::kExpertStack) {
     if (!shape.empty()) shape[0] = rows / local_experts;
+    // One per-tensor scale an expert ([] or [1] on disk): [E], as vLLM's w2 scales.
+    if (g.slots == 1 && r0.param == Param::kQuantScale && r0.per_tensor) shape.clear();
     shape.insert(shape.begin(), local_experts);
   } else if (!shape.empty()) {
     shape[0] = rows;
