@@ -392,10 +392,11 @@ constexpr Row kRows[] = {
 
     // Mixture of experts: router, shared experts, routed experts.
     {kMlpMoe, "model.layers.{L}.mlp.gate", kWeight, R::kRouter, D::kE, D::kH, W::kSparse},
-    {kMla, "model.layers.{L}.mlp.gate", "e_score_correction_bias", R::kRouter, D::kE, D::kNone,
-     W::kNoauxTc},
-    {kGlm4, "model.layers.{L}.mlp.gate", "e_score_correction_bias", R::kRouter, D::kE, D::kNone,
-     W::kSparse},
+    {kMla & ~kDsa, "model.layers.{L}.mlp.gate", "e_score_correction_bias", R::kRouter, D::kE,
+     D::kNone, W::kNoauxTc},
+    // GLM-4.5+ and GLM-5 hold it on every MoE layer (their configs name no topk_method).
+    {kGlm4 | kDsa, "model.layers.{L}.mlp.gate", "e_score_correction_bias", R::kRouter, D::kE,
+     D::kNone, W::kSparse},
     {kBlockSparse, "model.layers.{L}.block_sparse_moe.gate", kWeight, R::kRouter, D::kE, D::kH,
      W::kSparse},
     {kMinimax, "model.layers.{L}.block_sparse_moe", "e_score_correction_bias", R::kRouter, D::kE,

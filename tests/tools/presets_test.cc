@@ -98,16 +98,10 @@ std::vector<std::string> Differences(const Listing& want, const Listing& have) {
   return out;
 }
 
-// The planner's table differs from what transformers writes here (reported to the table's
-// owner; remove an entry once the table follows transformers). GLM-5 (glm_moe_dsa): transformers
-// always builds the router's e_score_correction_bias, the table implies it only with topk_method
-// noaux_tc, a key GLM-5's config.json does not have.
+// Where the planner's table differs from what transformers writes (none today; an entry names
+// the folder and each difference, until the table follows transformers).
 const std::map<std::string, std::vector<std::string>>& KnownDifferences() {
-  static const auto* known = new std::map<std::string, std::vector<std::string>>{
-      {"hf/glm_moe_dsa",
-       {"missing model.layers.1.mlp.gate.e_score_correction_bias",
-        "missing model.layers.2.mlp.gate.e_score_correction_bias"}},
-  };
+  static const auto* known = new std::map<std::string, std::vector<std::string>>{};
   return *known;
 }
 
