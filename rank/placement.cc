@@ -161,6 +161,71 @@ std::string_view CpuBindName(CpuBind mode) {
 
 void WarmHostTopology() { (void)TopologyFuture(); }
 
+int CpusOfCpuMax(std::string_view line) {
+  const std::size_t space = line.find(' ');
+  if (space == std::string_view::npos || line.substr(0, space) == "max") return 0;
+  long long quota = 0, period = 0;
+  try {
+    quota = std::stoll(std::string(line.substr(0, space)));
+    period = std::stoll(std::string(line.substr(space + 1)));
+  } catch (const std::exception&) {
+    return 0;
+  }
+  if (quota <= 0 || period <= 0) return 0;
+  return static_cast<int>(std::min<long long>((quota + period - 1) / period, 1 << 20));
+}
+
+namespace {
+
+// The tightest quota on the way from cgroup `path` up to the root of the hierarchy mounted at
+// `root`; `quota_of(dir)` reads one directory's (0: none).
+template <typename QuotaOf>
+int TightestQuota(const std::string& root, std::string path, const QuotaOf& quota_of) {
+  int tightest = 0;
+  while (true) {
+    const int cpus = quota_of(root + (path == "/" ? std::string() : path));
+    if (cpus > 0 && (tightest == 0 || cpus < tightest)) tightest = cpus;
+    if (path.empty() || path == "/") break;
+    const std::size_t slash = path.rfind('/');
+    path = slash == 0 || slash == std::string::npos ? "/" : path.substr(0, slash);
+  }
+  return tightest;
+}
+
+std::string FirstLine(const std::string& file) {
+  std::ifstream in(file);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+}  // namespace
+
+int CgroupCpuQuota() {
+  std::ifstream cgroups("/proc/self/cgroup");
+  std::string line, v2, v1;
+  while (std::getline(cgroups, line)) {
+    if (line.rfind("0::", 0) == 0) v2 = line.substr(3);  // the unified hierarchy
+    const std::size_t a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    const std::string controllers = "," + line.substr(a + 1, b - a - 1) + ",";
+    if (controllers.find(",cpu,") != std::string::npos) v1 = line.substr(b + 1);
+  }
+  int quota = 0;
+  if (!v2.empty()) {
+    quota = TightestQuota("/sys/fs/cgroup", v2, [](const std::string& dir) {
+      return CpusOfCpuMax(FirstLine(dir + "/cpu.max"));
+    });
+  }
+  if (quota == 0 && !v1.empty()) {  // cgroup v1: cpu.cfs_quota_us (-1: none) over the period
+    quota = TightestQuota("/sys/fs/cgroup/cpu", v1, [](const std::string& dir) {
+      return CpusOfCpuMax(FirstLine(dir + "/cpu.cfs_quota_us") + " " +
+                          FirstLine(dir + "/cpu.cfs_period_us"));
+    });
+  }
+  return quota;
+}
+
 std::string CpuListString(const std::vector<int>& cpus) {
   std::string s;
   for (std::size_t i = 0; i < cpus.size();) {

@@ -56,6 +56,16 @@ Result<CpuPlan> PlanCpus(CpuBind mode, const NodeRanks& node);
 // "0-3,8" for {0,1,2,3,8}.
 std::string CpuListString(const std::vector<int>& cpus);
 
+// The CPUs a cgroup v2 `cpu.max` line ("QUOTA PERIOD", e.g. "200000 100000") allows, rounded up:
+// 2 here; 0 for "max ..." (no quota) or a line it cannot read.
+int CpusOfCpuMax(std::string_view line);
+
+// This process's CPU quota in CPUs: the tightest on its cgroup's path of cgroup v2's cpu.max, else
+// v1's cpu.cfs_quota_us / cpu.cfs_period_us (found through /proc/self/cgroup); 0 when it has none
+// or the files cannot be read. A container with a quota but a wide cpuset gets
+// the quota's worth of fill threads by default, not one per visible CPU.
+int CgroupCpuQuota();
+
 class ThreadBinding {
  public:
   // Binds the calling thread to plan.cpus (when plan.bind) and, when bind_memory and the host

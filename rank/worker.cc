@@ -212,13 +212,21 @@ Result<std::unique_ptr<ThreadBinding>> Place(const proto::LoadPlan& plan, const 
   HOIST_ASSIGN_OR_RETURN(CpuPlan cpus, PlanCpus(o.cpu_bind, NodeOf(plan, rp, o, dev)));
   rep->set_cpus(cpus.list);
   rep->set_cpu_bind(std::string(CpuBindName(cpus.mode)));
-  const int available = std::max<int>(1, static_cast<int>(cpus.cpus.size()));
+  int available = std::max<int>(1, static_cast<int>(cpus.cpus.size()));
+  const int quota = CgroupCpuQuota();  // a container's cpu.max, narrower than its cpuset
+  std::string quota_note;
+  if (quota > 0 && quota < available) {
+    available = quota;
+    quota_note = ", a CPU quota of " + std::to_string(quota) + " (cgroup)";
+  }
   *threads = o.threads > 0 ? o.threads : std::clamp(available, 1, 16);
-  spdlog::info("rank {}: {}; {} fill thread{}", rp.rank(), cpus.how, *threads,
+  spdlog::info("rank {}: {}{}; {} fill thread{}", rp.rank(), cpus.how, quota_note, *threads,
                *threads == 1 ? "" : "s");
   if (*threads > available) {
-    spdlog::warn("rank {}: {} fill threads on {} cpus ({}): they will share cores", rp.rank(),
-                 *threads, available, cpus.list);
+    spdlog::warn(
+        "rank {}: {} fill threads on {} cpus ({}{}): they will share cores; leave threads unset "
+        "(one per cpu) or set --threads {}",
+        rp.rank(), *threads, available, cpus.list, quota_note, available);
   }
   return ThreadBinding::Bind(cpus, o.bind_numa);
 }
