@@ -12,7 +12,7 @@
 # traces there (BUILD-CASEINDEX.json, for bench/lanes.py). CEILING_BIN (a hoist-bench-h2d): each
 # round first measures the pinned-H2D ceiling (8 GiB, 3 copies) and prints it as a "ceiling" line,
 # so that bench/summarize_ab.py rates each run against its own round's ceiling (on the H200 box
-# the ceiling moved 6% within minutes: run U). READER_BIN (a hoist-bench-io; for TEMP=cold): each
+# the ceiling moved 6% within minutes: measured 2026-12-03). READER_BIN (a hoist-bench-io; for TEMP=cold): each
 # round first drops the page cache and reads the model's shards with that O_DIRECT reader
 # (READER_ARGS, default "--threads 16 --chunk-mib 4 --depth 16"), printed as the round's "ceiling"
 # line with "what": "reader", so cold runs are rated against the storage of their own round.
@@ -55,7 +55,7 @@ print(json.dumps({"kind": "ceiling", "round": int(sys.argv[1]), "gib_s": d["gib_
   for ci in "${!cases[@]}"; do
     c=${cases[$ci]}
     # Odd rounds run OLD first, even rounds NEW first: the run after a different case (or the
-    # ceiling) can be slower than the next, by 4-8% for cold loads in run X call 3.
+    # ceiling) can be slower than the next, by 4-8% for cold loads in a 2026-12-03 measurement (call 3).
     order=(old new)
     if (( i % 2 == 0 )); then order=(new old); fi
     for b in "${order[@]}"; do

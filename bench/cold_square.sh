@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Cold loads against an O_DIRECT reader on the GPU box, every side in every position alike. Cold
-# runs depend on their position (run Y: the first load after the reader or a pause ran up to 40%
+# runs depend on their position (measured 2026-12-03: the first load after the reader or a pause ran up to 40%
 # slower or faster than the next), so a reader run once per round is no fair ceiling: here the
 # reader is one more side, and each round runs the sides in one row of a Williams square (each
 # side in each position once per square, and right after each other side once; for an odd number

@@ -1,8 +1,8 @@
 // The first copy after a free: why a daemon restore issued right after `ctl release` copies ~11%
-// slower than one issued a second later (run J), and which way of giving device memory back
-// avoids it. Each case frees (or unmaps) an N-byte arena that the GPU wrote, gets device memory
-// back in its own way, and times the first host-to-device pass of a pinned ring into it, in
-// 512 MiB segments (one CUDA event each), so the profile shows how long the slowdown lasts.
+// slower than one issued a second later (measured 2026-11-30), and which way of giving device
+// memory back avoids it. Each case frees (or unmaps) an N-byte arena that the GPU wrote, gets
+// device memory back in its own way, and times the first host-to-device pass of a pinned ring into
+// it, in 512 MiB segments (one CUDA event each), so the profile shows how long the slowdown lasts.
 //   malloc:       cudaFree, then cudaMalloc again (what the daemon does today).
 //   malloc-wait:  the same, one second between the free and the copy.
 //   sleepN:       the same, N milliseconds between the free and the copy (how long it lasts).

@@ -160,7 +160,7 @@ for m in "${models[@]}"; do
   fi
   stage cold || continue
   # The disk's rate drifts by tens of percent within a call, and a load right after the deep
-  # O_DIRECT reader runs 10-45% slower than one right after a load (runs L and M: the disk's burst
+  # O_DIRECT reader runs 10-45% slower than one right after a load (the 2026-12-01 measurements: the disk's burst
   # allowance). So every round runs the reader(s) first, then one unrecorded cold load to settle
   # the disk, then each mode on both copies, in an order rotated every round and reversed every
   # other round: every recorded load follows a load, and no mode always gets the same predecessor

@@ -4,7 +4,7 @@
 //   1. How fast is such a copy alone, against cudaMemcpyAsync (the copy engine) on the same ring?
 //   2. Do the two together move more than the copy engine alone (is the link the limit)?
 //   3. Right after a cudaFree, the driver's clearing of the freed memory halves the copy engine's
-//      rate for ~20 ms per 8 GiB (run S). Does a kernel's copy escape that?
+//      rate for ~20 ms per 8 GiB (measured 2026-12-02). Does a kernel's copy escape that?
 // Every pass copies a pinned ring (slots x slot_mib, cycled) into an N GiB device arena, one slot
 // at a time, and is timed by CUDA events; a pass's bytes are checked against the ring afterwards.
 // Cases (comma list):

@@ -13,9 +13,9 @@
 //   - fill: the fill threads were busy kFillBusy or more of their time: the engine waited for
 //     copies from the page cache, and more cores per rank (or fewer ranks per node) would help;
 //   - handoff: neither side was saturated: slots came back from the device late or were handed
-//     over late (run U saw it in loads run right after 6 GB of checkpoints were written; the
-//     cause was not isolated).
-// docs/BENCHMARKS.md run U measured the fill case: a tp 2 rank on its node share of 8 cores.
+//     over late (a 2026-12-03 measurement saw it in loads run right after 6 GB of checkpoints were
+//     written; the cause was not isolated).
+// docs/BENCHMARKS.md (2026-12-03) measured the fill case: a tp 2 rank on its node share of 8 cores.
 //
 // Ownership: plain values. Failure: a report without a read and an h2d phase (a failed rank,
 // a load with nothing to copy, a direct mode without fill threads) gets kNone and no line.

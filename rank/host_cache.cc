@@ -474,7 +474,7 @@ Result<transport::DeviceBuffer> HostCache::RestorePacked(RestoreTiming* timing) 
 
 // The cache into `arena` on a new stream, between two timing events (*dma_seconds: their
 // distance). The first error wins; the stream and events are destroyed in every case.
-// Measured on the H200 box (docs/BENCHMARKS.md, run J): the first copy into device memory
+// Measured on the H200 box (docs/BENCHMARKS.md, 2026-11-30): the first copy into device memory
 // allocated after a free runs at 46-48 GiB/s where later copies into it, and copies into a first
 // allocation, run at 51.6; writing the new arena with a device memset first (2 ms) does not
 // change that, so the restore does not pay for it.

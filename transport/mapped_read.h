@@ -46,7 +46,7 @@ struct MappedRange {
 // Copies the rows of `r` (offsets are file offsets) out of the mapping: the size check, then the
 // guarded copy. The caller has checked r against m.bytes (CheckRows). Plain memcpy on purpose:
 // streaming (non-temporal) stores into the staging slots made every staged load on the H200 box
-// slower, strided tp 2 rows by 30% (docs/BENCHMARKS.md run T).
+// slower, strided tp 2 rows by 30% (docs/BENCHMARKS.md, 2026-12-03).
 Status CopyFromMapping(const MappedRange& m, const RowsRead& r);
 
 // Several reads checked and guarded together (one fstat before and after for the batch).

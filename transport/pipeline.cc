@@ -1371,7 +1371,7 @@ class Runner {
   // Whether each of kJudgeSamples windows spread evenly over a large extent is wholly in the page
   // cache: such a file is taken as resident without asking for every page of its extent
   // (cachestat walks the extent's pages: 15 ms for 5.6 GB cached in small pages on the H200 box,
-  // docs/BENCHMARKS.md run O). Any window short, or an extent under kJudgeSampleAbove: false,
+  // docs/BENCHMARKS.md, 2026-12-02). Any window short, or an extent under kJudgeSampleAbove: false,
   // and the whole extent is asked. A file resident but for holes between the windows is then
   // read through its mapping, which reads the holes from the disk.
   static bool SampledResident(const Source& s, std::uint64_t lo, std::uint64_t extent) {
@@ -1401,8 +1401,8 @@ class Runner {
 
   // A packed load's decode set and slot cut (for qwen3-4b: 61,375 jobs, 253 streams with their
   // block tables, the code tables, the cut's pieces and tasks) took 1.2-2.8 ms to free at the end
-  // of a hot load (run Q call 4); once Cleanup has destroyed the decoder nothing reads them, so a
-  // helper thread frees them (here, if no thread can start).
+  // of a hot load (measured 2026-12-02, call 4); once Cleanup has destroyed the decoder nothing
+  // reads them, so a helper thread frees them (here, if no thread can start).
   void FreePackedInBackground() {
     if (cx_.work == nullptr) return;
     auto doomed =

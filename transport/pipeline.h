@@ -46,7 +46,7 @@
 
 namespace hoist::transport {
 
-// Defaults measured on the H200 box (docs/BENCHMARKS.md run K, slot sweep, qwen3-4b hot, 16
+// Defaults measured on the H200 box (docs/BENCHMARKS.md, 2026-12-01, slot sweep, qwen3-4b hot, 16
 // threads, the ring made while the device opens): 4 x 16 MiB 155 ms, 4 x 8 MiB 165 ms, 8 x 16
 // MiB 162 ms, 4 x 32 MiB 164 ms; tp 2 rank 1: 4 x 16 MiB 85 ms, 4 x 8 MiB 91 ms, 8 x 8 MiB 95 ms.
 // Half as many copies per byte keep the DMA engine nearer its ceiling; a deeper ring does not
@@ -56,8 +56,8 @@ inline constexpr int kDefaultSlots = 4;
 inline constexpr int kMaxFillThreads = 256;
 inline constexpr std::uint64_t kDefaultSlotBytes = 16ull << 20;
 // Cold O_DIRECT reads go as fast as the bytes kept in flight allow, far past the ring's 64 MiB
-// (docs/BENCHMARKS.md run M: qwen3-4b cold direct 1.0-1.25 GiB/s with the 4 x 16 MiB ring and 16
-// threads, 1.49-1.66 with 64 x 16 MiB slots and 64 threads, against 1.47-1.57 for a reader with
+// (docs/BENCHMARKS.md, 2026-12-01: qwen3-4b cold direct 1.0-1.25 GiB/s with the 4 x 16 MiB ring and
+// 16 threads, 1.49-1.66 with 64 x 16 MiB slots and 64 threads, against 1.47-1.57 for a reader with
 // 1 GiB queued). A load read wholly cold widens its ring to a read depth (PipelineOptions):
 // DefaultReadDepthBytes unless one is given.
 inline constexpr int kMaxDeepSlots = 1024;
@@ -65,9 +65,9 @@ inline constexpr int kMaxDeepSlots = 1024;
 // depth of 1 GiB (64 slots of 16 MiB) keeps 512 MiB, and 2 GiB keeps 1 GiB, the reader's depth.
 inline constexpr int kMaxDeepThreads = 128;
 // The default read depth of a rank sharing its node with `ranks_on_node` - 1 others: 2 GiB alone
-// (run Y: 1.62 GiB/s against 1.18 at 1 GiB, the reader 1.66; the node's one disk wants 1 GiB in
-// flight), 1 GiB each where ranks share the node (their disk is shared too, and each pays its
-// depth in pinned memory, plus half of it again in O_DIRECT bounce buffers).
+// (measured 2026-12-03: 1.62 GiB/s against 1.18 at 1 GiB, the reader 1.66; the node's one disk
+// wants 1 GiB in flight), 1 GiB each where ranks share the node (their disk is shared too, and each
+// pays its depth in pinned memory, plus half of it again in O_DIRECT bounce buffers).
 inline constexpr std::uint64_t kLoneReadDepthBytes = 2ull << 30;
 inline constexpr std::uint64_t kSharedReadDepthBytes = 1ull << 30;
 std::uint64_t DefaultReadDepthBytes(int ranks_on_node = 1);

@@ -24,9 +24,9 @@
 // every range of 64 KiB or more once that range is copied (MADV_DONTNEED on the read-only mapping:
 // the page cache keeps the data, a later read of the same range just faults it in again). Chosen
 // over reading such loads with pread so that the `mmap` and `auto` modes still copy from the
-// mapping (on the H200 box they match buffered when hot: docs/BENCHMARKS.md run C). The pageable
-// and registered modes copy straight from the mapping without releasing it (they exist to compare
-// with the naive paths).
+// mapping (on the H200 box they match buffered when hot: docs/BENCHMARKS.md, 2026-11-29). The
+// pageable and registered modes copy straight from the mapping without releasing it (they exist to
+// compare with the naive paths).
 //
 // Ownership: a Source owns its file descriptor and mapping and releases them when destroyed.
 // Failure: every read either fills all requested bytes or returns a Status (IoError, Corrupt for a

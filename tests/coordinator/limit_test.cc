@@ -51,7 +51,8 @@ TEST(Limit, CopyWhenTheEngineNeverWaits) {
 }
 
 TEST(Limit, FillWhenSaturatedThreadsLeaveTheEngineWaiting) {
-  // A tp 2 rank on 8 cores (run U): the engine busy 77 of 95 ms, the threads 98% busy.
+  // A tp 2 rank on 8 cores (measured 2026-12-03): the engine busy 77 of 95 ms, the threads 98%
+  // busy.
   const LoadLimit l = LimitOf(Rank(0.098, {0.0015, 0.095, 0.745}, {0.0027, 0.095, 0.077}, 8, 1.0));
   EXPECT_EQ(l.limit, Limit::kFill);
   EXPECT_NEAR(l.engine_idle_s, 0.018, 1e-12);
