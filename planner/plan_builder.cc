@@ -793,7 +793,22 @@ Result<std::vector<Group>> GroupSources(const std::vector<Source>& sources, cons
 
 // The weights' format for the plan summary: the dtype holding most of the bytes of the linear
 // layers that may be quantized, and their scales (FP8 blocks, per channel or per tensor).
+// "GPTQ 4-bit, groups of 32, act order" for an integer / FP4 format; "" for others.
+std::string GroupedFormatOf(const ModelConfig& c) {
+  const QuantScheme scheme = SchemeOf(c);
+  if (scheme == QuantScheme::kNone) return "";
+  std::string out(SchemeName(scheme));
+  const bool fp4 = scheme == QuantScheme::kNvfp4 || scheme == QuantScheme::kNvfp4Ct;
+  if (!fp4) out += " " + std::to_string(c.quant_bits) + "-bit";
+  const std::int64_t g = c.quant_group_size > 0 ? c.quant_group_size : (fp4 ? 16 : 0);
+  out += g > 0 ? ", groups of " + std::to_string(g) : ", one group per output channel";
+  if (c.quant_act_order) out += ", act order";
+  if (scheme == QuantScheme::kWna16 && !c.quant_symmetric) out += ", zero points";
+  return out;
+}
+
 std::string FormatOf(const Checkpoint& ckpt, const std::vector<Source>& sources) {
+  if (std::string grouped = GroupedFormatOf(ckpt.config); !grouped.empty()) return grouped;
   std::unordered_map<std::string, std::uint64_t> bytes;
   bool block = false, channel = false, tensor = false;
   for (const Source& s : sources) {

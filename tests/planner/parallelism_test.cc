@@ -358,6 +358,27 @@ namespace {
 // gpt_oss keeps every expert of a layer in one tensor. BF16 experts are transposed by vLLM at
 // load, which the fused layout cannot express; MXFP4 tp must leave each rank a 32-value block;
 // round-robin placement cannot take a range of such a tensor.
+// The plan names an integer / FP4 format with its bits, groups, act order and zero points.
+TEST_F(ParallelismTest, PlanNamesTheQuantizedFormat) {
+  const std::string root = hoist::testing::SourceDir() + "/tests/data/quant/";
+  const std::pair<const char*, const char*> kCases[] = {
+      {"mistral_gptq", "GPTQ 4-bit, groups of 32"},
+      {"deepseek_v2_wna16_asym",
+       "compressed-tensors pack-quantized 4-bit, groups of 32, act order, zero points"},
+      {"mixtral_nvfp4", "ModelOpt NVFP4, groups of 16"}};
+  for (const auto& [name, want] : kCases) {
+    tools::MkckptOptions o;
+    o.config_path = root + name + "/config.json";
+    o.tensors_path = root + name + "/tensors.json";
+    o.out_dir = scratch_.Sub(name);
+    o.threads = 2;
+    ASSERT_TRUE(tools::MakeCheckpoint(o).ok()) << name;
+    auto plan = Plan(o.out_dir, 2);
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    EXPECT_EQ(plan->format(), want) << name;
+  }
+}
+
 // Llama 4's 3-D experts: vLLM transposes them at load (fused refuses them by name); under EP a
 // rank takes its experts as one range (round-robin placement refused).
 TEST_F(ParallelismTest, Llama4ExpertsNameWhatTheyCannotDo) {
