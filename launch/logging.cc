@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "util/printable.h"
+#include "util/terminal.h"
 
 namespace hoist::launch {
 namespace {
@@ -52,7 +53,8 @@ Status SetUpLogging(const std::string& level, int rank, const std::string& host)
                                    "' is not one of trace, debug, info, warn, error, off");
   }
   spdlog::drop("hoist");
-  auto logger = spdlog::stderr_color_mt("hoist");
+  auto logger = spdlog::stderr_color_mt(
+      "hoist", LogColoursAllowed() ? spdlog::color_mode::automatic : spdlog::color_mode::never);
   logger->set_formatter(PrintableFormatter("[%H:%M:%S.%e] [rank " + std::to_string(rank) + " " +
                                            PatternLiteral(host) + "] [%^%l%$] %v"));
   logger->set_level(lvl);

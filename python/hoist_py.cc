@@ -22,6 +22,8 @@
 #include <mpi.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 
 #include <memory>
 #include <optional>
@@ -36,6 +38,7 @@
 #include "hoist/hoist_dlpack.h"
 #include "planner/hub.h"
 #include "util/suggest.h"
+#include "util/terminal.h"
 
 namespace py = pybind11;
 namespace config = hoist::config;
@@ -241,7 +244,17 @@ ModelPtr AttachModel(const std::string& path, int timeout_ms) {
 
 }  // namespace
 
+// The module's log lines: stdout, as spdlog's default logger, coloured only where
+// LogColoursAllowed (not under mpirun, whose forwarding would carry the escapes into a pipe).
+static void SetUpModuleLogging() {
+  if (spdlog::get("hoist") != nullptr) return;  // the embedding program set up its own
+  spdlog::set_default_logger(spdlog::stdout_color_mt("hoist", hoist::LogColoursAllowed()
+                                                                  ? spdlog::color_mode::automatic
+                                                                  : spdlog::color_mode::never));
+}
+
 PYBIND11_MODULE(_hoist, mod) {
+  SetUpModuleLogging();
   mod.doc() =
       "hoist: safetensors weights into device memory, in-process or from a resident "
       "`hoist serve` rank, as zero-copy tensors (DLPack)";
