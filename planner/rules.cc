@@ -160,6 +160,8 @@ enum class When : std::uint8_t {
   kExpert,         // each routed expert of a sparse layer
   kUnquantized,    // sparse layers of a checkpoint that is not MXFP4
   kMxfp4,          // sparse layers of an MXFP4 checkpoint (quant_method mxfp4)
+  kBf16Sparse,     // sparse layers of a checkpoint with no quantization_config
+  kQuantExpert,    // each routed expert of a sparse layer of a quantized checkpoint
 };
 
 struct Row {
@@ -385,10 +387,22 @@ constexpr Row kRows[] = {
      "model.layers.{L}.feed_forward.shared_expert.gate_up_proj.{P}", 1, 2},
     {kLlama4, "model.layers.{L}.feed_forward.shared_expert.down_proj", kWeightScale, R::kRow, D::kH,
      D::kI, W::kSparse},
-    Halves(ExpertDim("gate_up_proj", D::kE, D::kH, D::kI2, D::kNone, W::kSparse, 2, 1, 1, nullptr,
-                     false, /*hf_only=*/true, kLlama4, "model.layers.{L}.feed_forward.experts")),
-    ExpertDim("down_proj", D::kE, D::kI, D::kH, D::kNone, W::kSparse, 1, 1, 1, nullptr, false,
+    // BF16 checkpoints keep every routed expert in one tensor a projection; quantized ones (FP8
+    // exports) one tensor per expert, stacked as vLLM's w13 / w2.
+    Halves(ExpertDim("gate_up_proj", D::kE, D::kH, D::kI2, D::kNone, W::kBf16Sparse, 2, 1, 1,
+                     nullptr, false, /*hf_only=*/true, kLlama4,
+                     "model.layers.{L}.feed_forward.experts")),
+    ExpertDim("down_proj", D::kE, D::kI, D::kH, D::kNone, W::kBf16Sparse, 1, 1, 1, nullptr, false,
               /*hf_only=*/true, kLlama4, "model.layers.{L}.feed_forward.experts"),
+    {kLlama4, "model.layers.{L}.feed_forward.experts.{E}.gate_proj", kWeightScale, R::kExpertGate,
+     D::kI, D::kH, W::kQuantExpert, W::kNever, F::kExpertStack,
+     "model.layers.{L}.feed_forward.experts.w13_{P}", 0, 2},
+    {kLlama4, "model.layers.{L}.feed_forward.experts.{E}.up_proj", kWeightScale, R::kExpertUp,
+     D::kI, D::kH, W::kQuantExpert, W::kNever, F::kExpertStack,
+     "model.layers.{L}.feed_forward.experts.w13_{P}", 1, 2},
+    {kLlama4, "model.layers.{L}.feed_forward.experts.{E}.down_proj", kWeightScale, R::kExpertDown,
+     D::kH, D::kI, W::kQuantExpert, W::kNever, F::kExpertStack,
+     "model.layers.{L}.feed_forward.experts.w2_{P}", 0, 1},
 
     // Mixture of experts: router, shared experts, routed experts.
     {kMlpMoe, "model.layers.{L}.mlp.gate", kWeight, R::kRouter, D::kE, D::kH, W::kSparse},
@@ -562,6 +576,8 @@ LayerMlp MlpPartOf(When when) {
     case When::kExpert:
     case When::kUnquantized:
     case When::kMxfp4:
+    case When::kBf16Sparse:
+    case When::kQuantExpert:
       return LayerMlp::kSparse;
     default:
       return LayerMlp::kAny;
@@ -1373,9 +1389,13 @@ std::string Because(When when, const ModelConfig& c, Family family, std::int64_t
     case When::kSparse:
     case When::kExpert:
     case When::kUnquantized:
+    case When::kBf16Sparse:
       return std::string(info.experts_key) + " = " + std::to_string(c.num_experts);
     case When::kMxfp4:
       return "quant_method = mxfp4";
+    case When::kQuantExpert:
+      return std::string(info.experts_key) + " = " + std::to_string(c.num_experts) +
+             ", quant_method = " + c.quant_method;
     case When::kNoauxTc:
       return "topk_method = " + c.topk_method;
     case When::kSharedExperts:
@@ -1430,6 +1450,10 @@ bool Implied(When when, const ModelConfig& c, LayerKind k) {
       return sparse && c.quant_method != "mxfp4";
     case When::kMxfp4:
       return sparse && c.quant_method == "mxfp4";
+    case When::kBf16Sparse:
+      return sparse && c.quant_method.empty();
+    case When::kQuantExpert:
+      return sparse && !c.quant_method.empty();
     default:
       return true;
   }
@@ -1560,9 +1584,11 @@ constexpr const char* kWhenText[] = {"never (accepted)",
                                      "MoE layers, shared_expert_intermediate_size > 0",
                                      "each routed expert",
                                      "MoE layers, unquantized",
-                                     "MoE layers, MXFP4 (quant_method mxfp4)"};
+                                     "MoE layers, MXFP4 (quant_method mxfp4)",
+                                     "MoE layers, no quantization_config",
+                                     "each routed expert, with a quantization_config"};
 static_assert(sizeof(kWhenText) / sizeof(kWhenText[0]) ==
-              static_cast<std::size_t>(When::kMxfp4) + 1);
+              static_cast<std::size_t>(When::kQuantExpert) + 1);
 
 std::string ShapeText(const Row& row) {
   std::string s = "[" + std::string(kDimSymbols[static_cast<int>(row.d0)]);

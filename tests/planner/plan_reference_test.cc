@@ -326,6 +326,10 @@ std::vector<Case> TransformersCases() {
       if (!fused) cases.push_back({"hf:llama4_text", 1, ep, false, false});
     }
     for (int tp : {1, 2, 4, 8}) cases.push_back({"derived:llama4_dense", tp, 0, false, fused});
+    // Llama 4 as its FP8 exports store it: one tensor per expert, both layouts.
+    for (int tp : {1, 2, 4}) cases.push_back({"quant:llama4_fp8_experts", tp, 0, false, fused});
+    for (int ep : {2, 4}) cases.push_back({"quant:llama4_fp8_experts", 1, ep, false, fused});
+    cases.push_back({"quant:llama4_fp8_experts", 2, 4, true, fused});
     // FP8 with per-channel (compressed-tensors) and per-tensor (ModelOpt) scales.
     for (const char* name : {"quant:qwen3_moe_fp8_channel", "quant:mixtral_fp8_tensor"}) {
       for (int tp : {1, 2, 4}) cases.push_back({name, tp, 0, false, fused});

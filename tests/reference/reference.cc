@@ -334,7 +334,7 @@ struct Expert {
 
 bool ParseExpert(const std::string& name, Expert* out) {
   static const std::regex kRe(
-      R"(^(model\.layers\.\d+\.(?:mlp|block_sparse_moe)\.experts\.)(\d+)\.(gate_proj|up_proj|down_proj|w1|w2|w3)\.([a-z_0-9]+)$)");
+      R"(^(model\.layers\.\d+\.(?:mlp|block_sparse_moe|feed_forward)\.experts\.)(\d+)\.(gate_proj|up_proj|down_proj|w1|w2|w3)\.([a-z_0-9]+)$)");
   std::smatch m;
   if (!std::regex_match(name, m, kRe)) return false;
   out->layer_prefix = m[1];
