@@ -206,12 +206,17 @@ std::vector<Case> Cases() {
       {"quant:mixtral_nvfp4", 2},
       {"quant:mixtral_nvfp4", 1, 2},
       {"quant:qwen3_moe_nvfp4_ct", 4},
+      // Llama 4: 3-D experts in halves (hf layout); one FP8 tensor per expert, with the fused
+      // layout's q/k rotary de-interleave.
+      {"hf:llama4_text", 2},
+      {"quant:llama4_fp8_experts", 2},
   };
   std::vector<Case> out;
   int k = 0;
   for (const Case& b : base) {
     for (bool fused : {true, false}) {
-      if (fused && b.preset == "hf:gpt_oss") continue;  // vLLM transposes its BF16 experts
+      // vLLM transposes their BF16 3-D experts: hf layout only.
+      if (fused && (b.preset == "hf:gpt_oss" || b.preset == "hf:llama4_text")) continue;
       Case c = b;
       c.fused = fused;
       c.mode = modes[k++ % 4];
