@@ -315,15 +315,35 @@ ImpliedKeys MakeImpliedKeys(const ModelConfig& c, Family family) {
   return k;
 }
 
+// A layer a quantized format leaves unquantized (its `ignore` / `exclude_modules`) holds X.weight
+// where the implied walk names X.qweight or X.weight_packed (QuantMainParam): one mapping, both
+// ways.
+class UnquantizedAlias {
+ public:
+  explicit UnquantizedAlias(const ModelConfig& c) : main_(QuantMainParam(SchemeOf(c))) {}
+  // "X.weight" -> the implied "X.qweight"; "" when the format has no such alias.
+  std::string Implied(std::string_view stored) const { return Swap(stored, "weight", main_); }
+  // The implied "X.qweight" -> "X.weight"; "" likewise.
+  std::string Stored(std::string_view implied) const { return Swap(implied, main_, "weight"); }
+
+ private:
+  std::string Swap(std::string_view name, std::string_view from, std::string_view to) const {
+    if (main_ == "weight" || name.size() <= from.size() || !name.ends_with(from) ||
+        name[name.size() - from.size() - 1] != '.') {
+      return "";
+    }
+    return std::string(name.substr(0, name.size() - from.size())) + std::string(to);
+  }
+  std::string_view main_;
+};
+
 // How many of the checkpoint's tensors config.json implies. No lookup in the checkpoint's own
 // (large) map: each name is keyed and looked up in the small per-kind sets.
 std::uint64_t PresentImplied(const Checkpoint& ckpt, Family family, const ImpliedKeys& keys) {
   const ModelConfig& c = ckpt.config;
   std::uint64_t present = 0;
   std::string key;
-  // A layer a quantized format leaves unquantized holds X.weight where the walk names X.qweight.
-  const std::string_view main = QuantMainParam(SchemeOf(c));
-  const std::string alias = main == "weight" ? "" : std::string(main);
+  const UnquantizedAlias alias(c);
   for (const auto& [name, loc] : ckpt.tensors) {
     const std::int64_t layer = LayerOf(name);
     if (layer < 0) {
@@ -336,8 +356,10 @@ std::uint64_t PresentImplied(const Checkpoint& ckpt, Family family, const Implie
     const auto& set = expert >= 0 ? keys.expert : keys.layer[kind];
     if (expert >= 0 && (!(kind & 1) || expert >= c.num_experts)) continue;
     CanonicalInto(name, &key);
-    if (set.count(key) == 0 && !alias.empty() && name.ends_with(".weight")) {
-      CanonicalInto(name.substr(0, name.size() - 6) + alias, &key);  // left unquantized
+    if (set.count(key) == 0) {
+      if (const std::string implied = alias.Implied(name); !implied.empty()) {
+        CanonicalInto(implied, &key);  // left unquantized
+      }
     }
     present += set.count(key);
   }
@@ -378,14 +400,11 @@ Status CheckComplete(const Checkpoint& ckpt, Family family) {
   if (present >= keys.total) return Status::Ok();
   // Something is missing: walk the implied names in model order to the first one absent.
   std::string first, because;
-  const std::string_view main = QuantMainParam(SchemeOf(ckpt.config));
-  const std::string suffix = "." + std::string(main);
+  const UnquantizedAlias alias(ckpt.config);
   ForEachImpliedTensor(ckpt.config, family, [&](const std::string& name, std::string_view why) {
     if (ckpt.tensors.count(name) > 0) return true;
-    if (main != "weight" && name.ends_with(suffix) &&
-        ckpt.tensors.count(name.substr(0, name.size() - suffix.size()) + ".weight") > 0) {
-      return true;  // a layer the format leaves unquantized
-    }
+    const std::string stored = alias.Stored(name);
+    if (!stored.empty() && ckpt.tensors.count(stored) > 0) return true;  // left unquantized
     first = name;
     because = why;
     return false;

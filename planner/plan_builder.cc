@@ -932,11 +932,10 @@ Result<std::uint64_t> EmitAlongColumns(const RankInputs& in, const Group& g,
   const std::uint64_t rows = pieces[0].second.nrows;
   std::uint64_t cols = 0;
   for (std::size_t i = 0; i < per; ++i) cols += pieces[i].second.ncols;
-  for (const auto& [idx, sl] : pieces) {
-    if (sl.nrows != rows || pieces.size() % blocks != 0) {
-      return Status::Internal("output '" + g.name + "': parts of unequal rows");
-    }
-  }
+  const bool even = pieces.size() % blocks == 0 &&
+                    std::all_of(pieces.begin(), pieces.end(),
+                                [&](const auto& p) { return p.second.nrows == rows; });
+  if (!even) return Status::Internal("output '" + g.name + "': parts of unequal rows");
   std::vector<std::uint64_t> shape = {rows, cols};
   if (g.kind == Fusion::kExpertStack) shape.insert(shape.begin(), local_experts);
   if (pieces[0].second.split_dim > 0) {  // halves of a dim-last split: [..., cols]
@@ -948,13 +947,14 @@ Result<std::uint64_t> EmitAlongColumns(const RankInputs& in, const Group& g,
   for (auto d : shape) to->add_shape(d);
   to->set_arena_offset(offset);
   to->set_bytes(blocks * rows * cols * es);
+  std::uint64_t col = 0;  // the piece's first column within its block
   for (std::size_t i = 0; i < pieces.size(); ++i) {
     const auto& [idx, sl] = pieces[i];
+    if (i % per == 0) col = 0;
     const std::uint64_t block = offset + (i / per) * rows * cols * es;
-    std::uint64_t col = 0;
-    for (std::size_t j = (i / per) * per; j < i; ++j) col += pieces[j].second.ncols;
     const Source& s = in.sources[idx];
     Emit(s, sl, block + col * es, in.ckpt.files[s.file].header.data_start, build, cols * es);
+    col += sl.ncols;
   }
   return blocks * rows * cols * es;
 }

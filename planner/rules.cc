@@ -477,6 +477,11 @@ constexpr Row kRows[] = {
 
 std::span<const Row> Rows() { return kRows; }
 
+// A linear layer's row: it takes FP8 block scales, hence every quantized format's tensors.
+bool IsLinear(const Row& row) {
+  return std::string_view(row.params).find("weight_scale_inv") != std::string_view::npos;
+}
+
 // THE INTEGER AND FP4 FORMATS: per format, the tensors a quantized linear layer X (weight [N, K])
 // holds, each dim X's N or K over a divisor (vLLM's packed_dim / pack_factor and group scales).
 // act_order: under a row split the K dim is whole with act order (vLLM repeats scales and zeros
@@ -646,8 +651,7 @@ const Tables_& CompiledTables() {
         }
       }
       std::vector<std::string_view> params = Split(row.params, ',');
-      const bool scalable =
-          std::string_view(row.params).find("weight_scale_inv") != std::string_view::npos;
+      const bool scalable = IsLinear(row);
       if (scalable) {  // every quantized format's tensors go wherever FP8 block scales do
         for (const char* q : {"weight_scale", "input_scale", "weight_scale_2",
                               "weight_global_scale", "input_global_scale"}) {
@@ -1320,8 +1324,7 @@ Result<std::vector<std::uint64_t>> ImpliedShape(const ModelConfig& config, Famil
     return Status::NotFound("tensor '" + std::string(name) + "': no " +
                             std::string(FamilyName(family)) + " rule matches this tensor name");
   }
-  const std::string_view param = name.substr(name.rfind('.') + 1);
-  if (const QuantParamRow* q = QuantParamOf(SchemeOf(config), param)) {
+  if (const QuantParamRow* q = QuantParamOf(SchemeOf(config), it->second.param_name)) {
     TensorRule rule;  // CheckGrouped sets the expected shape before comparing it
     (void)CheckGrouped(config, it->second, *q, name, {}, "", &rule);
     return rule.expected;
@@ -1463,7 +1466,7 @@ bool Implied(When when, const ModelConfig& c, LayerKind k) {
 class Walker {
  public:
   Walker(const ModelConfig& c, Family family, const ImpliedFn& fn)
-      : c_(c), family_(family), fn_(fn) {}
+      : c_(c), family_(family), fn_(fn), main_(QuantMainParam(SchemeOf(c))) {}
   bool stopped() const { return stopped_; }
 
   // The model-level rows: embed_tokens first (head), the rest after the layers.
@@ -1508,10 +1511,10 @@ class Walker {
     const bool bias = Implied(row.bias, c_, k) && (row.when != When::kFullAttn || main);
     if (!main && !bias) return;
     const std::string base = Instantiate(row.pattern, layer, "", expert);
-    const bool linear = std::string_view(row.params).find("weight_scale_inv") != std::string::npos;
+    const bool linear = IsLinear(row);
     for (std::string_view param : Split(row.params, ',')) {
       if (stopped_ || param == "weight_scale_inv") continue;
-      if (linear && param == "weight") param = QuantMainParam(SchemeOf(c_));
+      if (linear && param == "weight") param = main_;
       const bool is_bias = param == "bias";
       if (is_bias ? !bias : !main) continue;
       name_.assign(base).append(".").append(param);
@@ -1523,6 +1526,7 @@ class Walker {
   const ModelConfig& c_;
   Family family_;
   const ImpliedFn& fn_;
+  std::string_view main_;  // what holds a linear layer's weights: weight, qweight, weight_packed
   std::string name_;
   bool stopped_ = false;
 };
