@@ -27,6 +27,7 @@
 #include "launch/output_paths.h"
 #include "launch/pack_cli.h"
 #include "launch/serve_cli.h"
+#include "launch/status_line.h"
 #include "launch/suggest.h"
 #include "planner/checkpoint.h"
 #include "planner/dedup.h"
@@ -35,6 +36,7 @@
 #include "rank/placement.h"
 #include "transport/peer.h"
 #include "util/printable.h"
+#include "util/terminal.h"
 
 namespace hoist::launch {
 namespace {
@@ -57,13 +59,15 @@ struct LoadFlags {
   bool rank_given = false;  // --rank on the command line (ignored under a launcher)
 };
 
-// Rank 0's progress display: a bar redrawn in place on a terminal, else a log line at most once
-// a second and one at the end. It counts the bytes of the ranks that run, names what the slowest
-// of them is doing while it is not reading, and says "done" only when every rank succeeded.
+// Rank 0's progress display: a bar redrawn in place on a terminal (the log's records go above
+// it: launch/status_line.h), else a log line at most once a second and one at the end. Under a
+// launcher the output is forwarded and interleaved with other ranks', so it is never redrawn in
+// place. It counts the bytes of the ranks that run, names what the slowest of them is doing
+// while it is not reading, and says "done" only when every rank succeeded.
 std::function<void(const coordinator::Progress&)> ProgressPrinter() {
-  const bool tty = ::isatty(STDERR_FILENO) != 0;
+  const bool in_place = ::isatty(STDERR_FILENO) != 0 && !UnderLauncher();
   auto last_line = std::make_shared<double>(-1.0);
-  return [tty, last_line](const coordinator::Progress& p) {
+  return [in_place, last_line](const coordinator::Progress& p) {
     const bool gib = p.total >= (1ull << 30);
     const double unit = gib ? 1024.0 * 1024.0 * 1024.0 : 1024.0 * 1024.0;
     const char* unit_name = gib ? "GiB" : "MiB";
@@ -76,13 +80,19 @@ std::function<void(const coordinator::Progress&)> ProgressPrinter() {
                              : p.activity == "reading" || p.activity.empty()
                                  ? ""
                                  : ", " + std::string(p.activity);
-    if (tty) {
+    if (in_place) {
       constexpr int kWidth = 30;
-      const int filled = static_cast<int>(frac * kWidth + 0.5);
-      std::fprintf(stderr, "\rhoist: [%s%s] %.2f / %.2f %s%s  %.1f GiB/s%s\033[K%s",
-                   std::string(filled, '#').c_str(), std::string(kWidth - filled, '.').c_str(),
-                   static_cast<double>(p.done) / unit, static_cast<double>(p.total) / unit,
-                   unit_name, who.c_str(), rate, what.c_str(), p.final ? "\n" : "");
+      const int filled = static_cast<int>(std::min(frac, 1.0) * kWidth + 0.5);
+      char bar[256];
+      std::snprintf(bar, sizeof bar, "hoist: [%s%s] %.2f / %.2f %s%s  %.1f GiB/s%s",
+                    std::string(filled, '#').c_str(), std::string(kWidth - filled, '.').c_str(),
+                    static_cast<double>(p.done) / unit, static_cast<double>(p.total) / unit,
+                    unit_name, who.c_str(), rate, what.c_str());
+      if (p.final) {
+        StderrStatusLine()->Finish(bar);
+      } else {
+        StderrStatusLine()->Show(bar);
+      }
       return;
     }
     if (p.final || p.seconds - *last_line >= 1.0) {

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "coordinator/comm.h"
+#include "launch/status_line.h"
 #include "util/printable.h"
 
 namespace hoist::launch {
@@ -14,6 +15,7 @@ int ExitCode(const Status& s) {
 
 int Fail(const Status& s, bool quiet) {
   if (!quiet && !s.ok()) {
+    StderrStatusLine()->End();  // the error on a line of its own, below the progress bar
     std::fprintf(stderr, "hoist: error: %s\n", Printable(s.ToString(), true).c_str());
   }
   return ExitCode(s);

@@ -4,6 +4,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "launch/status_line.h"
 #include "util/printable.h"
 #include "util/terminal.h"
 
@@ -53,8 +54,13 @@ Status SetUpLogging(const std::string& level, int rank, const std::string& host)
                                    "' is not one of trace, debug, info, warn, error, off");
   }
   spdlog::drop("hoist");
-  auto logger = spdlog::stderr_color_mt(
-      "hoist", LogColoursAllowed() ? spdlog::color_mode::automatic : spdlog::color_mode::never);
+  // Records go through the status line, so none lands inside rank 0's progress bar.
+  auto sink =
+      WrapSink(std::make_shared<spdlog::sinks::stderr_color_sink_mt>(
+                   LogColoursAllowed() ? spdlog::color_mode::automatic : spdlog::color_mode::never),
+               StderrStatusLine());
+  auto logger = std::make_shared<spdlog::logger>("hoist", std::move(sink));
+  spdlog::register_logger(logger);
   logger->set_formatter(PrintableFormatter("[%H:%M:%S.%e] [rank " + std::to_string(rank) + " " +
                                            PatternLiteral(host) + "] [%^%l%$] %v"));
   logger->set_level(lvl);

@@ -477,7 +477,8 @@ Status Execute(const proto::LoadPlan& plan, const proto::RankPlan& rp, const Loa
   HOIST_RETURN_IF_ERROR(arena.Start());
   if (!arena.beside()) HOIST_RETURN_IF_ERROR(arena.Ready(&rep));
 
-  SetStage(o, LoadStage::kReading);
+  // Beside the read, the stage stays "allocating the arena" until the first copy into it can go.
+  if (!arena.beside()) SetStage(o, LoadStage::kReading);
   transport::PipelineReport pr;
   ExchangeReport xr;
   {
@@ -492,7 +493,13 @@ Status Execute(const proto::LoadPlan& plan, const proto::RankPlan& rp, const Loa
     po.packed = &ahead.streams;
     po.packed_work = ahead.work ? &*ahead.work : nullptr;
     po.cut_ahead = ahead.cut ? &*ahead.cut : nullptr;
-    if (arena.beside()) po.arena_ready = [&] { return arena.Ready(&rep); };
+    if (arena.beside()) {
+      po.arena_ready = [&] {
+        Status ready = arena.Ready(&rep);
+        SetStage(o, LoadStage::kReading);
+        return ready;
+      };
+    }
     HOIST_RETURN_IF_ERROR(Read(dev, out->arena, plan, rp, o, sources.files, po, &pr, &xr));
     if (o.close_in_background) {
       // Unmapping a large, fully faulted-in mapping costs ~3 ms per GiB of page-table teardown;

@@ -1,4 +1,4 @@
-// Whether hoist's log lines may carry ANSI colours.
+// Whether hoist's output may use the terminal: ANSI colours, a line redrawn in place.
 //
 // Colour only where a person reads the stream directly: never under a launcher (Open MPI,
 // Slurm, PMI: the launcher forwards the ranks' output, often through a pseudo-terminal even when
@@ -12,5 +12,9 @@ namespace hoist {
 
 // False under a launcher or with NO_COLOR set; true when the stream's terminal check may decide.
 bool LogColoursAllowed();
+
+// True when a launcher (Open MPI, PMI, PMIx, Slurm) started this process: its output is
+// forwarded, interleaved with other processes', so nothing may be redrawn in place.
+bool UnderLauncher();
 
 }  // namespace hoist

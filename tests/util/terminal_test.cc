@@ -56,5 +56,15 @@ TEST(LogColours, LaunchersAndNoColorTurnThemOff) {
   }
 }
 
+TEST(UnderLauncher, EachLaunchersVariableCountsAndNoColorDoesNot) {
+  ScopedEnv a("NO_COLOR", "1"), b("OMPI_COMM_WORLD_SIZE", nullptr), c("PMI_RANK", nullptr),
+      d("PMIX_RANK", nullptr), e("SLURM_PROCID", nullptr);
+  EXPECT_FALSE(UnderLauncher());
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"}) {
+    ScopedEnv launcher(name, "0");
+    EXPECT_TRUE(UnderLauncher()) << name;
+  }
+}
+
 }  // namespace
 }  // namespace hoist
