@@ -117,9 +117,15 @@ Status DecodeTensor(const PackedStreams::Tensor& t, const std::string& path,
     stream.resize(s.bytes);
     HOIST_RETURN_IF_ERROR(
         PreadAll(path, s.offset, s.bytes, reinterpret_cast<std::byte*>(stream.data())));
+    const std::uint64_t w = (s.col_end - s.col_begin) * t.value_bytes;
+    if (w == row && s.info.original_bytes == t.bytes) {  // the whole tensor: decode in place
+      HOIST_RETURN_IF_ERROR(
+          codec::Decode(stream, {reinterpret_cast<std::uint8_t*>(out->data()), out->size()},
+                        Label(path, t.name)));
+      continue;
+    }
     part.resize(s.info.original_bytes);
     HOIST_RETURN_IF_ERROR(codec::Decode(stream, part, Label(path, t.name)));
-    const std::uint64_t w = (s.col_end - s.col_begin) * t.value_bytes;
     for (std::uint64_t r = 0; r < rows; ++r) {
       std::memcpy(out->data() + r * row + s.col_begin * t.value_bytes, part.data() + r * w, w);
     }

@@ -179,5 +179,35 @@ TEST_F(HostRssTest, PeakRssIsAtMostTheArenaPlusStagingInEveryStagedMode) {
   }
 }
 
+// `--verify` of a packed copy decodes each tensor on the host to compare it with the arena
+// (issue 46, item 10: it once peaked at 2.3x a load without it). Its extra memory is bounded by
+// the largest tensor decoded (embed_tokens, 64 MiB here), that tensor's coded stream (at most its
+// size), and verify's two 64 MiB windows (arena bytes fetched, source bytes).
+TEST_F(HostRssTest, PackedVerifyHoldsOneTensorBesideTheLoad) {
+  ASSERT_TRUE(make_status_->ok()) << make_status_->ToString();
+  const std::uint64_t arena = ArenaBytes();
+  Child pack = RunChild({testing::HoistBin(), "pack", "--model", dir_->Sub("model"), "--out",
+                         dir_->Sub("packed"), "--threads", "2"},
+                        dir_->Sub("pack.log"), 300);
+  ASSERT_EQ(pack.exit_code, 0) << pack.output;
+  const std::uint64_t largest = 32768ull * 1024 * 2;  // embed_tokens, BF16
+  const std::uint64_t staging = kSlots * kSlotMiB * kMiB;
+  const std::uint64_t limit =
+      arena + arena / 10 + staging + kAllowance + 2 * largest + 2 * 64 * kMiB;
+  Child c =
+      RunChild({testing::HoistBin(), "load", "--model", dir_->Sub("packed"), "--device", "host",
+                "--verify", "--threads", "2", "--slots", std::to_string(kSlots), "--slot-mib",
+                std::to_string(kSlotMiB), "--no-progress", "--log-level", "warn"},
+               dir_->Sub("load-packed-verify.log"), 300);
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  EXPECT_LE(c.max_rss, limit) << "peak RSS " << c.max_rss / kMiB << " MiB, arena " << arena / kMiB
+                              << " MiB, limit " << limit / kMiB << " MiB";
+  EXPECT_GE(c.max_rss, arena) << "peak RSS " << c.max_rss / kMiB << " MiB";
+  std::printf(
+      "[ RSS      ] packed --verify peak %llu MiB for an arena of %llu MiB (limit %llu MiB)\n",
+      static_cast<unsigned long long>(c.max_rss / kMiB),
+      static_cast<unsigned long long>(arena / kMiB), static_cast<unsigned long long>(limit / kMiB));
+}
+
 }  // namespace
 }  // namespace hoist
