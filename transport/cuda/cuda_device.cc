@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <climits>
 #include <cstddef>
 #include <cstdio>
@@ -34,6 +35,9 @@
 
 namespace hoist::transport {
 namespace {
+
+// How long Wait polls an event before it sleeps on it (microseconds).
+constexpr int kWaitPollUs = 200;
 
 // Never destroyed: its buffers stay registered with the primary context until the process exits
 // (unregistering from a static destructor would run after the CUDA runtime has shut down).
@@ -357,7 +361,8 @@ class CudaDevice final : public Device {
     HOIST_RETURN_IF_ERROR(Current());
     cudaEvent_t e = nullptr;
     HOIST_RETURN_IF_ERROR(
-        Check(cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming),
+        Check(cudaEventCreateWithFlags(
+                  &e, cudaEventBlockingSync | (timing ? cudaEventDefault : cudaEventDisableTiming)),
               "cudaEventCreateWithFlags"));
     std::lock_guard lock(mu_);
     EventId id = next_id_++;
@@ -431,9 +436,19 @@ class CudaDevice final : public Device {
     return Check(cudaEventRecord(e, s), "cudaEventRecord");
   }
 
+  // Polls for up to kWaitPollUs (a slot's copy often ends within it: no wake-up latency), then
+  // sleeps in cudaEventSynchronize (events are blocking-sync): a waiter beyond the cores it
+  // shares with fill threads must not spin on them.
   Status Wait(EventId event) override {
     HOIST_ASSIGN_OR_RETURN(cudaEvent_t e, GetEvent(event));
     HOIST_RETURN_IF_ERROR(Current());
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(kWaitPollUs);
+    do {
+      const cudaError_t rc = cudaEventQuery(e);
+      if (rc == cudaSuccess) return Status::Ok();
+      if (rc != cudaErrorNotReady) return Check(rc, "cudaEventQuery");
+      (void)cudaGetLastError();  // not ready is not an error
+    } while (std::chrono::steady_clock::now() < until);
     return Check(cudaEventSynchronize(e), "cudaEventSynchronize");
   }
 
