@@ -3,7 +3,9 @@
 # by run on one machine, hot page cache, so that a change is judged against the code before it
 # under identical conditions (machines of one kind differ by more than most changes).
 #   bench/ab.sh OLD_HOIST NEW_HOIST MODEL_DIR      (env RUNS=5, CASES="tp1|... ;", TEMP=hot|cold:
-#                                                   cold drops the page cache before every run)
+#                                                   cold drops the page cache before every run;
+#                                                   OLD_MODEL: the old build's own copy of the
+#                                                   model, e.g. a packed copy in its format)
 # CASES: ';'-separated argument lists for `hoist load`; each case runs RUNS times per build. OLD and
 # NEW may be the same binary: the cases then compare options of one build.
 # Prints one JSON line per run (build, case, load ms, the process's wall ms, the bytes moved to
@@ -19,6 +21,7 @@
 # WARMUP=0 skips the first unrecorded run of each case and build.
 set -euo pipefail
 old=$1 new=$2 model=$3
+declare -A models=([old]="${OLD_MODEL:-$model}" [new]="$model")
 RUNS="${RUNS:-5}"
 CASES="${CASES:---read auto;--read auto --staging mallochost;--tp 2 --rank 1}"
 tmp=$(mktemp -d)
@@ -26,12 +29,12 @@ if [[ "${TEMP:-hot}" == cold ]]; then
   warm() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 else
   # A plain checkpoint's shards are *.safetensors, a packed copy's *.bin (docs/PACKED.md).
-  warm() { cat "$model"/*.safetensors "$model"/*.bin > /dev/null 2>&1 || true; }
+  warm() { cat "${1:-$model}"/*.safetensors "${1:-$model}"/*.bin > /dev/null 2>&1 || true; }
 fi
 IFS=';' read -r -a cases <<< "$CASES"
 if [[ "${WARMUP:-1}" != 0 ]]; then
   for c in "${cases[@]}"; do
-    for b in old new; do warm; ${!b} load --model "$model" --log-level warn $c > /dev/null 2>&1 || true; done
+    for b in old new; do warm "${models[$b]}"; ${!b} load --model "${models[$b]}" --log-level warn $c > /dev/null 2>&1 || true; done
   done
 fi
 # Runs interleave the cases round by round (and the builds within a case, their order swapped
@@ -61,9 +64,9 @@ print(json.dumps({"kind": "ceiling", "round": int(sys.argv[1]), "gib_s": d["gib_
     for b in "${order[@]}"; do
       trace=()
       if [[ -n "${TRACE_DIR:-}" && $i == 1 ]]; then trace=(--trace "$TRACE_DIR/$b-$ci.json"); fi
-      warm
+      warm "${models[$b]}"
       t0=$(date +%s%N)
-      if ${!b} load --model "$model" --log-level warn --report-json "$tmp/r.json" "${trace[@]}" $c > "$tmp/log" 2>&1; then
+      if ${!b} load --model "${models[$b]}" --log-level warn --report-json "$tmp/r.json" "${trace[@]}" $c > "$tmp/log" 2>&1; then
         t1=$(date +%s%N)
         python3 - "$tmp/r.json" "$b" "$c" "$(( (t1 - t0) / 1000 ))" "${TEMP:-hot}" "$i" <<'PY'
 import json, sys
