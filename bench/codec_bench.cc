@@ -26,8 +26,8 @@
 #include <vector>
 
 #include "codec/codec.h"
+#include "codec/cuda/codec_decode.h"
 #include "codec/layout.h"
-#include "transport/cuda/codec_decode.h"
 
 namespace {
 

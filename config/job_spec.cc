@@ -9,7 +9,7 @@
 #include "planner/hub.h"
 #include "planner/packed_index.h"
 #include "planner/plan_options.h"
-#include "transport/pipeline.h"
+#include "transport/staging/pipeline.h"
 
 namespace hoist::config {
 namespace {

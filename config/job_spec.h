@@ -20,10 +20,10 @@
 #include <vector>
 
 #include "config/limits.h"
-#include "config/options.h"
+#include "config/option_table.h"
 #include "config/topology.h"
 #include "coordinator/job.h"
-#include "hoist/options.h"
+#include "hoist/job_options.h"
 #include "hoist/status.h"
 #include "planner/plan_options.h"
 

@@ -13,7 +13,7 @@
 #include <type_traits>
 #include <variant>
 
-#include "config/options.h"
+#include "config/option_table.h"
 #include "util/printable.h"
 #include "util/suggest.h"
 

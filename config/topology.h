@@ -32,7 +32,7 @@
 #include <string>
 #include <vector>
 
-#include "hoist/options.h"
+#include "hoist/job_options.h"
 #include "hoist/status.h"
 
 namespace hoist::config {

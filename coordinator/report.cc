@@ -14,7 +14,7 @@
 #include <sstream>
 
 #include "coordinator/limit.h"
-#include "transport/span_log.h"
+#include "transport/timing/span_log.h"
 #include "util/printable.h"
 #include "util/units.h"
 

@@ -12,7 +12,7 @@
 
 #include "hoist/status.h"
 #include "proto/plan.pb.h"
-#include "transport/phase.h"
+#include "transport/timing/phase.h"
 
 namespace hoist::coordinator {
 

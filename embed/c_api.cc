@@ -6,8 +6,8 @@
 #include <variant>
 #include <vector>
 
-#include "config/options.h"
-#include "embed/options.h"
+#include "config/option_table.h"
+#include "embed/resolve_options.h"
 #include "hoist/hoist.h"
 #include "hoist/hoist_c.h"
 #include "hoist/hoist_dlpack.h"

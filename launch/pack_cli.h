@@ -11,7 +11,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "tools/pack.h"
+#include "codec/pack/pack.h"
 
 namespace hoist::launch {
 

@@ -14,12 +14,12 @@
 #include "coordinator/comm.h"
 #include "coordinator/job.h"
 #include "coordinator/report.h"
+#include "daemon/serve.h"
+#include "daemon/serve_wire.h"
 #include "launch/exit_codes.h"
 #include "launch/job_flags.h"
 #include "launch/logging.h"
 #include "launch/suggest.h"
-#include "rank/serve.h"
-#include "rank/serve_wire.h"
 #include "util/printable.h"
 
 namespace hoist::launch {

@@ -32,8 +32,8 @@
 #include <vector>
 
 #include "config/job_spec.h"
-#include "config/options.h"
-#include "embed/options.h"
+#include "config/option_table.h"
+#include "embed/resolve_options.h"
 #include "hoist/hoist.h"
 #include "hoist/hoist_dlpack.h"
 #include "planner/hub.h"

@@ -36,9 +36,9 @@
 #include "hoist/status.h"
 #include "proto/plan.pb.h"
 #include "rank/exchange_options.h"
-#include "transport/device.h"
-#include "transport/peer.h"
-#include "transport/pipeline.h"
+#include "transport/devices/device.h"
+#include "transport/peers/peer.h"
+#include "transport/staging/pipeline.h"
 
 namespace hoist::rank {
 

@@ -15,8 +15,8 @@
 
 #include "rank/exchange.h"
 #include "rank/verify.h"
-#include "transport/phase.h"
-#include "transport/pipeline.h"
+#include "transport/staging/pipeline.h"
+#include "transport/timing/phase.h"
 
 namespace hoist::rank {
 namespace {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "config/job_spec.h"
-#include "config/options.h"
+#include "config/option_table.h"
 
 namespace hoist::testing {
 

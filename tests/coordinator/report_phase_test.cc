@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "coordinator/report.h"
-#include "transport/phase.h"
+#include "transport/timing/phase.h"
 
 namespace hoist::coordinator {
 namespace {
