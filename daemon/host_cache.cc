@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "transport/packed/decode_job.h"
+#include "transport/devices/decode_job.h"
 #include "transport/packed/decoder_maker.h"
 #include "transport/packed/packed.h"
 #include "transport/staging/slot_plan.h"

@@ -29,11 +29,11 @@
 #include <variant>
 #include <vector>
 
+#include "transport/devices/decode_job.h"
 #include "transport/devices/device.h"
 #include "transport/devices/host_memory.h"
-#include "transport/packed/decode_job.h"
+#include "transport/devices/staging_pool.h"
 #include "transport/reading/mapped_read.h"
-#include "transport/staging/staging_pool.h"
 
 namespace hoist::transport {
 namespace {

@@ -33,7 +33,7 @@
 
 #include "hoist/status.h"
 #include "proto/plan.pb.h"
-#include "transport/packed/decode_job.h"
+#include "transport/devices/decode_job.h"
 
 namespace hoist::transport {
 

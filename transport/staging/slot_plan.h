@@ -31,8 +31,8 @@
 #include <vector>
 
 #include "proto/plan.pb.h"
+#include "transport/devices/decode_job.h"
 #include "transport/devices/device.h"
-#include "transport/packed/decode_job.h"
 
 namespace hoist::transport {
 

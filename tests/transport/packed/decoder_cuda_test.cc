@@ -15,8 +15,8 @@
 
 #include "codec/codec.h"
 #include "tests/codec/codec_data.h"
+#include "transport/devices/decode_job.h"
 #include "transport/devices/device.h"
-#include "transport/packed/decode_job.h"
 
 namespace hoist::transport {
 namespace {

@@ -9,8 +9,8 @@
 #include <memory>
 
 #include "tests/transport/test_util.h"
+#include "transport/devices/decode_job.h"
 #include "transport/devices/device.h"
-#include "transport/packed/decode_job.h"
 
 namespace hoist::transport {
 namespace {

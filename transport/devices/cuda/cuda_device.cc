@@ -24,10 +24,10 @@
 #include <vector>
 
 #include "codec/layout.h"
+#include "transport/devices/decode_job.h"
 #include "transport/devices/device.h"
 #include "transport/devices/host_memory.h"
-#include "transport/packed/decode_job.h"
-#include "transport/staging/staging_pool.h"
+#include "transport/devices/staging_pool.h"
 #if HOIST_HAVE_CUDA_DECODE
 #include "codec/cuda/codec_decode.h"
 #endif

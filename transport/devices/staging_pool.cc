@@ -1,4 +1,4 @@
-#include "transport/staging/staging_pool.h"
+#include "transport/devices/staging_pool.h"
 
 namespace hoist::transport {
 
