@@ -1,10 +1,10 @@
 // The one table of a job's options (kOptions): each entry's canonical name, concern, type, help,
-// default and range, and where its value lives in hoist::JobOptionSet (hoist/options.h). The
+// default and range, and where its value lives in hoist::JobOptionSet (hoist/job_options.h). The
 // surfaces derive from it: the topology file accepts exactly these keys (config/topology.h), the
 // command line registers `--name` (with '_' written '-') for each (launch/job_flags.h), the
 // Python module takes each as a keyword (python/hoist_py.cc); the C++ API's LoadOptions is a
 // JobOptionSet, and the C API (hoist/hoist_c.h) takes each as a field and a key, which
-// tests/config/options_test.cc and tests/embed check against this table.
+// tests/config/option_table_test.cc and tests/embed check against this table.
 //
 // Deprecated spellings still read, each with a warning (kDeprecatedFlags, kDeprecatedStagingKey):
 // the topology file's `staging: {slots, slot_mib, threads}` mapping (now top-level keys) and
@@ -35,7 +35,7 @@ using OptionField = std::variant<std::optional<std::string>*, std::optional<int>
 
 struct OptionInfo {
   std::string_view name;  // the YAML key; --name with '_' -> '-'; the API field; the keyword
-  Concern concern;        // the struct of hoist/options.h that holds it
+  Concern concern;        // the struct of hoist/job_options.h that holds it
   OptionType type;
   bool plan;  // shapes the plan: `hoist plan` takes it too
   // One line, for --help and the Python docstring; for the load's whole numbers, also the

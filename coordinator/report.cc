@@ -515,7 +515,7 @@ struct SvgGeometry {
   double scale;
 };
 
-// Span lanes: DMA streams and fill threads; phases: their kind's colour (transport/phase.h).
+// Span lanes: DMA streams and fill threads; phases: their kind's colour (transport/timing/phase.h).
 constexpr std::string_view kH2dColor = "#3b7dd8", kFillColor = "#e8a33d", kDecodeColor = "#d63384",
                            kSubmitColor = "#6c757d";
 

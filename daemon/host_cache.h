@@ -4,20 +4,21 @@
 // Two kinds. A plain plan: a pinned copy of the whole arena (Capture copies device -> host;
 // Restore allocates a new arena and copies it back in one DMA pass). A packed plan (a packed
 // checkpoint, docs/PACKED.md): the rank's COMPRESSED bytes, laid out as the byte stream of the
-// staged cut of its packed work (transport/slot_plan.h: stored bytes and whole codec blocks, slot
-// after slot, slots back to back without gaps), read with pread from the plan's files right
-// after the load (page cache; no device traffic). Restore enqueues the plan's fills, copies the
-// stored bytes straight from the cache into the new arena, and moves each slot's blocks into one
-// of a few device slots, then decodes them there on a second stream through the Device seam
-// (transport/device.h: StreamWait, CreateDecoder, DecodeAsync, DecoderStatus).
+// staged cut of its packed work (transport/staging/slot_plan.h: stored bytes and whole codec
+// blocks, slot after slot, slots back to back without gaps), read with pread from the plan's files
+// right after the load (page cache; no device traffic). Restore enqueues the plan's fills, copies
+// the stored bytes straight from the cache into the new arena, and moves each slot's blocks into
+// one of a few device slots, then decodes them there on a second stream through the Device seam
+// (transport/devices/device.h: StreamWait, CreateDecoder, DecodeAsync, DecoderStatus).
 //
 // Ownership: a HostCache borrows the Device (which must outlive it) and owns the pinned buffer
 // it allocated from that device (freed by the destructor). Restore returns a new arena the caller
 // owns. Failure: allocation, copy or synchronisation errors are returned as a Status naming the
 // sizes; a packed capture returns IoError naming the file and offset of a failed read (Corrupt
-// from transport/packed.h for a plan it cannot translate); a packed restore returns the decoder's
-// Corrupt naming the shard, tensor and block of a damaged block; a failed restore frees what it
-// allocated. Threading: one thread at a time (a packed capture reads on its own helper threads).
+// from transport/packed/packed.h for a plan it cannot translate); a packed restore returns the
+// decoder's Corrupt naming the shard, tensor and block of a damaged block; a failed restore frees
+// what it allocated. Threading: one thread at a time (a packed capture reads on its own helper
+// threads).
 #pragma once
 
 #include <cstdint>

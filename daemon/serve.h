@@ -5,10 +5,10 @@
 // copy) and `restore` brings it back at DMA speed.
 //
 // Security: the socket directory and file admit exactly the daemon's uid and the allow-listed
-// uids (rank/serve_access.h: 0700 / 0600 plus a POSIX ACL entry per listed uid; an existing
+// uids (daemon/serve_access.h: 0700 / 0600 plus a POSIX ACL entry per listed uid; an existing
 // directory hoist did not create is never changed); every connection's peer uid (SO_PEERCRED)
 // must be in the allow-list (empty: the daemon's own uid) or it gets a refusal and a log line.
-// Robustness: requests are length-prefixed protobuf (rank/serve_wire.h) limited to
+// Robustness: requests are length-prefixed protobuf (daemon/serve_wire.h) limited to
 // max_request_bytes; a malformed request gets an error reply; an oversized one an error reply and
 // the connection closed; a truncated or stalled one (no progress for request_timeout_ms) or a
 // client that vanishes is dropped. Nothing a client sends stops the daemon.

@@ -1,4 +1,4 @@
-// Who can reach a daemon's socket (rank/serve.h): the socket directory and the socket file admit
+// Who can reach a daemon's socket (daemon/serve.h): the socket directory and the socket file admit
 // exactly the daemon's uid and the allow-listed uids; SO_PEERCRED then decides per connection.
 //
 // The socket directory:

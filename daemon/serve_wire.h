@@ -1,6 +1,6 @@
 // The daemon's wire (proto/daemon.proto) on a unix stream socket: 4-byte little-endian length
 // prefix + protobuf, with file descriptors passed as SCM_RIGHTS. Used by the daemon
-// (rank/serve.h), `hoist ctl` and hoist::Attach (include/hoist/hoist.h).
+// (daemon/serve.h), `hoist ctl` and hoist::Attach (include/hoist/hoist.h).
 //
 // Ownership: a DaemonConnection owns its socket (closed by its destructor); descriptors received
 // with a reply belong to the caller. Failure: every call returns a Status naming the socket path

@@ -1,6 +1,6 @@
 // Internal: the embedding API's options as a resolved job. hoist::Load and the C and Python
 // surfaces go through these, and tests use them to compare every surface with the topology file
-// and the command line (tests/config/options_test.cc).
+// and the command line (tests/config/option_table_test.cc).
 //
 // Failure: InvalidArgument naming the option (exit 2 in the CLI's terms). Threading: pure.
 #pragma once

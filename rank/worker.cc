@@ -436,7 +436,7 @@ struct Ahead {
 };
 
 // Stored streams are checked block by block where the device's decoder can check them (the host
-// backend); the CUDA decoder takes coded streams only (transport/packed.h).
+// backend); the CUDA decoder takes coded streams only (transport/packed/packed.h).
 transport::StoredBytes StoredBytesFor(bool gpu) {
   return gpu ? transport::StoredBytes::kCopies : transport::StoredBytes::kCheckedBlocks;
 }

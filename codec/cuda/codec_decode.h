@@ -2,7 +2,7 @@
 // (hoist_codec_cuda); CUDA types stay behind this header (streams are passed as void*).
 //  - LaunchCodecDecode: a whole codec stream already in device memory, straight into device
 //    memory (the codec bench and tests).
-//  - LaunchCodecJobs: batched jobs of packed loads (transport/decode_job.h is the contract,
+//  - LaunchCodecJobs: batched jobs of packed loads (transport/devices/decode_job.h is the contract,
 //    CudaDevice::DecodeAsync the user): one CUDA block per job, its kept values into the arena.
 //
 // One CUDA block of `sub_streams` threads per codec block: it stages the 12-bit decode table

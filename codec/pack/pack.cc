@@ -1,4 +1,4 @@
-// `hoist pack`'s library: see tools/pack.h and docs/PACKED.md.
+// `hoist pack`'s library: see codec/pack/pack.h and docs/PACKED.md.
 #include "codec/pack/pack.h"
 
 #include <fcntl.h>

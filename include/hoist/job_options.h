@@ -2,7 +2,7 @@
 // everywhere: the topology file's key (`slot_mib: 32`), the command line's flag with '_' written
 // '-' (`--slot-mib 32`; a bool is `--verify` / `--no-verify`), the C++ field (`o.slot_mib = 32`),
 // the C API's field and key (hoist/hoist_c.h) and the Python keyword (`hoist.load(slot_mib=32)`).
-// The one list of them, with each option's type, help, default and range, is config/options.h
+// The one list of them, with each option's type, help, default and range, is config/option_table.h
 // (kOptions); hoist's tests check every surface against it.
 //
 // An unset field falls back to the topology file, then to the default. Values are checked when

@@ -1,7 +1,7 @@
-// The option table (config/options.h) is the one source of the topology file's keys: every entry
-// is a key that resolves like the table's own accessor, numbers are checked against the entry's
-// range, defaults are the libraries' own, and the deprecated staging mapping still reads, with a
-// warning.
+// The option table (config/option_table.h) is the one source of the topology file's keys: every
+// entry is a key that resolves like the table's own accessor, numbers are checked against the
+// entry's range, defaults are the libraries' own, and the deprecated staging mapping still reads,
+// with a warning.
 #include "config/option_table.h"
 
 #include <gtest/gtest.h>
@@ -46,7 +46,7 @@ TEST(OptionTable, NamesAreUniqueIdentifiersAndEachOwnsOneField) {
   EXPECT_EQ(FlagName("peer_timeout_s"), "--peer-timeout-s");
 }
 
-// Each entry's concern is the struct of hoist/options.h its field lives in.
+// Each entry's concern is the struct of hoist/job_options.h its field lives in.
 TEST(OptionTable, EachConcernIsTheStructHoldingTheField) {
   JobOptionSet set;
   auto within = [](const void* field, const auto& part) {

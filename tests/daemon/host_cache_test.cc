@@ -1,4 +1,4 @@
-// The daemon's host cache (rank/host_cache.h) on the host backend (blocks decoded by its CPU
+// The daemon's host cache (daemon/host_cache.h) on the host backend (blocks decoded by its CPU
 // decoder through the Device seam), against the obviously-correct reference: the same rank plan
 // applied with pread to a plain file holding the original tensors back to back
 // (testtransport::ReferenceArena). A packed plan's cache holds exactly the compressed stream of

@@ -1,4 +1,4 @@
-// The daemon in-process (rank/serve.h) on a hand-made host arena: the uid allow-list (with a
+// The daemon in-process (daemon/serve.h) on a hand-made host arena: the uid allow-list (with a
 // second real uid when run as root), the socket directory checks, the request limit, a stalled
 // partial request dropped after the timeout, the connection limit, and the wire helpers
 // (framing, status codes, JSON). Cross-process behaviour is in tests/embed/serve_test.cc.

@@ -2,7 +2,7 @@
 //
 // A load of a packed checkpoint moves compressed blocks through the staging ring into device
 // memory and decodes them there. What it decodes is a DecodeSet, built on the host
-// (transport/packed.h): the streams involved (their parsed headers: code table, sub-stream
+// (transport/packed/packed.h): the streams involved (their parsed headers: code table, sub-stream
 // count, dtype) and the jobs. A job is one codec block and one copy of the plan: the block's
 // values that fall inside the copy's source rectangle land in the arena. Stored streams (F32, FP8,
 // incompressible data) become jobs too on the host backend, whose decoder checks every block's
@@ -43,8 +43,8 @@ struct DecodeJob {
   std::uint32_t block = 0;      // block index within its stream (checksums, errors)
 };
 
-// Built before the load's clock (transport/packed.h: with the plan, while the device opens), so
-// that a decoder's making allocates and converts nothing: the GPU backend uploads `jobs` and
+// Built before the load's clock (transport/packed/packed.h: with the plan, while the device opens),
+// so that a decoder's making allocates and converts nothing: the GPU backend uploads `jobs` and
 // `luts` as they are.
 struct DecodeSet {
   std::vector<codec::StreamInfo> streams;  // coded streams (and stored ones: kCheckedBlocks)
@@ -97,8 +97,8 @@ struct DecodeUnit {
   std::size_t job_begin = 0, job_end = 0;
 };
 
-// A rank's plan of a packed checkpoint, as the pipeline runs it (transport/packed.h builds it):
-// plain copies of stored bytes from the real shard files, and decode units. Logical copy i of
+// A rank's plan of a packed checkpoint, as the pipeline runs it (transport/packed/packed.h builds
+// it): plain copies of stored bytes from the real shard files, and decode units. Logical copy i of
 // the plan it came from became copies [copies_end[i-1], copies_end[i]) of `plan` and units
 // [units_end[i-1], units_end[i]) (0 for i = 0), so milestones keep their meaning.
 struct PackedWork {

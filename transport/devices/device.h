@@ -5,7 +5,7 @@
 // Backends: host memory (OpenHostDevice: one copy thread per stream stands in for the DMA engine,
 // so ops really are asynchronous and the real pipeline runs in CPU-only CI) and CUDA
 // (OpenCudaDevice; compiled only where the toolkit is found, CUDA types never leak out of
-// transport/cuda/).
+// transport/devices/cuda/).
 //
 // Ownership: a Device owns everything it allocates or creates (arenas, staging, streams,
 // events); destroying it synchronizes its streams and frees all of them. DeviceBuffer and
@@ -80,7 +80,7 @@ struct ArenaHandle {
 using StreamId = int;
 using EventId = int;
 using DecoderId = int;
-struct DecodeSet;  // transport/decode_job.h
+struct DecodeSet;  // transport/devices/decode_job.h
 
 class Device {
  public:
@@ -95,8 +95,8 @@ class Device {
   virtual Status Free(DeviceBuffer& buffer) = 0;
 
   // Staging: DMA-able host memory (the calling thread's NUMA policy decides placement). The CUDA
-  // backend keeps freed staging in a process-wide pool (transport/staging_pool.h) and hands it
-  // back to the next request of the same size and kind: a second load in one process skips the
+  // backend keeps freed staging in a process-wide pool (transport/devices/staging_pool.h) and hands
+  // it back to the next request of the same size and kind: a second load in one process skips the
   // set-up (the memory then sits where the first load's threads placed it).
   virtual Result<HostBuffer> AllocateStaging(std::uint64_t bytes, StagingKind kind) = 0;
   virtual Status FreeStaging(HostBuffer& buffer) = 0;
@@ -133,7 +133,7 @@ class Device {
   virtual Status CopySync(const Copy2D& op) = 0;
   virtual Status CopyToHost(void* dst, const void* device_src, std::uint64_t bytes) = 0;
 
-  // Sharing an arena with another process (the daemon, rank/serve.h) and engine-owned arenas.
+  // Sharing an arena with another process (the daemon, daemon/serve.h) and engine-owned arenas.
   // Defaults return Unsupported, so a backend without them still builds.
   //
   // ExportArena: a handle another process can map (CUDA: cudaIpcGetMemHandle; host: a dup of the
@@ -150,8 +150,8 @@ class Device {
   // of `event` completed; a never-recorded event is no wait.
   virtual Status StreamWait(StreamId stream, EventId event);
 
-  // Decoding codec blocks into arenas (packed checkpoints, transport/decode_job.h). Defaults
-  // return Unsupported, so a backend without a decoder still builds.
+  // Decoding codec blocks into arenas (packed checkpoints, transport/devices/decode_job.h).
+  // Defaults return Unsupported, so a backend without a decoder still builds.
   //
   // CreateDecoder prepares `set` once per load (the CUDA backend uploads code tables and jobs);
   // `set` must outlive the decoder. DecodeAsync enqueues jobs [first, first + count) on `stream`:
@@ -177,8 +177,8 @@ Result<int> CudaOrdinalByPciBusId(const std::string& pci_bus_id);
 // start filled with 0xCD so that a byte no copy or fill wrote is visible; their memory is reserved
 // and populated by Allocate (on several threads), so a shortage is ResourceExhausted there, never
 // a fault later. Accesses outside every arena are refused at enqueue. Copies from a mapped file
-// (pageable/registered modes) are guarded (transport/mapped_read.h): a file truncated under the
-// load is an IoError from CopySync, or from the next Wait/Synchronize of the copy's stream.
+// (pageable/registered modes) are guarded (transport/reading/mapped_read.h): a file truncated under
+// the load is an IoError from CopySync, or from the next Wait/Synchronize of the copy's stream.
 // `keep_staging_bytes` > 0 makes it keep freed staging as the CUDA backend does (a pool of that
 // capacity, per device; tests of code that relies on kept staging), 0 frees it at once.
 std::unique_ptr<Device> OpenHostDevice(std::uint64_t keep_staging_bytes = 0);

@@ -149,7 +149,8 @@ Status ExecuteDecode(const DecodeOp& op) {
 }
 
 // A copy whose source is a mapped file (pageable and registered modes) is size-checked and
-// guarded against SIGBUS (transport/mapped_read.h): a file truncated under the load is an error.
+// guarded against SIGBUS (transport/reading/mapped_read.h): a file truncated under the load is an
+// error.
 Status Execute2D(const Copy2D& c) {
   return GuardedCopy(c.dst, c.dst_pitch, c.src, c.src_pitch, c.width, c.rows);
 }

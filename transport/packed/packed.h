@@ -2,7 +2,7 @@
 // logical bytes (the original tensors back to back); PackedStreams knows where each tensor's
 // codec streams are and turns a plan's logical copies into what the pipeline runs (PackedWork:
 // plain copies of stored bytes on the real shards, and units of compressed blocks with their
-// decode jobs, transport/decode_job.h). It also decodes logical ranges on the host, for
+// decode jobs, transport/devices/decode_job.h). It also decodes logical ranges on the host, for
 // --verify.
 //
 // Translation rules: a logical copy is cut at tensor boundaries; within a tensor it becomes a

@@ -1,4 +1,4 @@
-// WrapFaultyPeer (transport/peer.h): fault injection for the dedup failure tests, through the
+// WrapFaultyPeer (transport/peers/peer.h): fault injection for the dedup failure tests, through the
 // Peer seam.
 #include <utility>
 

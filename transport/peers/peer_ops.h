@@ -1,5 +1,5 @@
-// What the MPI, CUDA IPC and NCCL peers share (transport/peer.h). PeerOps: argument checks for
-// Send/Recv, the queue of a group being built, the groups in flight in issue order, completion
+// What the MPI, CUDA IPC and NCCL peers share (transport/peers/peer.h). PeerOps: argument checks
+// for Send/Recv, the queue of a group being built, the groups in flight in issue order, completion
 // counters, and the text that names pending transfers in errors. QueuedPeer: the Peer methods
 // built on it (group begin/end, the Test loop over the oldest group, the bounded Wait, Abort once,
 // the counters), leaving each transport only how it posts a group, tests and retires its oldest

@@ -14,9 +14,9 @@
 // at once (Residency::Measure opens the same way).
 //
 // Mapped reads (the mmap source; the host device's copies in pageable/registered modes) go through
-// transport/mapped_read.h: the file's size now is checked (fstat) before and after each copy and
-// the copy runs under a SIGBUS guard, so a file truncated under the load is an IoError naming the
-// file, the range and its size now, never a SIGBUS.
+// transport/reading/mapped_read.h: the file's size now is checked (fstat) before and after each
+// copy and the copy runs under a SIGBUS guard, so a file truncated under the load is an IoError
+// naming the file, the range and its size now, never a SIGBUS.
 //
 // RSS: a MAP_SHARED file page that was read stays in the process's RSS while it is mapped (it is
 // page cache, but VmHWM counts it), which made a host-memory load peak at 2x the weights. For

@@ -1280,7 +1280,7 @@ class Runner {
     return Status::Ok();
   }
 
-  // The slot cut (transport/slot_plan.h) and, staged, each piece's cold/hot choice by the
+  // The slot cut (transport/staging/slot_plan.h) and, staged, each piece's cold/hot choice by the
   // precomputed residency. Pageable copies in chunks so that threads copy in parallel;
   // registered enqueues whole copies. Returns what it did, for the set-up's span.
   const char* Cut() {

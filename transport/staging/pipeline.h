@@ -8,8 +8,8 @@
 // bracketed by two timing events; the only synchronisation between DMA and refill is the slot's
 // end event, waited by the first thread that needs the slot again. Fills run ahead while DMA
 // drains. Plan Fills become device memsets enqueued first. The cutting into slots, pieces and tasks
-// is the pure CutStaged/CutDirect (transport/slot_plan.h); pipeline.cc runs the cut with one
-// executor per mode family: staged (fill threads over a ring of slots and its DMA), pageable,
+// is the pure CutStaged/CutDirect (transport/staging/slot_plan.h); pipeline.cc runs the cut with
+// one executor per mode family: staged (fill threads over a ring of slots and its DMA), pageable,
 // registered.
 //
 // Read modes: buffered (pread), mmap (memcpy from the mapping), direct (O_DIRECT, several requests
@@ -73,8 +73,8 @@ inline constexpr std::uint64_t kSharedReadDepthBytes = 1ull << 30;
 std::uint64_t DefaultReadDepthBytes(int ranks_on_node = 1);
 int DefaultFillThreads(int ranks_on_node = 1);
 
-// A staged slot cut for one geometry (transport/slot_plan.h), made before the run (CutPlanAhead,
-// CutPackedAhead): while the device opens, off the load's clock.
+// A staged slot cut for one geometry (transport/staging/slot_plan.h), made before the run
+// (CutPlanAhead, CutPackedAhead): while the device opens, off the load's clock.
 struct CutAhead {
   std::uint64_t slot_bytes = 0, chunk_bytes = 0;
   SlotPlan cut;
@@ -120,10 +120,10 @@ struct PipelineOptions {
   // the arena by reference and reads it only after this returns). It is not called when the
   // set-up fails.
   std::function<Status()> arena_ready;
-  // A packed checkpoint's streams (transport/packed.h): copies on its packed files are translated
-  // into stored-byte copies and decode units; staged modes only. The compressed blocks of each
-  // slot are copied into a device slot on the copy stream and decoded into the arena on a second
-  // stream (which then carries the slots' end events and the milestones).
+  // A packed checkpoint's streams (transport/packed/packed.h): copies on its packed files are
+  // translated into stored-byte copies and decode units; staged modes only. The compressed blocks
+  // of each slot are copied into a device slot on the copy stream and decoded into the arena on a
+  // second stream (which then carries the slots' end events and the milestones).
   const PackedStreams* packed = nullptr;
   // Optional: `packed`'s translation of exactly the plan RunPipeline gets (made ahead of time by
   // the caller, e.g. while the device opens); the run takes its decode streams, names and tables.

@@ -1,5 +1,5 @@
 // Cutting a rank plan's copies into staging slots and fill tasks: the pipeline's pure logic
-// (transport/pipeline.h runs what this returns). No I/O, no device, no threads.
+// (transport/staging/pipeline.h runs what this returns). No I/O, no device, no threads.
 //
 // Staged modes (CutStaged). The copies with bytes, in plan order, are laid end to end as one byte
 // stream: copy by copy, row by row, column by column. A copy whose rows are packed on both sides

@@ -1,5 +1,5 @@
-// StagingPool (transport/staging_pool.h): buffers come back only for the same device, kind and
-// size; the capacity bounds what is kept, evicting oldest first; Trim returns everything.
+// StagingPool (transport/devices/staging_pool.h): buffers come back only for the same device,
+// kind and size; the capacity bounds what is kept, evicting oldest first; Trim returns everything.
 #include "transport/devices/staging_pool.h"
 
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
 // The CUDA decoder of packed loads (Device::CreateDecoder .. DestroyDecoder and the batched kernel
-// of transport/cuda/codec_decode.cu) against the CPU reference: fresh BF16/F16 tensors encoded
+// of codec/cuda/codec_decode.cu) against the CPU reference: fresh BF16/F16 tensors encoded
 // with codec::Encode (several block sizes, 32/64/100/256 sub-streams, odd-sized last blocks),
 // jobs built by hand for whole, row-sliced, column-sliced and strided copies, blocks at unaligned
 // slot offsets; the arena must equal codec::Decode + ForEachKeptRun byte for byte, a damaged

@@ -2,12 +2,11 @@
 // cudaMallocHost), cudaMemcpyAsync / cudaMemcpy2DAsync on non-blocking streams, cudaEvent
 // record/synchronize. Every CUDA return code becomes a Status naming the device, the call, the
 // CUDA error and the sizes involved. Compiled only where the CUDA toolkit is found.
-// Freed staging goes to one process-wide StagingPool (transport/staging_pool.h), so a process
-// that loads again (the embedding API, the daemon) reuses its registered ring instead of setting
-// it up again; what the pool keeps stays pinned until the process exits.
-// Packed loads decode on the GPU (CreateDecoder .. DestroyDecoder) with the kernel of
-// transport/cuda/codec_decode.h, linked in when nvcc built it (HOIST_HAVE_CUDA_DECODE); other
-// builds answer Unsupported there.
+// Freed staging goes to one process-wide StagingPool (transport/devices/staging_pool.h), so a
+// process that loads again (the embedding API, the daemon) reuses its registered ring instead of
+// setting it up again; what the pool keeps stays pinned until the process exits. Packed loads
+// decode on the GPU (CreateDecoder .. DestroyDecoder) with the kernel of codec/cuda/codec_decode.h,
+// linked in when nvcc built it (HOIST_HAVE_CUDA_DECODE); other builds answer Unsupported there.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>

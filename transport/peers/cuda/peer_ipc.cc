@@ -1,4 +1,4 @@
-// The CUDA IPC peer (transport/peer.h: CreateCudaIpcPeer): the ranks of one host move arena
+// The CUDA IPC peer (transport/peers/peer.h: CreateCudaIpcPeer): the ranks of one host move arena
 // ranges GPU to GPU with copy-engine copies over NVLink (or PCIe peer-to-peer), with no
 // communicator to set up. A send is a notice: an MPI message to the receiver with the range's
 // arena offset (and, the first time, the sender's arena as a CUDA IPC handle plus the arena's
