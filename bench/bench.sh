@@ -170,7 +170,7 @@ log "timeline (tp1 hot) and mpirun -np 2 tp 2 on the one GPU with every report"
 warm "$m4b"
 [[ "${ONLY_SERVE:-0}" == 1 ]] || $hoist load --model "$m4b" --log-level warn --timeline "$OUT/timeline-tp1-hot.svg" > /dev/null 2>&1 || true
 if [[ "${MPI2:-1}" == 1 ]]; then
-  mpirun -np 2 $hoist load --topology configs/example-tp2.yaml --model "$m4b" --verify \
+  mpirun -np 2 $hoist load --topology examples/topologies/example-tp2.yaml --model "$m4b" --verify \
     --log-level warn --report-json "$OUT/mpi2-report.json" --trace "$AUX/mpi2-trace.json" \
     --timeline "$OUT/timeline-mpi2-tp2.svg" --metrics "$AUX/mpi2-metrics.prom" > "$OUT/mpi2-table.txt" 2>&1 \
     && echo "mpirun -np 2 tp2 --verify: PASS" || { echo "mpirun -np 2 tp2: FAIL"; tail -20 "$OUT/mpi2-table.txt"; }

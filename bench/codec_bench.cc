@@ -26,8 +26,8 @@
 #include <vector>
 
 #include "codec/codec.h"
+#include "codec/cuda/codec_decode.h"
 #include "codec/layout.h"
-#include "transport/cuda/codec_decode.h"
 
 namespace {
 
@@ -325,7 +325,7 @@ void DecodeAllOnGpu(const std::vector<Tensor>& tensors, Gpu& g) {
   }
 }
 
-// The loader's kernel (LaunchCodecJobs, transport/cuda/codec_decode.h): every block of every
+// The loader's kernel (LaunchCodecJobs, codec/cuda/codec_decode.h): every block of every
 // Huffman tensor one job writing its whole range, as a packed load's slots hand them over.
 struct GpuJobs {
   hoist::transport::cuda::CodecJobSet set;

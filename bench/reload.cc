@@ -1,6 +1,6 @@
 // Repeated loads in one process through the embedding API (hoist::Load), as an engine that
 // reloads its weights would do them: the first load sets up the staging ring, later ones reuse
-// it (transport/staging_pool.h). Prints one JSON line per load with its phases (ms).
+// it (transport/devices/staging_pool.h). Prints one JSON line per load with its phases (ms).
 // Usage: hoist-bench-reload MODEL_DIR [loads=6] [tp=1] [rank=0]
 #include <cstdio>
 #include <cstdlib>

@@ -9,7 +9,7 @@
 #include "planner/hub.h"
 #include "planner/packed_index.h"
 #include "planner/plan_options.h"
-#include "transport/pipeline.h"
+#include "transport/staging/pipeline.h"
 
 namespace hoist::config {
 namespace {
@@ -50,7 +50,7 @@ Merged Merge(const JobSpec& spec, const Topology& file) {
       m.from[o.name] = spec.topology + ": " + t.keys.at(std::string(o.name));
     } else {
       m.from[o.name] = std::string(o.name) + " (default)";
-      // The defaults are the table's own text: they convert (tests/config/options_test.cc).
+      // The defaults are the table's own text: they convert (tests/config/option_table_test.cc).
       if (!o.default_is.empty()) (void)SetOption(o, o.default_is, m.from[o.name], &m.set);
     }
   }

@@ -1,8 +1,8 @@
 // What a load needs, as the embedding API (include/hoist/hoist.h), `hoist plan`, `hoist load` and
-// `hoist serve` state it: an optional topology file plus the options (hoist/options.h, one table
-// in config/options.h), resolved into coordinator::JobOptions the same way whichever surface set
-// them. The flags that fill a JobSpec are the command line's (launch/job_flags.h): config/ has no
-// CLI11, so libhoist.so resolves a load through it without linking the command line.
+// `hoist serve` state it: an optional topology file plus the options (hoist/job_options.h, one
+// table in config/option_table.h), resolved into coordinator::JobOptions the same way whichever
+// surface set them. The flags that fill a JobSpec are the command line's (launch/job_flags.h):
+// config/ has no CLI11, so libhoist.so resolves a load through it without linking the command line.
 //
 // ResolveJobSpec is the one place where every number of a rank's load is checked against a sane
 // range (kLimits, stated in kOptions), whether it came from a flag, the topology file or the
@@ -20,16 +20,16 @@
 #include <vector>
 
 #include "config/limits.h"
-#include "config/options.h"
+#include "config/option_table.h"
 #include "config/topology.h"
 #include "coordinator/job.h"
-#include "hoist/options.h"
+#include "hoist/job_options.h"
 #include "hoist/status.h"
 #include "planner/plan_options.h"
 
 namespace hoist::config {
 
-// The options (JobOptionSet, hoist/options.h) as a flag or API field sets them; every one left
+// The options (JobOptionSet, hoist/job_options.h) as a flag or API field sets them; every one left
 // unset falls back to the topology file, then to its default (kOptions). An empty model counts as
 // unset.
 struct JobSpec : JobOptionSet {

@@ -1,6 +1,6 @@
-// The accepted ranges (inclusive) of a rank's load: config/options.h states them in each option's
-// entry and config/job_spec.h checks them. Sizes where 0 means "the default" accept 0 as well.
-// The plan's numbers (tp, dp, ep, the world, the dedup step) are the planner's:
+// The accepted ranges (inclusive) of a rank's load: config/option_table.h states them in each
+// option's entry and config/job_spec.h checks them. Sizes where 0 means "the default" accept 0 as
+// well. The plan's numbers (tp, dp, ep, the world, the dedup step) are the planner's:
 // planner/plan_options.h (ValidatePlanOptions), which ResolveJobSpec calls.
 // Threading: constants.
 #pragma once

@@ -13,14 +13,14 @@
 #include <type_traits>
 #include <variant>
 
-#include "config/options.h"
+#include "config/option_table.h"
 #include "util/printable.h"
 #include "util/suggest.h"
 
 namespace hoist::config {
 namespace {
 
-// The keys besides the options (config/options.h): the nodes list, `hoist serve`'s, and the
+// The keys besides the options (config/option_table.h): the nodes list, `hoist serve`'s, and the
 // deprecated staging mapping.
 const char* const kOtherKeys[] = {"nodes", "socket_dir", "allow_uids", "host_cache", "staging"};
 const std::set<std::string> kStagingKeys = {"slots", "slot_mib", "threads"};

@@ -1,5 +1,5 @@
-// The YAML topology file: every job option (config/options.h, kOptions) as a top-level key of the
-// same name, plus the nodes list and the keys of `hoist serve`.
+// The YAML topology file: every job option (config/option_table.h, kOptions) as a top-level key of
+// the same name, plus the nodes list and the keys of `hoist serve`.
 //
 //   model: /models/qwen3-4b
 //   tp: 2            # tensor parallel size
@@ -32,7 +32,7 @@
 #include <string>
 #include <vector>
 
-#include "hoist/options.h"
+#include "hoist/job_options.h"
 #include "hoist/status.h"
 
 namespace hoist::config {
@@ -48,7 +48,7 @@ struct Topology : JobOptionSet {
   std::map<std::string, std::string, std::less<>> keys;
   std::vector<std::string> warnings;  // deprecated spellings read, each naming the file and line
   std::vector<NodeSpec> nodes;
-  // `hoist serve` (rank/serve.h).
+  // `hoist serve` (daemon/serve.h).
   std::optional<std::string> socket_dir;
   std::optional<std::vector<long long>> allow_uids;
   std::optional<bool> host_cache;

@@ -3,8 +3,8 @@
 #include <cstdio>
 #include <utility>
 
-#include "transport/peer.h"
-#include "transport/span_log.h"
+#include "transport/peers/peer.h"
+#include "transport/timing/span_log.h"
 
 namespace hoist::coordinator {
 namespace {

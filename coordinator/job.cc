@@ -14,8 +14,8 @@
 #include "proto/control.pb.h"
 #include "rank/placement.h"
 #include "rank/rank_job.h"
-#include "transport/peer.h"
-#include "transport/phase.h"
+#include "transport/peers/peer.h"
+#include "transport/timing/phase.h"
 
 namespace hoist::coordinator {
 namespace {

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <optional>
 
-#include "transport/phase.h"
+#include "transport/timing/phase.h"
 
 namespace hoist::coordinator {
 namespace {

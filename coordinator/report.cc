@@ -14,7 +14,7 @@
 #include <sstream>
 
 #include "coordinator/limit.h"
-#include "transport/span_log.h"
+#include "transport/timing/span_log.h"
 #include "util/printable.h"
 #include "util/units.h"
 
@@ -515,7 +515,7 @@ struct SvgGeometry {
   double scale;
 };
 
-// Span lanes: DMA streams and fill threads; phases: their kind's colour (transport/phase.h).
+// Span lanes: DMA streams and fill threads; phases: their kind's colour (transport/timing/phase.h).
 constexpr std::string_view kH2dColor = "#3b7dd8", kFillColor = "#e8a33d", kDecodeColor = "#d63384",
                            kSubmitColor = "#6c757d";
 

@@ -12,12 +12,12 @@
 
 #include "hoist/status.h"
 #include "proto/plan.pb.h"
-#include "transport/phase.h"
+#include "transport/timing/phase.h"
 
 namespace hoist::coordinator {
 
 // One phase over all ranks; the aggregate lists the load phases the ranks reported, in report
-// order (transport/phase.h).
+// order (transport/timing/phase.h).
 struct PhaseStats {
   transport::Phase phase = transport::Phase::kInit;
   std::string name;  // its wire name

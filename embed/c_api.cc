@@ -1,13 +1,13 @@
 // The C API (include/hoist/hoist_c.h) over the C++ one. Its options are the table's
-// (config/options.h) under the same names: kCFields maps each to its field of
+// (config/option_table.h) under the same names: kCFields maps each to its field of
 // hoist_load_options; tests/embed check that every table entry has one.
 #include <optional>
 #include <string>
 #include <variant>
 #include <vector>
 
-#include "config/options.h"
-#include "embed/options.h"
+#include "config/option_table.h"
+#include "embed/resolve_options.h"
 #include "hoist/hoist.h"
 #include "hoist/hoist_c.h"
 #include "hoist/hoist_dlpack.h"
@@ -48,7 +48,7 @@ using CInt = int hoist_load_options::*;
 using CDouble = double hoist_load_options::*;
 
 struct CField {
-  const char* name;  // the option's name in config/options.h
+  const char* name;  // the option's name in config/option_table.h
   std::variant<CString, CInt, CDouble> field;
   int unset = 0;  // the int that means "unset" (booleans: always 0)
 };

@@ -7,10 +7,10 @@
 #include "config/job_spec.h"
 #include "coordinator/job.h"
 #include "embed/model_state.h"
-#include "embed/options.h"
+#include "embed/resolve_options.h"
 #include "hoist/hoist.h"
 #include "planner/dtype.h"
-#include "transport/phase.h"
+#include "transport/timing/phase.h"
 
 namespace hoist {
 namespace internal {

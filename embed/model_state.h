@@ -8,11 +8,11 @@
 #include <optional>
 #include <vector>
 
+#include "daemon/serve_wire.h"
 #include "hoist/hoist.h"
 #include "proto/plan.pb.h"
-#include "rank/serve_wire.h"
 #include "rank/worker.h"
-#include "transport/device.h"
+#include "transport/devices/device.h"
 
 namespace hoist::internal {
 

@@ -34,7 +34,7 @@
 #include "planner/plan_builder.h"
 #include "planner/plan_summary.h"
 #include "rank/placement.h"
-#include "transport/peer.h"
+#include "transport/peers/peer.h"
 #include "util/printable.h"
 #include "util/terminal.h"
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <variant>
 
-#include "config/options.h"
+#include "config/option_table.h"
 #include "launch/exit_codes.h"
 #include "util/printable.h"
 

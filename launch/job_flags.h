@@ -1,4 +1,4 @@
-// The CLI11 flags of a job: one `--name` per option of config/options.h's table (kOptions; '_'
+// The CLI11 flags of a job: one `--name` per option of config/option_table.h's table (kOptions; '_'
 // written '-'; a bool is `--name` / `--no-name`), filling a config::JobSpec (config/job_spec.h),
 // which config::ResolveJobSpec then checks and resolves, the same way for the embedding API.
 // Only the command line (launch/) links CLI11; libhoist.so never does.

@@ -1,5 +1,5 @@
 // `hoist pack --model DIR --out DIR2 [--tp-multiple N] [--shard-gib G] [--threads T]`: writes a
-// packed (losslessly compressed) copy of a checkpoint (tools/pack.h, docs/PACKED.md).
+// packed (losslessly compressed) copy of a checkpoint (codec/pack/pack.h, docs/PACKED.md).
 // launch/cli.cc registers it and hands over when it was chosen.
 //
 // Exit codes as the rest of the CLI (launch/exit_codes.h): 0 written (one summary line on
@@ -11,7 +11,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "tools/pack.h"
+#include "codec/pack/pack.h"
 
 namespace hoist::launch {
 

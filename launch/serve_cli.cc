@@ -14,12 +14,12 @@
 #include "coordinator/comm.h"
 #include "coordinator/job.h"
 #include "coordinator/report.h"
+#include "daemon/serve.h"
+#include "daemon/serve_wire.h"
 #include "launch/exit_codes.h"
 #include "launch/job_flags.h"
 #include "launch/logging.h"
 #include "launch/suggest.h"
-#include "rank/serve.h"
-#include "rank/serve_wire.h"
 #include "util/printable.h"
 
 namespace hoist::launch {
@@ -216,7 +216,7 @@ int ServeCommands::RunCtl() {
   }
   Result<proto::DaemonResponse> r = (*conn)->Call(req);
   if (!r.ok()) return Fail(r.status());
-  if (json) {  // 64-bit counts as JSON numbers (rank/serve_wire.h)
+  if (json) {  // 64-bit counts as JSON numbers (daemon/serve_wire.h)
     std::cout << rank::MessageJson(*r).dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
               << "\n";
     return 0;

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "config/job_spec.h"
+#include "daemon/serve.h"
 #include "launch/job_flags.h"
-#include "rank/serve.h"
 
 namespace hoist::launch {
 

@@ -4,8 +4,8 @@
 // tensors, which numpy lacks, as uint16 / uint8 views of the same bytes). load_model /
 // attach_model return the Model itself (tensors with __dlpack__).
 //
-// Keywords: model, topology, rank, comm (and to=) plus every job option of config/options.h's
-// table under its own name (hoist/options.h: tp=2, read="direct", pinning="mallochost",
+// Keywords: model, topology, rank, comm (and to=) plus every job option of config/option_table.h's
+// table under its own name (hoist/job_options.h: tp=2, read="direct", pinning="mallochost",
 // slot_mib=32, dedup="node", verify=True, ...); None or absent leaves it to the topology file,
 // else the default. An unknown keyword is a TypeError naming the nearest option.
 //
@@ -32,8 +32,8 @@
 #include <vector>
 
 #include "config/job_spec.h"
-#include "config/options.h"
-#include "embed/options.h"
+#include "config/option_table.h"
+#include "embed/resolve_options.h"
 #include "hoist/hoist.h"
 #include "hoist/hoist_dlpack.h"
 #include "planner/hub.h"
@@ -156,8 +156,8 @@ py::dict Convert(const ModelPtr& model, const std::string& to) {
   return out;
 }
 
-// One job option (config/options.h) from a Python keyword: str, int (not bool), a number, bool;
-// None leaves it unset. TypeError naming the keyword otherwise.
+// One job option (config/option_table.h) from a Python keyword: str, int (not bool), a number,
+// bool; None leaves it unset. TypeError naming the keyword otherwise.
 void SetKeyword(const config::OptionInfo& info, const py::handle& value, hoist::LoadOptions* o) {
   if (value.is_none()) return;
   const std::string name(info.name);
@@ -374,7 +374,7 @@ PYBIND11_MODULE(_hoist, mod) {
         }
         return out;
       },
-      "internal (tests): the job options' table, config/options.h");
+      "internal (tests): the job options' table, config/option_table.h");
   mod.def(
       "_resolve",
       [](const std::string& model, const std::string& topology, int rank,

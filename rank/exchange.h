@@ -4,9 +4,9 @@
 // have landed in its arena, while the pipeline goes on reading the next step.
 //
 // Execution: the pipeline's copies are the steps' reads in step order, then the own reads
-// (ReadPlan()). A milestone per step (transport/pipeline.h) records an event on the copy stream
-// once the step's reads are enqueued. The driver thread (the one that owns MPI) calls Poll():
-// when step b's event has completed and the peer is ready, step b's receives and sends are
+// (ReadPlan()). A milestone per step (transport/staging/pipeline.h) records an event on the copy
+// stream once the step's reads are enqueued. The driver thread (the one that owns MPI) calls
+// Poll(): when step b's event has completed and the peer is ready, step b's receives and sends are
 // issued as one group; groups progress while the pipeline reads on. No collective round runs per
 // step: ranks issue their groups in the same order, so they pair up, and each waits only for the
 // data it needs.
@@ -36,9 +36,9 @@
 #include "hoist/status.h"
 #include "proto/plan.pb.h"
 #include "rank/exchange_options.h"
-#include "transport/device.h"
-#include "transport/peer.h"
-#include "transport/pipeline.h"
+#include "transport/devices/device.h"
+#include "transport/peers/peer.h"
+#include "transport/staging/pipeline.h"
 
 namespace hoist::rank {
 

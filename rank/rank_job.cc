@@ -3,7 +3,7 @@
 #include <utility>
 
 #include "rank/exchange.h"
-#include "transport/phase.h"
+#include "transport/timing/phase.h"
 
 namespace hoist::rank {
 

@@ -31,7 +31,7 @@
 #include "rank/exchange_options.h"
 #include "rank/test_hooks.h"
 #include "rank/worker.h"
-#include "transport/peer.h"
+#include "transport/peers/peer.h"
 
 namespace hoist::rank {
 

@@ -12,7 +12,7 @@
 #include <functional>
 #include <memory>
 
-#include "transport/peer.h"
+#include "transport/peers/peer.h"
 
 #ifndef HOIST_TEST_HOOKS
 #error "HOIST_TEST_HOOKS must be defined (0 or 1) for every target: the top CMakeLists.txt does"

@@ -52,8 +52,8 @@ struct Item {
 };
 
 // The checkpoint's bytes as the plan addresses them: plain files by pread, packed files (logical
-// bytes) decoded on the host from their codec streams (transport/packed.h), each stream checked
-// against the XXH64 of its original bytes recorded when it was packed.
+// bytes) decoded on the host from their codec streams (transport/packed/packed.h), each stream
+// checked against the XXH64 of its original bytes recorded when it was packed.
 class FileCache {
  public:
   explicit FileCache(const transport::PackedStreams& packed) : packed_(packed) {}

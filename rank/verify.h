@@ -19,8 +19,8 @@
 
 #include "hoist/status.h"
 #include "proto/plan.pb.h"
-#include "transport/device.h"
-#include "transport/packed.h"
+#include "transport/devices/device.h"
+#include "transport/packed/packed.h"
 
 namespace hoist::rank {
 

@@ -15,8 +15,8 @@
 
 #include "rank/exchange.h"
 #include "rank/verify.h"
-#include "transport/phase.h"
-#include "transport/pipeline.h"
+#include "transport/staging/pipeline.h"
+#include "transport/timing/phase.h"
 
 namespace hoist::rank {
 namespace {
@@ -436,7 +436,7 @@ struct Ahead {
 };
 
 // Stored streams are checked block by block where the device's decoder can check them (the host
-// backend); the CUDA decoder takes coded streams only (transport/packed.h).
+// backend); the CUDA decoder takes coded streams only (transport/packed/packed.h).
 transport::StoredBytes StoredBytesFor(bool gpu) {
   return gpu ? transport::StoredBytes::kCopies : transport::StoredBytes::kCheckedBlocks;
 }

@@ -25,10 +25,10 @@
 #include "proto/plan.pb.h"
 #include "rank/exchange_options.h"
 #include "rank/placement.h"
-#include "transport/device.h"
-#include "transport/peer.h"
-#include "transport/pipeline.h"
-#include "transport/source.h"
+#include "transport/devices/device.h"
+#include "transport/peers/peer.h"
+#include "transport/reading/source.h"
+#include "transport/staging/pipeline.h"
 
 namespace hoist::rank {
 

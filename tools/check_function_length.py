@@ -10,8 +10,8 @@ list and ends in one (or in qualifiers: const, override, noexcept, '-> type', or
 initialiser list); namespaces, classes, structs, unions and enums are scopes looked into;
 any other brace (an initialiser) is skipped.
 
-Usage: check_function_length.py [--max N] PATH...  (a folder: its *.cc and *.h files, not
-recursively). Prints one line per function over the limit ("file:line: Name is 95 lines (max
+Usage: check_function_length.py [--max N] PATH...  (a folder: its *.cc and *.h files, its
+sub-folders included). Prints one line per function over the limit ("file:line: Name is 95 lines (max
 80)") and exits 1 when there is one, 0 otherwise, 2 on a usage error (a path that does not
 exist). python3 standard library only.
 """
@@ -187,9 +187,11 @@ def in_function_stack(stack):
 def source_files(paths):
     for p in paths:
         if os.path.isdir(p):
-            for name in sorted(os.listdir(p)):
-                if name.endswith((".cc", ".h", ".cpp", ".hpp")):
-                    yield os.path.join(p, name)
+            for top, dirs, names in os.walk(p):
+                dirs.sort()
+                for name in sorted(names):
+                    if name.endswith((".cc", ".h", ".cpp", ".hpp")):
+                        yield os.path.join(top, name)
         elif os.path.isfile(p):
             yield p
         else:

@@ -24,8 +24,8 @@ echo "== hoist plan --tp 2"
 "$build/launch/hoist" plan --model "$model" --tp 2 --json "$out/plan.json"
 echo "== hoist load (one rank, --verify)"
 "$build/launch/hoist" load --model "$model" --verify --dump "$out"
-echo "== mpirun -np 2 hoist load --topology configs/example-tp2.yaml"
-mpirun -np 2 "$build/launch/hoist" load --topology "$root/configs/example-tp2.yaml" \
+echo "== mpirun -np 2 hoist load --topology examples/topologies/example-tp2.yaml"
+mpirun -np 2 "$build/launch/hoist" load --topology "$root/examples/topologies/example-tp2.yaml" \
   --model "$model" --verify --report-json "$out/report.json" --trace "$out/trace.json" \
   --timeline "$out/timeline.svg" --metrics "$out/metrics.prom"
 echo "example outputs in $out"

@@ -3,7 +3,7 @@
 # fatal): the safetensors/config/index parsers, the planner and the topology file with job
 # resolution (sanitize_parse_tests: tests/util, tests/planner, tests/config, leaks checked), then
 # the CLI's handling of hostile names and usage errors and the daemon's wire, limits and socket
-# checks (sanitize_wire_tests: a subset of tests/launch and tests/rank/serve_test.cc; Open MPI
+# checks (sanitize_wire_tests: a subset of tests/launch and tests/daemon/serve_test.cc; Open MPI
 # runs in the process there, so leaks are not checked). The hoist binary those tests run is the
 # sanitized one. Only what these tests need is built, at -O1 with line tables (a sanitizer build
 # does not need -O2 or full debug info to find bad accesses), through ccache where present;

@@ -1,6 +1,6 @@
 // What a path that is not a regular file is, in words, for the errors of the places that refuse
-// to open anything but regular files (planner/regular_file.h for metadata, transport/source.h
-// for shards): "a FIFO", "a directory", ...
+// to open anything but regular files (planner/regular_file.h for metadata,
+// transport/reading/source.h for shards): "a FIFO", "a directory", ...
 //
 // Failure: none. Ownership: returns views of static strings or new strings. Threading: pure.
 #pragma once

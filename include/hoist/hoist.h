@@ -32,7 +32,7 @@
 #include <utility>
 #include <vector>
 
-#include "hoist/options.h"
+#include "hoist/job_options.h"
 #include "hoist/status.h"
 
 namespace hoist {
@@ -63,8 +63,8 @@ struct Allocator {
   std::function<void(void* ptr, std::uint64_t bytes, int device)> deallocate;
 };
 
-// Every job option (hoist/options.h: tp, dp, layout, read, pinning, slots, dedup, verify, ...) is a
-// field of the same name, as in the topology file and on the command line; unset fields come
+// Every job option (hoist/job_options.h: tp, dp, layout, read, pinning, slots, dedup, verify, ...)
+// is a field of the same name, as in the topology file and on the command line; unset fields come
 // from the topology file, then the defaults. `model` empty counts as unset.
 struct LoadOptions : JobOptionSet {
   // A topology file (YAML, the keys `hoist load` reads: every option, plus nodes).

@@ -34,7 +34,7 @@ typedef enum {
 typedef struct hoist_model hoist_model;
 struct DLManagedTensor;
 
-/* The options of hoist/options.h, each under its own name (as in the topology file, on the
+/* The options of hoist/job_options.h, each under its own name (as in the topology file, on the
  * command line and in the C++ API). Unset values (NULL, 0, ep -1; booleans 0) take the topology
  * file's value, else the default: hoist_load_options_init sets them all. Booleans: > 0 true,
  * < 0 false. hoist_load_options_set sets any of them by name from text. */
@@ -81,7 +81,7 @@ typedef struct {
 } hoist_tensor;
 
 void hoist_load_options_init(hoist_load_options* options);
-/* Sets option `key` (its name in hoist/options.h, e.g. "slot_mib") from text: a whole number, a
+/* Sets option `key` (its name in hoist/job_options.h, e.g. "slot_mib") from text: a whole number, a
  * number, true/false/1/0 or a name. A string value is kept by pointer: it must outlive
  * hoist_load. HOIST_INVALID_ARGUMENT for an unknown key (naming the nearest) or a value that
  * does not convert. */

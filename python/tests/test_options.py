@@ -1,4 +1,4 @@
-"""The job options of hoist.load / hoist.load_model are the table's (config/options.h, exposed as
+"""The job options of hoist.load / hoist.load_model are the table's (config/option_table.h, exposed as
 hoist._hoist._options()): every entry is a keyword, and a value given as a keyword resolves as the
 same value given in a topology file (which the C++ tests compare with the command line and the
 C and C++ APIs), and differently from the default. Unknown keywords and wrong types are TypeError

@@ -3,10 +3,10 @@
 #include <gtest/gtest.h>
 
 #include "tests/codec/codec_data.h"
-#include "transport/device.h"
+#include "transport/devices/device.h"
 
 #ifdef HOIST_HAVE_CODEC_CUDA
-#include "transport/cuda/codec_decode.h"
+#include "codec/cuda/codec_decode.h"
 
 namespace hoist::codec {
 namespace {

@@ -1,6 +1,6 @@
-// Test helpers for the option table (config/options.h): a valid value of each option that is not
-// its default, derived from the entry itself (its choices, range, type), and the resolution of a
-// value given through the table's own accessor, which every surface must reproduce.
+// Test helpers for the option table (config/option_table.h): a valid value of each option that is
+// not its default, derived from the entry itself (its choices, range, type), and the resolution of
+// a value given through the table's own accessor, which every surface must reproduce.
 #pragma once
 
 #include <string>
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "config/job_spec.h"
-#include "config/options.h"
+#include "config/option_table.h"
 
 namespace hoist::testing {
 

@@ -195,7 +195,7 @@ TEST(Topology, ShippedConfigsParse) {
   const std::string src = hoist::testing::SourceDir();
   for (const char* name : {"example-tp2.yaml", "one-gpu.yaml", "tp8-one-node.yaml",
                            "ep8-two-nodes.yaml", "tp2-ep4.yaml", "two-nodes-dedup.yaml"}) {
-    auto t = LoadTopology(src + "/configs/" + name);
+    auto t = LoadTopology(src + "/examples/topologies/" + name);
     ASSERT_TRUE(t.ok()) << name << ": " << t.status().ToString();
     EXPECT_TRUE(t->warnings.empty()) << name << ": " << t->warnings.front();  // no old spelling
   }

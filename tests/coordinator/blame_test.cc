@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "coordinator/job.h"
-#include "transport/peer.h"
+#include "transport/peers/peer.h"
 
 namespace hoist::coordinator {
 namespace {

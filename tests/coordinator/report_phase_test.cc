@@ -1,4 +1,4 @@
-// The report's phases follow the one vocabulary (transport/phase.h): its order and names.
+// The report's phases follow the one vocabulary (transport/timing/phase.h): its order and names.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "coordinator/report.h"
-#include "transport/phase.h"
+#include "transport/timing/phase.h"
 
 namespace hoist::coordinator {
 namespace {

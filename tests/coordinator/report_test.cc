@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "transport/span_log.h"
+#include "transport/timing/span_log.h"
 
 namespace hoist::coordinator {
 namespace {

@@ -16,7 +16,7 @@ succeed. How the docs' paths and environment map here:
   - the working directory is a fresh scratch directory per document, shared by its blocks (a
     block may use what an earlier one made, e.g. the checkpoint of the first block); it holds
     links `configs`, `tools` and `examples` to the source tree and `build` to the build tree, so
-    `configs/tp8-one-node.yaml` and `cmake --install build` mean what they mean in a clone;
+    `examples/topologies/tp8-one-node.yaml` and `cmake --install build` mean what they mean in a clone;
   - HOME is that scratch directory (`~/...` lands there);
   - PATH starts with the folders of the built `hoist` and `hoist-mkckpt`, then the folder of the
     Python the module was built for (Debian's /usr/bin/python3), then the caller's PATH;

@@ -1,14 +1,13 @@
-// The embedding API's options are the table's (config/options.h): every entry is a field of
+// The embedding API's options are the table's (config/option_table.h): every entry is a field of
 // hoist::LoadOptions (a JobOptionSet) and a key and field of the C API, and a value given through
 // either resolves as the table's own accessor resolves it (which the topology file and the
-// command line also do: tests/config/options_test.cc, tests/launch/job_flags_test.cc).
-#include "config/options.h"
-
+// command line also do: tests/config/option_table_test.cc, tests/launch/job_flags_test.cc).
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "embed/options.h"
+#include "config/option_table.h"
+#include "embed/resolve_options.h"
 #include "hoist/hoist.h"
 #include "hoist/hoist_c.h"
 #include "tests/config/option_samples.h"

@@ -23,9 +23,9 @@
 #include <sstream>
 #include <thread>
 
+#include "daemon/serve_wire.h"
 #include "hoist/hoist.h"
 #include "hoist/hoist_c.h"
-#include "rank/serve_wire.h"
 #include "tests/embed/embed_util.h"
 #include "tests/scratch_dir.h"
 #include "tests/test_paths.h"

@@ -1,12 +1,13 @@
 // End-to-end dedup: `mpirun --oversubscribe -np 4 hoist load --dedup none|node|job` on the host
-// backend with the MPI peer, two nodes of two ranks declared in configs/two-nodes-dedup.yaml.
-// tp 2 x ep 4 (dp 2) and ep 4 loads of qwen3-moe-tiny and deepseek-v3-tiny must be byte-identical
-// to dedup none and to the independent reference, and the report must prove that each needed
-// byte was read from storage once per node (node) or once per job (job): per node, the ranks'
-// bytes_read_from_storage add up to the size of the union of the source bytes the node's ranks
-// need, counted byte by byte from the plain plan here. Failures under dedup (a rank that fails
-// before the exchange, one killed mid-exchange, one that errors mid-exchange, one killed after
-// it) end the job within a bounded time with a message naming the rank.
+// backend with the MPI peer, two nodes of two ranks declared in
+// examples/topologies/two-nodes-dedup.yaml. tp 2 x ep 4 (dp 2) and ep 4 loads of qwen3-moe-tiny and
+// deepseek-v3-tiny must be byte-identical to dedup none and to the independent reference, and the
+// report must prove that each needed byte was read from storage once per node (node) or once per
+// job (job): per node, the ranks' bytes_read_from_storage add up to the size of the union of the
+// source bytes the node's ranks need, counted byte by byte from the plain plan here. Failures under
+// dedup (a rank that fails before the exchange, one killed mid-exchange, one that errors
+// mid-exchange, one killed after it) end the job within a bounded time with a message naming the
+// rank.
 #include <gtest/gtest.h>
 #include <unistd.h>
 

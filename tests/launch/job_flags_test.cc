@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "config/options.h"
+#include "config/option_table.h"
 #include "tests/config/option_samples.h"
 
 namespace hoist::launch {

@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "codec/pack/pack.h"
 #include "planner/packed_index.h"
 #include "tests/launch/mpirun_util.h"
 #include "tests/reference/reference.h"
 #include "tests/test_paths.h"
-#include "tools/pack.h"
 
 namespace fs = std::filesystem;
 using hoist::testing::RunCommand;

@@ -17,7 +17,7 @@
 
 #include "rank/verify.h"
 #include "tests/transport/test_util.h"
-#include "transport/pipeline.h"
+#include "transport/staging/pipeline.h"
 
 namespace hoist::rank {
 namespace {

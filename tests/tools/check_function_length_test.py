@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """tools/check_function_length.py on synthetic sources whose function lengths are known by
 construction: it must fail on a long function (so the ctest over coordinator/, rank/ and
-transport/pipeline.cc can fail), pass at the limit, and not be fooled by braces in strings,
+transport/staging/pipeline.cc can fail), pass at the limit, and not be fooled by braces in strings,
 comments, raw strings, initialisers, constructor initialiser lists or lambdas."""
 
 import os

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "tests/transport/test_util.h"
-#include "transport/pipeline.h"
+#include "transport/staging/pipeline.h"
 
 namespace hoist::testtransport {
 

@@ -24,7 +24,7 @@
 
 #include "proto/plan.pb.h"
 #include "tests/scratch_dir.h"
-#include "transport/device.h"
+#include "transport/devices/device.h"
 
 namespace hoist::testtransport {
 

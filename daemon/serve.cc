@@ -1,0 +1,601 @@
+#include "daemon/serve.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <deque>
+
+#include "daemon/serve_wire.h"
+#include "rank/verify.h"
+
+namespace hoist::rank {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
+
+proto::DaemonResponse Error(const Status& s) {
+  proto::DaemonResponse r;
+  r.set_ok(false);
+  r.set_error(s.ToString());
+  return r;
+}
+
+proto::DaemonResponse Ok() {
+  proto::DaemonResponse r;
+  r.set_ok(true);
+  return r;
+}
+
+}  // namespace
+
+struct Daemon::Client {
+  int fd = -1;
+  uid_t uid = 0;
+  pid_t pid = 0;
+  std::string in;                               // bytes received, not yet a whole request
+  std::string out;                              // reply bytes not yet sent
+  std::size_t out_sent = 0;                     // of `out`
+  std::deque<std::pair<std::size_t, int>> fds;  // (offset in `out`, fd to send with that byte)
+  Clock::time_point last_progress = Clock::now();
+  bool attached = false;
+  bool close_after_flush = false;
+};
+
+// Refused connections kept open at most (see Daemon::lingering_); beyond it they close at once.
+constexpr std::size_t kMaxLingering = 64;
+
+Result<std::uint32_t> MaxRequestBytesFromKib(long long kib) {
+  if (kib < 1 || kib > kMaxRequestKib) {
+    return Status::InvalidArgument("--max-request-kib " + std::to_string(kib) +
+                                   " is out of range: 1 to " + std::to_string(kMaxRequestKib) +
+                                   " (1 GiB)");
+  }
+  return static_cast<std::uint32_t>(kib) * 1024u;
+}
+
+Daemon::Daemon(LoadedRank loaded, const proto::LoadPlan& plan, std::uint32_t rank,
+               ServeOptions options)
+    : loaded_(std::move(loaded)),
+      plan_(plan),
+      rank_plan_(plan_.ranks(static_cast<int>(rank))),
+      options_(std::move(options)),
+      self_uid_(::geteuid()) {}
+
+Result<std::unique_ptr<Daemon>> Daemon::Start(LoadedRank loaded, const proto::LoadPlan& plan,
+                                              std::uint32_t rank, const ServeOptions& options) {
+  if (rank >= static_cast<std::uint32_t>(plan.ranks_size())) {
+    return Status::InvalidArgument("serve: rank " + std::to_string(rank) + " is not in the plan");
+  }
+  if (loaded.device == nullptr || loaded.arena.ptr == nullptr) {
+    return Status::InvalidArgument("serve: rank " + std::to_string(rank) + " has no arena");
+  }
+  if (options.max_request_bytes < 1 || options.max_request_bytes > kMaxRequestKib * 1024) {
+    return Status::InvalidArgument(
+        "serve: max_request_bytes " + std::to_string(options.max_request_bytes) +
+        " is out of range: 1 to " + std::to_string(kMaxRequestKib * 1024));
+  }
+  std::unique_ptr<Daemon> d(new Daemon(std::move(loaded), plan, rank, options));
+  if (::pipe2(d->wake_, O_CLOEXEC | O_NONBLOCK) != 0) return Status::IoError(Errno("serve: pipe2"));
+  HOIST_RETURN_IF_ERROR(d->ExportHandle());
+  if (options.host_cache) {
+    // A packed plan's cache holds the rank's compressed bytes, read from the files the load just
+    // read (page cache); a plain plan's, a copy of the arena.
+    HOIST_ASSIGN_OR_RETURN(
+        d->cache_, HostCache::Capture(*d->loaded_.device, d->loaded_.arena, plan, d->rank_plan_));
+  }
+  HOIST_RETURN_IF_ERROR(d->Bind());
+  return d;
+}
+
+Daemon::~Daemon() {
+  Shutdown();
+  for (int& fd : wake_) {
+    if (fd >= 0) ::close(fd);
+    fd = -1;
+  }
+}
+
+Status Daemon::ExportHandle() {
+  if (handle_.fd >= 0) ::close(handle_.fd);
+  handle_ = {};
+  Result<transport::ArenaHandle> h = loaded_.device->ExportArena(loaded_.arena);
+  if (!h.ok()) return Status(h.status()).Annotate("serve: exporting the arena");
+  handle_ = std::move(h).value();
+  return Status::Ok();
+}
+
+Status Daemon::Bind() {
+  const std::string& path = options_.socket_path;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.empty() || path.size() >= sizeof addr.sun_path) {
+    return Status::InvalidArgument(path + ": socket path is empty or longer than " +
+                                   std::to_string(sizeof addr.sun_path - 1) + " bytes");
+  }
+  std::memcpy(addr.sun_path, path.data(), path.size());
+  struct stat st;
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) {
+      return Status::FailedPrecondition(path + ": exists and is not a socket");
+    }
+    if (DaemonConnection::Connect(path, 1000).ok()) {
+      return Status::FailedPrecondition(path + ": another daemon is serving this socket");
+    }
+    ::unlink(path.c_str());  // stale: its daemon is gone
+  }
+  listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (listen_fd_ < 0) return Status::IoError(path + ": " + Errno("socket"));
+  if (::bind(listen_fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
+    return Status::IoError(path + ": " + Errno("bind"));
+  }
+  Result<Admission> admitted = AdmitToSocket(path, options_.allow_uids);
+  if (!admitted.ok()) return admitted.status();
+  if (*admitted == Admission::kModeBits) {
+    spdlog::warn(
+        "serve: {}: the file system has no POSIX ACLs, so the socket is 0666 and "
+        "SO_PEERCRED alone refuses uids that are not allowed",
+        path);
+  }
+  if (::listen(listen_fd_, 128) != 0) return Status::IoError(path + ": " + Errno("listen"));
+  return Status::Ok();
+}
+
+void Daemon::RequestStop() {
+  const char b = 1;
+  if (wake_[1] >= 0) {
+    [[maybe_unused]] ssize_t n = ::write(wake_[1], &b, 1);
+  }
+}
+
+int Daemon::PollSet(std::vector<pollfd>* pfds) const {
+  pfds->clear();
+  pfds->push_back({wake_[0], POLLIN, 0});
+  pfds->push_back({listen_fd_, POLLIN, 0});
+  int timeout_ms = -1;
+  const Clock::time_point now = Clock::now();
+  auto until = [&](Clock::time_point deadline) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
+    const int ms = static_cast<int>(std::max<long long>(left, 0) + 1);
+    timeout_ms = timeout_ms < 0 ? ms : std::min(timeout_ms, ms);
+  };
+  for (const auto& [fd, deadline] : lingering_) {
+    pfds->push_back({fd, POLLIN, 0});
+    until(deadline);
+  }
+  for (const auto& c : clients_) {
+    short events = 0;
+    if (c->out_sent < c->out.size()) {
+      events |= POLLOUT;
+    } else if (!c->close_after_flush) {
+      events |= POLLIN;
+    }
+    pfds->push_back({c->fd, events, 0});
+    if (!c->in.empty()) {
+      until(c->last_progress + std::chrono::milliseconds(options_.request_timeout_ms));
+    }
+  }
+  return timeout_ms;
+}
+
+void Daemon::ServeLingering(const pollfd* polled) {
+  const Clock::time_point now = Clock::now();
+  for (std::size_t i = 0; i < lingering_.size(); ++i) {
+    auto& [fd, deadline] = lingering_[i];
+    bool done = now >= deadline;
+    if (!done && polled[i].revents != 0) {
+      char sink[4096];
+      const ssize_t r = ::recv(fd, sink, sizeof sink, MSG_DONTWAIT);
+      done = r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR);
+    }
+    if (done) {
+      ::close(fd);
+      fd = -1;
+    }
+  }
+  std::erase_if(lingering_, [](const auto& l) { return l.first < 0; });
+}
+
+void Daemon::ServeClients(const pollfd* polled, std::size_t count) {
+  for (std::size_t i = 0; i < count; ++i) {
+    Client& c = *clients_[i];
+    const short re = polled[i].revents;
+    if (c.fd < 0 || re == 0) continue;
+    if (re & POLLOUT) Flush(c);
+    if (c.fd >= 0 && (re & POLLIN)) ReadFrom(c);
+    if (c.fd >= 0 && (re & (POLLERR | POLLHUP | POLLNVAL)) && !(re & POLLIN)) {
+      Drop(c, c.in.empty() ? "" : "client vanished mid-request");
+    }
+  }
+}
+
+void Daemon::DropStalledClients() {
+  const Clock::time_point now = Clock::now();
+  for (auto& c : clients_) {
+    if (c->fd >= 0 && !c->in.empty() &&
+        now - c->last_progress > std::chrono::milliseconds(options_.request_timeout_ms)) {
+      ++bad_requests_;
+      Drop(*c, "incomplete request: no progress for " +
+                   std::to_string(options_.request_timeout_ms) + " ms");
+    }
+  }
+  clients_.erase(
+      std::remove_if(clients_.begin(), clients_.end(), [](const auto& c) { return c->fd < 0; }),
+      clients_.end());
+}
+
+Status Daemon::Serve() {
+  std::vector<pollfd> pfds;
+  for (;;) {
+    const int timeout_ms = PollSet(&pfds);
+    // pfds: the wake pipe, the listening socket, the lingering refusals, then the clients.
+    const std::size_t lingering = lingering_.size(), existing = clients_.size();
+    const int n = ::poll(pfds.data(), pfds.size(), timeout_ms);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      Status s = Status::IoError("serve: " + Errno("poll"));
+      Shutdown();
+      return s;
+    }
+    if (pfds[0].revents & POLLIN) break;
+    // Refused connections: discard what they send; close on EOF, error or deadline.
+    ServeLingering(pfds.data() + 2);
+    // Clients, then new connections.
+    ServeClients(pfds.data() + 2 + lingering, existing);
+    if (pfds[1].revents & POLLIN) Accept();
+    DropStalledClients();
+  }
+  spdlog::info("serve: stopping ({}): refusing new clients, freeing the arena",
+               options_.socket_path);
+  Shutdown();
+  return Status::Ok();
+}
+
+void Daemon::Accept() {
+  for (;;) {
+    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
+        spdlog::warn("serve: {}", Errno("accept4"));
+      }
+      return;
+    }
+    auto c = std::make_unique<Client>();
+    c->fd = fd;
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    Status refuse;
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+      refuse = Status::FailedPrecondition("cannot read the peer's credentials");
+    } else {
+      c->uid = cred.uid;
+      c->pid = cred.pid;
+      if (!UidAllowed(cred.uid, options_.allow_uids, self_uid_)) {
+        refuse = Status::FailedPrecondition("uid " + std::to_string(cred.uid) +
+                                            " is not allowed by this daemon (allow_uids)");
+      } else if (static_cast<int>(clients_.size()) >= options_.max_clients) {
+        refuse = Status::ResourceExhausted("too many clients (" +
+                                           std::to_string(options_.max_clients) + ")");
+      }
+    }
+    if (!refuse.ok()) {
+      ++refused_;
+      spdlog::warn("serve: refused connection from pid {} uid {}: {}", cred.pid, cred.uid,
+                   refuse.message());
+      Reply(*c, Error(refuse));  // best effort: one non-blocking send
+      ::shutdown(c->fd, SHUT_WR);
+      if (lingering_.size() < kMaxLingering) {
+        lingering_.emplace_back(c->fd, Clock::now() + std::chrono::seconds(1));
+      } else {
+        ::close(c->fd);
+      }
+      continue;
+    }
+    spdlog::debug("serve: connection from pid {} uid {}", cred.pid, cred.uid);
+    clients_.push_back(std::move(c));
+  }
+}
+
+void Daemon::ReadFrom(Client& c) {
+  char buf[16384];
+  const ssize_t r = ::recv(c.fd, buf, sizeof buf, MSG_DONTWAIT);
+  if (r < 0) {
+    if (errno == EAGAIN || errno == EINTR) return;
+    Drop(c, Errno("recv"));
+    return;
+  }
+  if (r == 0) {
+    if (!c.in.empty()) {
+      ++bad_requests_;
+      Drop(c,
+           "truncated request: the client closed after " + std::to_string(c.in.size()) + " bytes");
+    } else {
+      Drop(c, "");
+    }
+    return;
+  }
+  c.in.append(buf, static_cast<std::size_t>(r));
+  c.last_progress = Clock::now();
+  while (c.fd >= 0 && c.in.size() >= 4 && !c.close_after_flush) {
+    std::uint32_t n = 0;
+    for (int i = 0; i < 4; ++i)
+      n |= static_cast<std::uint32_t>(static_cast<unsigned char>(c.in[i])) << (8 * i);
+    if (n > options_.max_request_bytes) {
+      ++bad_requests_;
+      spdlog::warn("serve: pid {} sent a request of {} bytes (limit {}); closing", c.pid, n,
+                   options_.max_request_bytes);
+      c.in.clear();
+      c.close_after_flush = true;
+      Reply(c, Error(Status::InvalidArgument("request of " + std::to_string(n) +
+                                             " bytes exceeds the limit of " +
+                                             std::to_string(options_.max_request_bytes))));
+      return;
+    }
+    if (c.in.size() < 4 + static_cast<std::size_t>(n)) return;
+    std::string body = c.in.substr(4, n);
+    c.in.erase(0, 4 + static_cast<std::size_t>(n));
+    Handle(c, body);
+  }
+}
+
+void Daemon::Handle(Client& c, const std::string& body) {
+  proto::DaemonRequest req;
+  if (!req.ParseFromString(body) || req.kind_case() == proto::DaemonRequest::KIND_NOT_SET) {
+    ++bad_requests_;
+    spdlog::warn("serve: pid {} sent a malformed request of {} bytes", c.pid, body.size());
+    Reply(c, Error(Status::InvalidArgument("malformed request (" + std::to_string(body.size()) +
+                                           " bytes): not a DaemonRequest")));
+    return;
+  }
+  int fd = -1;
+  switch (req.kind_case()) {
+    case proto::DaemonRequest::kAttach: {
+      proto::DaemonResponse r = Attach(c, req.attach(), &fd);
+      Reply(c, r, fd);
+      return;
+    }
+    case proto::DaemonRequest::kDetach:
+      if (c.attached) spdlog::debug("serve: pid {} detached", c.pid);
+      c.attached = false;
+      Reply(c, Ok());
+      return;
+    case proto::DaemonRequest::kStatus: {
+      proto::DaemonResponse r = Ok();
+      *r.mutable_status() = GetStatus();
+      Reply(c, r);
+      return;
+    }
+    case proto::DaemonRequest::kRelease:
+      Reply(c, Release());
+      return;
+    case proto::DaemonRequest::kRestore:
+      Reply(c, Restore(req.restore()));
+      return;
+    default:
+      Reply(c, Error(Status::InvalidArgument("unknown request")));
+  }
+}
+
+proto::DaemonResponse Daemon::Attach(Client& c, const proto::AttachRequest& req, int* fd) {
+  if (!resident_) {
+    return Error(Status::FailedPrecondition(
+        "the arena is released (host cache only); run `hoist ctl restore` first"));
+  }
+  proto::DaemonResponse r = Ok();
+  proto::AttachReply* a = r.mutable_attach();
+  a->set_rank(rank_plan_.rank());
+  a->set_world(static_cast<std::uint32_t>(plan_.ranks_size()));
+  a->set_model_dir(plan_.model_dir());
+  a->set_layout(plan_.layout());
+  a->set_gpu(handle_.gpu);
+  a->set_device(loaded_.device->Name());
+  a->set_pci_bus_id(loaded_.device->Caps().pci_bus_id);
+  a->set_arena_bytes(loaded_.arena.bytes);
+  a->set_cuda_ipc_handle(handle_.ipc);
+  a->set_generation(generation_);
+  a->set_tp_rank(static_cast<std::uint32_t>(rank_plan_.tp_rank()));
+  *a->mutable_tensors() = rank_plan_.tensors();
+  if (!handle_.gpu) *fd = handle_.fd;
+  if (!c.attached) {
+    c.attached = true;
+    ++attaches_served_;
+    spdlog::debug("serve: pid {} ({}) attached", c.pid, req.client());
+  }
+  return r;
+}
+
+proto::DaemonResponse Daemon::Release() {
+  if (!cache_) {
+    return Error(Status::FailedPrecondition(
+        "this daemon has no host cache (start it with --host-cache): releasing would lose the "
+        "weights"));
+  }
+  proto::DaemonResponse r = Ok();
+  if (!resident_) {
+    r.mutable_release()->set_freed_bytes(0);
+    return r;
+  }
+  int attached = 0;
+  for (const auto& c : clients_) attached += (c->fd >= 0 && c->attached) ? 1 : 0;
+  if (attached > 0) {
+    return Error(Status::FailedPrecondition(std::to_string(attached) +
+                                            " client(s) attached; they must detach first"));
+  }
+  const std::uint64_t bytes = loaded_.arena.bytes;
+  if (handle_.fd >= 0) ::close(handle_.fd);
+  handle_ = {};
+  Status s = loaded_.device->Free(loaded_.arena);
+  if (!s.ok()) return Error(s);
+  resident_ = false;
+  spdlog::info("serve: released the {}-byte arena (host cache kept)", bytes);
+  r.mutable_release()->set_freed_bytes(bytes);
+  return r;
+}
+
+proto::DaemonResponse Daemon::Restore(const proto::RestoreRequest& req) {
+  if (!cache_) {
+    return Error(Status::FailedPrecondition("this daemon has no host cache (--host-cache)"));
+  }
+  proto::DaemonResponse r = Ok();
+  if (resident_) {  // nothing to restore; still verified when asked
+    r.mutable_restore()->set_bytes(0);
+    Status v = req.verify() ? Verify("the resident arena", r.mutable_restore()) : Status::Ok();
+    return v.ok() ? r : Error(v);
+  }
+  RestoreTiming t;
+  Result<transport::DeviceBuffer> arena = cache_->Restore(&t);
+  if (!arena.ok()) return Error(arena.status());
+  loaded_.arena = *arena;
+  resident_ = true;
+  ++generation_;
+  if (Status s = ExportHandle(); !s.ok()) return Error(s);
+  last_restore_s_ = t.seconds;
+  last_restore_gib_s_ = t.seconds > 0 ? t.bytes / t.seconds / (1ull << 30) : 0;
+  spdlog::info(
+      "serve: restored {} bytes from the host cache ({} bytes moved{}) in {:.3f} s ({:.1f} "
+      "GiB/s)",
+      t.bytes, t.moved_bytes, cache_->packed() ? ", decoded on the device" : "", t.seconds,
+      last_restore_gib_s_);
+  r.mutable_restore()->set_bytes(t.bytes);
+  r.mutable_restore()->set_seconds(t.seconds);
+  r.mutable_restore()->set_gib_per_s(last_restore_gib_s_);
+  r.mutable_restore()->set_dma_seconds(t.dma_seconds);
+  r.mutable_restore()->set_alloc_seconds(t.alloc_seconds);
+  r.mutable_restore()->set_moved_bytes(t.moved_bytes);
+  r.mutable_restore()->set_decode_seconds(t.decode_seconds);
+  r.mutable_restore()->set_packed(cache_->packed());
+  Status v = req.verify() ? Verify("the restored arena", r.mutable_restore()) : Status::Ok();
+  return v.ok() ? r : Error(v);
+}
+
+Status Daemon::Verify(const char* what, proto::RestoreReply* reply) {
+  const auto a = std::chrono::steady_clock::now();
+  Status v = VerifyArena(*loaded_.device, loaded_.arena, plan_, rank_plan_);
+  if (!v.ok()) return std::move(v).Annotate(std::string("serve: ") + what);
+  reply->set_verified(true);
+  reply->set_verify_seconds(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count());
+  return Status::Ok();
+}
+
+proto::StatusReply Daemon::GetStatus() const {
+  proto::StatusReply s;
+  s.set_rank(rank_plan_.rank());
+  s.set_device(loaded_.device ? loaded_.device->Name() : "");
+  s.set_resident(resident_);
+  s.set_host_cache(cache_ != nullptr);
+  s.set_arena_bytes(resident_ ? loaded_.arena.bytes : 0);
+  s.set_host_cache_bytes(cache_ ? cache_->bytes() : 0);
+  std::uint32_t attached = 0, connections = 0;
+  for (const auto& c : clients_) {
+    if (c->fd < 0) continue;
+    ++connections;
+    attached += c->attached ? 1 : 0;
+  }
+  s.set_clients_attached(attached);
+  s.set_connections(connections);
+  s.set_generation(generation_);
+  s.set_attaches_served(attaches_served_);
+  s.set_refused(refused_);
+  s.set_bad_requests(bad_requests_);
+  s.set_tensors(static_cast<std::uint64_t>(rank_plan_.tensors_size()));
+  s.set_last_restore_s(last_restore_s_);
+  s.set_last_restore_gib_s(last_restore_gib_s_);
+  s.set_socket(options_.socket_path);
+  s.set_model_dir(plan_.model_dir());
+  return s;
+}
+
+void Daemon::Reply(Client& c, const proto::DaemonResponse& response, int fd) {
+  const std::size_t at = c.out.size();
+  c.out += Frame(response.SerializeAsString());
+  if (fd >= 0) c.fds.emplace_back(at, fd);
+  Flush(c);
+}
+
+void Daemon::Flush(Client& c) {
+  while (c.fd >= 0 && c.out_sent < c.out.size()) {
+    std::size_t end = c.out.size();
+    int send_fd = -1;
+    if (!c.fds.empty()) {
+      if (c.fds.front().first == c.out_sent) {
+        send_fd = c.fds.front().second;
+        if (c.fds.size() > 1) end = c.fds[1].first;
+      } else {
+        end = c.fds.front().first;
+      }
+    }
+    iovec iov{c.out.data() + c.out_sent, end - c.out_sent};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+    if (send_fd >= 0) {
+      std::memset(control, 0, sizeof control);
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof control;
+      cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+      cm->cmsg_level = SOL_SOCKET;
+      cm->cmsg_type = SCM_RIGHTS;
+      cm->cmsg_len = CMSG_LEN(sizeof(int));
+      std::memcpy(CMSG_DATA(cm), &send_fd, sizeof(int));
+    }
+    const ssize_t w = ::sendmsg(c.fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w < 0) {
+      if (errno == EAGAIN || errno == EINTR) return;
+      Drop(c, c.attached ? "" : Errno("sendmsg"));
+      return;
+    }
+    if (send_fd >= 0 && w > 0) c.fds.pop_front();
+    c.out_sent += static_cast<std::size_t>(w);
+  }
+  if (c.fd >= 0 && c.out_sent == c.out.size()) {
+    c.out.clear();
+    c.out_sent = 0;
+    if (c.close_after_flush) Drop(c, "");
+  }
+}
+
+void Daemon::Drop(Client& c, const std::string& why) {
+  if (c.fd < 0) return;
+  if (!why.empty()) spdlog::warn("serve: dropping pid {}: {}", c.pid, why);
+  ::close(c.fd);
+  c.fd = -1;
+  c.attached = false;
+  c.fds.clear();  // descriptors to send are the daemon's (handle_), not the client's
+}
+
+void Daemon::Shutdown() {
+  for (const auto& [fd, deadline] : lingering_) ::close(fd);
+  lingering_.clear();
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (listen_fd_ >= 0) {
+    ::close(listen_fd_);
+    listen_fd_ = -1;
+    ::unlink(options_.socket_path.c_str());
+  }
+  for (auto& c : clients_) Drop(*c, "");
+  clients_.clear();
+  if (handle_.fd >= 0) ::close(handle_.fd);
+  handle_ = {};
+  if (resident_ && loaded_.device) {
+    if (Status s = loaded_.device->Free(loaded_.arena); !s.ok()) {
+      spdlog::warn("serve: freeing the arena: {}", s.ToString());
+    }
+    resident_ = false;
+  }
+  cache_.reset();
+}
+
+}  // namespace hoist::rank

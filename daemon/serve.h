@@ -1,0 +1,121 @@
+// The resident daemon of one rank (`hoist serve`): it keeps the rank's arena on the device and
+// serves its unix socket. An engine attaches (hoist::Attach) and receives the tensor table plus
+// the arena's handle (CUDA IPC handle, or the host arena's memfd via SCM_RIGHTS); no weight byte
+// is copied. With a host cache, `hoist ctl release` frees the device arena (keeping a pinned host
+// copy) and `restore` brings it back at DMA speed.
+//
+// Security: the socket directory and file admit exactly the daemon's uid and the allow-listed
+// uids (daemon/serve_access.h: 0700 / 0600 plus a POSIX ACL entry per listed uid; an existing
+// directory hoist did not create is never changed); every connection's peer uid (SO_PEERCRED)
+// must be in the allow-list (empty: the daemon's own uid) or it gets a refusal and a log line.
+// Robustness: requests are length-prefixed protobuf (daemon/serve_wire.h) limited to
+// max_request_bytes; a malformed request gets an error reply; an oversized one an error reply and
+// the connection closed; a truncated or stalled one (no progress for request_timeout_ms) or a
+// client that vanishes is dropped. Nothing a client sends stops the daemon.
+//
+// Ownership: the Daemon owns the LoadedRank (device, arena), the host cache and the socket.
+// Stop (RequestStop, e.g. from SIGTERM) closes the listening socket first (new clients are
+// refused), then the clients, frees the arena and the pinned cache and removes the socket file.
+// Threading: Serve() runs the whole loop on the calling thread; RequestStop() may be called from
+// any thread or a signal handler (it writes one byte to a pipe). GetStatus() is for the serving
+// thread or after Serve() returned.
+#pragma once
+
+#include <poll.h>
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "daemon/host_cache.h"
+#include "daemon/serve_access.h"
+#include "hoist/status.h"
+#include "proto/daemon.pb.h"
+#include "proto/plan.pb.h"
+#include "rank/worker.h"
+
+namespace hoist::rank {
+
+struct ServeOptions {
+  std::string socket_path;                     // e.g. <socket_dir>/rank-<R>.sock
+  std::vector<uid_t> allow_uids;               // empty: only the daemon's own uid
+  bool host_cache = false;                     // keep a pinned host copy (release/restore)
+  std::uint32_t max_request_bytes = 64 << 10;  // 1 .. kMaxRequestKib KiB
+  int request_timeout_ms = 5000;               // a partial request idle this long is dropped
+  int max_clients = 1024;                      // connections beyond this are refused
+};
+
+// The largest request limit: 1 GiB (a request is held in memory whole).
+inline constexpr std::uint32_t kMaxRequestKib = 1u << 20;
+
+// `--max-request-kib N` in bytes; InvalidArgument naming the range 1..kMaxRequestKib otherwise.
+Result<std::uint32_t> MaxRequestBytesFromKib(long long kib);
+
+class Daemon {
+ public:
+  // Takes the rank's weights and binds the socket (a stale socket file nobody answers on is
+  // replaced; a live one is an error: another daemon serves it). options.max_request_bytes out
+  // of range is an InvalidArgument.
+  static Result<std::unique_ptr<Daemon>> Start(LoadedRank loaded, const proto::LoadPlan& plan,
+                                               std::uint32_t rank, const ServeOptions& options);
+  ~Daemon();
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+
+  // Serves until RequestStop(); then shuts down as described above and returns.
+  Status Serve();
+  // Async-signal-safe.
+  void RequestStop();
+
+  proto::StatusReply GetStatus() const;
+  const std::string& socket_path() const { return options_.socket_path; }
+
+ private:
+  struct Client;
+  Daemon(LoadedRank loaded, const proto::LoadPlan& plan, std::uint32_t rank, ServeOptions options);
+  Status Bind();
+  Status ExportHandle();
+  // One turn of Serve: the poll set (the wake pipe, the listening socket, the lingering refusals,
+  // the clients) and the poll timeout (-1: none) the nearest deadline asks for.
+  int PollSet(std::vector<pollfd>* pfds) const;
+  void ServeLingering(const pollfd* polled);                   // polled: lingering_'s entries
+  void ServeClients(const pollfd* polled, std::size_t count);  // the first `count` clients
+  void DropStalledClients();
+  void Accept();
+  void ReadFrom(Client& c);
+  void Handle(Client& c, const std::string& body);
+  void Reply(Client& c, const proto::DaemonResponse& response, int fd = -1);
+  void Flush(Client& c);
+  void Drop(Client& c, const std::string& why);
+  proto::DaemonResponse Attach(Client& c, const proto::AttachRequest& req, int* fd);
+  proto::DaemonResponse Release();
+  proto::DaemonResponse Restore(const proto::RestoreRequest& req);
+  // ctl restore --verify: the arena against the checkpoint (rank/verify.h), into the reply.
+  Status Verify(const char* what, proto::RestoreReply* reply);
+  void Shutdown();
+
+  LoadedRank loaded_;
+  const proto::LoadPlan plan_;        // the model, layout and world; what --verify checks
+  const proto::RankPlan& rank_plan_;  // this rank's part of plan_
+  ServeOptions options_;
+  uid_t self_uid_;
+  int listen_fd_ = -1;
+  int wake_[2] = {-1, -1};
+  bool resident_ = true;
+  transport::ArenaHandle handle_;  // exported once per residency (fd owned here on the host)
+  std::unique_ptr<HostCache> cache_;
+  std::vector<std::unique_ptr<Client>> clients_;
+  // Refused connections whose refusal was sent: kept open (input drained) until the peer closes
+  // or a second passes, so that the peer's request arriving after the refusal does not reset the
+  // connection and destroy the refusal before the peer reads it.
+  std::vector<std::pair<int, std::chrono::steady_clock::time_point>> lingering_;
+  std::uint64_t generation_ = 1;
+  std::uint64_t attaches_served_ = 0, refused_ = 0, bad_requests_ = 0;
+  double last_restore_s_ = 0, last_restore_gib_s_ = 0;
+  bool shut_down_ = false;
+};
+
+}  // namespace hoist::rank

@@ -1,0 +1,812 @@
+// The CUDA Device: cudaMalloc arena, pinned staging (touched + cudaHostRegister, or
+// cudaMallocHost), cudaMemcpyAsync / cudaMemcpy2DAsync on non-blocking streams, cudaEvent
+// record/synchronize. Every CUDA return code becomes a Status naming the device, the call, the
+// CUDA error and the sizes involved. Compiled only where the CUDA toolkit is found.
+// Freed staging goes to one process-wide StagingPool (transport/devices/staging_pool.h), so a
+// process that loads again (the embedding API, the daemon) reuses its registered ring instead of
+// setting it up again; what the pool keeps stays pinned until the process exits. Packed loads
+// decode on the GPU (CreateDecoder .. DestroyDecoder) with the kernel of codec/cuda/codec_decode.h,
+// linked in when nvcc built it (HOIST_HAVE_CUDA_DECODE); other builds answer Unsupported there.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <climits>
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <unordered_map>
+#include <vector>
+
+#include "codec/layout.h"
+#include "transport/devices/decode_job.h"
+#include "transport/devices/device.h"
+#include "transport/devices/host_memory.h"
+#include "transport/devices/staging_pool.h"
+#if HOIST_HAVE_CUDA_DECODE
+#include "codec/cuda/codec_decode.h"
+#endif
+
+namespace hoist::transport {
+namespace {
+
+// How long Wait polls an event before it sleeps on it (microseconds).
+constexpr int kWaitPollUs = 200;
+
+// Never destroyed: its buffers stay registered with the primary context until the process exits
+// (unregistering from a static destructor would run after the CUDA runtime has shut down).
+StagingPool& KeptStaging() {
+  static StagingPool* pool = new StagingPool();
+  return *pool;
+}
+
+std::string P(const void* p) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%p", p);
+  return buf;
+}
+
+#if HOIST_HAVE_CUDA_DECODE
+// What the kernel cannot take: a stream that is not Huffman BF16/F16 with 1..1024 sub-streams,
+// a job naming no stream or an odd arena offset, more jobs than the error flag can name, tables
+// out of step with the streams.
+Status CheckDecodeSet(const std::string& device, const DecodeSet& set) {
+  const auto bad = [&](const std::string& what) {
+    return Status::InvalidArgument(device + ": decode set: " + what);
+  };
+  if (set.names.size() != set.streams.size()) {
+    return bad(std::to_string(set.names.size()) + " names for " +
+               std::to_string(set.streams.size()) + " streams");
+  }
+  if (set.luts.size() != set.streams.size() * codec::kLutEntries) {
+    return bad(std::to_string(set.luts.size()) + " table entries for " +
+               std::to_string(set.streams.size()) + " streams (DecodeSet::AddStream keeps " +
+               std::to_string(codec::kLutEntries) + " per stream)");
+  }
+  for (std::size_t i = 0; i < set.streams.size(); ++i) {
+    const codec::StreamInfo& info = set.streams[i];
+    if (info.method != codec::Method::kHuffman ||
+        (info.dtype != codec::DType::kBF16 && info.dtype != codec::DType::kF16) ||
+        info.sub_streams == 0 || info.sub_streams > 1024) {
+      return bad(set.names[i] + ": not a Huffman-coded BF16/F16 stream of 1..1024 sub-streams");
+    }
+  }
+  if (set.jobs.size() >= 0x7FFFFFFFu) return bad(std::to_string(set.jobs.size()) + " jobs");
+  for (std::size_t i = 0; i < set.jobs.size(); ++i) {
+    const DecodeJob& j = set.jobs[i];
+    if (j.stream >= set.streams.size() || j.dst % 2 != 0 || (j.rows > 1 && j.dst_pitch % 2 != 0)) {
+      return bad("job " + std::to_string(i) + ": stream " + std::to_string(j.stream) +
+                 ", arena offset " + std::to_string(j.dst) + ", pitch " +
+                 std::to_string(j.dst_pitch) + " (an unknown stream or an odd offset)");
+    }
+  }
+  return Status::Ok();
+}
+
+// The kernel's job is DecodeJob byte for byte (codec_decode.h mirrors it to stay free of
+// transport headers): a set's jobs upload as they are, with no copy on the load's clock.
+#define HOIST_SAME_FIELD(f) offsetof(DecodeJob, f) == offsetof(cuda::CodecJob, f)
+static_assert(sizeof(DecodeJob) == sizeof(cuda::CodecJob) && HOIST_SAME_FIELD(src) &&
+                  HOIST_SAME_FIELD(dst) && HOIST_SAME_FIELD(dst_pitch) && HOIST_SAME_FIELD(first) &&
+                  HOIST_SAME_FIELD(pitch) && HOIST_SAME_FIELD(width) && HOIST_SAME_FIELD(rows) &&
+                  HOIST_SAME_FIELD(bytes) && HOIST_SAME_FIELD(values) && HOIST_SAME_FIELD(stream) &&
+                  HOIST_SAME_FIELD(block),
+              "cuda::CodecJob must mirror transport::DecodeJob");
+#undef HOIST_SAME_FIELD
+
+// The kernel's per-stream parameters, its block size (the largest sub-stream count rounded up to
+// 32) and the largest job's coded words; the jobs and tables are the set's own arrays.
+struct DecodeArrays {
+  std::vector<cuda::CodecJobStream> streams;
+  std::uint32_t threads = 32;
+  std::uint64_t max_words = 0;
+};
+
+DecodeArrays MakeDecodeArrays(const DecodeSet& set) {
+  DecodeArrays a;
+  a.streams.reserve(set.streams.size());
+  for (const codec::StreamInfo& info : set.streams) {
+    a.streams.push_back({info.sub_streams, info.dtype == codec::DType::kBF16 ? 1u : 0u});
+    a.threads = std::max(a.threads, (info.sub_streams + 31) / 32 * 32);
+  }
+  for (const DecodeJob& j : set.jobs) {
+    const std::uint64_t head = codec::layout::RawRegionBytes(j.values) +
+                               codec::layout::LengthsRegionBytes(set.streams[j.stream].sub_streams);
+    if (j.bytes >= head) a.max_words = std::max<std::uint64_t>(a.max_words, (j.bytes - head) / 4);
+  }
+  return a;
+}
+#endif
+
+class CudaDevice final : public Device {
+ public:
+  explicit CudaDevice(int ordinal) : ordinal_(ordinal) {}
+
+  Status Init() {
+    HOIST_RETURN_IF_ERROR(Check(cudaSetDevice(ordinal_), "cudaSetDevice"));
+    HOIST_RETURN_IF_ERROR(Check(cudaFree(nullptr), "cudaFree(0) (context creation)"));
+    cudaDeviceProp prop{};
+    HOIST_RETURN_IF_ERROR(
+        Check(cudaGetDeviceProperties(&prop, ordinal_), "cudaGetDeviceProperties"));
+    char bus[32] = {0};
+    HOIST_RETURN_IF_ERROR(
+        Check(cudaDeviceGetPCIBusId(bus, sizeof bus, ordinal_), "cudaDeviceGetPCIBusId"));
+    int ro = 0;
+    if (cudaDeviceGetAttribute(&ro, cudaDevAttrHostRegisterReadOnlySupported, ordinal_) !=
+        cudaSuccess) {
+      (void)cudaGetLastError();
+      ro = 0;
+    }
+    int max_pitch = 0;
+    if (cudaDeviceGetAttribute(&max_pitch, cudaDevAttrMaxPitch, ordinal_) != cudaSuccess) {
+      (void)cudaGetLastError();
+      max_pitch = INT_MAX;
+    }
+    max_pitch_ = static_cast<std::uint64_t>(max_pitch);
+    name_ = "cuda:" + std::to_string(ordinal_) + " " + prop.name;
+    caps_.gpu = true;
+    caps_.async_copy = true;
+    caps_.copy_2d = true;
+    caps_.register_host = true;
+    caps_.register_read_only = ro != 0;
+    caps_.ordinal = ordinal_;
+    caps_.pci_bus_id = bus;
+    caps_.total_memory = prop.totalGlobalMem;
+    return Status::Ok();
+  }
+
+  ~CudaDevice() override {
+    cudaSetDevice(ordinal_);
+    for (auto& [id, s] : streams_) cudaStreamSynchronize(s);
+    for (auto& [id, e] : events_) cudaEventDestroy(e);
+    for (auto& [id, s] : streams_) cudaStreamDestroy(s);
+    for (auto& [id, d] : decoders_) {
+      for (void* p : d.memory) cudaFree(p);
+    }
+    for (void* p : arenas_) {
+      if (!adopted_.count(p)) cudaFree(p);
+    }
+    for (void* p : imported_) cudaIpcCloseMemHandle(p);
+    for (const void* p : registered_) cudaHostUnregister(const_cast<void*>(p));
+    for (auto& [p, b] : staging_) (void)ReleaseStaging(b);
+  }
+
+  std::string Name() const override { return name_; }
+  const DeviceCaps& Caps() const override { return caps_; }
+
+  Result<DeviceBuffer> Allocate(std::uint64_t bytes) override {
+    HOIST_RETURN_IF_ERROR(Current());
+    void* p = nullptr;
+    HOIST_RETURN_IF_ERROR(Check(cudaMalloc(&p, std::max<std::uint64_t>(bytes, 1)),
+                                "cudaMalloc(" + std::to_string(bytes) + " bytes)"));
+    std::lock_guard lock(mu_);
+    arenas_.insert(p);
+    return DeviceBuffer{p, bytes};
+  }
+
+  Status Free(DeviceBuffer& buffer) override {
+    if (buffer.ptr == nullptr) return Status::Ok();
+    {
+      std::lock_guard lock(mu_);
+      if (arenas_.erase(buffer.ptr) == 0) {
+        return Status::InvalidArgument(name_ + ": Free of an unknown arena");
+      }
+      if (adopted_.erase(buffer.ptr) > 0) {  // the caller's memory: forget it, never free it
+        buffer = DeviceBuffer{};
+        return Status::Ok();
+      }
+    }
+    HOIST_RETURN_IF_ERROR(Current());
+    HOIST_RETURN_IF_ERROR(Check(cudaFree(buffer.ptr), "cudaFree"));
+    buffer = DeviceBuffer{};
+    return Status::Ok();
+  }
+
+  Result<ArenaHandle> ExportArena(const DeviceBuffer& arena) override {
+    {
+      std::lock_guard lock(mu_);
+      if (!arenas_.count(arena.ptr) || adopted_.count(arena.ptr)) {
+        return Status::InvalidArgument(name_ +
+                                       ": ExportArena of an arena this device did not "
+                                       "allocate");
+      }
+    }
+    HOIST_RETURN_IF_ERROR(Current());
+    cudaIpcMemHandle_t h;
+    HOIST_RETURN_IF_ERROR(
+        Check(cudaIpcGetMemHandle(&h, arena.ptr), "cudaIpcGetMemHandle(" + P(arena.ptr) + ")"));
+    ArenaHandle out;
+    out.gpu = true;
+    out.ipc.assign(reinterpret_cast<const char*>(&h), sizeof h);
+    out.bytes = arena.bytes;
+    return out;
+  }
+
+  Result<DeviceBuffer> ImportArena(const ArenaHandle& handle) override {
+    if (!handle.gpu || handle.ipc.size() != sizeof(cudaIpcMemHandle_t)) {
+      return Status::InvalidArgument(
+          name_ + ": ImportArena needs a " + std::to_string(sizeof(cudaIpcMemHandle_t)) +
+          "-byte CUDA IPC handle, got " + std::to_string(handle.ipc.size()) + " bytes");
+    }
+    HOIST_RETURN_IF_ERROR(Current());
+    cudaIpcMemHandle_t h;
+    std::memcpy(&h, handle.ipc.data(), sizeof h);
+    void* p = nullptr;
+    HOIST_RETURN_IF_ERROR(
+        Check(cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess),
+              "cudaIpcOpenMemHandle(arena of " + std::to_string(handle.bytes) + " bytes)"));
+    std::lock_guard lock(mu_);
+    imported_.insert(p);
+    return DeviceBuffer{p, handle.bytes};
+  }
+
+  Status CloseImported(DeviceBuffer& buffer) override {
+    if (buffer.ptr == nullptr) return Status::Ok();
+    {
+      std::lock_guard lock(mu_);
+      if (imported_.erase(buffer.ptr) == 0) {
+        return Status::InvalidArgument(name_ + ": CloseImported of an arena not imported");
+      }
+    }
+    HOIST_RETURN_IF_ERROR(Current());
+    HOIST_RETURN_IF_ERROR(Check(cudaIpcCloseMemHandle(buffer.ptr), "cudaIpcCloseMemHandle"));
+    buffer = DeviceBuffer{};
+    return Status::Ok();
+  }
+
+  Status AdoptArena(const DeviceBuffer& buffer) override {
+    if (buffer.ptr == nullptr) return Status::InvalidArgument(name_ + ": adopting null");
+    std::lock_guard lock(mu_);
+    if (!arenas_.insert(buffer.ptr).second) {
+      return Status::InvalidArgument(name_ + ": arena adopted twice");
+    }
+    adopted_.insert(buffer.ptr);
+    return Status::Ok();
+  }
+
+  Result<HostBuffer> AllocateStaging(std::uint64_t bytes, StagingKind kind) override {
+    HOIST_RETURN_IF_ERROR(Current());
+    if (kind == StagingKind::kAuto) kind = StagingKind::kRegister;
+    HostBuffer b{nullptr, bytes, kind};
+    if (std::optional<HostBuffer> kept = KeptStaging().Take(ordinal_, kind, bytes)) {
+      b = *kept;
+    } else if (kind == StagingKind::kMallocHost) {
+      void* p = nullptr;
+      HOIST_RETURN_IF_ERROR(
+          Check(cudaMallocHost(&p, bytes), "cudaMallocHost(" + std::to_string(bytes) + " bytes)"));
+      b.ptr = static_cast<std::byte*>(p);
+    } else {
+      HOIST_ASSIGN_OR_RETURN(b.ptr, AllocTouched(bytes));
+      Status s = Check(cudaHostRegister(b.ptr, bytes, cudaHostRegisterDefault),
+                       "cudaHostRegister(staging, " + std::to_string(bytes) + " bytes)");
+      if (!s.ok()) {
+        FreeTouched(b.ptr, bytes);
+        return s;
+      }
+    }
+    std::lock_guard lock(mu_);
+    staging_[b.ptr] = b;
+    return b;
+  }
+
+  std::uint64_t KeptStagingBytes() const override { return KeptStaging().capacity_bytes(); }
+
+  Status FreeStaging(HostBuffer& buffer) override {
+    if (buffer.ptr == nullptr) return Status::Ok();
+    HostBuffer b;
+    {
+      std::lock_guard lock(mu_);
+      auto it = staging_.find(buffer.ptr);
+      if (it == staging_.end())
+        return Status::InvalidArgument(name_ + ": FreeStaging of unknown memory");
+      b = it->second;
+      staging_.erase(it);
+    }
+    HOIST_RETURN_IF_ERROR(Current());
+    Status status;
+    for (const HostBuffer& evicted : KeptStaging().Give(ordinal_, b)) {
+      Status s = ReleaseStaging(evicted);
+      if (status.ok()) status = s;
+    }
+    buffer = HostBuffer{};
+    return status;
+  }
+
+  Status RegisterHost(const void* ptr, std::uint64_t bytes, bool read_only) override {
+    HOIST_RETURN_IF_ERROR(Current());
+    unsigned flags = cudaHostRegisterDefault;
+    if (read_only) {
+      if (!caps_.register_read_only) {
+        return Status::Unsupported(name_ + ": read-only host registration not supported");
+      }
+      flags |= cudaHostRegisterReadOnly;
+    }
+    HOIST_RETURN_IF_ERROR(Check(cudaHostRegister(const_cast<void*>(ptr), bytes, flags),
+                                "cudaHostRegister(" + P(ptr) + ", " + std::to_string(bytes) +
+                                    " bytes" + (read_only ? ", read-only)" : ")")));
+    std::lock_guard lock(mu_);
+    registered_.insert(ptr);
+    return Status::Ok();
+  }
+
+  Status UnregisterHost(const void* ptr) override {
+    {
+      std::lock_guard lock(mu_);
+      if (registered_.erase(ptr) == 0) {
+        return Status::InvalidArgument(name_ + ": UnregisterHost of unregistered memory");
+      }
+    }
+    HOIST_RETURN_IF_ERROR(Current());
+    return Check(cudaHostUnregister(const_cast<void*>(ptr)), "cudaHostUnregister(" + P(ptr) + ")");
+  }
+
+  Result<StreamId> CreateStream() override {
+    HOIST_RETURN_IF_ERROR(Current());
+    cudaStream_t s = nullptr;
+    HOIST_RETURN_IF_ERROR(
+        Check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags"));
+    std::lock_guard lock(mu_);
+    StreamId id = next_id_++;
+    streams_[id] = s;
+    return id;
+  }
+
+  Result<EventId> CreateEvent(bool timing) override {
+    HOIST_RETURN_IF_ERROR(Current());
+    cudaEvent_t e = nullptr;
+    HOIST_RETURN_IF_ERROR(
+        Check(cudaEventCreateWithFlags(
+                  &e, cudaEventBlockingSync | (timing ? cudaEventDefault : cudaEventDisableTiming)),
+              "cudaEventCreateWithFlags"));
+    std::lock_guard lock(mu_);
+    EventId id = next_id_++;
+    events_[id] = e;
+    return id;
+  }
+
+  Status DestroyStream(StreamId id) override {
+    cudaStream_t s;
+    {
+      std::lock_guard lock(mu_);
+      auto it = streams_.find(id);
+      if (it == streams_.end()) return Status::InvalidArgument(name_ + ": unknown stream");
+      s = it->second;
+      streams_.erase(it);
+    }
+    HOIST_RETURN_IF_ERROR(Current());
+    HOIST_RETURN_IF_ERROR(Check(cudaStreamSynchronize(s), "cudaStreamSynchronize"));
+    return Check(cudaStreamDestroy(s), "cudaStreamDestroy");
+  }
+
+  Status DestroyEvent(EventId id) override {
+    cudaEvent_t e;
+    {
+      std::lock_guard lock(mu_);
+      auto it = events_.find(id);
+      if (it == events_.end()) return Status::InvalidArgument(name_ + ": unknown event");
+      e = it->second;
+      events_.erase(it);
+    }
+    HOIST_RETURN_IF_ERROR(Current());
+    return Check(cudaEventDestroy(e), "cudaEventDestroy");
+  }
+
+  Status CopyAsync(const Copy2D& op, StreamId stream) override {
+    if (op.width == 0 || op.rows == 0) return Status::Ok();
+    HOIST_ASSIGN_OR_RETURN(cudaStream_t s, GetStream(stream));
+    HOIST_RETURN_IF_ERROR(Current());
+    if (op.rows == 1) {
+      return Check(cudaMemcpyAsync(op.dst, op.src, op.width, cudaMemcpyHostToDevice, s),
+                   "cudaMemcpyAsync" + Describe(op));
+    }
+    if (op.dst_pitch > max_pitch_ || op.src_pitch > max_pitch_) {
+      for (std::uint64_t i = 0; i < op.rows; ++i) {
+        HOIST_RETURN_IF_ERROR(
+            Check(cudaMemcpyAsync(static_cast<std::byte*>(op.dst) + i * op.dst_pitch,
+                                  static_cast<const std::byte*>(op.src) + i * op.src_pitch,
+                                  op.width, cudaMemcpyHostToDevice, s),
+                  "cudaMemcpyAsync (row " + std::to_string(i) + ")" + Describe(op)));
+      }
+      return Status::Ok();
+    }
+    return Check(cudaMemcpy2DAsync(op.dst, op.dst_pitch, op.src, op.src_pitch, op.width, op.rows,
+                                   cudaMemcpyHostToDevice, s),
+                 "cudaMemcpy2DAsync" + Describe(op));
+  }
+
+  Status MemsetAsync(void* dst, std::uint8_t value, std::uint64_t bytes, StreamId stream) override {
+    if (bytes == 0) return Status::Ok();
+    HOIST_ASSIGN_OR_RETURN(cudaStream_t s, GetStream(stream));
+    HOIST_RETURN_IF_ERROR(Current());
+    return Check(cudaMemsetAsync(dst, value, bytes, s), "cudaMemsetAsync(" + P(dst) + ", " +
+                                                            std::to_string(value) + ", " +
+                                                            std::to_string(bytes) + " bytes)");
+  }
+
+  Status Record(EventId event, StreamId stream) override {
+    HOIST_ASSIGN_OR_RETURN(cudaStream_t s, GetStream(stream));
+    HOIST_ASSIGN_OR_RETURN(cudaEvent_t e, GetEvent(event));
+    HOIST_RETURN_IF_ERROR(Current());
+    return Check(cudaEventRecord(e, s), "cudaEventRecord");
+  }
+
+  // Polls for up to kWaitPollUs (a slot's copy often ends within it: no wake-up latency), then
+  // sleeps in cudaEventSynchronize (events are blocking-sync): a waiter beyond the cores it
+  // shares with fill threads must not spin on them.
+  Status Wait(EventId event) override {
+    HOIST_ASSIGN_OR_RETURN(cudaEvent_t e, GetEvent(event));
+    HOIST_RETURN_IF_ERROR(Current());
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(kWaitPollUs);
+    do {
+      const cudaError_t rc = cudaEventQuery(e);
+      if (rc == cudaSuccess) return Status::Ok();
+      if (rc != cudaErrorNotReady) return Check(rc, "cudaEventQuery");
+      (void)cudaGetLastError();  // not ready is not an error
+    } while (std::chrono::steady_clock::now() < until);
+    return Check(cudaEventSynchronize(e), "cudaEventSynchronize");
+  }
+
+  Result<bool> Query(EventId event) override {
+    HOIST_ASSIGN_OR_RETURN(cudaEvent_t e, GetEvent(event));
+    HOIST_RETURN_IF_ERROR(Current());
+    const cudaError_t rc = cudaEventQuery(e);
+    if (rc == cudaErrorNotReady) {
+      (void)cudaGetLastError();  // not an error: clear it so later checks do not see it
+      return false;
+    }
+    HOIST_RETURN_IF_ERROR(Check(rc, "cudaEventQuery"));
+    return true;
+  }
+
+  Result<double> Elapsed(EventId from, EventId to) override {
+    HOIST_ASSIGN_OR_RETURN(cudaEvent_t a, GetEvent(from));
+    HOIST_ASSIGN_OR_RETURN(cudaEvent_t b, GetEvent(to));
+    HOIST_RETURN_IF_ERROR(Current());
+    float ms = 0;
+    HOIST_RETURN_IF_ERROR(Check(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime"));
+    return static_cast<double>(ms) / 1000.0;
+  }
+
+  Status Synchronize(StreamId stream) override {
+    HOIST_ASSIGN_OR_RETURN(cudaStream_t s, GetStream(stream));
+    HOIST_RETURN_IF_ERROR(Current());
+    return Check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+  }
+
+  Status StreamWait(StreamId stream, EventId event) override {
+    HOIST_ASSIGN_OR_RETURN(cudaStream_t s, GetStream(stream));
+    HOIST_ASSIGN_OR_RETURN(cudaEvent_t e, GetEvent(event));
+    HOIST_RETURN_IF_ERROR(Current());
+    return Check(cudaStreamWaitEvent(s, e, 0), "cudaStreamWaitEvent");
+  }
+
+  Result<DecoderId> CreateDecoder(const DecodeSet& set) override {
+#if HOIST_HAVE_CUDA_DECODE
+    HOIST_RETURN_IF_ERROR(CheckDecodeSet(name_, set));
+    HOIST_RETURN_IF_ERROR(Current());
+    Decoder d;
+    d.set = &set;
+    Status s = UploadDecoder(set, d);
+    if (!s.ok()) {
+      (void)FreeDecoder(d);
+      return s;
+    }
+    std::lock_guard lock(mu_);
+    const DecoderId id = next_id_++;
+    decoders_[id] = std::move(d);
+    return id;
+#else
+    return Status::Unsupported(name_ + ": this build has no CUDA decode kernels (nvcc was not " +
+                               "found when hoist was built): packed checkpoints cannot load here");
+#endif
+  }
+
+  Status DecodeAsync(DecoderId decoder, std::size_t first, std::size_t count, const void* src,
+                     void* arena_base, StreamId stream) override {
+#if HOIST_HAVE_CUDA_DECODE
+    HOIST_ASSIGN_OR_RETURN(cuda::CodecJobSet args, DecoderArgs(decoder, first, count));
+    if (count == 0) return Status::Ok();
+    if (src == nullptr || arena_base == nullptr) {
+      return Status::InvalidArgument(name_ + ": decoding from or into null");
+    }
+    HOIST_ASSIGN_OR_RETURN(cudaStream_t s, GetStream(stream));
+    HOIST_RETURN_IF_ERROR(Current());
+    Status st = cuda::LaunchCodecJobs(args, first, count, src, arena_base, s);
+    if (!st.ok())
+      st.Annotate(name_ + ": jobs " + std::to_string(first) + "+" + std::to_string(count));
+    return st;
+#else
+    return Status::Unsupported(name_ + ": this build has no CUDA decode kernels");
+#endif
+  }
+
+  Status DecoderStatus(DecoderId decoder) override {
+    const DecodeSet* set = nullptr;
+    int* error = nullptr;
+    {
+      std::lock_guard lock(mu_);
+      auto it = decoders_.find(decoder);
+      if (it == decoders_.end()) return Status::InvalidArgument(name_ + ": unknown decoder");
+      set = it->second.set;
+      error = it->second.error;
+    }
+    HOIST_RETURN_IF_ERROR(Current());
+    int flag = 0;
+    HOIST_RETURN_IF_ERROR(Check(cudaMemcpy(&flag, error, sizeof flag, cudaMemcpyDeviceToHost),
+                                "cudaMemcpy(decoder error flag, device->host)"));
+    if (flag == 0) return Status::Ok();
+    // Reset, finished before this returns (so before the decoder's next launch).
+    HOIST_RETURN_IF_ERROR(
+        Check(cudaMemset(error, 0, sizeof flag), "cudaMemset(decoder error flag)"));
+    HOIST_RETURN_IF_ERROR(
+        Check(cudaStreamSynchronize(nullptr), "cudaStreamSynchronize(default stream)"));
+    const std::size_t index = static_cast<std::size_t>(flag) - 1;
+    if (flag < 0 || index >= set->jobs.size()) {
+      return Status::Internal(name_ + ": decoder error flag " + std::to_string(flag) + " for " +
+                              std::to_string(set->jobs.size()) + " jobs");
+    }
+    const DecodeJob& j = set->jobs[index];
+    return Status::Corrupt(set->names[j.stream] + ": codec stream: block " +
+                           std::to_string(j.block) +
+                           " does not decode on the GPU (a bit pattern without a code, a code "
+                           "past its sub-stream's end, bits left over, or a block too short; job " +
+                           std::to_string(index) + ")");
+  }
+
+  Status DestroyDecoder(DecoderId decoder) override {
+    Decoder d;
+    {
+      std::lock_guard lock(mu_);
+      auto it = decoders_.find(decoder);
+      if (it == decoders_.end()) return Status::InvalidArgument(name_ + ": unknown decoder");
+      d = std::move(it->second);
+      decoders_.erase(it);
+    }
+    HOIST_RETURN_IF_ERROR(Current());
+    return FreeDecoder(d);
+  }
+
+  Status CopySync(const Copy2D& op) override {
+    if (op.width == 0 || op.rows == 0) return Status::Ok();
+    HOIST_RETURN_IF_ERROR(Current());
+    if (op.rows == 1) {
+      return Check(cudaMemcpy(op.dst, op.src, op.width, cudaMemcpyHostToDevice),
+                   "cudaMemcpy" + Describe(op));
+    }
+    if (op.dst_pitch > max_pitch_ || op.src_pitch > max_pitch_) {
+      for (std::uint64_t i = 0; i < op.rows; ++i) {
+        HOIST_RETURN_IF_ERROR(
+            Check(cudaMemcpy(static_cast<std::byte*>(op.dst) + i * op.dst_pitch,
+                             static_cast<const std::byte*>(op.src) + i * op.src_pitch, op.width,
+                             cudaMemcpyHostToDevice),
+                  "cudaMemcpy (row " + std::to_string(i) + ")" + Describe(op)));
+      }
+      return Status::Ok();
+    }
+    return Check(cudaMemcpy2D(op.dst, op.dst_pitch, op.src, op.src_pitch, op.width, op.rows,
+                              cudaMemcpyHostToDevice),
+                 "cudaMemcpy2D" + Describe(op));
+  }
+
+  Status CopyToHost(void* dst, const void* device_src, std::uint64_t bytes) override {
+    if (bytes == 0) return Status::Ok();
+    HOIST_RETURN_IF_ERROR(Current());
+    return Check(
+        cudaMemcpy(dst, device_src, bytes, cudaMemcpyDeviceToHost),
+        "cudaMemcpy(device->host, " + std::to_string(bytes) + " bytes from " + P(device_src) + ")");
+  }
+
+ private:
+  static std::string Describe(const Copy2D& op) {
+    return "(dst=" + P(op.dst) + " dst_pitch=" + std::to_string(op.dst_pitch) +
+           " src=" + P(op.src) + " src_pitch=" + std::to_string(op.src_pitch) +
+           " width=" + std::to_string(op.width) + " rows=" + std::to_string(op.rows) + ")";
+  }
+
+  Status Check(cudaError_t err, const std::string& what) const {
+    if (err == cudaSuccess) return Status::Ok();
+    (void)cudaGetLastError();  // clear a non-sticky error so later calls are not blamed
+    std::string msg = "cuda:" + std::to_string(ordinal_) + ": " + what + ": " +
+                      cudaGetErrorName(err) + ": " + cudaGetErrorString(err);
+    if (err == cudaErrorMemoryAllocation) return Status::ResourceExhausted(std::move(msg));
+    if (err == cudaErrorInvalidValue || err == cudaErrorInvalidDevice) {
+      return Status::InvalidArgument(std::move(msg));
+    }
+    return Status::IoError(std::move(msg));
+  }
+
+  // The current device is per host thread: set it on every entry (cheap when already current).
+  Status Current() const { return Check(cudaSetDevice(ordinal_), "cudaSetDevice"); }
+
+  Result<cudaStream_t> GetStream(StreamId id) const {
+    std::lock_guard lock(mu_);
+    auto it = streams_.find(id);
+    if (it == streams_.end()) return Status::InvalidArgument(name_ + ": unknown stream");
+    return it->second;
+  }
+  Result<cudaEvent_t> GetEvent(EventId id) const {
+    std::lock_guard lock(mu_);
+    auto it = events_.find(id);
+    if (it == events_.end()) return Status::InvalidArgument(name_ + ": unknown event");
+    return it->second;
+  }
+
+  Status ReleaseStaging(const HostBuffer& b) const {
+    if (b.kind == StagingKind::kMallocHost) return Check(cudaFreeHost(b.ptr), "cudaFreeHost");
+    Status s = Check(cudaHostUnregister(b.ptr), "cudaHostUnregister(staging)");
+    FreeTouched(b.ptr, b.bytes);
+    return s;
+  }
+
+  // A decoder: the set (for error messages), the device memory made for it and the kernel's
+  // view of that memory.
+  struct Decoder {
+    const DecodeSet* set = nullptr;
+    std::vector<void*> memory;
+    int* error = nullptr;
+#if HOIST_HAVE_CUDA_DECODE
+    cuda::CodecJobSet args;
+#endif
+  };
+
+  Status FreeDecoder(Decoder& d) const {
+    Status status;
+    for (void* p : d.memory) {
+      Status s = Check(cudaFree(p), "cudaFree(decoder memory)");
+      if (status.ok()) status = std::move(s);
+    }
+    d.memory.clear();
+    return status;
+  }
+
+#if HOIST_HAVE_CUDA_DECODE
+  // Checks the kernel's shared memory against the device, then uploads jobs, stream parameters
+  // and tables, and a zeroed error flag, into one allocation (each array 256-byte aligned);
+  // returns once they are in device memory.
+  Status UploadDecoder(const DecodeSet& set, Decoder& d) const {
+    DecodeArrays a = MakeDecodeArrays(set);
+    Status fits = cuda::PrepareCodecJobs(cuda::CodecJobSharedBytes(a.max_words));
+    if (!fits.ok()) return std::move(fits.Annotate(name_));
+    struct Part {
+      const void* host;
+      std::uint64_t bytes, offset;
+      const char* what;
+    };
+    const auto bytes = [](const auto& v) { return std::uint64_t{v.size() * sizeof(v[0])}; };
+    Part parts[] = {{set.jobs.data(), bytes(set.jobs), 0, "decode jobs"},
+                    {a.streams.data(), bytes(a.streams), 0, "decode streams"},
+                    {set.luts.data(), bytes(set.luts), 0, "code tables"},
+                    { nullptr,
+                      sizeof(int),
+                      0,
+                      "decoder error flag" }};
+    std::uint64_t total = 0;
+    for (Part& p : parts) {
+      p.offset = total;
+      total += (p.bytes + 255) / 256 * 256;
+    }
+    void* block = nullptr;
+    HOIST_RETURN_IF_ERROR(Check(cudaMalloc(&block, total),
+                                "cudaMalloc(decoder, " + std::to_string(total) + " bytes)"));
+    d.memory.push_back(block);
+    const auto at = [block](const Part& p) { return static_cast<std::byte*>(block) + p.offset; };
+    for (const Part& p : parts) {
+      if (p.host == nullptr || p.bytes == 0) continue;
+      HOIST_RETURN_IF_ERROR(
+          Check(cudaMemcpy(at(p), p.host, p.bytes, cudaMemcpyHostToDevice),
+                std::string("cudaMemcpy(") + p.what + ", " + std::to_string(p.bytes) + " bytes)"));
+    }
+    HOIST_RETURN_IF_ERROR(
+        Check(cudaMemset(at(parts[3]), 0, sizeof(int)), "cudaMemset(error flag)"));
+    // The copies (from pageable memory) and the memset may still run on the default stream,
+    // which the load's non-blocking streams do not wait for: finish them here.
+    HOIST_RETURN_IF_ERROR(
+        Check(cudaStreamSynchronize(nullptr), "cudaStreamSynchronize(default stream)"));
+    cuda::CodecJobSet& args = d.args;
+    args.threads = a.threads;
+    args.max_words = static_cast<std::uint32_t>(a.max_words);
+    args.jobs = reinterpret_cast<const cuda::CodecJob*>(at(parts[0]));
+    args.streams = reinterpret_cast<const cuda::CodecJobStream*>(at(parts[1]));
+    args.luts = reinterpret_cast<const std::uint16_t*>(at(parts[2]));
+    args.error = d.error = reinterpret_cast<int*>(at(parts[3]));
+    return Status::Ok();
+  }
+
+  // The kernel's view of `decoder` after checking jobs [first, first + count) exist.
+  Result<cuda::CodecJobSet> DecoderArgs(DecoderId decoder, std::size_t first,
+                                        std::size_t count) const {
+    std::lock_guard lock(mu_);
+    auto it = decoders_.find(decoder);
+    if (it == decoders_.end()) return Status::InvalidArgument(name_ + ": unknown decoder");
+    const std::size_t jobs = it->second.set->jobs.size();
+    if (first > jobs || count > jobs - first) {
+      return Status::InvalidArgument(name_ + ": decode jobs " + std::to_string(first) + "+" +
+                                     std::to_string(count) + " of " + std::to_string(jobs));
+    }
+    return it->second.args;
+  }
+#endif
+
+  int ordinal_;
+  std::string name_;
+  DeviceCaps caps_;
+  std::uint64_t max_pitch_ = INT_MAX;
+  mutable std::mutex mu_;
+  std::set<void*> arenas_;
+  std::set<void*> adopted_;   // in arenas_ too; the caller's memory, never freed here
+  std::set<void*> imported_;  // mapped from another process (cudaIpcOpenMemHandle)
+  std::set<const void*> registered_;
+  std::map<std::byte*, HostBuffer> staging_;
+  std::unordered_map<StreamId, cudaStream_t> streams_;
+  std::unordered_map<EventId, cudaEvent_t> events_;
+  std::unordered_map<DecoderId, Decoder> decoders_;
+  int next_id_ = 1;
+};
+
+}  // namespace
+
+int CudaDeviceCount() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+Result<std::string> CudaPciBusId(int ordinal) {
+  char bus[32] = {0};
+  const cudaError_t err = cudaDeviceGetPCIBusId(bus, sizeof bus, ordinal);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return Status::NotFound("cuda:" + std::to_string(ordinal) +
+                            ": no PCI bus id: " + cudaGetErrorName(err));
+  }
+  std::string id = bus;
+  for (char& c : id) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return id;
+}
+
+bool CudaPeerAccessAll() {
+  const int n = CudaDeviceCount();
+  if (n < 2) return false;
+  for (int a = 0; a < n; ++a) {
+    for (int b = 0; b < n; ++b) {
+      int ok = 0;
+      if (a != b && (cudaDeviceCanAccessPeer(&ok, a, b) != cudaSuccess || ok == 0)) {
+        (void)cudaGetLastError();
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+Result<int> CudaOrdinalByPciBusId(const std::string& pci_bus_id) {
+  int ordinal = -1;
+  const cudaError_t err = cudaDeviceGetByPCIBusId(&ordinal, pci_bus_id.c_str());
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return Status::NotFound("cuda device at PCI bus id " + pci_bus_id +
+                            " is not visible: " + cudaGetErrorName(err));
+  }
+  return ordinal;
+}
+
+Result<std::unique_ptr<Device>> OpenCudaDevice(int ordinal) {
+  int n = CudaDeviceCount();
+  if (ordinal < 0 || ordinal >= n) {
+    return Status::InvalidArgument("cuda:" + std::to_string(ordinal) + ": no such device (" +
+                                   std::to_string(n) + " visible)");
+  }
+  auto dev = std::make_unique<CudaDevice>(ordinal);
+  HOIST_RETURN_IF_ERROR(dev->Init());
+  return std::unique_ptr<Device>(std::move(dev));
+}
+
+}  // namespace hoist::transport

@@ -1,0 +1,910 @@
+#include "transport/reading/source.h"
+
+#include <fcntl.h>
+#include <linux/aio_abi.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <system_error>
+#include <thread>
+#include <utility>
+
+#include "transport/reading/mapped_read.h"
+#include "util/file_kind.h"
+
+namespace hoist::transport {
+namespace {
+
+constexpr std::array<std::pair<ReadMode, std::string_view>, 6> kModes = {{
+    {ReadMode::kAuto, "auto"},
+    {ReadMode::kBuffered, "buffered"},
+    {ReadMode::kDirect, "direct"},
+    {ReadMode::kMmap, "mmap"},
+    {ReadMode::kPageable, "pageable"},
+    {ReadMode::kRegistered, "registered"},
+}};
+
+std::string Errno(int err) { return std::strerror(err); }
+
+// Mapped reads spanning at least this many bytes release their pages once copied (MmapSource):
+// smaller ones (norms, biases) would cost a system call each for a page or two of RSS.
+constexpr std::uint64_t kReleaseMinBytes = 64u << 10;
+
+// Residency::Measure splits a file between at most this many threads.
+constexpr std::uint64_t kMaxMeasureThreads = 16;
+
+std::string ReadContext(const std::string& path, std::uint64_t offset, std::uint64_t n) {
+  return path + ": read of " + std::to_string(n) + " bytes at offset " + std::to_string(offset);
+}
+
+// Checks [offset, offset + n) against the file size without overflowing.
+Status CheckRange(const std::string& path, std::uint64_t size, std::uint64_t offset,
+                  std::uint64_t n) {
+  if (offset > size || n > size - offset) {
+    return Status::Corrupt(ReadContext(path, offset, n) + ": past the end of the file (" +
+                           std::to_string(size) + " bytes)");
+  }
+  return Status::Ok();
+}
+
+// Every row of a strided read (non-empty) lies inside the file, without overflow.
+Status CheckRows(const std::string& path, std::uint64_t size, const RowsRead& r) {
+  std::uint64_t last = 0;
+  if (__builtin_mul_overflow(r.rows - 1, r.src_pitch, &last) ||
+      __builtin_add_overflow(last, r.offset, &last)) {
+    return Status::Corrupt(path + ": strided read overflows at offset " + std::to_string(r.offset));
+  }
+  return CheckRange(path, size, last, r.width);
+}
+
+// ----- residency now (Source::ResidentNow) -----------------------------------------------------
+
+// cachestat(2), Linux >= 6.5. Same syscall number on x86_64 and aarch64.
+struct CachestatRange {
+  std::uint64_t off;
+  std::uint64_t len;
+};
+struct CachestatResult {
+  std::uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
+};
+constexpr long kSysCachestat = 451;
+
+// Set once cachestat is found missing (ENOSYS): later calls skip the system call.
+std::atomic<bool> g_no_cachestat{false};
+
+std::uint64_t PageBytes() {
+  static const std::uint64_t page = [] {
+    const long p = ::sysconf(_SC_PAGESIZE);
+    return p > 0 ? static_cast<std::uint64_t>(p) : 4096u;
+  }();
+  return page;
+}
+
+// Pages of [off, off + len) of the file open as fd in the page cache (cachestat); nullopt where
+// cachestat is missing or fails.
+std::optional<std::uint64_t> CachedPages(int fd, std::uint64_t off, std::uint64_t len) {
+  if (fd < 0 || g_no_cachestat.load(std::memory_order_relaxed)) return std::nullopt;
+  CachestatRange range{off, len};
+  CachestatResult cs{};
+  if (::syscall(kSysCachestat, fd, &range, &cs, 0) != 0) {
+    if (errno == ENOSYS) g_no_cachestat.store(true, std::memory_order_relaxed);
+    return std::nullopt;
+  }
+  return cs.nr_cache;
+}
+
+// Resident bytes of [off, off + n) of the file open as fd, by cachestat over the pages the range
+// touches; nullopt where cachestat is missing or fails. Partly resident: whole resident pages.
+std::optional<std::uint64_t> CachedRange(int fd, std::uint64_t off, std::uint64_t n) {
+  if (n == 0) return 0;
+  const std::uint64_t page = PageBytes();
+  const std::uint64_t lo = off / page * page, hi = (off + n + page - 1) / page * page;
+  const std::optional<std::uint64_t> cached = CachedPages(fd, lo, hi - lo);
+  if (!cached) return std::nullopt;
+  if (*cached >= (hi - lo) / page) return n;
+  return std::min(n, *cached * page);
+}
+
+// Resident bytes of [off, off + n) of a mapping, by mincore (the vector reused per thread);
+// nullopt where mincore fails.
+std::optional<std::uint64_t> MincoreRange(const std::byte* map, std::uint64_t off,
+                                          std::uint64_t n) {
+  if (n == 0) return 0;
+  const std::uint64_t page = PageBytes();
+  const std::uint64_t p0 = off / page, p1 = (off + n + page - 1) / page;
+  thread_local std::vector<unsigned char> vec;
+  vec.resize(p1 - p0);
+  if (::mincore(const_cast<std::byte*>(map) + p0 * page, (p1 - p0) * page, vec.data()) != 0) {
+    return std::nullopt;
+  }
+  std::uint64_t got = 0;
+  for (std::uint64_t k = p0; k < p1; ++k) {
+    if (!(vec[k - p0] & 1)) continue;
+    got += std::min(off + n, (k + 1) * page) - std::max(off, k * page);
+  }
+  return got;
+}
+
+// Source::ResidentNow for a file of `size` bytes, given a counter of resident bytes over a
+// contiguous range: the block's extent (clipped to the file) counted once, scaled to its bytes.
+template <class Count>
+std::optional<std::uint64_t> BlockResident(std::uint64_t size, const RowsRead& b, Count count) {
+  if (b.rows == 0 || b.width == 0 || b.offset >= size) return 0;
+  std::uint64_t bytes = 0, extent = 0;
+  if (__builtin_mul_overflow(b.width, b.rows, &bytes)) return std::nullopt;
+  const bool contiguous = b.rows == 1 || b.src_pitch == b.width;
+  if (contiguous) {
+    extent = bytes;
+  } else if (__builtin_mul_overflow(b.rows - 1, b.src_pitch, &extent) ||
+             __builtin_add_overflow(extent, b.width, &extent)) {
+    return std::nullopt;
+  }
+  const std::uint64_t n = std::min(extent, size - b.offset);
+  const std::optional<std::uint64_t> here = count(b.offset, n);
+  if (!here || contiguous) return here;
+  if (*here >= n) return bytes;
+  return static_cast<std::uint64_t>(static_cast<double>(*here) / static_cast<double>(n) *
+                                    static_cast<double>(bytes));
+}
+
+std::optional<std::uint64_t> FdResident(int fd, std::uint64_t size, const RowsRead& b) {
+  return BlockResident(
+      size, b, [fd](std::uint64_t off, std::uint64_t n) { return CachedRange(fd, off, n); });
+}
+
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+
+ private:
+  int fd_ = -1;
+};
+
+Status OpenError(const std::string& path, const char* call, int err) {
+  if (err == ENOENT) return Status::NotFound(path + ": " + call + ": " + Errno(err));
+  return Status::IoError(path + ": " + call + ": " + Errno(err));
+}
+
+// Opens a regular file (never anything else, never blocking): stat first, so that a FIFO or a
+// device is not opened at all; then a non-blocking open and fstat of what was opened (a file
+// swapped for a FIFO since the stat returns at once and is refused); then O_NONBLOCK is cleared
+// and, when asked, O_DIRECT set (F_SETFL: EINVAL where the filesystem refuses direct I/O).
+Result<std::pair<Fd, std::uint64_t>> OpenAndStat(const std::string& path, int flags) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return OpenError(path, "stat", errno);
+  if (!S_ISREG(st.st_mode)) return Status::Corrupt(NotARegularFile(path, st.st_mode));
+  const int direct = flags & O_DIRECT;
+  int fd = ::open(path.c_str(), (flags & ~O_DIRECT) | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) return OpenError(path, "open", errno);
+  Fd owned(fd);
+  if (::fstat(fd, &st) != 0) return OpenError(path, "fstat", errno);
+  if (!S_ISREG(st.st_mode)) return Status::Corrupt(NotARegularFile(path, st.st_mode));
+  const int fl = ::fcntl(fd, F_GETFL);
+  if (fl < 0 || ::fcntl(fd, F_SETFL, (fl & ~O_NONBLOCK) | direct) != 0) {
+    const int err = errno;
+    if (err == EINVAL && direct != 0) {
+      return Status::Unsupported(path + ": open with O_DIRECT: " + Errno(err) +
+                                 " (the filesystem does not support direct I/O)");
+    }
+    return OpenError(path, "fcntl", err);
+  }
+  return std::make_pair(std::move(owned), static_cast<std::uint64_t>(st.st_size));
+}
+
+// pread until n bytes arrive; EINTR and partial reads are retried, 0 before n is an error.
+Status PreadFull(int fd, const std::string& path, std::uint64_t offset, std::byte* dst,
+                 std::uint64_t n) {
+  std::uint64_t done = 0;
+  while (done < n) {
+    std::uint64_t want = std::min<std::uint64_t>(n - done, 1ull << 30);
+    ssize_t got = ::pread(fd, dst + done, want, static_cast<off_t>(offset + done));
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return Status::IoError(ReadContext(path, offset, n) + ": at offset " +
+                             std::to_string(offset + done) + ": " + Errno(errno));
+    }
+    if (got == 0) {
+      return Status::IoError(ReadContext(path, offset, n) + ": unexpected end of file at offset " +
+                             std::to_string(offset + done));
+    }
+    done += static_cast<std::uint64_t>(got);
+  }
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------------------------------------
+class BufferedSource final : public Source {
+ public:
+  BufferedSource(std::string path, Fd fd, std::uint64_t size)
+      : path_(std::move(path)), fd_(std::move(fd)), size_(size) {}
+  const std::string& path() const override { return path_; }
+  std::uint64_t size() const override { return size_; }
+  std::string_view kind() const override { return "buffered"; }
+  Status ReadAt(std::uint64_t offset, void* dst, std::uint64_t n) override {
+    HOIST_RETURN_IF_ERROR(CheckRange(path_, size_, offset, n));
+    return PreadFull(fd_.get(), path_, offset, static_cast<std::byte*>(dst), n);
+  }
+  std::optional<std::uint64_t> ResidentNow(const RowsRead& b) const override {
+    return FdResident(fd_.get(), size_, b);
+  }
+
+ private:
+  std::string path_;
+  Fd fd_;
+  std::uint64_t size_;
+};
+
+// ---------------------------------------------------------------------------------------------
+class MmapSource final : public Source {
+ public:
+  MmapSource(std::string path, Fd fd, std::byte* map, std::uint64_t size, bool release)
+      : path_(std::move(path)), fd_(std::move(fd)), map_(map), size_(size), release_(release) {
+    registration_ = MappingRegistration(Range());
+  }
+  ~MmapSource() override {
+    registration_ = MappingRegistration();
+    if (map_ != nullptr) ::munmap(map_, size_);
+  }
+  const std::string& path() const override { return path_; }
+  std::uint64_t size() const override { return size_; }
+  std::string_view kind() const override { return "mmap"; }
+  const std::byte* mapping() const override { return map_; }
+  Status ReadAt(std::uint64_t offset, void* dst, std::uint64_t n) override {
+    HOIST_RETURN_IF_ERROR(CheckRange(path_, size_, offset, n));
+    RowsRead r{offset, n, n, 1, static_cast<std::byte*>(dst), n};
+    return ReadMany(&r, n > 0 ? 1 : 0);
+  }
+  Status ReadRows(const RowsRead& r) override { return ReadMany(&r, 1); }
+  std::optional<std::uint64_t> ResidentNow(const RowsRead& b) const override {
+    if (std::optional<std::uint64_t> n = FdResident(fd_.get(), size_, b)) return n;
+    return BlockResident(size_, b, [this](std::uint64_t off, std::uint64_t n) {
+      return MincoreRange(map_, off, n);
+    });
+  }
+  Status ReadMany(const RowsRead* reads, std::size_t n) override {
+    for (std::size_t k = 0; k < n; ++k) {
+      if (reads[k].rows > 0 && reads[k].width > 0) {
+        HOIST_RETURN_IF_ERROR(CheckRows(path_, size_, reads[k]));
+      }
+    }
+    HOIST_RETURN_IF_ERROR(CopyFromMappingBatch(Range(), reads, n));
+    if (release_) {
+      for (std::size_t k = 0; k < n; ++k) Release(reads[k]);
+    }
+    return Status::Ok();
+  }
+
+ private:
+  MappedRange Range() const { return MappedRange{map_, size_, &path_, fd_.get()}; }
+
+  // Drops this process's page-table entries for the pages a read spanned (rounded out to whole
+  // pages) once its bytes are copied: the page cache keeps the data, the process's RSS stops
+  // counting it. Pages another thread still reads are simply faulted in again.
+  void Release(const RowsRead& r) const {
+    if (r.rows == 0 || r.width == 0) return;
+    const std::uint64_t end = r.offset + (r.rows - 1) * r.src_pitch + r.width;
+    if (end - r.offset < kReleaseMinBytes) return;
+    const std::uint64_t page = PageBytes();
+    const std::uint64_t lo = r.offset / page * page;
+    const std::uint64_t hi = (end + page - 1) / page * page;
+    ::madvise(map_ + lo, hi - lo, MADV_DONTNEED);  // best effort: only RSS depends on it
+  }
+
+  std::string path_;
+  Fd fd_;  // kept open: the size checks of mapped reads fstat it
+  std::byte* map_;
+  std::uint64_t size_;
+  MappingRegistration registration_;
+  bool release_ = false;  // drop page-table entries once copied (host-memory loads: RSS)
+};
+
+// ---------------------------------------------------------------------------------------------
+// The mmap source made on first use (OpenMmapSourceLazily).
+class LazyMmapSource final : public Source {
+ public:
+  LazyMmapSource(std::string path, std::uint64_t size, bool release)
+      : path_(std::move(path)), size_(size), release_(release) {}
+  const std::string& path() const override { return path_; }
+  std::uint64_t size() const override { return size_; }
+  std::string_view kind() const override { return "mmap"; }
+  Status ReadAt(std::uint64_t offset, void* dst, std::uint64_t n) override {
+    HOIST_ASSIGN_OR_RETURN(Source * s, Open());
+    return s->ReadAt(offset, dst, n);
+  }
+  Status ReadRows(const RowsRead& r) override {
+    HOIST_ASSIGN_OR_RETURN(Source * s, Open());
+    return s->ReadRows(r);
+  }
+  Status ReadMany(const RowsRead* reads, std::size_t n) override {
+    HOIST_ASSIGN_OR_RETURN(Source * s, Open());
+    return s->ReadMany(reads, n);
+  }
+  const std::byte* mapping() const override {
+    Result<Source*> s = Open();
+    return s.ok() ? (*s)->mapping() : nullptr;
+  }
+  std::optional<std::uint64_t> ResidentNow(const RowsRead& b) const override {
+    Result<Source*> s = Open();
+    return s.ok() ? (*s)->ResidentNow(b) : std::nullopt;
+  }
+
+ private:
+  Result<Source*> Open() const {
+    std::call_once(once_, [this] {
+      Result<std::unique_ptr<Source>> r = OpenMmapSource(path_, release_);
+      if (r.ok()) {
+        inner_ = std::move(*r);
+      } else {
+        error_ = r.status();
+      }
+    });
+    if (inner_ == nullptr) return error_;
+    return inner_.get();
+  }
+
+  std::string path_;
+  std::uint64_t size_;
+  bool release_;
+  mutable std::once_flag once_;
+  mutable std::unique_ptr<Source> inner_;  // set once, by the first use
+  mutable Status error_;                   // the failure to map, when there was one
+};
+
+// ---------------------------------------------------------------------------------------------
+// O_DIRECT through Linux native AIO (raw syscalls: no libaio needed).
+
+long SysIoSetup(unsigned nr, aio_context_t* ctx) { return ::syscall(SYS_io_setup, nr, ctx); }
+long SysIoDestroy(aio_context_t ctx) { return ::syscall(SYS_io_destroy, ctx); }
+long SysIoSubmit(aio_context_t ctx, long n, struct iocb** iocbs) {
+  return ::syscall(SYS_io_submit, ctx, n, iocbs);
+}
+long SysIoGetevents(aio_context_t ctx, long min_nr, long nr, struct io_event* events) {
+  return ::syscall(SYS_io_getevents, ctx, min_nr, nr, events, nullptr);
+}
+
+constexpr int kMaxDepth = 64;
+
+// Per-thread AIO context and bounce buffers, reused across calls and sources.
+struct DirectThreadState {
+  aio_context_t ctx = 0;
+  bool aio_ok = false;
+  bool aio_tried = false;
+  std::uint64_t buf_bytes = 0;
+  std::uint64_t buf_align = 0;
+  std::vector<std::byte*> bufs;
+
+  ~DirectThreadState() {
+    if (aio_ok) SysIoDestroy(ctx);
+    for (std::byte* b : bufs) std::free(b);
+  }
+  bool EnsureAio() {
+    if (!aio_tried) {
+      aio_tried = true;
+      aio_ok = SysIoSetup(kMaxDepth, &ctx) == 0;
+    }
+    return aio_ok;
+  }
+  bool EnsureBuffers(int n, std::uint64_t bytes, std::uint64_t align) {
+    if (bytes > buf_bytes || align > buf_align) {
+      for (std::byte* b : bufs) std::free(b);
+      bufs.clear();
+      buf_bytes = bytes;
+      buf_align = align;
+    }
+    while (static_cast<int>(bufs.size()) < n) {
+      void* p = std::aligned_alloc(buf_align, buf_bytes);
+      if (p == nullptr) return false;
+      bufs.push_back(static_cast<std::byte*>(p));
+    }
+    return true;
+  }
+};
+
+DirectThreadState& ThreadState() {
+  thread_local DirectThreadState state;
+  return state;
+}
+
+struct Extent {
+  std::uint64_t offset;
+  std::uint64_t len;
+  std::byte* dst;
+};
+
+class DirectSource final : public Source {
+ public:
+  DirectSource(std::string path, Fd fd, std::uint64_t size, const DirectOptions& o)
+      : path_(std::move(path)), fd_(std::move(fd)), size_(size), o_(o) {}
+  const std::string& path() const override { return path_; }
+  std::uint64_t size() const override { return size_; }
+  std::string_view kind() const override { return "direct"; }
+  std::optional<std::uint64_t> ResidentNow(const RowsRead& b) const override {
+    return FdResident(fd_.get(), size_, b);
+  }
+
+  Status ReadAt(std::uint64_t offset, void* dst, std::uint64_t n) override {
+    HOIST_RETURN_IF_ERROR(CheckRange(path_, size_, offset, n));
+    if (n == 0) return Status::Ok();
+    Extent e{offset, n, static_cast<std::byte*>(dst)};
+    return ReadExtents(&e, 1);
+  }
+
+  Status ReadRows(const RowsRead& r) override {
+    if (r.rows == 0 || r.width == 0) return Status::Ok();
+    HOIST_RETURN_IF_ERROR(CheckRows(path_, size_, r));
+    if (r.rows == 1 || (r.src_pitch == r.width && r.dst_pitch == r.width)) {
+      Extent e{r.offset, r.width * r.rows, r.dst};
+      return ReadExtents(&e, 1);
+    }
+    return ReadMany(&r, 1);
+  }
+
+  Status ReadMany(const RowsRead* reads, std::size_t n) override {
+    std::vector<Extent> ex;
+    for (std::size_t k = 0; k < n; ++k) {
+      const RowsRead& r = reads[k];
+      if (r.rows == 0 || r.width == 0) continue;
+      HOIST_RETURN_IF_ERROR(CheckRows(path_, size_, r));
+      if (r.rows == 1 || (r.src_pitch == r.width && r.dst_pitch == r.width)) {
+        ex.push_back(Extent{r.offset, r.width * r.rows, r.dst});
+        continue;
+      }
+      for (std::uint64_t i = 0; i < r.rows; ++i) {
+        ex.push_back(Extent{r.offset + i * r.src_pitch, r.width, r.dst + i * r.dst_pitch});
+      }
+    }
+    if (ex.empty()) return Status::Ok();
+    bool sorted = true;
+    for (std::size_t k = 1; k < ex.size() && sorted; ++k) {
+      sorted = ex[k].offset >= ex[k - 1].offset + ex[k - 1].len;
+    }
+    if (!sorted) {
+      std::sort(ex.begin(), ex.end(),
+                [](const Extent& a, const Extent& b) { return a.offset < b.offset; });
+      for (std::size_t k = 1; k < ex.size(); ++k) {
+        if (ex[k].offset < ex[k - 1].offset + ex[k - 1].len) {
+          // Overlapping source bytes (e.g. a replicated range read twice): one extent at a time.
+          for (const Extent& e : ex) HOIST_RETURN_IF_ERROR(ReadExtents(&e, 1));
+          return Status::Ok();
+        }
+      }
+    }
+    return ReadExtents(ex.data(), ex.size());
+  }
+
+ private:
+  struct Request {
+    std::uint64_t a = 0, b = 0;     // aligned file range
+    std::uint64_t need = 0;         // bytes from a that must arrive (the rest may be past EOF)
+    std::size_t first = 0;          // first extent that may intersect [a, b)
+    std::byte* in_place = nullptr;  // non-null: read straight into the caller's memory
+  };
+
+  // Extents are sorted by offset and do not overlap.
+  Status ReadExtents(const Extent* ex, std::size_t n) {
+    const std::uint64_t al = o_.alignment;
+    const std::uint64_t req = std::max(al, o_.request_bytes / al * al);
+    std::vector<Request> reqs;
+    // Merge extents into spans (gaps up to max_gap are read and dropped), chop spans into
+    // aligned requests.
+    std::size_t i = 0;
+    while (i < n) {
+      std::size_t j = i;
+      std::uint64_t end = ex[i].offset + ex[i].len;
+      while (j + 1 < n && ex[j + 1].offset >= end && ex[j + 1].offset - end <= o_.max_gap) {
+        ++j;
+        end = ex[j].offset + ex[j].len;
+      }
+      std::uint64_t a = ex[i].offset / al * al;
+      std::uint64_t stop = (end + al - 1) / al * al;
+      std::size_t first = i;
+      while (a < stop) {
+        Request r;
+        r.a = a;
+        r.b = std::min(stop, a + req);
+        r.need = std::min(r.b, end) - a;
+        while (first <= j && ex[first].offset + ex[first].len <= r.a) ++first;
+        r.first = first;
+        // In place: the request lies inside one extent whose destination shares the alignment.
+        if (first <= j) {
+          const Extent& e = ex[first];
+          if (e.offset <= r.a && r.b <= e.offset + e.len &&
+              reinterpret_cast<std::uintptr_t>(e.dst + (r.a - e.offset)) % al == 0) {
+            r.in_place = e.dst + (r.a - e.offset);
+          }
+        }
+        reqs.push_back(r);
+        a = r.b;
+      }
+      i = j + 1;
+    }
+    return Run(reqs, ex, n, req);
+  }
+
+  void Scatter(const Request& r, const std::byte* buf, const Extent* ex, std::size_t n) const {
+    for (std::size_t k = r.first; k < n && ex[k].offset < r.b; ++k) {
+      std::uint64_t lo = std::max(r.a, ex[k].offset);
+      std::uint64_t hi = std::min(r.b, ex[k].offset + ex[k].len);
+      if (lo < hi) std::memcpy(ex[k].dst + (lo - ex[k].offset), buf + (lo - r.a), hi - lo);
+    }
+  }
+
+  Status ShortRead(const Request& r, std::int64_t res) const {
+    if (res < 0) {
+      return Status::IoError(ReadContext(path_, r.a, r.b - r.a) +
+                             " (O_DIRECT): " + Errno(static_cast<int>(-res)));
+    }
+    return Status::IoError(ReadContext(path_, r.a, r.b - r.a) + " (O_DIRECT): got " +
+                           std::to_string(res) + " bytes, needed " + std::to_string(r.need) +
+                           " (short read)");
+  }
+
+  // Without native AIO: one synchronous request at a time, through the first bounce buffer.
+  Status RunSync(const std::vector<Request>& reqs, const Extent* ex, std::size_t n,
+                 DirectThreadState& st) const {
+    for (const Request& r : reqs) {
+      std::byte* buf = r.in_place ? r.in_place : st.bufs[0];
+      ssize_t got;
+      do {
+        got = ::pread(fd_.get(), buf, r.b - r.a, static_cast<off_t>(r.a));
+      } while (got < 0 && errno == EINTR);
+      if (got < 0) return ShortRead(r, -errno);
+      if (static_cast<std::uint64_t>(got) < r.need) return ShortRead(r, got);
+      if (!r.in_place) Scatter(r, buf, ex, n);
+    }
+    return Status::Ok();
+  }
+
+  Status Run(const std::vector<Request>& reqs, const Extent* ex, std::size_t n,
+             std::uint64_t req_bytes) {
+    DirectThreadState& st = ThreadState();
+    const int depth = std::clamp(o_.depth, 1, kMaxDepth);
+    if (!st.EnsureBuffers(depth, req_bytes, o_.alignment)) {
+      return Status::ResourceExhausted(path_ + ": O_DIRECT bounce buffers of " +
+                                       std::to_string(req_bytes) + " bytes");
+    }
+    if (!st.EnsureAio()) return RunSync(reqs, ex, n, st);
+    std::array<struct iocb, kMaxDepth> cbs{};
+    std::array<int, kMaxDepth> slot_req{};
+    std::vector<int> free_slots;
+    for (int s = depth - 1; s >= 0; --s) free_slots.push_back(s);
+    std::size_t next = 0;
+    int inflight = 0;
+    int busy_retries = 0;
+    Status status;
+    std::array<struct io_event, kMaxDepth> events{};
+    while ((status.ok() && next < reqs.size()) || inflight > 0) {
+      while (status.ok() && next < reqs.size() && !free_slots.empty()) {
+        int s = free_slots.back();
+        const Request& r = reqs[next];
+        struct iocb& cb = cbs[s];
+        std::memset(&cb, 0, sizeof(cb));
+        cb.aio_lio_opcode = IOCB_CMD_PREAD;
+        cb.aio_fildes = static_cast<std::uint32_t>(fd_.get());
+        cb.aio_buf = reinterpret_cast<std::uint64_t>(r.in_place ? r.in_place : st.bufs[s]);
+        cb.aio_nbytes = r.b - r.a;
+        cb.aio_offset = static_cast<std::int64_t>(r.a);
+        cb.aio_data = static_cast<std::uint64_t>(s);
+        struct iocb* p = &cb;
+        long rc = SysIoSubmit(st.ctx, 1, &p);
+        if (rc == 1) {
+          slot_req[s] = static_cast<int>(next);
+          free_slots.pop_back();
+          ++next;
+          ++inflight;
+          continue;
+        }
+        int err = rc < 0 ? errno : EAGAIN;
+        if ((err == EAGAIN || err == EINTR) && inflight > 0) break;  // reap, then retry
+        if ((err == EAGAIN || err == EINTR) && ++busy_retries < 10000) {
+          std::this_thread::sleep_for(std::chrono::microseconds(100));
+          continue;
+        }
+        status = ShortRead(r, -err);
+      }
+      if (inflight == 0) continue;
+      long got = SysIoGetevents(st.ctx, 1, inflight, events.data());
+      if (got < 0) {
+        if (errno == EINTR) continue;
+        // Cannot reap: the kernel still owns buffers. This should not happen; report it.
+        return Status::Internal(path_ + ": io_getevents: " + Errno(errno) + " with " +
+                                std::to_string(inflight) + " O_DIRECT reads in flight");
+      }
+      for (long e = 0; e < got; ++e) {
+        int s = static_cast<int>(events[e].data);
+        const Request& r = reqs[slot_req[s]];
+        std::int64_t res = events[e].res;
+        --inflight;
+        free_slots.push_back(s);
+        if (res < 0 || static_cast<std::uint64_t>(res) < r.need) {
+          if (status.ok()) status = ShortRead(r, res);
+          continue;
+        }
+        if (status.ok() && !r.in_place) Scatter(r, st.bufs[s], ex, n);
+      }
+    }
+    return status;
+  }
+
+  std::string path_;
+  Fd fd_;
+  std::uint64_t size_;
+  DirectOptions o_;
+};
+
+// ---------------------------------------------------------------------------------------------
+class FaultySource final : public Source {
+ public:
+  FaultySource(std::unique_ptr<Source> inner, const FaultSpec& spec)
+      : inner_(std::move(inner)), spec_(spec) {}
+  const std::string& path() const override { return inner_->path(); }
+  std::uint64_t size() const override { return inner_->size(); }
+  std::string_view kind() const override { return "faulty"; }
+  Status ReadAt(std::uint64_t offset, void* dst, std::uint64_t n) override {
+    std::int64_t call = calls_.fetch_add(1);
+    if (spec_.delay_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(spec_.delay_us));
+    if (spec_.eio_after >= 0 && call >= spec_.eio_after) {
+      return Status::IoError(ReadContext(path(), offset, n) + ": " + Errno(EIO) + " (injected)");
+    }
+    if (spec_.short_read_after >= 0 && call == spec_.short_read_after) {
+      std::uint64_t half = n / 2;
+      HOIST_RETURN_IF_ERROR(inner_->ReadAt(offset, dst, half));
+      return Status::IoError(ReadContext(path(), offset, n) + ": short read: got " +
+                             std::to_string(half) + " bytes, ended at offset " +
+                             std::to_string(offset + half) + " (injected)");
+    }
+    return inner_->ReadAt(offset, dst, n);
+  }
+
+ private:
+  std::unique_ptr<Source> inner_;
+  FaultSpec spec_;
+  std::atomic<std::int64_t> calls_{0};
+};
+
+}  // namespace
+
+std::optional<ReadMode> ParseReadMode(std::string_view name) {
+  for (const auto& [mode, n] : kModes) {
+    if (n == name) return mode;
+  }
+  return std::nullopt;
+}
+
+std::string_view ReadModeName(ReadMode mode) {
+  for (const auto& [m, n] : kModes) {
+    if (m == mode) return n;
+  }
+  return "?";
+}
+
+Status Source::ReadRows(const RowsRead& r) {
+  if (r.rows == 0 || r.width == 0) return Status::Ok();
+  if (r.rows == 1 || (r.src_pitch == r.width && r.dst_pitch == r.width)) {
+    std::uint64_t n = 0;
+    if (__builtin_mul_overflow(r.width, r.rows, &n)) {
+      return Status::Corrupt(path() + ": strided read overflows at offset " +
+                             std::to_string(r.offset));
+    }
+    return ReadAt(r.offset, r.dst, n);
+  }
+  for (std::uint64_t i = 0; i < r.rows; ++i) {
+    HOIST_RETURN_IF_ERROR(ReadAt(r.offset + i * r.src_pitch, r.dst + i * r.dst_pitch, r.width));
+  }
+  return Status::Ok();
+}
+
+Status Source::ReadMany(const RowsRead* reads, std::size_t n) {
+  for (std::size_t k = 0; k < n; ++k) HOIST_RETURN_IF_ERROR(ReadRows(reads[k]));
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<Source>> OpenBufferedSource(const std::string& path) {
+  HOIST_ASSIGN_OR_RETURN(auto fs, OpenAndStat(path, O_RDONLY));
+  return std::unique_ptr<Source>(new BufferedSource(path, std::move(fs.first), fs.second));
+}
+
+Result<std::unique_ptr<Source>> OpenMmapSource(const std::string& path, bool release_pages) {
+  HOIST_ASSIGN_OR_RETURN(auto fs, OpenAndStat(path, O_RDONLY));
+  std::byte* map = nullptr;
+  if (fs.second > 0) {
+    void* p = ::mmap(nullptr, fs.second, PROT_READ, MAP_SHARED, fs.first.get(), 0);
+    if (p == MAP_FAILED) {
+      return Status::IoError(path + ": mmap of " + std::to_string(fs.second) +
+                             " bytes: " + Errno(errno));
+    }
+    map = static_cast<std::byte*>(p);
+  }
+  return std::unique_ptr<Source>(
+      new MmapSource(path, std::move(fs.first), map, fs.second, release_pages));
+}
+
+std::unique_ptr<Source> OpenMmapSourceLazily(const std::string& path, std::uint64_t size,
+                                             bool release_pages) {
+  return std::make_unique<LazyMmapSource>(path, size, release_pages);
+}
+
+Result<std::unique_ptr<Source>> OpenDirectSource(const std::string& path,
+                                                 const DirectOptions& options) {
+  const std::uint64_t al = options.alignment;
+  if (al == 0 || (al & (al - 1)) != 0) {
+    return Status::InvalidArgument("O_DIRECT alignment must be a power of two, got " +
+                                   std::to_string(al));
+  }
+  HOIST_ASSIGN_OR_RETURN(auto fs, OpenAndStat(path, O_RDONLY | O_DIRECT));
+  // Some filesystems accept O_DIRECT at open and refuse it at read time: probe one block.
+  if (fs.second > 0) {
+    void* probe = std::aligned_alloc(al, al);
+    if (probe == nullptr) return Status::ResourceExhausted("O_DIRECT probe buffer");
+    ssize_t got;
+    do {
+      got = ::pread(fs.first.get(), probe, al, 0);
+    } while (got < 0 && errno == EINTR);
+    int err = errno;
+    std::free(probe);
+    if (got < 0) {
+      if (err == EINVAL) {
+        return Status::Unsupported(path + ": O_DIRECT read: " + Errno(err) +
+                                   " (the filesystem does not support direct I/O at alignment " +
+                                   std::to_string(al) + ")");
+      }
+      return Status::IoError(path + ": O_DIRECT read of " + std::to_string(al) +
+                             " bytes at offset 0: " + Errno(err));
+    }
+  }
+  return std::unique_ptr<Source>(new DirectSource(path, std::move(fs.first), fs.second, options));
+}
+
+std::unique_ptr<Source> WrapFaulty(std::unique_ptr<Source> inner, const FaultSpec& spec) {
+  return std::make_unique<FaultySource>(std::move(inner), spec);
+}
+
+// ---------------------------------------------------------------------------------------------
+Residency Residency::Uniform(std::uint64_t size, bool resident) {
+  Residency r;
+  r.size_ = size;
+  r.page_ = 4096;
+  r.pages_.assign((size + r.page_ - 1) / r.page_, resident ? 1 : 0);
+  r.method_ = "uniform";
+  r.BuildPrefix();
+  return r;
+}
+
+Residency Residency::FromPages(std::uint64_t size, std::uint64_t page_bytes,
+                               std::vector<unsigned char> pages) {
+  Residency r;
+  r.size_ = size;
+  r.page_ = page_bytes == 0 ? 4096 : page_bytes;
+  pages.resize((size + r.page_ - 1) / r.page_, 0);
+  for (unsigned char& p : pages) p = p ? 1 : 0;
+  r.pages_ = std::move(pages);
+  r.method_ = "explicit";
+  r.BuildPrefix();
+  return r;
+}
+
+void Residency::BuildPrefix() {
+  prefix_.assign(pages_.size() + 1, 0);
+  for (std::size_t i = 0; i < pages_.size(); ++i) prefix_[i + 1] = prefix_[i] + (pages_[i] & 1);
+}
+
+Result<Residency> Residency::Measure(const std::string& path, int threads) {
+  HOIST_ASSIGN_OR_RETURN(auto fs, OpenAndStat(path, O_RDONLY));
+  Residency r;
+  r.size_ = fs.second;
+  long ps = ::sysconf(_SC_PAGESIZE);
+  r.page_ = ps > 0 ? static_cast<std::uint64_t>(ps) : 4096;
+  const std::uint64_t npages = (r.size_ + r.page_ - 1) / r.page_;
+  r.pages_.assign(npages, 0);
+  if (npages == 0) {
+    r.method_ = "mincore";
+    r.BuildPrefix();
+    return r;
+  }
+  // mincore sees the page cache only for files the caller owns or may write (Linux >= 5.2);
+  // otherwise it reports only pages mapped in this process. Then prefer cachestat.
+  struct stat st;
+  bool visible =
+      ::fstat(fs.first.get(), &st) == 0 &&
+      (st.st_uid == ::geteuid() || ::faccessat(AT_FDCWD, path.c_str(), W_OK, AT_EACCESS) == 0);
+  if (!visible) {
+    const std::uint64_t granule = 1ull << 20;
+    bool ok = true;
+    for (std::uint64_t off = 0; off < r.size_ && ok; off += granule) {
+      const std::uint64_t len = std::min(granule, r.size_ - off);
+      const std::optional<std::uint64_t> cached = CachedPages(fs.first.get(), off, len);
+      if (!cached) {
+        ok = false;
+        break;
+      }
+      const std::uint64_t p0 = off / r.page_;
+      const std::uint64_t pn = (len + r.page_ - 1) / r.page_;
+      // Counts only: mark the first `cached` pages of the granule (exact in total).
+      for (std::uint64_t k = 0; k < pn && k < *cached; ++k) r.pages_[p0 + k] = 1;
+    }
+    if (ok) {
+      r.method_ = "cachestat";
+      r.BuildPrefix();
+      return r;
+    }
+    std::fill(r.pages_.begin(), r.pages_.end(), 0);
+  }
+  void* map = ::mmap(nullptr, r.size_, PROT_READ, MAP_SHARED, fs.first.get(), 0);
+  if (map == MAP_FAILED) {
+    return Status::IoError(path + ": mmap for mincore: " + Errno(errno));
+  }
+  // At least 64 MiB per thread, at most kMaxMeasureThreads (a huge `threads` costs nothing).
+  const int nt = static_cast<int>(
+      std::clamp<std::uint64_t>(std::min<std::uint64_t>(npages / 16384 + 1, kMaxMeasureThreads), 1,
+                                static_cast<std::uint64_t>(std::max(threads, 1))));
+  std::vector<int> errs(nt, 0);
+  auto work = [&](int t) {
+    std::uint64_t p0 = npages * t / nt, p1 = npages * (t + 1) / nt;
+    if (p1 > p0 && ::mincore(static_cast<std::byte*>(map) + p0 * r.page_, (p1 - p0) * r.page_,
+                             r.pages_.data() + p0) != 0) {
+      errs[t] = errno;
+    }
+  };
+  if (nt == 1) {
+    work(0);
+  } else {
+    std::vector<std::thread> pool;
+    int t = 0;
+    try {
+      for (; t < nt; ++t) pool.emplace_back(work, t);
+    } catch (const std::system_error&) {
+      // No more threads to be had: this thread measures the parts not yet started.
+    }
+    for (int rest = t; rest < nt; ++rest) work(rest);
+    for (auto& th : pool) th.join();
+  }
+  ::munmap(map, r.size_);
+  for (int e : errs) {
+    if (e != 0) return Status::IoError(path + ": mincore: " + Errno(e));
+  }
+  r.method_ = visible ? "mincore" : "mincore-limited";
+  r.BuildPrefix();
+  return r;
+}
+
+std::uint64_t Residency::ResidentBytes(std::uint64_t offset, std::uint64_t n) const {
+  if (offset >= size_ || n == 0) return 0;
+  n = std::min(n, size_ - offset);
+  const std::uint64_t end = offset + n;
+  const std::uint64_t p0 = offset / page_, p1 = (end - 1) / page_;
+  if (p0 == p1) return (pages_[p0] & 1) ? n : 0;
+  std::uint64_t total = 0;
+  if (pages_[p0] & 1) total += (p0 + 1) * page_ - offset;
+  if (pages_[p1] & 1) total += end - p1 * page_;
+  total += (prefix_[p1] - prefix_[p0 + 1]) * page_;
+  return total;
+}
+
+std::uint64_t Residency::ResidentBytes(std::uint64_t offset, std::uint64_t pitch,
+                                       std::uint64_t width, std::uint64_t rows) const {
+  if (rows <= 1 || pitch == width) return ResidentBytes(offset, width * rows);
+  std::uint64_t total = 0;
+  for (std::uint64_t i = 0; i < rows; ++i) total += ResidentBytes(offset + i * pitch, width);
+  return total;
+}
+
+std::uint64_t Residency::TotalResident() const { return ResidentBytes(0, size_); }
+
+}  // namespace hoist::transport
