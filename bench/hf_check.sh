@@ -63,8 +63,6 @@ for dir in "$work"/hf/*/; do
   moe=0; grep -qE '"(num_experts|n_routed_experts|num_local_experts)": [1-9]' \
     "$model/config.json" && moe=1
   layouts="fused hf"
-  # vLLM transposes these BF16 3-D experts at load: fused refuses them
-  [[ $name == gpt_oss || $name == llama4_text || $name == llama4_vlm ]] && layouts=hf
   for layout in $layouts; do
     for tp in 1 2 4; do
       [[ $name == gpt_oss_mxfp4 && $tp == 4 ]] && continue  # 2 blocks of 32: at most tp 2

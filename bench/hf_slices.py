@@ -183,14 +183,25 @@ def expected(model_dir, tp, ep, rank, fused):
         if fused and cfg.get("model_type") == "llama4_text" and name.endswith(
                 ("self_attn.q_proj.weight", "self_attn.k_proj.weight")):
             x = rotary_permute(x, r.heads if ".q_proj." in name else r.kvh)
+        # 3-D BF16 experts: vLLM's loaders narrow them, then .transpose(-1, -2) into w13 / w2.
+        layer = name.rsplit(".", 1)[0]
+        proj = {"gate_up_proj": ".w13_weight", "down_proj": ".w2_weight"}
         g4 = LLAMA4.match(name)
         if g4:
-            out[name] = r.llama4(g4.group(1), x)
+            y = r.llama4(g4.group(1), x)
+            if fused:
+                out[layer + proj[g4.group(1)]] = y.transpose(-1, -2).contiguous()
+            else:
+                out[name] = y
             continue
         g = GPT_OSS.match(name)
         if g:
             vllm = GPT_OSS_VLLM.get(g.group(2))
-            out[g.group(1) + "." + vllm if fused and vllm else name] = r.gpt_oss(g.group(2), x)
+            y = r.gpt_oss(g.group(2), x)
+            if fused and g.group(2) in proj:
+                out[layer + proj[g.group(2)]] = y.transpose(-1, -2).contiguous()
+            else:
+                out[g.group(1) + "." + vllm if fused and vllm else name] = y
             continue
         m = EXPERT.match(name)
         if m:

@@ -61,7 +61,7 @@ ARCHS = {
                                         interleave_moe_layer_step=2, num_hidden_layers=4,
                                         no_rope_layers=None, attention_chunk_size=64)),
     # Llama 4 with no MoE layer (interleave step past the last layer): the fused layout's q/k
-    # rotary permutation, which the 3-D experts (hf layout only) keep llama4_text from showing.
+    # rotary permutation on a model of dense layers only.
     "llama4_dense": ("llama4_text", dict(num_local_experts=8, num_experts_per_tok=1,
                                          intermediate_size=64, intermediate_size_mlp=256,
                                          interleave_moe_layer_step=8, num_hidden_layers=4,

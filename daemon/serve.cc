@@ -455,6 +455,13 @@ proto::DaemonResponse Daemon::Restore(const proto::RestoreRequest& req) {
   RestoreTiming t;
   Result<transport::DeviceBuffer> arena = cache_->Restore(&t);
   if (!arena.ok()) return Error(arena.status());
+  if (cache_->packed()) {  // decoded as the copies land bytes: the fused layout's transposes too
+    if (Status s = TransposeArenaTensors(*loaded_.device, *arena, rank_plan_); !s.ok()) {
+      transport::DeviceBuffer unusable = *arena;
+      (void)loaded_.device->Free(unusable);  // still released: nothing half-done is served
+      return Error(s);
+    }
+  }
   loaded_.arena = *arena;
   resident_ = true;
   ++generation_;

@@ -742,12 +742,6 @@ Result<Classified> ClassifySources(const Checkpoint& ckpt, Family family,
       }
       HOIST_ASSIGN_OR_RETURN(TensorRule rule, std::move(classified));
       if (rule.role == Role::kSkip) continue;
-      if (rule.hf_only && options.layout == proto::LAYOUT_FUSED) {
-        return Status::Unsupported(
-            "tensor '" + e.name + "' in " + file.rel_path +
-            ": vLLM transposes these experts at load, which the fused layout cannot express: use "
-            "--layout hf (the checkpoint's names and shapes, sliced as vLLM slices them)");
-      }
       HOIST_RETURN_IF_ERROR(CheckEntryBytes(e, file));
       if (rule.param == Param::kWeight && rule.scalable && IsFp8(e.dtype)) ++fp8_weights;
       fp8_scaled += rule.param == Param::kQuantScale && IsFp8Weight(ckpt, e.name, "_scale");
@@ -1014,6 +1008,22 @@ Result<std::uint64_t> EmitGroup(const RankInputs& in, const Group& g,
   return bytes;
 }
 
+// A tensor vLLM transposes at load (gpt_oss's and Llama 4's 3-D BF16 experts): its copies land
+// the checkpoint's orientation, [..., rows, cols], which the rank then swaps in place; the
+// output's shape is the swapped one, [..., cols, rows].
+void MarkTransposed(proto::TensorOut* to) {
+  const int n = to->shape_size();
+  if (n < 2) return;
+  std::uint64_t batch = 1;
+  for (int i = 0; i + 2 < n; ++i) batch *= to->shape(i);
+  proto::Transpose* t = to->mutable_transpose();
+  t->set_batch(batch);
+  t->set_rows(to->shape(n - 2));
+  t->set_cols(to->shape(n - 1));
+  to->set_shape(n - 2, t->cols());
+  to->set_shape(n - 1, t->rows());
+}
+
 // 4. Rank `rank`: its place, then every group sliced, placed in one aligned arena and emitted.
 Status AddRank(const RankInputs& in, int rank, proto::LoadPlan* plan) {
   const Topo& topo = in.topo;
@@ -1036,8 +1046,12 @@ Status AddRank(const RankInputs& in, int rank, proto::LoadPlan* plan) {
     HOIST_RETURN_IF_ERROR(PiecesFor(in, g, rank, &pieces, &local_experts));
     if (pieces.empty()) continue;
     const std::uint64_t offset = AlignUp(cursor, in.options.alignment);
-    HOIST_ASSIGN_OR_RETURN(std::uint64_t bytes, EmitGroup(in, g, pieces, local_experts, offset,
-                                                          rp->add_tensors(), &build));
+    proto::TensorOut* to = rp->add_tensors();
+    HOIST_ASSIGN_OR_RETURN(std::uint64_t bytes,
+                           EmitGroup(in, g, pieces, local_experts, offset, to, &build));
+    if (in.options.layout == proto::LAYOUT_FUSED && in.sources[pieces[0].first].rule.transposed) {
+      MarkTransposed(to);
+    }
     cursor = offset + bytes;
     payload += bytes;
   }

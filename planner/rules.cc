@@ -186,9 +186,9 @@ struct Row {
   std::uint8_t split_mul = 1;
   std::uint8_t split_div = 1;
   bool rank0_only = false;
-  bool hf_only = false;
-  bool halves = false;  // TensorRule::halves
-  bool rotary = false;  // TensorRule::rotary_head_dim (head_dim) in the fused layout
+  bool transposed = false;  // TensorRule::transposed
+  bool halves = false;      // TensorRule::halves
+  bool rotary = false;      // TensorRule::rotary_head_dim (head_dim) in the fused layout
 };
 
 // A kExpertDim row whose split dim holds [gate; up] halves.
@@ -206,7 +206,7 @@ constexpr Row Rotary(Row r) {
 // A kExpertDim row of gpt_oss: `param` of model.layers.{L}.mlp.experts, `fused` its vLLM name.
 constexpr Row ExpertDim(const char* param, Dim d0, Dim d1, Dim d2, Dim d3, When when,
                         std::uint8_t dim, std::uint8_t mul, std::uint8_t div, const char* fused,
-                        bool rank0_only = false, bool hf_only = false,
+                        bool rank0_only = false, bool transposed = false,
                         unsigned families = Bit(Family::kGptOss),
                         const char* pattern = "model.layers.{L}.mlp.experts") {
   Row r{families, pattern, param, Role::kExpertDim, d0, d1, when};
@@ -220,7 +220,7 @@ constexpr Row ExpertDim(const char* param, Dim d0, Dim d1, Dim d2, Dim d3, When 
   r.split_mul = mul;
   r.split_div = div;
   r.rank0_only = rank0_only;
-  r.hf_only = hf_only;
+  r.transposed = transposed;
   return r;
 }
 
@@ -370,7 +370,7 @@ constexpr Row kRows[] = {
 
     // Llama 4: feed_forward.*, dense layers of intermediate_size_mlp, MoE layers with a router, one
     // shared expert and every routed expert in one tensor per projection (gate and up halves of
-    // gate_up_proj [E, H, 2I]; vLLM transposes them at load: hf layout only).
+    // gate_up_proj [E, H, 2I]; vLLM transposes them at load, and so does the fused layout).
     {kLlama4, "model.layers.{L}.feed_forward.gate_proj", kWeightScale, R::kColumn, D::kImlp, D::kH,
      W::kDense, W::kNever, F::kConcat, "model.layers.{L}.feed_forward.gate_up_proj.{P}", 0, 2},
     {kLlama4, "model.layers.{L}.feed_forward.up_proj", kWeightScale, R::kColumn, D::kImlp, D::kH,
@@ -390,10 +390,11 @@ constexpr Row kRows[] = {
     // BF16 checkpoints keep every routed expert in one tensor a projection; quantized ones (FP8
     // exports) one tensor per expert, stacked as vLLM's w13 / w2.
     Halves(ExpertDim("gate_up_proj", D::kE, D::kH, D::kI2, D::kNone, W::kBf16Sparse, 2, 1, 1,
-                     nullptr, false, /*hf_only=*/true, kLlama4,
-                     "model.layers.{L}.feed_forward.experts")),
-    ExpertDim("down_proj", D::kE, D::kI, D::kH, D::kNone, W::kBf16Sparse, 1, 1, 1, nullptr, false,
-              /*hf_only=*/true, kLlama4, "model.layers.{L}.feed_forward.experts"),
+                     "model.layers.{L}.feed_forward.experts.w13_weight", false,
+                     /*transposed=*/true, kLlama4, "model.layers.{L}.feed_forward.experts")),
+    ExpertDim("down_proj", D::kE, D::kI, D::kH, D::kNone, W::kBf16Sparse, 1, 1, 1,
+              "model.layers.{L}.feed_forward.experts.w2_weight", false, /*transposed=*/true,
+              kLlama4, "model.layers.{L}.feed_forward.experts"),
     {kLlama4, "model.layers.{L}.feed_forward.experts.{E}.gate_proj", kWeightScale, R::kExpertGate,
      D::kI, D::kH, W::kQuantExpert, W::kNever, F::kExpertStack,
      "model.layers.{L}.feed_forward.experts.w13_{P}", 0, 2},
@@ -451,16 +452,16 @@ constexpr Row kRows[] = {
      "model.layers.{L}.block_sparse_moe.experts.w2_{P}", 0, 1},
     // gpt_oss: attention sinks per head, a router with a bias, and every routed expert of a
     // layer in one tensor: BF16 [E, H, 2I] (gate and up interleaved along the last dim) and
-    // [E, I, H], which vLLM transposes at load (hf layout only), or MXFP4 blocks and scales
-    // (U8, 32 values a block) that vLLM keeps as they are. TP splits the expert intermediate
+    // [E, I, H], which vLLM transposes at load (so does the fused layout), or MXFP4 blocks and
+    // scales (U8, 32 values a block) that vLLM keeps as they are. TP splits the expert intermediate
     // size; MXFP4 in 32-value blocks, the last rank shorter (vLLM's cdiv(I/32, tp) x 32).
     {kGptOss, "model.layers.{L}.self_attn", "sinks", R::kColumn, D::kHeads, D::kNone, W::kLayer},
     {kGptOss, "model.layers.{L}.mlp.router", "weight,bias", R::kRouter, D::kE, D::kH, W::kSparse,
      W::kSparse},
-    ExpertDim("gate_up_proj", D::kE, D::kH, D::kI2, D::kNone, W::kUnquantized, 2, 2, 1, nullptr,
-              false, /*hf_only=*/true),
-    ExpertDim("down_proj", D::kE, D::kI, D::kH, D::kNone, W::kUnquantized, 1, 1, 1, nullptr, false,
-              /*hf_only=*/true),
+    ExpertDim("gate_up_proj", D::kE, D::kH, D::kI2, D::kNone, W::kUnquantized, 2, 2, 1,
+              "model.layers.{L}.mlp.experts.w13_weight", false, /*transposed=*/true),
+    ExpertDim("down_proj", D::kE, D::kI, D::kH, D::kNone, W::kUnquantized, 1, 1, 1,
+              "model.layers.{L}.mlp.experts.w2_weight", false, /*transposed=*/true),
     ExpertDim("gate_up_proj_bias", D::kE, D::kI2, D::kNone, D::kNone, W::kSparse, 1, 2, 1,
               "model.layers.{L}.mlp.experts.w13_bias"),
     ExpertDim("down_proj_bias", D::kE, D::kH, D::kNone, D::kNone, W::kSparse, 0, 1, 1,
@@ -1216,7 +1217,7 @@ void ApplyRow(const ModelConfig& config, const Compiled& c, TensorRule* rule) {
   rule->split_mul = row.split_mul;
   rule->split_div = row.split_div;
   rule->rank0_only = row.rank0_only;
-  rule->hf_only = row.hf_only;
+  rule->transposed = row.transposed;
   rule->halves = row.halves;
   if (row.rotary && c.param == Param::kWeight) {
     rule->rotary_head_dim = static_cast<std::uint64_t>(config.head_dim);
@@ -1606,6 +1607,8 @@ std::string ShapeText(const Row& row) {
 std::string FusedText(const Row& row) {
   if (row.fusion == Fusion::kNone) return "as stored";
   std::string s = "`" + std::string(row.fused) + "` ";
+  if (row.transposed)
+    return s + "(the rank's slice, its last two dims swapped as vLLM's load does)";
   s += row.fusion == Fusion::kExpertStack ? "stacked over local experts, " : "";
   s += "part " + std::to_string(row.slot) + " of " + std::to_string(row.slots);
   if (row.fuse_needs_q_lora) s += " (with q_lora_rank)";

@@ -212,13 +212,14 @@ struct TensorRule {
   bool per_tensor = false;              // kQuantScale: one value for the whole of X.weight
   // kExpertDim: the dim TP splits and its index range per unit of intermediate size
   // ([s * split_mul / split_div, e * split_mul / split_div)); rank0_only: under TP only tp rank
-  // 0 holds the values, the others zeros (a row-parallel bias summed once); hf_only: vLLM
-  // transposes it at load, which the fused layout cannot express.
+  // 0 holds the values, the others zeros (a row-parallel bias summed once); transposed: vLLM
+  // transposes it at load, and the fused layout holds it so (its last two dims swapped, by the
+  // rank after the copies: TensorOut.transpose).
   int split_dim = 0;
   std::uint32_t split_mul = 1;
   std::uint32_t split_div = 1;
   bool rank0_only = false;
-  bool hf_only = false;
+  bool transposed = false;
   // kExpertDim: dim split_dim holds [gate; up] halves (llama4's gate_up_proj [E, H, 2I]): under TP
   // the rank's range of each half, side by side.
   bool halves = false;

@@ -13,6 +13,8 @@
 #include <set>
 #include <vector>
 
+#include "transport/devices/transpose.h"
+
 namespace hoist::rank {
 namespace {
 
@@ -168,6 +170,65 @@ Status CheckCopy(const Window& w, const proto::LoadPlan& plan, const proto::Rank
   return Status::Ok();
 }
 
+// A transposed tensor's element size: its bytes over its elements, refused (Corrupt) when they
+// do not divide or the tensor lies outside the arena.
+Result<std::uint32_t> TransposedElementBytes(const proto::TensorOut& t, std::uint64_t arena_bytes) {
+  const proto::Transpose& x = t.transpose();
+  const std::uint64_t elems = x.batch() * x.rows() * x.cols();
+  const std::uint64_t es = elems > 0 ? t.bytes() / elems : 0;
+  if (elems == 0 || es * elems != t.bytes() || es > 8 || t.arena_offset() > arena_bytes ||
+      t.bytes() > arena_bytes - t.arena_offset()) {
+    return Status::Corrupt("plan: tensor " + t.name() + ": its transpose (" +
+                           std::to_string(x.batch()) + " x " + std::to_string(x.rows()) + " x " +
+                           std::to_string(x.cols()) + ") does not fit its " +
+                           std::to_string(t.bytes()) + " bytes in the arena");
+  }
+  return static_cast<std::uint32_t>(es);
+}
+
+// A window that reaches into a transposed tensor holds all of it (undone on the host as a whole),
+// with every item that starts inside: wend and j grow until nothing more joins.
+void WidenForTransposed(const proto::RankPlan& rp, const std::vector<Item>& items,
+                        std::uint64_t wstart, std::uint64_t* wend, std::size_t* j) {
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (const proto::TensorOut& t : rp.tensors()) {
+      const std::uint64_t end = t.arena_offset() + t.bytes();
+      if (t.has_transpose() && t.arena_offset() < *wend && end > *wend && end > wstart) {
+        *wend = end;
+        grew = true;
+      }
+    }
+    while (*j < items.size() && items[*j].start < *wend) {
+      *wend = std::max(*wend, items[*j].end);
+      ++*j;
+      grew = true;
+    }
+  }
+}
+
+// The transposed tensors inside window [wstart, wend) put back as their copies landed them
+// (each matrix's cols x rows turned into rows x cols), so the copies can be checked.
+Status UntransposeWindow(const proto::RankPlan& rp, std::byte* window, std::uint64_t wstart,
+                         std::uint64_t wend) {
+  std::vector<std::byte> tmp;
+  for (const proto::TensorOut& t : rp.tensors()) {
+    if (!t.has_transpose() || t.arena_offset() < wstart || t.arena_offset() + t.bytes() > wend) {
+      continue;
+    }
+    HOIST_ASSIGN_OR_RETURN(const std::uint32_t es, TransposedElementBytes(t, wend));
+    const proto::Transpose& x = t.transpose();
+    const std::uint64_t matrix = x.rows() * x.cols() * es;
+    tmp.resize(matrix);
+    for (std::uint64_t b = 0; b < x.batch(); ++b) {
+      std::byte* m = window + (t.arena_offset() - wstart) + b * matrix;
+      transport::TransposeMatrix(m, tmp.data(), x.cols(), x.rows(), es);
+      std::memcpy(m, tmp.data(), matrix);
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::string DescribeArenaOffset(const proto::RankPlan& rp, std::uint64_t off) {
@@ -177,6 +238,25 @@ std::string DescribeArenaOffset(const proto::RankPlan& rp, std::uint64_t off) {
     }
   }
   return "arena offset " + std::to_string(off) + " (no tensor)";
+}
+
+Status TransposeArenaTensors(transport::Device& device, const transport::DeviceBuffer& arena,
+                             const proto::RankPlan& rp, std::uint64_t* bytes) {
+  for (const proto::TensorOut& t : rp.tensors()) {
+    if (!t.has_transpose()) continue;
+    HOIST_ASSIGN_OR_RETURN(const std::uint32_t es, TransposedElementBytes(t, arena.bytes));
+    transport::Transpose op;
+    op.base = static_cast<std::byte*>(arena.ptr) + t.arena_offset();
+    op.batch = t.transpose().batch();
+    op.rows = t.transpose().rows();
+    op.cols = t.transpose().cols();
+    op.elem_bytes = es;
+    if (Status s = device.TransposeInPlace(op); !s.ok()) {
+      return Status(s.code(), "tensor " + t.name() + ": " + s.message());
+    }
+    if (bytes != nullptr) *bytes += t.bytes();
+  }
+  return Status::Ok();
 }
 
 Status VerifyArena(transport::Device& device, const transport::DeviceBuffer& arena,
@@ -196,8 +276,10 @@ Status VerifyArena(transport::Device& device, const transport::DeviceBuffer& are
       wend = std::max(wend, items[j].end);
       ++j;
     }
+    WidenForTransposed(rp, items, wstart, &wend, &j);
     window.resize(wend - wstart);
     HOIST_RETURN_IF_ERROR(device.CopyToHost(window.data(), base + wstart, wend - wstart));
+    HOIST_RETURN_IF_ERROR(UntransposeWindow(rp, window.data(), wstart, wend));
     const Window w{window.data(), wstart};
     for (std::size_t k = i; k < j; ++k) {
       HOIST_RETURN_IF_ERROR(items[k].fill >= 0

@@ -512,6 +512,10 @@ Status Execute(const proto::LoadPlan& plan, const proto::RankPlan& rp, const Loa
   AddPipelineReport(pr, staged_ahead, o, &rep);
   AddExchangeReport(plan, rp, exchange, xr, o.origin, &rep);
 
+  a = Clock::now();
+  std::uint64_t transposed = 0;
+  HOIST_RETURN_IF_ERROR(TransposeArenaTensors(dev, out->arena, rp, &transposed));
+  if (transposed > 0) rec.Record(Phase::kTranspose, a, Clock::now(), transposed);
   if (o.verify) {
     SetStage(o, LoadStage::kVerify);
     a = Clock::now();

@@ -483,6 +483,29 @@ TEST(Serve, HostCacheReleaseAndRestoreThroughCtl) {
   EXPECT_NE(out.find("no host cache"), std::string::npos) << out;
 }
 
+// gpt_oss's BF16 experts, which the fused layout holds transposed, from a packed copy: the host
+// cache keeps the compressed bytes as stored, so a restore decodes them and transposes them again
+// before anyone may attach; --verify proves it.
+TEST(Serve, PackedRestoreTransposesTheFusedExpertsAgain) {
+  const std::string dir = Fixtures::Get().Dir("gpt-oss-tiny");
+  ASSERT_FALSE(dir.empty());
+  const std::string packed = dir + "-packed";
+  const std::string pack = testing::HoistBin() + " pack --model " + dir + " --out " + packed +
+                           " > " + packed + ".log 2>&1";
+  ASSERT_EQ(std::system(pack.c_str()), 0) << ReadFile(packed + ".log");
+  Daemon d(packed, 2, 1, {"--host-cache"});
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  std::string out = Ctl("release", d.socket());
+  EXPECT_NE(out.find("released"), std::string::npos) << out;
+  out = Ctl("restore --verify", d.socket());
+  EXPECT_NE(out.find("verified: PASS"), std::string::npos) << out;
+  EXPECT_NE(out.find("[exit 0]"), std::string::npos) << out;
+  Result<Model> a = Attach(d.socket());
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ExpectMatchesReference(*a, Reference(dir, 2, 0, 1));
+  a->Release().ok();
+}
+
 TEST(Serve, SigtermStopsAcceptingFreesAndRemovesTheSocket) {
   const std::string dir = Fixtures::Get().Dir("qwen3-tiny");
   Daemon d(dir, 1, 0, {});

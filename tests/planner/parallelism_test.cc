@@ -355,9 +355,6 @@ TEST_F(ParallelismTest, UnsupportedQuantizationIsNamed) {
 namespace hoist::planner {
 namespace {
 
-// gpt_oss keeps every expert of a layer in one tensor. BF16 experts are transposed by vLLM at
-// load, which the fused layout cannot express; MXFP4 tp must leave each rank a 32-value block;
-// round-robin placement cannot take a range of such a tensor.
 // The plan names an integer / FP4 format with its bits, groups, act order and zero points.
 TEST_F(ParallelismTest, PlanNamesTheQuantizedFormat) {
   const std::string root = hoist::testing::SourceDir() + "/tests/data/quant/";
@@ -379,12 +376,10 @@ TEST_F(ParallelismTest, PlanNamesTheQuantizedFormat) {
   }
 }
 
-// Llama 4's 3-D experts: vLLM transposes them at load (fused refuses them by name); under EP a
-// rank takes its experts as one range (round-robin placement refused).
+// Llama 4's 3-D experts: under EP a rank takes its experts as one range (round-robin placement
+// refused).
 TEST_F(ParallelismTest, Llama4ExpertsNameWhatTheyCannotDo) {
   const std::string dir = MakeHf(scratch_.Sub("llama4"), "llama4_text");
-  ExpectError(Plan(dir, 2), Code::kUnsupported,
-              {"feed_forward.experts.", "vLLM transposes these experts at load", "--layout hf"});
   PlanOptions o;
   o.ep = 2;
   o.layout = proto::LAYOUT_HF;
@@ -394,10 +389,53 @@ TEST_F(ParallelismTest, Llama4ExpertsNameWhatTheyCannotDo) {
   ExpectError(BuildLoadPlan(*ckpt, o), Code::kUnsupported, {"use --placement linear"});
 }
 
+// gpt_oss and Llama 4 keep every expert of a layer in one tensor a projection, which vLLM
+// transposes at load: the fused layout's w13_weight / w2_weight are the rank's slices with their
+// last two dims swapped, which the plan asks the rank to do after the copies (TensorOut.transpose);
+// the hf layout keeps them as stored.
+TEST_F(ParallelismTest, BF16ThreeDExpertsAreTransposedInTheFusedLayoutOnly) {
+  struct Want {
+    const char* family;
+    const char* name;
+    std::vector<std::uint64_t> shape;  // E=8, H=128, I=64 at tp 2: I_t = 32
+  };
+  const Want kWants[] = {
+      {"gpt_oss", "model.layers.0.mlp.experts.w13_weight", {8, 64, 128}},
+      {"gpt_oss", "model.layers.0.mlp.experts.w2_weight", {8, 128, 32}},
+      {"llama4_text", "model.layers.1.feed_forward.experts.w13_weight", {8, 64, 128}},
+      {"llama4_text", "model.layers.1.feed_forward.experts.w2_weight", {8, 128, 32}}};
+  for (const Want& w : kWants) {
+    const std::string dir = MakeHf(scratch_.Sub(w.family), w.family);
+    auto plan = Plan(dir, 2);
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    const proto::TensorOut* found = nullptr;
+    for (const auto& t : plan->ranks(1).tensors()) {
+      if (t.name() == w.name) found = &t;
+      if (t.has_transpose()) {
+        EXPECT_TRUE(t.name().ends_with("_weight")) << t.name();
+      }
+    }
+    ASSERT_NE(found, nullptr) << w.name;
+    EXPECT_EQ(std::vector<std::uint64_t>(found->shape().begin(), found->shape().end()), w.shape)
+        << w.name;
+    ASSERT_TRUE(found->has_transpose()) << w.name;
+    EXPECT_EQ(found->transpose().batch(), w.shape[0]) << w.name;
+    EXPECT_EQ(found->transpose().rows(), w.shape[2]) << w.name;  // as landed: [E, cols, rows]
+    EXPECT_EQ(found->transpose().cols(), w.shape[1]) << w.name;
+    PlanOptions o;
+    o.tp = 2;
+    o.layout = proto::LAYOUT_HF;
+    auto ckpt = OpenCheckpoint(dir);
+    ASSERT_TRUE(ckpt.ok());
+    auto hf = BuildLoadPlan(*ckpt, o);
+    ASSERT_TRUE(hf.ok()) << hf.status().ToString();
+    for (const auto& t : hf->ranks(1).tensors()) EXPECT_FALSE(t.has_transpose()) << t.name();
+  }
+}
+
+// MXFP4 tp must leave each rank a 32-value block; round-robin placement cannot take a range of
+// such a tensor.
 TEST_F(ParallelismTest, GptOssExpertsNameWhatTheyCannotDo) {
-  const std::string bf16 = MakeHf(scratch_.Sub("gpt_oss"), "gpt_oss");
-  ExpectError(Plan(bf16, 2), Code::kUnsupported,
-              {"mlp.experts.", "vLLM transposes these experts at load", "--layout hf"});
   const std::string data = hoist::testing::SourceDir() + "/tests/data/quant/gpt_oss_mxfp4";
   tools::MkckptOptions o;
   o.config_path = data + "/config.json";

@@ -176,6 +176,20 @@ Status ExecuteRank(const proto::LoadPlan& plan, int rank, std::vector<std::uint8
     if (f.dst_offset() + f.bytes() > arena->size()) return Status::Internal("fill outside arena");
     std::memset(arena->data() + f.dst_offset(), static_cast<int>(f.value()), f.bytes());
   }
+  // Tensors the plan says to transpose after the copies: element (r, c) of each matrix to (c, r).
+  for (const auto& t : rp.tensors()) {
+    if (!t.has_transpose()) continue;
+    const std::uint64_t R = t.transpose().rows(), C = t.transpose().cols();
+    const std::uint64_t n = t.transpose().batch() * R * C;
+    if (n == 0 || t.bytes() % n != 0) return Status::Internal(t.name() + ": bad transpose");
+    const std::uint64_t es = t.bytes() / n;
+    std::uint8_t* base = arena->data() + t.arena_offset();
+    const std::vector<std::uint8_t> landed(base, base + t.bytes());
+    for (std::uint64_t i = 0; i < n; ++i) {
+      const std::uint64_t m = i / (R * C), r = i / C % R, c = i % C;
+      std::memcpy(base + ((m * C + c) * R + r) * es, landed.data() + i * es, es);
+    }
+  }
   return Status::Ok();
 }
 
@@ -306,25 +320,20 @@ std::vector<Case> TransformersCases() {
       for (int ep : {2, 4}) cases.push_back({"hf:" + name, 1, ep, false, fused});
       cases.push_back({"hf:" + name, 2, 4, true, fused});
     }
-    // gpt_oss: every expert of a layer in one tensor. BF16 in the hf layout (vLLM transposes
-    // its experts, which the fused layout refuses), MXFP4 in both (tp 4 would leave a rank
-    // without a 32-value block of its 64-wide intermediate size: refused).
-    for (int tp : {1, 2, 4}) {
-      if (!fused) cases.push_back({"hf:gpt_oss", tp, 0, false, false});
-    }
+    // gpt_oss: every expert of a layer in one tensor. BF16 in both layouts (the fused one holds
+    // them transposed, as vLLM does at load), MXFP4 in both (tp 4 would leave a rank without a
+    // 32-value block of its 64-wide intermediate size: refused).
+    for (int tp : {1, 2, 4}) cases.push_back({"hf:gpt_oss", tp, 0, false, fused});
     for (int tp : {1, 2}) cases.push_back({"quant:gpt_oss_mxfp4", tp, 0, false, fused});
     for (int ep : {2, 4}) {
-      if (!fused) cases.push_back({"hf:gpt_oss", 1, ep, false, false});
+      cases.push_back({"hf:gpt_oss", 1, ep, false, fused});
       cases.push_back({"quant:gpt_oss_mxfp4", 1, ep, false, fused});
     }
-    // Llama 4: 3-D experts in the hf layout (halves of gate_up side by side); the fused layout's
-    // q/k rotary de-interleave on a Llama 4 without MoE layers (tp 8: one kv head a rank).
-    for (int tp : {1, 2, 4}) {
-      if (!fused) cases.push_back({"hf:llama4_text", tp, 0, false, false});
-    }
-    for (int ep : {2, 4}) {
-      if (!fused) cases.push_back({"hf:llama4_text", 1, ep, false, false});
-    }
+    // Llama 4: 3-D experts (halves of gate_up side by side; transposed in the fused layout); the
+    // fused layout's q/k rotary de-interleave on a Llama 4 without MoE layers (tp 8: one kv head
+    // a rank).
+    for (int tp : {1, 2, 4}) cases.push_back({"hf:llama4_text", tp, 0, false, fused});
+    for (int ep : {2, 4}) cases.push_back({"hf:llama4_text", 1, ep, false, fused});
     for (int tp : {1, 2, 4, 8}) cases.push_back({"derived:llama4_dense", tp, 0, false, fused});
     // Llama 4 as its FP8 exports store it: one tensor per expert, both layouts.
     for (int tp : {1, 2, 4}) cases.push_back({"quant:llama4_fp8_experts", tp, 0, false, fused});

@@ -12,6 +12,7 @@
 
 #include "planner/checkpoint.h"
 #include "planner/plan_builder.h"
+#include "rank/verify.h"
 #include "rank/worker.h"
 #include "tests/reference/reference.h"
 #include "tests/test_paths.h"
@@ -215,8 +216,6 @@ std::vector<Case> Cases() {
   int k = 0;
   for (const Case& b : base) {
     for (bool fused : {true, false}) {
-      // vLLM transposes their BF16 3-D experts: hf layout only.
-      if (fused && (b.preset == "hf:gpt_oss" || b.preset == "hf:llama4_text")) continue;
       Case c = b;
       c.fused = fused;
       c.mode = modes[k++ % 4];
@@ -227,6 +226,41 @@ std::vector<Case> Cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, LoadReferenceTest, ::testing::ValuesIn(Cases()), CaseName);
+
+// The fused layout's transposed experts (gpt_oss BF16): --verify compares them with the
+// checkpoint although the arena holds them transposed, and catches a byte changed after the load.
+TEST(TransposedExpertsTest, VerifyChecksThemAsTransposedAndCatchesAFlippedByte) {
+  Result<std::string> dir = Fixtures::Get().Dir("hf:gpt_oss");
+  ASSERT_TRUE(dir.ok()) << dir.status().ToString();
+  auto ckpt = planner::OpenCheckpoint(*dir);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status().ToString();
+  planner::PlanOptions po;
+  po.tp = 2;
+  auto plan = planner::BuildLoadPlan(*ckpt, po);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  LoadOptions o;
+  o.device = DeviceKind::kHost;
+  o.verify = true;
+  Result<LoadedRank> lr = LoadRank(*plan, 1, o);
+  ASSERT_TRUE(lr.ok()) << lr.status().ToString();
+  EXPECT_TRUE(lr->report.verified());
+  const proto::RankPlan& rp = plan->ranks(1);
+  const proto::TensorOut* w13 = nullptr;
+  for (const auto& t : rp.tensors()) {
+    if (t.name() == "model.layers.1.mlp.experts.w13_weight") w13 = &t;
+  }
+  ASSERT_NE(w13, nullptr);
+  ASSERT_TRUE(w13->has_transpose());
+  auto* arena = static_cast<std::uint8_t*>(lr->arena.ptr);  // host device: plain memory
+  arena[w13->arena_offset() + 1001] ^= 0x10;
+  Status s = VerifyArena(*lr->device, lr->arena, *plan, rp);
+  ASSERT_EQ(s.code(), Code::kCorrupt) << s.ToString();
+  EXPECT_NE(s.message().find("tensor model.layers.1.mlp.experts.w13_weight byte "),
+            std::string::npos)
+      << s.ToString();
+  arena[w13->arena_offset() + 1001] ^= 0x10;
+  EXPECT_TRUE(VerifyArena(*lr->device, lr->arena, *plan, rp).ok());
+}
 
 }  // namespace
 }  // namespace hoist::rank

@@ -501,14 +501,25 @@ class Builder {
     std::map<std::string, RefTensor> out;
     for (const auto& [name, entry] : ck_.entries()) {
       if (name == "lm_head.weight" && tied_) continue;  // vLLM skips it
-      if (Llama4Experts(name)) {
-        if (o_.fused) Fail(name + ": vLLM transposes Llama 4's 3-D experts (hf layout only)");
-        out[name] = ShardLlama4Experts(name);
+      if (Llama4Experts(name)) {  // vLLM: w13 [E, 2I, H] (gate rows, then up), w2 [E, H, I]
+        if (!o_.fused) {
+          out[name] = ShardLlama4Experts(name);
+        } else {
+          const std::string layer = name.substr(0, name.rfind('.'));
+          out[layer + (name.ends_with("down_proj") ? ".w2_weight" : ".w13_weight")] =
+              SwapLastTwo(ShardLlama4Experts(name));
+        }
         continue;
       }
       std::string fused_name;
       if (GptOssExperts(name, &fused_name)) {
-        out[o_.fused && !fused_name.empty() ? fused_name : name] = ShardGptOssExperts(name);
+        if (o_.fused && fused_name.empty()) {  // BF16: vLLM's narrow(...).permute(0, 2, 1)
+          const std::string layer = name.substr(0, name.rfind('.'));
+          out[layer + (name.ends_with("down_proj") ? ".w2_weight" : ".w13_weight")] =
+              SwapLastTwo(ShardGptOssExperts(name));
+        } else {
+          out[o_.fused && !fused_name.empty() ? fused_name : name] = ShardGptOssExperts(name);
+        }
         continue;
       }
       Expert ex;
@@ -529,7 +540,7 @@ class Builder {
 
  private:
   // gpt_oss: every expert of a layer in one tensor. True for such a name, with the name vLLM
-  // gives it (empty: BF16 weights, which vLLM transposes; hoist's fused layout refuses them).
+  // gives it as stored (empty: BF16 weights, which vLLM transposes into w13_weight / w2_weight).
   static bool GptOssExperts(const std::string& name, std::string* fused) {
     static const std::regex kRe(
         R"(^(model\.layers\.\d+\.mlp\.experts)\.(gate_up_proj|down_proj|gate_up_proj_bias|down_proj_bias|gate_up_proj_blocks|gate_up_proj_scales|down_proj_blocks|down_proj_scales)$)");
@@ -589,6 +600,26 @@ class Builder {
           const auto at = static_cast<std::ptrdiff_t>(i * row);
           out.data.insert(out.data.end(), t.data.begin() + at,
                           t.data.begin() + at + static_cast<std::ptrdiff_t>(row));
+        }
+      }
+    }
+    return out;
+  }
+
+  // [..., R, C] -> [..., C, R]: element (r, c) of each matrix moves to (c, r).
+  static RefTensor SwapLastTwo(const RefTensor& t) {
+    const std::size_t n = t.shape.size();
+    if (n < 2) Fail("SwapLastTwo of a tensor of rank " + std::to_string(n));
+    const std::uint64_t R = t.shape[n - 2], C = t.shape[n - 1], es = ElemSize(t.dtype);
+    RefTensor out{t.dtype, t.shape, std::vector<std::uint8_t>(t.data.size())};
+    std::swap(out.shape[n - 2], out.shape[n - 1]);
+    const std::uint64_t matrices = R * C == 0 ? 0 : t.data.size() / (R * C * es);
+    for (std::uint64_t m = 0; m < matrices; ++m) {
+      for (std::uint64_t r = 0; r < R; ++r) {
+        for (std::uint64_t c = 0; c < C; ++c) {
+          const std::uint64_t from = ((m * R + r) * C + c) * es, to = ((m * C + c) * R + r) * es;
+          std::copy_n(t.data.begin() + static_cast<std::ptrdiff_t>(from), es,
+                      out.data.begin() + static_cast<std::ptrdiff_t>(to));
         }
       }
     }

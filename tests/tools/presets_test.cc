@@ -261,10 +261,6 @@ std::string Describe(const planner::PlanOptions& o) {
 Code RefusedOnPurpose(const std::string& preset, const planner::PlanOptions& o) {
   // deepseek-v3-tiny: tp 4 splits o_proj's 256 FP8 input columns inside a 128 block.
   if (preset == "deepseek-v3-tiny" && o.tp == 4 && o.ep == 0) return Code::kInvalidArgument;
-  // gpt_oss's BF16 experts are transposed by vLLM at load: the hf layout only.
-  if ((preset == "gpt-oss-tiny" || preset == "gpt-oss-mid") && o.layout == proto::LAYOUT_FUSED) {
-    return Code::kUnsupported;
-  }
   return Code::kOk;
 }
 

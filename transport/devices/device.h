@@ -57,6 +57,16 @@ struct Copy2D {
   std::uint64_t rows = 1;
 };
 
+// `batch` row-major matrices of rows x cols elements of elem_bytes each, back to back from
+// `base` (device memory), to be transposed in place into cols x rows matrices.
+struct Transpose {
+  void* base = nullptr;
+  std::uint64_t batch = 0;
+  std::uint64_t rows = 0;
+  std::uint64_t cols = 0;
+  std::uint32_t elem_bytes = 0;
+};
+
 struct DeviceCaps {
   bool gpu = false;                // a real accelerator behind a DMA engine
   bool async_copy = true;          // copies return before the bytes move
@@ -128,6 +138,10 @@ class Device {
   // Seconds between two completed timing events.
   virtual Result<double> Elapsed(EventId from, EventId to) = 0;
   virtual Status Synchronize(StreamId stream) = 0;
+
+  // Transposes op's matrices in place (through device scratch of one matrix), synchronously;
+  // every copy into them must have completed. The default returns Unsupported.
+  virtual Status TransposeInPlace(const Transpose& op);
 
   // Synchronous copies: host (any memory, e.g. pageable mmap) -> device, and device -> host.
   virtual Status CopySync(const Copy2D& op) = 0;

@@ -24,6 +24,12 @@ Status Device::StreamWait(StreamId, EventId) {
   return Status::Unsupported(Name() + ": a stream waiting for an event");
 }
 
+Status Device::TransposeInPlace(const Transpose&) {
+  return Status::Unsupported(Name() +
+                             ": transposing tensors in place (the fused layout's "
+                             "transposed experts; --layout hf loads them as stored)");
+}
+
 Result<DecoderId> Device::CreateDecoder(const DecodeSet&) {
   return Status::Unsupported(Name() + ": decoding packed (codec) blocks");
 }

@@ -33,6 +33,7 @@
 #include "transport/devices/device.h"
 #include "transport/devices/host_memory.h"
 #include "transport/devices/staging_pool.h"
+#include "transport/devices/transpose.h"
 #include "transport/reading/mapped_read.h"
 
 namespace hoist::transport {
@@ -533,6 +534,22 @@ class HostDevice final : public Device {
       HOIST_RETURN_IF_ERROR(CheckDst(op.dst, Extent(op.dst_pitch, op.width, op.rows)));
     }
     return Execute2D(op);
+  }
+
+  Status TransposeInPlace(const Transpose& op) override {
+    HOIST_ASSIGN_OR_RETURN(const std::uint64_t matrix, CheckTranspose(op));
+    if (matrix == 0 || op.batch == 0) return Status::Ok();
+    {
+      std::lock_guard lock(mu_);
+      HOIST_RETURN_IF_ERROR(CheckDst(op.base, matrix * op.batch));
+    }
+    std::vector<std::byte> scratch(matrix);
+    auto* base = static_cast<std::byte*>(op.base);
+    for (std::uint64_t b = 0; b < op.batch; ++b) {
+      std::memcpy(scratch.data(), base + b * matrix, matrix);
+      TransposeMatrix(scratch.data(), base + b * matrix, op.rows, op.cols, op.elem_bytes);
+    }
+    return Status::Ok();
   }
 
   Status CopyToHost(void* dst, const void* device_src, std::uint64_t bytes) override {

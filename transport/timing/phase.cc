@@ -34,6 +34,7 @@ constexpr std::array<PhaseInfo, kPhaseCount> kPhases = {{
     {Phase::kPeerInit, "peer_init", false, kWorkColor},
     {Phase::kPeer, "peer", true, kPeerColor},
     {Phase::kDrain, "drain", false, kWorkColor},
+    {Phase::kTranspose, "transpose", true, kWorkColor},
     {Phase::kVerify, "verify", true, kCheckColor},
     {Phase::kDump, "dump", true, kCheckColor},
     {Phase::kStagingFree, "staging_free", false, kMemoryColor},

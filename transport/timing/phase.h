@@ -36,6 +36,7 @@ enum class Phase : std::uint8_t {
   kPeerInit,      // the dedup peer's set-up (rank job)
   kPeer,          // the dedup exchange: first group issued to last completed (exchange)
   kDrain,         // waiting for the last copies (pipeline)
+  kTranspose,     // swapping the dims of tensors the fused layout holds transposed (rank)
   kVerify,        // checking the arena against the checkpoint (rank)
   kDump,          // writing the arena to disk (rank)
   kStagingFree,   // freeing the staging ring (pipeline)

@@ -28,8 +28,12 @@
 #include "transport/devices/device.h"
 #include "transport/devices/host_memory.h"
 #include "transport/devices/staging_pool.h"
+#include "transport/devices/transpose.h"
 #if HOIST_HAVE_CUDA_DECODE
 #include "codec/cuda/codec_decode.h"
+#endif
+#if HOIST_HAVE_CUDA_TRANSPOSE
+#include "transport/devices/cuda/transpose_kernel.h"
 #endif
 
 namespace hoist::transport {
@@ -592,6 +596,40 @@ class CudaDevice final : public Device {
                               cudaMemcpyHostToDevice),
                  "cudaMemcpy2D" + Describe(op));
   }
+
+#if HOIST_HAVE_CUDA_TRANSPOSE
+  // Each matrix copied to scratch on the device, then transposed back into place by the kernel,
+  // on a stream of its own; synchronous.
+  Status TransposeInPlace(const Transpose& op) override {
+    HOIST_ASSIGN_OR_RETURN(const std::uint64_t matrix, CheckTranspose(op));
+    if (matrix == 0 || op.batch == 0) return Status::Ok();
+    HOIST_RETURN_IF_ERROR(Current());
+    void* scratch = nullptr;
+    HOIST_RETURN_IF_ERROR(Check(cudaMalloc(&scratch, matrix),
+                                "cudaMalloc(" + std::to_string(matrix) + " bytes of scratch)"));
+    cudaStream_t s = nullptr;
+    Status st = Check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+    auto* base = static_cast<std::byte*>(op.base);
+    for (std::uint64_t b = 0; st.ok() && b < op.batch; ++b) {
+      std::byte* m = base + b * matrix;
+      st = Check(cudaMemcpyAsync(scratch, m, matrix, cudaMemcpyDeviceToDevice, s),
+                 "cudaMemcpyAsync(device->device, " + std::to_string(matrix) + " bytes)");
+      if (st.ok()) {
+        st = Check(LaunchTranspose(scratch, m, 1, op.rows, op.cols, op.elem_bytes, s),
+                   "the transpose kernel (" + std::to_string(op.rows) + " x " +
+                       std::to_string(op.cols) + " elements of " + std::to_string(op.elem_bytes) +
+                       " bytes at " + P(m) + ")");
+      }
+    }
+    if (s != nullptr) {
+      const Status sync = Check(cudaStreamSynchronize(s), "cudaStreamSynchronize(transpose)");
+      if (st.ok()) st = sync;
+      (void)cudaStreamDestroy(s);
+    }
+    (void)cudaFree(scratch);
+    return st;
+  }
+#endif
 
   Status CopyToHost(void* dst, const void* device_src, std::uint64_t bytes) override {
     if (bytes == 0) return Status::Ok();
