@@ -26,7 +26,7 @@ using ojson = nlohmann::ordered_json;
 std::uint64_t DTypeBytes(const std::string& dtype) {
   if (dtype == "BF16" || dtype == "F16") return 2;
   if (dtype == "F32") return 4;
-  if (dtype == "F8_E4M3" || dtype == "U8" || dtype == "I8") return 1;
+  if (dtype == "F8_E4M3" || dtype == "F8_E8M0" || dtype == "U8" || dtype == "I8") return 1;
   if (dtype == "I16" || dtype == "U16") return 2;
   if (dtype == "I32" || dtype == "U32") return 4;
   if (dtype == "I64" || dtype == "U64" || dtype == "F64") return 8;
