@@ -76,11 +76,17 @@ void AddLinearAttentionRules(const ModelConfig& c, Family family, std::vector<Tp
 }
 
 // DeepSeek-V4: wo_a is column-parallel over o_groups whole groups (vLLM: o_groups // tp per
-// rank), and MXFP4 experts split under tp in blocks of 32 of moe_intermediate_size.
+// rank), tp divides the routed experts (an assertion of vLLM's), and MXFP4 experts split under
+// tp in blocks of 32 of moe_intermediate_size.
 void AddDeepseekV4Rules(const ModelConfig& c, Family family, bool experts_split,
                         std::vector<TpRule>* rules) {
   if (c.o_groups > 0) {
     rules->push_back({TpRule::kDivides, c.o_groups, 0, "o_groups = " + N(c.o_groups), ""});
+  }
+  if (InfoOf(family).experts_divide_tp && c.num_experts > 0) {
+    rules->push_back({TpRule::kDivides, c.num_experts, 0,
+                      std::string(InfoOf(family).experts_key) + " = " + N(c.num_experts),
+                      " (vLLM's DeepseekV4MoE asserts it, with or without --ep)"});
   }
   if (experts_split && Mxfp4Experts(c, family)) {
     rules->push_back({TpRule::kBlocks, c.moe_intermediate_size, 32,

@@ -58,7 +58,7 @@ constexpr FamilyInfo kFamilies[kFamilyCount] = {
      "intermediate_size_mlp"},
     {Family::kDeepseekV4, "deepseek_v4", "DeepseekV4ForCausalLM", "deepseek_v4", Attention::kMla,
      Sparsity::kEvery, SharedExperts::kDeepseek, "n_routed_experts", "moe_intermediate_size", false,
-     true},
+     true, nullptr, /*experts_divide_tp=*/true},
 };
 
 // Which families a row applies to (bit per Family).

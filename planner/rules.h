@@ -91,6 +91,8 @@ struct FamilyInfo {
   bool skips_extra_layers;      // MTP layers past num_hidden_layers and `mtp.*` are not loaded
   // The config key of a dense MLP's intermediate size (nullptr: intermediate_size).
   const char* dense_size_key = nullptr;
+  // tp must divide the routed experts even with EP off (vLLM's DeepseekV4MoE asserts it).
+  bool experts_divide_tp = false;
 };
 const FamilyInfo& InfoOf(Family family);
 

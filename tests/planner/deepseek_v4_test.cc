@@ -187,6 +187,24 @@ TEST(DeepseekV4Test, EpMustDivideTheRoutedExperts) {
   ExpectRefused(Plan(ckpt, 1, 3), {"ep 3", "n_routed_experts = 4"});
 }
 
+// vLLM's DeepseekV4MoE asserts n_routed_experts % tp == 0 even when tp splits the experts.
+TEST(DeepseekV4Test, TpMustDivideTheRoutedExperts) {
+  json config = ReadJson("deepseek_v4", "config.json");
+  json tensors = ReadJson("deepseek_v4", "tensors.json");
+  config["n_routed_experts"] = 2;
+  for (auto it = tensors.begin(); it != tensors.end();) {
+    const std::string& name = it.key();
+    const bool gone = name.find(".experts.2.") != std::string::npos ||
+                      name.find(".experts.3.") != std::string::npos;
+    it = gone ? tensors.erase(it) : std::next(it);
+  }
+  Reshape(&tensors, "ffn.gate.weight", {2, 256});
+  Reshape(&tensors, "ffn.gate.bias", {2});
+  const Checkpoint ckpt = InMemory(config, tensors);
+  ASSERT_TRUE(Plan(ckpt, 2).ok()) << Plan(ckpt, 2).status().ToString();
+  ExpectRefused(Plan(ckpt, 4), {"tp 4", "n_routed_experts = 2", ": 1, 2"});
+}
+
 // A compressor on a layer config.json leaves uncompressed, a hash table on a score-routed layer.
 TEST(DeepseekV4Test, LayerTensorsFollowCompressRatiosAndHashLayers) {
   json config = ReadJson("deepseek_v4", "config.json");

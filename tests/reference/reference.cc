@@ -1108,6 +1108,7 @@ class V4Builder {
     // vLLM: n_heads % tp == 0 (DeepseekV4Attention), o_groups // tp groups a rank.
     if (heads_ % tp_ != 0) Fail("num_attention_heads % tp != 0");
     if (groups_ % tp_ != 0) Fail("o_groups % tp != 0");
+    if (experts_ % tp_ != 0) Fail("n_routed_experts % tp != 0");  // DeepseekV4MoE asserts it
     if (o.ep > 0 && experts_ % static_cast<std::uint64_t>(o.ep) != 0) Fail("experts % ep != 0");
   }
 
