@@ -554,6 +554,10 @@ constexpr Row kRows[] = {
        "model.layers.{L}.attn.indexer.wq_b.{P}"),
     V4("layers.{L}.attn.indexer.weights_proj", kWeight, R::kReplicated, D::kIdxHeads, D::kH,
        W::kIndexed, "model.layers.{L}.attn.indexer.weights_proj.{P}"),
+    // vLLM builds a LayerNorm k_norm in its indexer that the published checkpoint does not hold:
+    // accepted, never implied.
+    V4("layers.{L}.attn.indexer.k_norm", "weight,bias", R::kReplicated, D::kIdxDim, D::kNone,
+       W::kNever, "model.layers.{L}.attn.indexer.k_norm.{P}"),
     V4("layers.{L}.attn.indexer.compressor", "ape", R::kReplicated, D::kRatio, D::kCoffIdx,
        W::kIndexed, "model.layers.{L}.attn.indexer.compressor.{P}"),
     V4("layers.{L}.attn.indexer.compressor.wkv", kWeight, R::kReplicated, D::kCoffIdx, D::kH,
@@ -562,16 +566,16 @@ constexpr Row kRows[] = {
        W::kIndexed, "model.layers.{L}.attn.indexer.compressor.fused_wkv_wgate.{P}", 1, 2),
     V4("layers.{L}.attn.indexer.compressor.norm", kWeight, R::kReplicated, D::kIdxDim, D::kNone,
        W::kIndexed, "model.layers.{L}.attn.indexer.compressor.norm.{P}"),
-    // The MoE block: vLLM's norm_gate owns ffn_norm and the router (gate.weight, gate.bias as
-    // e_score_correction_bias, the hash layers' token-id table tid2eid).
+    // The MoE block: the router's bias is vLLM's gate.e_score_correction_bias (implied on the
+    // score-routed layers, accepted on every MoE layer), the hash layers' token-id table tid2eid.
     V4("layers.{L}.ffn_norm", kWeight, R::kReplicated, D::kH, D::kNone, W::kLayer,
-       "model.layers.{L}.ffn.norm_gate.norm.{P}"),
+       "model.layers.{L}.ffn_norm.{P}"),
     V4("layers.{L}.ffn.gate", kWeight, R::kRouter, D::kE, D::kH, W::kSparse,
-       "model.layers.{L}.ffn.norm_gate.gate.{P}"),
-    V4("layers.{L}.ffn.gate", "bias", R::kRouter, D::kE, D::kNone, W::kScoreMoe,
-       "model.layers.{L}.ffn.norm_gate.e_score_correction_bias", 0, 1, W::kScoreMoe),
+       "model.layers.{L}.ffn.gate.{P}"),
+    V4("layers.{L}.ffn.gate", "bias", R::kRouter, D::kE, D::kNone, W::kSparse,
+       "model.layers.{L}.ffn.gate.e_score_correction_bias", 0, 1, W::kScoreMoe),
     V4("layers.{L}.ffn.gate", "tid2eid", R::kRouter, D::kV, D::kTopK, W::kHashMoe,
-       "model.layers.{L}.ffn.norm_gate.{P}"),
+       "model.layers.{L}.ffn.gate.{P}"),
     V4("layers.{L}.ffn.shared_experts.w1", kDsScale, R::kColumn, D::kSharedI, D::kH,
        W::kSharedExperts, "model.layers.{L}.ffn.shared_experts.gate_up_proj.{P}", 0, 2),
     V4("layers.{L}.ffn.shared_experts.w3", kDsScale, R::kColumn, D::kSharedI, D::kH,

@@ -13,7 +13,7 @@
 // accepts block scales (the linear projections, not norms, embeddings, routers or lm_head) is
 // F8_E4M3 followed by its F32 weight_scale_inv; DeepSeek-V4 as DeepSeek publishes it (X.scale
 // F8_E8M0, or F32 with expert_dtype fp8; MXFP4 experts I8; F32 hc_*, ape, sinks, router bias;
-// I32 tid2eid). tests/tools/presets_test.cc checks the lists
+// I64 tid2eid). tests/tools/presets_test.cc checks the lists
 // against the ones transformers writes (tests/data/hf).
 //
 // Presets (--list-presets): the original shapes (qwen3-4b, qwen3-tiny, qwen3-tiny-untied,

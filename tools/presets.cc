@@ -487,7 +487,7 @@ std::string DTypeOf(std::string_view name, const Format& format) {
 // DeepSeek-V4 as DeepSeek publishes it: FP8 E4M3 linear layers (those with an X.scale rule) with
 // block scales (F8_E8M0 in the MXFP4-expert release, F32 with expert_dtype fp8), MXFP4 routed
 // experts (I8 codes), F32 hyper-connections, compressor ape, attention sinks and router bias, an
-// I32 hash-routing table; BF16 otherwise.
+// I64 hash-routing table; BF16 otherwise.
 std::string V4DType(planner::Family family, std::string_view name, const Format& format) {
   if (EndsWith(name, ".scale")) return format.v4_fp4 ? "F8_E8M0" : "F32";
   if (EndsWith(name, ".weight")) {
@@ -496,7 +496,7 @@ std::string V4DType(planner::Family family, std::string_view name, const Format&
     const bool expert = name.find(".ffn.experts.") != std::string_view::npos;
     return expert && format.v4_fp4 ? "I8" : "F8_E4M3";
   }
-  if (EndsWith(name, ".tid2eid")) return "I32";
+  if (EndsWith(name, ".tid2eid")) return "I64";
   const bool f32 = name.find("hc_") != std::string_view::npos || EndsWith(name, ".ape") ||
                    EndsWith(name, ".attn_sink") || EndsWith(name, ".bias");
   return f32 ? "F32" : "BF16";

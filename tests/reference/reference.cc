@@ -1230,10 +1230,7 @@ class V4Builder {
     for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
              {"head.weight", "lm_head.weight"},
              {"embed.weight", "embed_tokens.weight"},
-             {".ffn_norm.weight", ".ffn.norm_gate.norm.weight"},
-             {".ffn.gate.weight", ".ffn.norm_gate.gate.weight"},
-             {".ffn.gate.bias", ".ffn.norm_gate.e_score_correction_bias"},
-             {".ffn.gate.tid2eid", ".ffn.norm_gate.tid2eid"}}) {
+             {".ffn.gate.bias", ".ffn.gate.e_score_correction_bias"}}) {
       if (EndsWith(n, from)) {
         n = n.substr(0, n.size() - from.size()) + to;
         break;

@@ -111,7 +111,7 @@ def tensors(c, fp4):
             out[p + "attn.indexer.compressor.norm.weight"] = ["BF16", [idd]]
         out[p + "ffn.gate.weight"] = ["BF16", [E, H]]
         if L < c["num_hash_layers"]:
-            out[p + "ffn.gate.tid2eid"] = ["I32", [V, c["num_experts_per_tok"]]]
+            out[p + "ffn.gate.tid2eid"] = ["I64", [V, c["num_experts_per_tok"]]]
         else:
             out[p + "ffn.gate.bias"] = ["F32", [E]]
         fp8(p + "ffn.shared_experts.w1", I * ns, H)
