@@ -24,7 +24,8 @@ bool DLPackDType(std::string_view dtype, bool raw, DLDataType* out) {
   if (size == 0) return false;
   out->lanes = 1;
   out->bits = static_cast<std::uint8_t>(size * 8);
-  if (raw || dtype == "F8_E4M3" || dtype == "F8_E5M2" || dtype == "BOOL" || dtype[0] == 'U') {
+  if (raw || dtype == "F8_E4M3" || dtype == "F8_E5M2" || dtype == "F8_E8M0" || dtype == "BOOL" ||
+      dtype[0] == 'U') {
     out->code = kDLUInt;
   } else if (dtype == "BF16") {
     out->code = kDLBfloat;

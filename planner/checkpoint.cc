@@ -383,9 +383,22 @@ Status ParseAttentionKeys(std::string_view label, const json& root, ModelConfig*
       {"linear_value_head_dim", &c->linear_value_head_dim},
       {"linear_conv_kernel_dim", &c->linear_conv_kernel_dim},
       {"full_attention_interval", &c->full_attention_interval},
+      {"o_groups", &c->o_groups},
+      {"o_lora_rank", &c->o_lora_rank},
+      {"hc_mult", &c->hc_mult},
+      {"num_hash_layers", &c->num_hash_layers},
+      {"num_experts_per_tok", &c->num_experts_per_tok},
   };
   for (const auto& [key, field] : ints) HOIST_RETURN_IF_ERROR(GetInt(label, root, key, field));
   HOIST_RETURN_IF_ERROR(GetBool(label, root, "use_qk_norm", &c->use_qk_norm));
+  HOIST_RETURN_IF_ERROR(GetIntArray(label, root, "compress_ratios", &c->compress_ratios));
+  for (std::int64_t r : c->compress_ratios) {
+    if (r > (1 << 20)) {
+      return Status::Corrupt(std::string(label) + ": \"compress_ratios\" entry " +
+                             std::to_string(r) + " is not a compression ratio in [0, 2^20]");
+    }
+  }
+  HOIST_RETURN_IF_ERROR(GetString(label, root, "expert_dtype", &c->expert_dtype));
   std::vector<std::string> types;
   HOIST_RETURN_IF_ERROR(GetStringArray(label, root, "layer_types", &types));
   if (types.size() > static_cast<std::size_t>(kMaxLayers)) {

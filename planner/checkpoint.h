@@ -80,6 +80,19 @@ struct ModelConfig {
   // Qwen2-MoE / Qwen3-Next / Qwen3.5-MoE: one shared expert of this size (0: none).
   std::int64_t shared_expert_intermediate_size = 0;
   bool use_qk_norm = false;  // GLM-4.5: per-head q_norm / k_norm
+  // DeepSeek-V4: grouped low-rank output projection (wo_a [o_groups x o_lora_rank, heads x
+  // head_dim / o_groups], wo_b), hyper-connections of hc_mult streams, per-layer KV compression
+  // (compress_ratios[L]: 0 or 1 none, 4 with the sparse-attention indexer, else a compressor
+  // alone), hash-routed MoE on layers [0, num_hash_layers) (a [vocab, num_experts_per_tok]
+  // tid2eid table), and the routed experts' format (expert_dtype "fp4": MXFP4, "fp8": FP8
+  // blocks; empty when absent, which vLLM reads as "fp4").
+  std::int64_t o_groups = 0;
+  std::int64_t o_lora_rank = 0;
+  std::int64_t hc_mult = 0;
+  std::int64_t num_hash_layers = 0;
+  std::int64_t num_experts_per_tok = 0;
+  std::vector<std::int64_t> compress_ratios;
+  std::string expert_dtype;
   // Hybrid linear attention (Qwen3-Next, Qwen3.5): gated delta-net layers beside full attention.
   std::int64_t linear_num_key_heads = 0;
   std::int64_t linear_num_value_heads = 0;

@@ -12,7 +12,7 @@ struct DTypeInfo {
   std::size_t size;
 };
 
-constexpr std::array<DTypeInfo, 15> kDTypes = {{
+constexpr std::array<DTypeInfo, 16> kDTypes = {{
     {DType::kBool, "BOOL", 1},
     {DType::kU8, "U8", 1},
     {DType::kI8, "I8", 1},
@@ -28,6 +28,7 @@ constexpr std::array<DTypeInfo, 15> kDTypes = {{
     {DType::kF64, "F64", 8},
     {DType::kI64, "I64", 8},
     {DType::kU64, "U64", 8},
+    {DType::kF8E8M0, "F8_E8M0", 1},
 }};
 
 }  // namespace

@@ -24,6 +24,7 @@ enum class DType : std::uint8_t {
   kF64,
   kI64,
   kU64,
+  kF8E8M0,  // OCP E8M0 (ue8m0): power-of-two scales, e.g. DeepSeek-V4's MXFP4 / FP8 scales
 };
 
 // "BF16" -> kBF16; nullopt for a name safetensors does not define.

@@ -22,6 +22,8 @@ constexpr std::int64_t kVocabPad = 64;  // vLLM's DEFAULT_VOCAB_PADDING_SIZE
 
 std::string N(std::int64_t v) { return std::to_string(v); }
 
+bool IsFp8(DType d) { return d == DType::kF8E4M3 || d == DType::kF8E5M2; }
+
 // One divisibility a tp must satisfy.
 struct TpRule {
   enum Kind : std::uint8_t { kDivides, kKvHeads, kBlocks } kind = kDivides;
@@ -73,6 +75,27 @@ void AddLinearAttentionRules(const ModelConfig& c, Family family, std::vector<Tp
                     "linear_num_value_heads = " + N(c.linear_num_value_heads), ""});
 }
 
+// DeepSeek-V4: wo_a is column-parallel over o_groups whole groups (vLLM: o_groups // tp per
+// rank), tp divides the routed experts (an assertion of vLLM's), and MXFP4 experts split under
+// tp in blocks of 32 of moe_intermediate_size.
+void AddDeepseekV4Rules(const ModelConfig& c, Family family, bool experts_split,
+                        std::vector<TpRule>* rules) {
+  if (c.o_groups > 0) {
+    rules->push_back({TpRule::kDivides, c.o_groups, 0, "o_groups = " + N(c.o_groups), ""});
+  }
+  if (InfoOf(family).experts_divide_tp && c.num_experts > 0) {
+    rules->push_back({TpRule::kDivides, c.num_experts, 0,
+                      std::string(InfoOf(family).experts_key) + " = " + N(c.num_experts),
+                      " (vLLM's DeepseekV4MoE asserts it, with or without --ep)"});
+  }
+  if (experts_split && Mxfp4Experts(c, family)) {
+    rules->push_back({TpRule::kBlocks, c.moe_intermediate_size, 32,
+                      "moe_intermediate_size = " + N(c.moe_intermediate_size) +
+                          " into whole MXFP4 blocks of 32 a rank (expert_dtype fp4)",
+                      " (or --ep, which keeps every expert whole on one rank)"});
+  }
+}
+
 // The rules config.json alone implies, in the order they are reported.
 std::vector<TpRule> ConfigTpRules(const ModelConfig& c, Family family, int ep) {
   std::vector<TpRule> rules;
@@ -103,6 +126,7 @@ std::vector<TpRule> ConfigTpRules(const ModelConfig& c, Family family, int ep) {
                      ""});
   }
   AddLinearAttentionRules(c, family, &rules);
+  AddDeepseekV4Rules(c, family, sparse && ep == 0, &rules);
   if (sparse && info.shared == SharedExperts::kDeepseek && c.n_shared_experts > 0) {
     const std::int64_t shared = c.moe_intermediate_size * c.n_shared_experts;
     rules.push_back({TpRule::kDivides, shared, 0,
@@ -124,16 +148,12 @@ std::vector<TpRule> Fp8TpRules(const Checkpoint& ckpt, Family family, int ep) {
   const BlockSize block = BlockSizeOf(ckpt.config);
   std::vector<TpRule> rules;
   if (block.rows == 0) return rules;
-  constexpr std::string_view kSuffix = "_scale_inv";
   std::set<std::pair<std::uint64_t, std::uint64_t>> seen;
   for (const auto& [name, loc] : ckpt.tensors) {
-    if (name.size() <= kSuffix.size() ||
-        name.compare(name.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0) {
-      continue;
-    }
-    const TensorEntry* w =
-        ckpt.Find(std::string_view(name).substr(0, name.size() - kSuffix.size()));
-    if (w == nullptr || w->shape.size() != 2) continue;
+    const std::string wname = ScaleWeightName(name);  // X.weight_scale_inv or X.scale
+    if (wname.empty()) continue;
+    const TensorEntry* w = ckpt.Find(wname);
+    if (w == nullptr || w->shape.size() != 2 || !IsFp8(w->dtype)) continue;
     Result<TensorRule> rule = ClassifyTensor(ckpt.config, family, w->name, w->shape, "");
     if (!rule.ok()) continue;
     const Role r = rule->role;
@@ -224,11 +244,12 @@ std::int64_t NumberAt(std::string_view name, std::size_t at) {
   return end - at > 9 ? kHuge : v;
 }
 
-// "model.layers.12.x" -> 12; -1 for other names.
+// "model.layers.12.x" (or "layers.12.x") -> 12; -1 for other names.
 std::int64_t LayerOf(std::string_view name) {
-  constexpr std::string_view kPrefix = "model.layers.";
-  if (name.rfind(kPrefix, 0) != 0) return -1;
-  return NumberAt(name, kPrefix.size());
+  for (std::string_view prefix : {"model.layers.", "layers."}) {  // DeepSeek-V4: no model.
+    if (name.rfind(prefix, 0) == 0) return NumberAt(name, prefix.size());
+  }
+  return -1;
 }
 
 // "model.layers.3.mlp.experts.17.x" -> 17; -1 for other names.
@@ -259,19 +280,18 @@ void CanonicalInto(std::string_view name, std::string* key) {
   }
 }
 
-bool IsFp8(DType d) { return d == DType::kF8E4M3 || d == DType::kF8E5M2; }
-
 // The implied tensors as canonical keys, per kind of slice: walking the first layer of each kind
 // (dense or sparse MLP, full or linear attention) and one expert is enough, since every layer of
 // a kind implies the same keys.
 struct ImpliedKeys {
   std::unordered_set<std::string> model, expert;
-  std::array<std::unordered_set<std::string>, 4> layer;  // by LayerKind
-  std::uint64_t total = 0;                               // implied tensors in all
+  std::array<std::unordered_set<std::string>, 4 * kLayerVariants> layer;  // by LayerKind
+  std::uint64_t total = 0;                                                // implied tensors in all
 };
 
 int LayerKind(const ModelConfig& c, Family family, std::int64_t l) {
-  return (LayerIsSparse(c, family, l) ? 1 : 0) + (LayerIsLinear(c, family, l) ? 2 : 0);
+  return (LayerIsSparse(c, family, l) ? 1 : 0) + (LayerIsLinear(c, family, l) ? 2 : 0) +
+         4 * LayerVariant(c, family, l);
 }
 
 std::uint64_t Collect(const ModelConfig& c, Family family, ImpliedSlice slice,
@@ -293,8 +313,10 @@ std::uint64_t Collect(const ModelConfig& c, Family family, ImpliedSlice slice,
 ImpliedKeys MakeImpliedKeys(const ModelConfig& c, Family family) {
   ImpliedKeys k;
   k.total = Collect(c, family, {ImpliedPart::kModel}, &k.model);
-  std::array<std::int64_t, 4> first = {-1, -1, -1, -1};
-  std::array<std::uint64_t, 4> count = {0, 0, 0, 0};
+  std::array<std::int64_t, 4 * kLayerVariants> first;
+  std::array<std::uint64_t, 4 * kLayerVariants> count;
+  first.fill(-1);
+  count.fill(0);
   std::int64_t sparse_at = -1;
   std::uint64_t sparse = 0;
   for (std::int64_t l = 0; l < c.num_hidden_layers; ++l) {
@@ -303,7 +325,7 @@ ImpliedKeys MakeImpliedKeys(const ModelConfig& c, Family family) {
     if (kind & 1 && sparse++ == 0) sparse_at = l;
   }
   // Bounded by ParseModelConfig: 65536 layers x (65536 experts x 3 + a few) fits 64 bits.
-  for (int kind = 0; kind < 4; ++kind) {
+  for (int kind = 0; kind < 4 * kLayerVariants; ++kind) {
     if (count[kind] == 0) continue;
     k.total += count[kind] * Collect(c, family, {ImpliedPart::kLayer, first[kind]}, &k.layer[kind]);
   }
@@ -419,6 +441,12 @@ Status CheckComplete(const Checkpoint& ckpt, Family family) {
 Status CheckQuantization(const Checkpoint& ckpt, Family family) {
   const ModelConfig& c = ckpt.config;
   const std::string& m = c.quant_method;
+  if (!c.expert_dtype.empty() && c.expert_dtype != "fp4" && c.expert_dtype != "fp8") {
+    return Status::Unsupported(ckpt.dir + "/config.json: expert_dtype " +
+                               QuoteForMessage(c.expert_dtype) +
+                               " is not supported: vLLM's DeepSeek-V4 takes \"fp4\" (MXFP4 "
+                               "experts, the default) or \"fp8\" (FP8 block experts)");
+  }
   const bool ok = m.empty() || m == "fp8" || m == "fbgemm_fp8" ||
                   (m == "mxfp4" && family == Family::kGptOss) ||
                   (m == "compressed-tensors" &&
@@ -453,7 +481,10 @@ Status CheckScales(const Checkpoint& ckpt, Family family) {
   for (const auto& [name, loc] : ckpt.tensors) {
     const TensorEntry& e = ckpt.Entry(loc);
     if (!IsFp8(e.dtype) || LayerOf(name) >= ckpt.config.num_hidden_layers) continue;
-    const std::string scale = name + "_scale_inv";
+    std::string scale = name + "_scale_inv";
+    if (!HasRule(family, scale) && name.ends_with(".weight")) {  // DeepSeek-V4: X.scale
+      scale = name.substr(0, name.size() - 6) + "scale";
+    }
     if (ckpt.tensors.count(scale) > 0 || ckpt.tensors.count(name + "_scale") > 0 ||
         !HasRule(family, scale)) {
       continue;

@@ -747,7 +747,7 @@ Result<Classified> ClassifySources(const Checkpoint& ckpt, Family family,
       fp8_scaled += rule.param == Param::kQuantScale && IsFp8Weight(ckpt, e.name, "_scale");
       Source s{&e, f, std::move(rule), nullptr};
       if (s.rule.param == Param::kScale) {
-        const std::string wname = e.name.substr(0, e.name.size() - 10);  // drop "_scale_inv"
+        const std::string wname = ScaleWeightName(e.name);  // X.weight_scale_inv, X.scale
         auto w = ckpt.tensors.find(wname);
         if (w == ckpt.tensors.end()) {  // reported after the completeness check, which names
           if (orphan_scale.ok()) {      // the missing weight with the config key implying it
@@ -822,7 +822,10 @@ std::string FormatOf(const Checkpoint& ckpt, const std::vector<Source>& sources)
   if (block && b.rows > 0) {
     top += ", " + std::to_string(b.rows) + "x" + std::to_string(b.cols) + " block scales";
   }
-  if (ckpt.config.quant_method == "mxfp4") top += ", MXFP4 experts";
+  const Result<Family> family = FamilyOf(ckpt.config);
+  if (ckpt.config.quant_method == "mxfp4" || (family.ok() && Mxfp4Experts(ckpt.config, *family))) {
+    top += ", MXFP4 experts";
+  }
   if (channel) top += ", per-channel scales";
   if (tensor) top += ", per-tensor scales";
   return top;

@@ -56,6 +56,9 @@ constexpr FamilyInfo kFamilies[kFamilyCount] = {
     {Family::kLlama4, "llama4", "Llama4ForCausalLM", "llama4_text", Attention::kGqa,
      Sparsity::kStep, SharedExperts::kNone, "num_local_experts", "intermediate_size", false, false,
      "intermediate_size_mlp"},
+    {Family::kDeepseekV4, "deepseek_v4", "DeepseekV4ForCausalLM", "deepseek_v4", Attention::kMla,
+     Sparsity::kEvery, SharedExperts::kDeepseek, "n_routed_experts", "moe_intermediate_size", false,
+     true, nullptr, /*experts_divide_tp=*/true},
 };
 
 // Which families a row applies to (bit per Family).
@@ -78,6 +81,7 @@ constexpr unsigned kHybrid = kNext | kQwen35;  // gated full attention + linear 
 // q/k/v/o stored apart with vLLM's qkv_proj fusion; q of num_attention_heads x head_dim.
 constexpr unsigned kGptOss = Bit(Family::kGptOss);
 constexpr unsigned kLlama4 = Bit(Family::kLlama4);
+constexpr unsigned kDsv4 = Bit(Family::kDeepseekV4);  // its own names: no row shared
 constexpr unsigned kGqaBias = kLlama | kQwen3 | kQwen3Moe | kBlockSparse | kGlm4 | kGemma3 |
                               kGptOss | kLlama4;    // biases with attention_bias
 constexpr unsigned kPlainQk = kGqaBias & ~kLlama4;  // q/k as stored in both layouts
@@ -128,6 +132,17 @@ enum class Dim : std::uint8_t {
   kI32,       // intermediate_size / 32
   kSixteen,   // 16 (bytes of an MXFP4 block of 32 values)
   kImlp,      // intermediate_size_mlp (Llama 4's dense layers)
+  // DeepSeek-V4.
+  kMixHc,        // (2 + hc_mult) x hc_mult: a hyper-connection's pre, post and residual mixes
+  kHcH,          // hc_mult x hidden_size
+  kHc,           // hc_mult
+  kThree,        // 3
+  kOGroupsRank,  // o_groups x o_lora_rank
+  kQPerGroup,    // num_attention_heads x head_dim / o_groups
+  kRatio,        // compress_ratios[L]
+  kCoffHd,       // coff x head_dim, coff 2 at ratio 4 (overlapping windows), else 1
+  kCoffIdx,      // coff x index_head_dim
+  kTopK,         // num_experts_per_tok
 };
 
 // How dim 0 of a kParts row splits into parts (each column-split by tp).
@@ -162,6 +177,10 @@ enum class When : std::uint8_t {
   kMxfp4,          // sparse layers of an MXFP4 checkpoint (quant_method mxfp4)
   kBf16Sparse,     // sparse layers of a checkpoint with no quantization_config
   kQuantExpert,    // each routed expert of a sparse layer of a quantized checkpoint
+  kCompressed,     // DeepSeek-V4: layers with compress_ratios[L] > 1 (a KV compressor)
+  kIndexed,        // DeepSeek-V4: layers with compress_ratios[L] = 4 (and the indexer)
+  kHashMoe,        // DeepSeek-V4: sparse layers L < num_hash_layers (routed by token id)
+  kScoreMoe,       // DeepSeek-V4: other sparse layers, with topk_method noaux_tc
 };
 
 struct Row {
@@ -189,6 +208,9 @@ struct Row {
   bool transposed = false;  // TensorRule::transposed
   bool halves = false;      // TensorRule::halves
   bool rotary = false;      // TensorRule::rotary_head_dim (head_dim) in the fused layout
+  // Routed experts whose format follows config.json's expert_dtype (DeepSeek-V4): MXFP4
+  // (QuantScheme::kMxfp4Experts) for "fp4" or absent, FP8 blocks for "fp8".
+  bool fp4_experts = false;
 };
 
 // A kExpertDim row whose split dim holds [gate; up] halves.
@@ -201,6 +223,18 @@ constexpr Row Halves(Row r) {
 constexpr Row Rotary(Row r) {
   r.rotary = true;
   return r;
+}
+
+// A routed-expert row in the format expert_dtype names (Row::fp4_experts).
+constexpr Row Fp4(Row r) {
+  r.fp4_experts = true;
+  return r;
+}
+
+// A DeepSeek-V4 row: `fused` its vLLM parameter ({P}: the parameter; slots > 1 fuses it).
+constexpr Row V4(const char* pattern, const char* params, Role role, Dim d0, Dim d1, When when,
+                 const char* fused, int slot = 0, int slots = 1, When bias = When::kNever) {
+  return Row{kDsv4, pattern, params, role, d0, d1, when, bias, Fusion::kConcat, fused, slot, slots};
 }
 
 // A kExpertDim row of gpt_oss: `param` of model.layers.{L}.mlp.experts, `fused` its vLLM name.
@@ -232,6 +266,7 @@ constexpr const char* kGroupedParams[] = {"qweight",      "qzeros",        "scal
 constexpr const char* kWeight = "weight";
 constexpr const char* kWeightScale = "weight,weight_scale_inv";
 constexpr const char* kAllParams = "weight,bias,weight_scale_inv";
+constexpr const char* kDsScale = "weight,scale";  // DeepSeek-V4: FP8 block scales are X.scale
 constexpr const char* kQkv = "model.layers.{L}.self_attn.qkv_proj.{P}";
 constexpr const char* kGateUp = "model.layers.{L}.mlp.gate_up_proj.{P}";
 constexpr const char* kQkvz = "model.layers.{L}.linear_attn.in_proj_qkvz.{P}";
@@ -474,20 +509,108 @@ constexpr Row kRows[] = {
               "model.layers.{L}.mlp.experts.w2_weight"),
     ExpertDim("down_proj_scales", D::kE, D::kH, D::kI32, D::kNone, W::kMxfp4, 2, 1, 32,
               "model.layers.{L}.mlp.experts.w2_weight_scale"),
+
+    // DeepSeek-V4 (vLLM's deepseek_v4.py): names without the `model.` prefix, FP8 block scales
+    // spelled X.scale, hyper-connections (hc_*), a grouped low-rank output projection, per-layer
+    // KV compressors and the sparse-attention indexer. The fused layout is vLLM's parameters
+    // after its WeightsMapper and stacked_params_mapping, so every row names its vLLM output.
+    V4("embed", kWeight, R::kVocab, D::kV, D::kH, W::kModel, "model.embed_tokens.{P}"),
+    V4("layers.{L}.attn_norm", kWeight, R::kReplicated, D::kH, D::kNone, W::kLayer,
+       "model.layers.{L}.attn_norm.{P}"),
+    V4("layers.{L}", "hc_attn_fn,hc_ffn_fn", R::kReplicated, D::kMixHc, D::kHcH, W::kLayer,
+       "model.layers.{L}.{P}"),
+    V4("layers.{L}", "hc_attn_base,hc_ffn_base", R::kReplicated, D::kMixHc, D::kNone, W::kLayer,
+       "model.layers.{L}.{P}"),
+    V4("layers.{L}", "hc_attn_scale,hc_ffn_scale", R::kReplicated, D::kThree, D::kNone, W::kLayer,
+       "model.layers.{L}.{P}"),
+    // Per head: vLLM narrows the sinks to the rank's heads (its buffer pads them to 64 with -inf).
+    V4("layers.{L}.attn", "attn_sink", R::kColumn, D::kHeads, D::kNone, W::kLayer,
+       "model.layers.{L}.attn.{P}"),
+    V4("layers.{L}.attn.wq_a", kDsScale, R::kReplicated, D::kQLora, D::kH, W::kLayer,
+       "model.layers.{L}.attn.fused_wqa_wkv.{P}", 0, 2),
+    V4("layers.{L}.attn.wkv", kDsScale, R::kReplicated, D::kHeadDim, D::kH, W::kLayer,
+       "model.layers.{L}.attn.fused_wqa_wkv.{P}", 1, 2),
+    V4("layers.{L}.attn.q_norm", kWeight, R::kReplicated, D::kQLora, D::kNone, W::kLayer,
+       "model.layers.{L}.attn.q_norm.{P}"),
+    V4("layers.{L}.attn.kv_norm", kWeight, R::kReplicated, D::kHeadDim, D::kNone, W::kLayer,
+       "model.layers.{L}.attn.kv_norm.{P}"),
+    V4("layers.{L}.attn.wq_b", kDsScale, R::kColumn, D::kQ, D::kQLora, W::kLayer,
+       "model.layers.{L}.attn.wq_b.{P}"),
+    // wo_a is column-parallel over its o_groups groups of o_lora_rank rows; wo_b row-parallel.
+    V4("layers.{L}.attn.wo_a", kDsScale, R::kColumn, D::kOGroupsRank, D::kQPerGroup, W::kLayer,
+       "model.layers.{L}.attn.wo_a.{P}"),
+    V4("layers.{L}.attn.wo_b", kDsScale, R::kRow, D::kH, D::kOGroupsRank, W::kLayer,
+       "model.layers.{L}.attn.wo_b.{P}"),
+    // KV compressor (compress_ratios[L] > 1) and the indexer (ratio 4), replicated and unquantized
+    // but for the indexer's wq_b; wkv and wgate fuse into vLLM's fused_wkv_wgate.
+    V4("layers.{L}.attn.compressor", "ape", R::kReplicated, D::kRatio, D::kCoffHd, W::kCompressed,
+       "model.layers.{L}.attn.mla_attn.compressor.{P}"),
+    V4("layers.{L}.attn.compressor.wkv", kWeight, R::kReplicated, D::kCoffHd, D::kH, W::kCompressed,
+       "model.layers.{L}.attn.mla_attn.compressor.fused_wkv_wgate.{P}", 0, 2),
+    V4("layers.{L}.attn.compressor.wgate", kWeight, R::kReplicated, D::kCoffHd, D::kH,
+       W::kCompressed, "model.layers.{L}.attn.mla_attn.compressor.fused_wkv_wgate.{P}", 1, 2),
+    V4("layers.{L}.attn.compressor.norm", kWeight, R::kReplicated, D::kHeadDim, D::kNone,
+       W::kCompressed, "model.layers.{L}.attn.mla_attn.compressor.norm.{P}"),
+    V4("layers.{L}.attn.indexer.wq_b", kDsScale, R::kReplicated, D::kIdxQ, D::kQLora, W::kIndexed,
+       "model.layers.{L}.attn.indexer.wq_b.{P}"),
+    V4("layers.{L}.attn.indexer.weights_proj", kWeight, R::kReplicated, D::kIdxHeads, D::kH,
+       W::kIndexed, "model.layers.{L}.attn.indexer.weights_proj.{P}"),
+    // vLLM builds a LayerNorm k_norm in its indexer that the published checkpoint does not hold:
+    // accepted, never implied.
+    V4("layers.{L}.attn.indexer.k_norm", "weight,bias", R::kReplicated, D::kIdxDim, D::kNone,
+       W::kNever, "model.layers.{L}.attn.indexer.k_norm.{P}"),
+    V4("layers.{L}.attn.indexer.compressor", "ape", R::kReplicated, D::kRatio, D::kCoffIdx,
+       W::kIndexed, "model.layers.{L}.attn.indexer.compressor.{P}"),
+    V4("layers.{L}.attn.indexer.compressor.wkv", kWeight, R::kReplicated, D::kCoffIdx, D::kH,
+       W::kIndexed, "model.layers.{L}.attn.indexer.compressor.fused_wkv_wgate.{P}", 0, 2),
+    V4("layers.{L}.attn.indexer.compressor.wgate", kWeight, R::kReplicated, D::kCoffIdx, D::kH,
+       W::kIndexed, "model.layers.{L}.attn.indexer.compressor.fused_wkv_wgate.{P}", 1, 2),
+    V4("layers.{L}.attn.indexer.compressor.norm", kWeight, R::kReplicated, D::kIdxDim, D::kNone,
+       W::kIndexed, "model.layers.{L}.attn.indexer.compressor.norm.{P}"),
+    // The MoE block: the router's bias is vLLM's gate.e_score_correction_bias (implied on the
+    // score-routed layers, accepted on every MoE layer), the hash layers' token-id table tid2eid.
+    V4("layers.{L}.ffn_norm", kWeight, R::kReplicated, D::kH, D::kNone, W::kLayer,
+       "model.layers.{L}.ffn_norm.{P}"),
+    V4("layers.{L}.ffn.gate", kWeight, R::kRouter, D::kE, D::kH, W::kSparse,
+       "model.layers.{L}.ffn.gate.{P}"),
+    V4("layers.{L}.ffn.gate", "bias", R::kRouter, D::kE, D::kNone, W::kSparse,
+       "model.layers.{L}.ffn.gate.e_score_correction_bias", 0, 1, W::kScoreMoe),
+    V4("layers.{L}.ffn.gate", "tid2eid", R::kRouter, D::kV, D::kTopK, W::kHashMoe,
+       "model.layers.{L}.ffn.gate.{P}"),
+    V4("layers.{L}.ffn.shared_experts.w1", kDsScale, R::kColumn, D::kSharedI, D::kH,
+       W::kSharedExperts, "model.layers.{L}.ffn.shared_experts.gate_up_proj.{P}", 0, 2),
+    V4("layers.{L}.ffn.shared_experts.w3", kDsScale, R::kColumn, D::kSharedI, D::kH,
+       W::kSharedExperts, "model.layers.{L}.ffn.shared_experts.gate_up_proj.{P}", 1, 2),
+    V4("layers.{L}.ffn.shared_experts.w2", kDsScale, R::kRow, D::kH, D::kSharedI, W::kSharedExperts,
+       "model.layers.{L}.ffn.shared_experts.down_proj.{P}"),
+    Fp4({kDsv4, "layers.{L}.ffn.experts.{E}.w1", kDsScale, R::kExpertGate, D::kMoeI, D::kH,
+         W::kExpert, W::kNever, F::kExpertStack, "model.layers.{L}.ffn.experts.w13_{P}", 0, 2}),
+    Fp4({kDsv4, "layers.{L}.ffn.experts.{E}.w3", kDsScale, R::kExpertUp, D::kMoeI, D::kH,
+         W::kExpert, W::kNever, F::kExpertStack, "model.layers.{L}.ffn.experts.w13_{P}", 1, 2}),
+    Fp4({kDsv4, "layers.{L}.ffn.experts.{E}.w2", kDsScale, R::kExpertDown, D::kH, D::kMoeI,
+         W::kExpert, W::kNever, F::kExpertStack, "model.layers.{L}.ffn.experts.w2_{P}", 0, 1}),
+    V4("norm", kWeight, R::kReplicated, D::kH, D::kNone, W::kModel, "model.norm.{P}"),
+    V4("head", kWeight, R::kVocab, D::kV, D::kH, W::kUntied, "lm_head.{P}"),
+    // The hyper-connection head: top-level names with no module (an empty pattern).
+    V4("", "hc_head_fn", R::kReplicated, D::kHc, D::kHcH, W::kModel, "model.{P}"),
+    V4("", "hc_head_base", R::kReplicated, D::kHc, D::kNone, W::kModel, "model.{P}"),
+    V4("", "hc_head_scale", R::kReplicated, D::kOne, D::kNone, W::kModel, "model.{P}"),
 };
 
 std::span<const Row> Rows() { return kRows; }
 
 // A linear layer's row: it takes FP8 block scales, hence every quantized format's tensors.
 bool IsLinear(const Row& row) {
-  return std::string_view(row.params).find("weight_scale_inv") != std::string_view::npos;
+  const std::string_view params(row.params);
+  return params.find("weight_scale_inv") != std::string_view::npos ||
+         params.ends_with(",scale");  // DeepSeek-V4's spelling
 }
 
 // THE INTEGER AND FP4 FORMATS: per format, the tensors a quantized linear layer X (weight [N, K])
 // holds, each dim X's N or K over a divisor (vLLM's packed_dim / pack_factor and group scales).
 // act_order: under a row split the K dim is whole with act order (vLLM repeats scales and zeros
 // on every rank: GPTQ desc_act, marlin_repeat_scales_on_all_ranks).
-enum class QDiv : std::uint8_t { kOne, kPack, kGroup, kTwo, kSixteen };
+enum class QDiv : std::uint8_t { kOne, kPack, kGroup, kTwo, kSixteen, kThirtyTwo };
 struct QuantParamRow {
   QuantScheme scheme;
   const char* name;
@@ -497,6 +620,7 @@ struct QuantParamRow {
   QuantAxis a1;  // kOther with d1 kOne: a 1-D tensor
   QDiv d1;
   bool act_order = false;
+  const char* fused = nullptr;  // vLLM's parameter name when not `name` (fused layout)
 };
 using QA = QuantAxis;
 using QD = QDiv;
@@ -518,6 +642,10 @@ constexpr QuantParamRow kQuantParams[] = {
     {QS::kNvfp4, "weight_scale", "F8_E4M3", QA::kN, QD::kOne, QA::kK, QD::kSixteen},
     {QS::kNvfp4Ct, "weight_packed", "U8", QA::kN, QD::kOne, QA::kK, QD::kTwo},
     {QS::kNvfp4Ct, "weight_scale", "F8_E4M3", QA::kN, QD::kOne, QA::kK, QD::kSixteen},
+    // DeepSeek-V4's MXFP4 experts: vLLM's Mxfp4MoEMethod names the scale w13/w2_weight_scale.
+    {QS::kMxfp4Experts, "weight", "I8", QA::kN, QD::kOne, QA::kK, QD::kTwo},
+    {QS::kMxfp4Experts, "scale", "F8_E8M0", QA::kN, QD::kOne, QA::kK, QD::kThirtyTwo, false,
+     "weight_scale"},
 };
 
 // docs/LAYOUT.md's table of the integer and FP4 formats (FormatTableMarkdown).
@@ -528,12 +656,14 @@ constexpr const char* kSchemeConfig[] = {
     "`quant_method: compressed-tensors`, `format: pack-quantized`; `config_groups.*.weights`: "
     "`num_bits` (p = 32 / bits), `group_size` g, `actorder`, `symmetric`",
     "`quant_method: modelopt`, `quant_algo: NVFP4` (groups of 16)",
-    "`quant_method: compressed-tensors`, `format: nvfp4-pack-quantized` (groups of 16)"};
+    "`quant_method: compressed-tensors`, `format: nvfp4-pack-quantized` (groups of 16)",
+    "routed experts of a DeepSeek-V4 (`quant_method: fp8`) with `expert_dtype: fp4` or none "
+    "(groups of 32; its other linear layers are FP8 blocks)"};
 
 std::string QuantDimText(QuantAxis axis, QDiv div) {
   if (axis == QuantAxis::kOther) return "2";
   std::string s = axis == QuantAxis::kN ? "N" : "K";
-  constexpr const char* kDiv[] = {"", "/p", "/g", "/2", "/16"};
+  constexpr const char* kDiv[] = {"", "/p", "/g", "/2", "/16", "/32"};
   return s + kDiv[static_cast<int>(div)];
 }
 
@@ -560,6 +690,15 @@ const QuantParamRow* QuantParamOf(QuantScheme scheme, std::string_view name) {
   return nullptr;
 }
 
+// The format of a row's quantized tensors: the checkpoint's (SchemeOf), but DeepSeek-V4's MXFP4
+// routed experts where expert_dtype says so (Row::fp4_experts).
+bool Fp4ExpertDtype(const ModelConfig& c) {
+  return !c.quant_method.empty() && c.expert_dtype != "fp8";
+}
+QuantScheme RowScheme(const ModelConfig& c, const Row& row) {
+  return row.fp4_experts && Fp4ExpertDtype(c) ? QuantScheme::kMxfp4Experts : SchemeOf(c);
+}
+
 enum class Slot : std::uint8_t { kLayer, kExpert };
 
 struct Compiled {
@@ -584,6 +723,8 @@ LayerMlp MlpPartOf(When when) {
     case When::kMxfp4:
     case When::kBf16Sparse:
     case When::kQuantExpert:
+    case When::kHashMoe:
+    case When::kScoreMoe:
       return LayerMlp::kSparse;
     default:
       return LayerMlp::kAny;
@@ -620,7 +761,7 @@ bool AllDigits(std::string_view s) {
 Param ParamOf(std::string_view p) {
   if (p == "weight") return Param::kWeight;
   if (p == "bias") return Param::kBias;
-  if (p == "weight_scale_inv") return Param::kScale;
+  if (p == "weight_scale_inv" || p == "scale") return Param::kScale;
   if (p == "weight_scale" || p == "input_scale" || p == "weight_scale_2" ||
       p == "weight_global_scale" || p == "input_global_scale") {
     return Param::kQuantScale;
@@ -664,7 +805,8 @@ const Tables_& CompiledTables() {
         Compiled c{&row, ParamOf(p), std::string(p), placeholders, scalable};
         for (int f = 0; f < kFamilyCount; ++f) {
           if (!(row.families & (1u << f))) continue;
-          auto [it, inserted] = t[f].emplace(key + "." + std::string(p), c);
+          auto [it, inserted] =
+              t[f].emplace(key.empty() ? std::string(p) : key + "." + std::string(p), c);
           if (!inserted) {
             out.duplicates += std::string(FamilyName(static_cast<Family>(f))) + ": " +
                               it->second.row->pattern + " / " + row.pattern + "; ";
@@ -696,8 +838,51 @@ DimValue Sum(const DimValue& a, const DimValue& b) {
   return {a.value + b.value, a.how + " + " + b.how};
 }
 
+// DeepSeek-V4: layer L's KV compression ratio, vLLM's max(1, compress_ratios[L]) (1 past the
+// list, as for its MTP layers).
+std::int64_t RatioOf(const ModelConfig& c, std::int64_t layer) {
+  if (layer < 0 || layer >= static_cast<std::int64_t>(c.compress_ratios.size())) return 1;
+  return std::max<std::int64_t>(1, c.compress_ratios[static_cast<std::size_t>(layer)]);
+}
+
+// DeepSeek-V4's dimensions (some per layer: its compression ratio).
+DimValue ResolveV4(Dim d, const ModelConfig& c, std::int64_t layer) {
+  const std::int64_t ratio = RatioOf(c, layer), coff = ratio == 4 ? 2 : 1;
+  const std::string at = "compress_ratios[" + std::to_string(layer) + "] " + std::to_string(ratio);
+  switch (d) {
+    case Dim::kMixHc:
+      return {
+          static_cast<std::uint64_t>(std::max<std::int64_t>(0, (2 + c.hc_mult) * c.hc_mult)),
+          "(2 + hc_mult " + std::to_string(c.hc_mult) + ") x hc_mult " + std::to_string(c.hc_mult)};
+    case Dim::kHcH:
+      return Product(1, "hc_mult", c.hc_mult, "hidden_size", c.hidden_size);
+    case Dim::kHc:
+      return Product(1, "hc_mult", c.hc_mult);
+    case Dim::kThree:
+      return {3, "3"};
+    case Dim::kOGroupsRank:
+      return Product(1, "o_groups", c.o_groups, "o_lora_rank", c.o_lora_rank);
+    case Dim::kQPerGroup: {
+      const std::int64_t q = c.num_attention_heads * c.head_dim;
+      return {static_cast<std::uint64_t>(c.o_groups > 0 && q > 0 ? q / c.o_groups : 0),
+              "num_attention_heads " + std::to_string(c.num_attention_heads) + " x head_dim " +
+                  std::to_string(c.head_dim) + " / o_groups " + std::to_string(c.o_groups)};
+    }
+    case Dim::kRatio:
+      return {static_cast<std::uint64_t>(ratio), at};
+    case Dim::kCoffHd:
+      return Product(coff, "head_dim", c.head_dim);
+    case Dim::kCoffIdx:
+      return Product(coff, "index_head_dim", c.index_head_dim);
+    case Dim::kTopK:
+      return Product(1, "num_experts_per_tok", c.num_experts_per_tok);
+    default:
+      return {};
+  }
+}
+
 // The dimensions of the families added after the first five (Resolve's default).
-DimValue ResolveMore(Dim d, const ModelConfig& c) {
+DimValue ResolveMore(Dim d, const ModelConfig& c, std::int64_t layer) {
   const std::int64_t key_dim = c.linear_num_key_heads * c.linear_key_head_dim;
   const std::int64_t value_dim = c.linear_num_value_heads * c.linear_value_head_dim;
   switch (d) {
@@ -750,11 +935,11 @@ DimValue ResolveMore(Dim d, const ModelConfig& c) {
     case Dim::kImlp:
       return Product(1, "intermediate_size_mlp", c.intermediate_size_mlp);
     default:
-      return {};
+      return ResolveV4(d, c, layer);
   }
 }
 
-DimValue Resolve(Dim d, const ModelConfig& c) {
+DimValue Resolve(Dim d, const ModelConfig& c, std::int64_t layer = -1) {
   auto one = [](const char* name, std::int64_t v) {
     return DimValue{static_cast<std::uint64_t>(v < 0 ? 0 : v),
                     std::string(name) + " " + std::to_string(v)};
@@ -814,7 +999,7 @@ DimValue Resolve(Dim d, const ModelConfig& c) {
     case Dim::kOIn:
       return prod("num_attention_heads", c.num_attention_heads, "v_head_dim", c.v_head_dim);
     default:
-      return ResolveMore(d, c);
+      return ResolveMore(d, c, layer);
   }
   return {};
 }
@@ -886,6 +1071,25 @@ std::string SparseRule(const ModelConfig& c, Family family) {
          "mlp_only_layers and (layer + 1) % decoder_sparse_step == 0";
 }
 
+// DeepSeek-V4's per-layer tensors against config.json: a compressor where compress_ratios[L] > 1,
+// the indexer where it is 4, the token-id table on hash layers (L < num_hash_layers), the
+// score-correction bias on the others.
+Status CheckLayerV4(const ModelConfig& c, int layer, When when, std::string_view name,
+                    std::string_view file_label) {
+  const std::int64_t ratio = RatioOf(c, layer);
+  const bool hash = layer < c.num_hash_layers;
+  std::string want;
+  if (when == When::kCompressed && ratio <= 1) want = "a KV compressor (compress_ratios > 1)";
+  if (when == When::kIndexed && ratio != 4) want = "the indexer (compress_ratios = 4)";
+  if (when == When::kHashMoe && !hash) want = "hash routing (layer < num_hash_layers)";
+  if (when == When::kScoreMoe && hash) want = "score routing (layer >= num_hash_layers)";
+  if (want.empty()) return Status::Ok();
+  return Status::Corrupt(Where(name, file_label) + ": a tensor of " + want +
+                         ", but config.json gives layer " + std::to_string(layer) +
+                         " compress_ratios " + std::to_string(ratio) + " and num_hash_layers " +
+                         std::to_string(c.num_hash_layers));
+}
+
 // The tensor of row kind `when` at `layer` against the layer config.json gives it: the MLP
 // (dense or sparse) and, for hybrid families, the attention (full or linear).
 Status CheckLayerKind(const ModelConfig& config, Family family, int layer, When when,
@@ -901,6 +1105,7 @@ Status CheckLayerKind(const ModelConfig& config, Family family, int layer, When 
                            " layer (layer_types, else full_attention_interval " +
                            std::to_string(config.full_attention_interval) + ")");
   }
+  HOIST_RETURN_IF_ERROR(CheckLayerV4(config, layer, when, name, file_label));
   const LayerMlp part = MlpPartOf(when);
   if (part == LayerMlp::kAny) return Status::Ok();
   HOIST_ASSIGN_OR_RETURN(LayerMlp want, LayerMlpOf(config, family, layer));
@@ -979,6 +1184,29 @@ bool LayerIsLinear(const ModelConfig& c, Family family, std::int64_t layer) {
   return c.full_attention_interval > 0 && (layer + 1) % c.full_attention_interval != 0;
 }
 
+int LayerVariant(const ModelConfig& c, Family family, std::int64_t layer) {
+  if (family != Family::kDeepseekV4) return 0;
+  const std::int64_t ratio = RatioOf(c, layer);
+  return (ratio == 4 ? 2 : ratio > 1 ? 1 : 0) + (layer < c.num_hash_layers ? 3 : 0);
+}
+
+bool Mxfp4Experts(const ModelConfig& config, Family family) {
+  for (const Row& row : Rows()) {
+    if ((row.families & Bit(family)) != 0 && row.fp4_experts) return Fp4ExpertDtype(config);
+  }
+  return false;
+}
+
+std::string ScaleWeightName(std::string_view scale) {
+  for (std::string_view suffix : {"_scale_inv", ".scale"}) {
+    if (scale.size() > suffix.size() && scale.ends_with(suffix)) {
+      std::string w(scale.substr(0, scale.size() - suffix.size()));
+      return suffix == ".scale" ? w + ".weight" : w;
+    }
+  }
+  return "";
+}
+
 Result<LayerMlp> LayerMlpOf(const ModelConfig& config, Family family, int layer) {
   const Sparsity sparsity = InfoOf(family).sparsity;
   if (sparsity == Sparsity::kEvery) {
@@ -1036,17 +1264,20 @@ Result<bool> SkipsExtraLayer(const ModelConfig& config, Family family, std::stri
     rule->role = Role::kSkip;
     return true;
   }
-  if (parts.size() <= 3 || parts[0] != "model" || parts[1] != "layers" || !AllDigits(parts[2])) {
+  // model.layers.N.x, or layers.N.x (DeepSeek-V4's names carry no model. prefix).
+  const std::size_t at = !parts.empty() && parts[0] == "layers" ? 1 : 2;
+  if (parts.size() <= at + 1 || parts[at - 1] != "layers" || (at == 2 && parts[0] != "model") ||
+      !AllDigits(parts[at])) {
     return false;
   }
   const std::int64_t layer = numbers.empty() ? 0 : numbers[0];
-  if (parts[2].size() <= 9 && layer < config.num_hidden_layers) return false;
+  if (parts[at].size() <= 9 && layer < config.num_hidden_layers) return false;
   if (skips) {
     rule->role = Role::kSkip;
-    rule->layer = static_cast<int>(parts[2].size() > 9 ? -1 : layer);
+    rule->layer = static_cast<int>(parts[at].size() > 9 ? -1 : layer);
     return true;
   }
-  return Status::Corrupt(Where(name, file_label) + ": layer " + std::string(parts[2]) +
+  return Status::Corrupt(Where(name, file_label) + ": layer " + std::string(parts[at]) +
                          " is out of range: config.json num_hidden_layers is " +
                          std::to_string(config.num_hidden_layers));
 }
@@ -1072,11 +1303,11 @@ Status CheckQuantScale(const DimValue& rows, const Compiled& c, std::string_view
 // The shape config.json implies for a non-quant-scale parameter of row `c`, and how (in config
 // terms, for messages).
 Status ExpectedShape(const ModelConfig& config, const Compiled& c, std::string_view name,
-                     std::string_view file_label, std::vector<std::uint64_t>* expected,
-                     std::string* how) {
+                     std::string_view file_label, std::int64_t layer,
+                     std::vector<std::uint64_t>* expected, std::string* how) {
   const Row& row = *c.row;
-  DimValue d0 = Resolve(row.d0, config);
-  DimValue d1 = Resolve(row.d1, config);
+  DimValue d0 = Resolve(row.d0, config, layer);
+  DimValue d1 = Resolve(row.d1, config, layer);
   if (c.param == Param::kScale) {
     BlockSize block = BlockSizeOf(config);
     if (block.rows == 0) {
@@ -1092,7 +1323,7 @@ Status ExpectedShape(const ModelConfig& config, const Compiled& c, std::string_v
     *how = d0.how + ", " + d1.how;
     for (Dim d : {row.d2, row.d3}) {
       if (d == Dim::kNone) continue;
-      DimValue v = Resolve(d, config);
+      DimValue v = Resolve(d, config, layer);
       expected->push_back(v.value);
       *how += ", " + v.how;
     }
@@ -1114,6 +1345,8 @@ std::uint64_t QuantDivOf(QDiv div, const ModelConfig& c, std::uint64_t k) {
       return 2;
     case QDiv::kSixteen:
       return c.quant_group_size > 0 ? static_cast<std::uint64_t>(c.quant_group_size) : 16;
+    case QDiv::kThirtyTwo:
+      return 32;
     default:
       return 1;
   }
@@ -1123,7 +1356,8 @@ std::uint64_t QuantDivOf(QDiv div, const ModelConfig& c, std::uint64_t k) {
 Status CheckGrouped(const ModelConfig& config, const Compiled& c, const QuantParamRow& q,
                     std::string_view name, const std::vector<std::uint64_t>& shape,
                     std::string_view file_label, TensorRule* rule) {
-  const DimValue n = Resolve(c.row->d0, config), k = Resolve(c.row->d1, config);
+  const DimValue n = Resolve(c.row->d0, config, rule->layer),
+                 k = Resolve(c.row->d1, config, rule->layer);
   rule->qdims.clear();
   rule->concat_dim = -1;
   rule->expected.clear();
@@ -1153,14 +1387,14 @@ Status CheckGrouped(const ModelConfig& config, const Compiled& c, const QuantPar
   if (shape == rule->expected) return Status::Ok();
   return Status::Corrupt(Where(name, file_label) + ": shape " + ShapeString(shape) +
                          " disagrees with config.json's " +
-                         std::string(SchemeName(SchemeOf(config))) + " format: expected " +
+                         std::string(SchemeName(RowScheme(config, *c.row))) + " format: expected " +
                          ShapeString(rule->expected) + " (" + how + ")");
 }
 
 Status CheckShape(const ModelConfig& config, const Compiled& c, std::string_view name,
                   const std::vector<std::uint64_t>& shape, std::string_view file_label,
                   TensorRule* rule) {
-  if (const QuantParamRow* q = QuantParamOf(SchemeOf(config), c.param_name)) {
+  if (const QuantParamRow* q = QuantParamOf(RowScheme(config, *c.row), c.param_name)) {
     TensorRule grouped = *rule;
     Status st = CheckGrouped(config, c, *q, name, shape, file_label, &grouped);
     if (st.ok()) *rule = std::move(grouped);
@@ -1175,10 +1409,12 @@ Status CheckShape(const ModelConfig& config, const Compiled& c, std::string_view
                                       : "(quant_method " + m + ") has no tensor of this name"));
   }
   if (c.param == Param::kQuantScale) {
-    return CheckQuantScale(Resolve(c.row->d0, config), c, name, shape, file_label, rule);
+    return CheckQuantScale(Resolve(c.row->d0, config, rule->layer), c, name, shape, file_label,
+                           rule);
   }
   std::string how;
-  HOIST_RETURN_IF_ERROR(ExpectedShape(config, c, name, file_label, &rule->expected, &how));
+  HOIST_RETURN_IF_ERROR(
+      ExpectedShape(config, c, name, file_label, rule->layer, &rule->expected, &how));
   if (shape == rule->expected) return Status::Ok();
   return Status::Corrupt(Where(name, file_label) + ": shape " + ShapeString(shape) +
                          " disagrees with config.json: expected " + ShapeString(rule->expected) +
@@ -1207,6 +1443,16 @@ std::vector<Part> PartsOf(Parts parts, const ModelConfig& c) {
   return {};
 }
 
+// The parameter's name in vLLM's fused parameter: a per-row format's own name for it (MXFP4
+// experts' scale: weight_scale), an FP8 block scale weight_scale_inv however the checkpoint spells
+// it (DeepSeek-V4: X.scale), else the checkpoint's.
+std::string_view FusedParamName(const ModelConfig& config, const Compiled& c) {
+  const QuantParamRow* q = QuantParamOf(RowScheme(config, *c.row), c.param_name);
+  if (q != nullptr && q->fused != nullptr) return q->fused;
+  if (c.param == Param::kScale) return "weight_scale_inv";
+  return c.param_name;
+}
+
 // The row's role, fusion and parts for this parameter.
 void ApplyRow(const ModelConfig& config, const Compiled& c, TensorRule* rule) {
   const Row& row = *c.row;
@@ -1224,7 +1470,7 @@ void ApplyRow(const ModelConfig& config, const Compiled& c, TensorRule* rule) {
   }
   if (row.fusion != Fusion::kNone && !(row.fuse_needs_q_lora && config.q_lora_rank <= 0)) {
     rule->fusion = row.fusion;
-    rule->fused_name = Instantiate(row.fused, rule->layer, c.param_name);
+    rule->fused_name = Instantiate(row.fused, rule->layer, FusedParamName(config, c));
     rule->slot = row.slot;
     rule->slots = row.slots;
   }
@@ -1311,6 +1557,8 @@ std::string_view SchemeName(QuantScheme scheme) {
       return "ModelOpt NVFP4";
     case QuantScheme::kNvfp4Ct:
       return "compressed-tensors NVFP4";
+    case QuantScheme::kMxfp4Experts:
+      return "DeepSeek-V4 MXFP4 experts";
     default:
       return "unquantized";
   }
@@ -1325,8 +1573,13 @@ Result<std::vector<std::uint64_t>> ImpliedShape(const ModelConfig& config, Famil
     return Status::NotFound("tensor '" + std::string(name) + "': no " +
                             std::string(FamilyName(family)) + " rule matches this tensor name");
   }
-  if (const QuantParamRow* q = QuantParamOf(SchemeOf(config), it->second.param_name)) {
+  if (const QuantParamRow* q =
+          QuantParamOf(RowScheme(config, *it->second.row), it->second.param_name)) {
     TensorRule rule;  // CheckGrouped sets the expected shape before comparing it
+    if (!it->second.placeholders.empty() && !numbers.empty() &&
+        it->second.placeholders[0] == Slot::kLayer) {
+      rule.layer = static_cast<int>(numbers[0]);
+    }
     (void)CheckGrouped(config, it->second, *q, name, {}, "", &rule);
     return rule.expected;
   }
@@ -1336,7 +1589,11 @@ Result<std::vector<std::uint64_t>> ImpliedShape(const ModelConfig& config, Famil
   }
   std::vector<std::uint64_t> shape;
   std::string how;
-  HOIST_RETURN_IF_ERROR(ExpectedShape(config, it->second, name, "", &shape, &how));
+  const std::int64_t layer = !it->second.placeholders.empty() && !numbers.empty() &&
+                                     it->second.placeholders[0] == Slot::kLayer
+                                 ? numbers[0]
+                                 : -1;
+  HOIST_RETURN_IF_ERROR(ExpectedShape(config, it->second, name, "", layer, &shape, &how));
   return shape;
 }
 
@@ -1407,6 +1664,14 @@ std::string Because(When when, const ModelConfig& c, Family family, std::int64_t
     case When::kSharedExpert:
       return "shared_expert_intermediate_size = " +
              std::to_string(c.shared_expert_intermediate_size);
+    case When::kCompressed:
+    case When::kIndexed:
+      return "compress_ratios[" + std::to_string(layer) +
+             "] = " + std::to_string(RatioOf(c, layer));
+    case When::kHashMoe:
+      return "num_hash_layers = " + std::to_string(c.num_hash_layers);
+    case When::kScoreMoe:
+      return "num_hash_layers = " + std::to_string(c.num_hash_layers) + ", topk_method = noaux_tc";
     default:
       return "num_hidden_layers = " + std::to_string(c.num_hidden_layers);
   }
@@ -1417,7 +1682,25 @@ std::string Because(When when, const ModelConfig& c, Family family, std::int64_t
 struct LayerKind {
   bool sparse = false;
   bool linear = false;
+  std::int64_t ratio = 1;  // DeepSeek-V4: the layer's KV compression ratio
+  bool hash = false;       // DeepSeek-V4: a hash-routed MoE layer
 };
+
+// DeepSeek-V4's per-layer kinds; true for the kinds implied on every layer (or model).
+bool ImpliedV4(When when, const ModelConfig& c, LayerKind k) {
+  switch (when) {
+    case When::kCompressed:
+      return k.ratio > 1;
+    case When::kIndexed:
+      return k.ratio == 4;
+    case When::kHashMoe:
+      return k.sparse && k.hash;
+    case When::kScoreMoe:
+      return k.sparse && !k.hash && c.topk_method == "noaux_tc";
+    default:
+      return true;
+  }
+}
 
 // Whether config.json implies a tensor of kind `when` on a layer of kind `k`.
 bool Implied(When when, const ModelConfig& c, LayerKind k) {
@@ -1459,7 +1742,7 @@ bool Implied(When when, const ModelConfig& c, LayerKind k) {
     case When::kQuantExpert:
       return sparse && !c.quant_method.empty();
     default:
-      return true;
+      return ImpliedV4(when, c, k);
   }
 }
 
@@ -1474,7 +1757,7 @@ class Walker {
   void Model(bool head) {
     for (const Row& row : Rows()) {
       if (!Has(row) || std::string_view(row.pattern).find('{') != std::string_view::npos) continue;
-      if ((std::string_view(row.pattern) == "model.embed_tokens") == head) Emit(row, -1, -1, {});
+      if ((row.role == Role::kVocab && row.when == When::kModel) == head) Emit(row, -1, -1, {});
     }
   }
   // Layer l's tensors except the routed experts.
@@ -1502,7 +1785,8 @@ class Walker {
  private:
   bool Has(const Row& row) const { return (row.families & Bit(family_)) != 0; }
   LayerKind KindOf(std::int64_t l) const {
-    return {LayerIsSparse(c_, family_, l), LayerIsLinear(c_, family_, l)};
+    return {LayerIsSparse(c_, family_, l), LayerIsLinear(c_, family_, l), RatioOf(c_, l),
+            l < c_.num_hash_layers};
   }
 
   // The row's implied parameters at (layer, expert) of a layer of kind `k`: all but bias per
@@ -1514,11 +1798,14 @@ class Walker {
     const std::string base = Instantiate(row.pattern, layer, "", expert);
     const bool linear = IsLinear(row);
     for (std::string_view param : Split(row.params, ',')) {
+      // FP8 block scales follow the weight's dtype (model_checks); DeepSeek-V4 names its X.scale
+      // on every linear layer of a checkpoint with a quantization_config.
       if (stopped_ || param == "weight_scale_inv") continue;
+      if (param == "scale" && c_.quant_method.empty()) continue;
       if (linear && param == "weight") param = main_;
       const bool is_bias = param == "bias";
       if (is_bias ? !bias : !main) continue;
-      name_.assign(base).append(".").append(param);
+      name_.assign(base).append(base.empty() ? "" : ".").append(param);
       const std::string why = Because(is_bias ? row.bias : row.when, c_, family_, layer);
       if (!fn_(name_, why)) stopped_ = true;
     }
@@ -1568,9 +1855,19 @@ constexpr const char* kDimSymbols[] = {"",
                                        "H/32",
                                        "I/32",
                                        "16",
-                                       "I_mlp"};
+                                       "I_mlp",
+                                       "(2+hc)*hc",
+                                       "hc*H",
+                                       "hc",
+                                       "3",
+                                       "o_groups*o_lora",
+                                       "Q/o_groups",
+                                       "ratio_L",
+                                       "coff_L*head_dim",
+                                       "coff_L*idx_dim",
+                                       "topk"};
 static_assert(sizeof(kDimSymbols) / sizeof(kDimSymbols[0]) ==
-              static_cast<std::size_t>(Dim::kImlp) + 1);
+              static_cast<std::size_t>(Dim::kTopK) + 1);
 constexpr const char* kWhenText[] = {"never (accepted)",
                                      "always",
                                      "untied embeddings",
@@ -1591,9 +1888,13 @@ constexpr const char* kWhenText[] = {"never (accepted)",
                                      "MoE layers, unquantized",
                                      "MoE layers, MXFP4 (quant_method mxfp4)",
                                      "MoE layers, no quantization_config",
-                                     "each routed expert, with a quantization_config"};
+                                     "each routed expert, with a quantization_config",
+                                     "compress_ratios[L] > 1",
+                                     "compress_ratios[L] = 4",
+                                     "MoE layers L < num_hash_layers",
+                                     "MoE layers L >= num_hash_layers, topk_method noaux_tc"};
 static_assert(sizeof(kWhenText) / sizeof(kWhenText[0]) ==
-              static_cast<std::size_t>(When::kQuantExpert) + 1);
+              static_cast<std::size_t>(When::kScoreMoe) + 1);
 
 std::string ShapeText(const Row& row) {
   std::string s = "[" + std::string(kDimSymbols[static_cast<int>(row.d0)]);
@@ -1607,8 +1908,10 @@ std::string ShapeText(const Row& row) {
 std::string FusedText(const Row& row) {
   if (row.fusion == Fusion::kNone) return "as stored";
   std::string s = "`" + std::string(row.fused) + "` ";
-  if (row.transposed)
+  if (row.transposed) {
     return s + "(the rank's slice, its last two dims swapped as vLLM's load does)";
+  }
+  if (row.fusion == Fusion::kConcat && row.slots == 1) return s + "(vLLM's name)";
   s += row.fusion == Fusion::kExpertStack ? "stacked over local experts, " : "";
   s += "part " + std::to_string(row.slot) + " of " + std::to_string(row.slots);
   if (row.fuse_needs_q_lora) s += " (with q_lora_rank)";
@@ -1657,8 +1960,10 @@ std::string FamilyTableMarkdown(Family family) {
     std::string when = kWhenText[static_cast<int>(row.when)];
     if (row.bias != When::kNever)
       when += "; bias: " + std::string(kWhenText[static_cast<int>(row.bias)]);
-    out += "| `" + std::string(row.pattern) + "` | " + row.params + " | " + role + " | " +
-           ShapeText(row) + " | " + when + " | " + FusedText(row) + " |\n";
+    if (row.fp4_experts) role += "; MXFP4 with expert_dtype fp4 (format table)";
+    const std::string pattern = *row.pattern ? row.pattern : "(top level)";
+    out += "| `" + pattern + "` | " + row.params + " | " + role + " | " + ShapeText(row) + " | " +
+           when + " | " + FusedText(row) + " |\n";
   }
   return out;
 }

@@ -57,8 +57,9 @@ enum class Family : std::uint8_t {
   kQwen35Moe,
   kGptOss,
   kLlama4,
+  kDeepseekV4,
 };
-constexpr int kFamilyCount = 18;
+constexpr int kFamilyCount = 19;
 
 // "llama", "qwen2", "qwen3", "qwen3_moe", "deepseek_v3", "mixtral", ...
 std::string_view FamilyName(Family family);
@@ -90,6 +91,8 @@ struct FamilyInfo {
   bool skips_extra_layers;      // MTP layers past num_hidden_layers and `mtp.*` are not loaded
   // The config key of a dense MLP's intermediate size (nullptr: intermediate_size).
   const char* dense_size_key = nullptr;
+  // tp must divide the routed experts even with EP off (vLLM's DeepseekV4MoE asserts it).
+  bool experts_divide_tp = false;
 };
 const FamilyInfo& InfoOf(Family family);
 
@@ -97,6 +100,21 @@ const FamilyInfo& InfoOf(Family family);
 // registry is keyed so: model_type kimi_k2 is DeepseekV3ForCausalLM), else its model_type.
 // Unsupported naming both and the supported architectures otherwise.
 Result<Family> FamilyOf(const ModelConfig& config);
+
+// What else makes a layer's tensors differ from another's of the same MLP and attention kind:
+// DeepSeek-V4's KV compression (compress_ratios[layer]: 0 none or ratio 1, 1 a compressor, 2 a
+// compressor and the sparse-attention indexer at ratio 4) + 3 x (hash-routed MoE: layer <
+// num_hash_layers). 0 for other families.
+int LayerVariant(const ModelConfig& config, Family family, std::int64_t layer);
+constexpr int kLayerVariants = 6;
+
+// True when `family`'s routed experts are MXFP4 in this checkpoint: DeepSeek-V4 with a
+// quantization_config and expert_dtype "fp4" or absent (vLLM's default).
+bool Mxfp4Experts(const ModelConfig& config, Family family);
+
+// The weight an FP8 block scale belongs to: X.weight for X.weight_scale_inv and for X.scale
+// (DeepSeek-V4's spelling); "" for another name.
+std::string ScaleWeightName(std::string_view scale);
 
 // Hybrid families: layer `layer` is a linear-attention layer (layer_types, else every layer but
 // each full_attention_interval-th). False for other families.
@@ -131,7 +149,7 @@ std::string_view RoleName(Role role);
 enum class Param : std::uint8_t {
   kWeight,  // X.weight
   kBias,    // X.bias
-  kScale,   // X.weight_scale_inv (FP8 block scale of X.weight)
+  kScale,   // X.weight_scale_inv (FP8 block scale of X.weight; DeepSeek-V4 spells it X.scale)
   // X.weight_scale / X.input_scale of FP8 per-tensor or per-channel checkpoints
   // (compressed-tensors, ModelOpt): a scalar ([] or [1]) is replicated; a per-channel weight scale
   // ([N] or [N, 1]) follows X.weight's rows (column, kv heads, experts' gate/up) and is whole on
@@ -156,6 +174,10 @@ enum class QuantScheme : std::uint8_t {
   kNvfp4,    // ModelOpt NVFP4: weight U8 [N, K/2], weight_scale F8 [N, K/16], weight_scale_2
   kNvfp4Ct,  // compressed-tensors nvfp4-pack-quantized: weight_packed [N, K/2], weight_scale
              // [N, K/16], weight_global_scale
+  // DeepSeek-V4's MXFP4 routed experts (expert_dtype fp4; its other linear layers are FP8
+  // blocks): weight I8 [N, K/2] (two E2M1 codes a byte), scale F8_E8M0 [N, K/32]. Per row, not
+  // per checkpoint: SchemeOf never returns it.
+  kMxfp4Experts,
 };
 QuantScheme SchemeOf(const ModelConfig& config);
 std::string_view SchemeName(QuantScheme scheme);  // "GPTQ", "AWQ", ...

@@ -143,7 +143,8 @@ Result<std::vector<TensorSpec>> ReadTensorSpecs(const std::string& path) {
       TensorSpec t{name, v.at(0).get<std::string>(), v.at(1).get<std::vector<std::uint64_t>>()};
       if (t.Bytes() == 0 && !t.shape.empty()) {
         return Status::InvalidArgument(path + ": tensor " + name + ": dtype " + t.dtype +
-                                       " is not one hoist-mkckpt writes (BF16, F16, F32, F8_E4M3, U8, I8, I16, U16, I32, U32, I64, U64, F64)");
+                                       " is not one hoist-mkckpt writes (BF16, F16, F32, F8_E4M3, "
+                                       "F8_E8M0, U8, I8, I16, U16, I32, U32, I64, U64, F64)");
       }
       specs.push_back(std::move(t));
     }

@@ -3,14 +3,17 @@
 //
 // Families: every family the planner has rules for (planner/rules.h), spelled with '-' for '_'
 // (llama, qwen2, qwen3, qwen3-moe, deepseek-v3, deepseek-v2, glm-moe-dsa, mixtral, minimax-m2,
-// qwen2-moe, glm4-moe, gemma3-text, phi3, qwen3-next, qwen3-5, qwen3-5-moe, gpt-oss), and
+// qwen2-moe, glm4-moe, gemma3-text, phi3, qwen3-next, qwen3-5, qwen3-5-moe, gpt-oss, llama4,
+// deepseek-v4), and
 // mistral (the llama rules). A config's tensor list is the planner's: ForEachImpliedTensor names
 // the tensors in model order and ImpliedShape gives their shapes, so planning, docs/LAYOUT.md and
 // these checkpoints follow one table. Dtypes: BF16, except what transformers saves otherwise (the
 // DeepSeek-style router's mlp.gate.e_score_correction_bias F32; gpt_oss MXFP4 _blocks / _scales
 // U8); with quantization_config quant_method fp8 and weight_block_size, every weight whose rule
 // accepts block scales (the linear projections, not norms, embeddings, routers or lm_head) is
-// F8_E4M3 followed by its F32 weight_scale_inv. tests/tools/presets_test.cc checks the lists
+// F8_E4M3 followed by its F32 weight_scale_inv; DeepSeek-V4 as DeepSeek publishes it (X.scale
+// F8_E8M0, or F32 with expert_dtype fp8; MXFP4 experts I8; F32 hc_*, ape, sinks, router bias;
+// I64 tid2eid). tests/tools/presets_test.cc checks the lists
 // against the ones transformers writes (tests/data/hf).
 //
 // Presets (--list-presets): the original shapes (qwen3-4b, qwen3-tiny, qwen3-tiny-untied,

@@ -26,7 +26,7 @@ using ojson = nlohmann::ordered_json;
 std::uint64_t DTypeBytes(const std::string& dtype) {
   if (dtype == "BF16" || dtype == "F16") return 2;
   if (dtype == "F32") return 4;
-  if (dtype == "F8_E4M3" || dtype == "U8" || dtype == "I8") return 1;
+  if (dtype == "F8_E4M3" || dtype == "F8_E8M0" || dtype == "U8" || dtype == "I8") return 1;
   if (dtype == "I16" || dtype == "U16") return 2;
   if (dtype == "I32" || dtype == "U32") return 4;
   if (dtype == "I64" || dtype == "U64" || dtype == "F64") return 8;
@@ -274,6 +274,91 @@ struct Preset {
   ojson config;
 };
 
+// DeepSeek-V4, tiny: tests/data/derived/deepseek_v4/config.json (written from vLLM's model files;
+// tests/tools/presets_test.cc keeps them equal). MXFP4 experts, compressors on layers 0, 1 and 3,
+// the indexer on 0 and 3, a hash-routed layer 0; tp 1, 2, 4 and ep 2, 4 plan.
+constexpr const char* kDeepseekV4Tiny = R"json({
+  "architectures": [
+    "DeepseekV4ForCausalLM"
+  ],
+  "model_type": "deepseek_v4",
+  "vocab_size": 1000,
+  "hidden_size": 256,
+  "num_hidden_layers": 4,
+  "num_attention_heads": 4,
+  "num_key_value_heads": 1,
+  "head_dim": 128,
+  "qk_rope_head_dim": 64,
+  "q_lora_rank": 128,
+  "o_groups": 4,
+  "o_lora_rank": 128,
+  "n_routed_experts": 4,
+  "n_shared_experts": 1,
+  "num_experts_per_tok": 2,
+  "moe_intermediate_size": 512,
+  "num_hash_layers": 1,
+  "topk_method": "noaux_tc",
+  "scoring_func": "sqrtsoftplus",
+  "norm_topk_prob": true,
+  "routed_scaling_factor": 1.5,
+  "swiglu_limit": 10.0,
+  "hidden_act": "silu",
+  "hc_mult": 2,
+  "hc_sinkhorn_iters": 20,
+  "hc_eps": 1e-06,
+  "compress_ratios": [
+    4,
+    128,
+    0,
+    4
+  ],
+  "compress_rope_theta": 160000.0,
+  "index_n_heads": 4,
+  "index_head_dim": 64,
+  "index_topk": 16,
+  "sliding_window": 16,
+  "num_nextn_predict_layers": 1,
+  "max_position_embeddings": 4096,
+  "rms_norm_eps": 1e-06,
+  "rope_theta": 10000.0,
+  "rope_scaling": {
+    "type": "yarn",
+    "factor": 4.0,
+    "original_max_position_embeddings": 1024,
+    "beta_fast": 32,
+    "beta_slow": 1
+  },
+  "tie_word_embeddings": false,
+  "torch_dtype": "bfloat16",
+  "quantization_config": {
+    "quant_method": "fp8",
+    "activation_scheme": "dynamic",
+    "fmt": "e4m3",
+    "scale_fmt": "ue8m0",
+    "weight_block_size": [
+      128,
+      128
+    ]
+  },
+  "expert_dtype": "fp4"
+})json";
+
+// DeepSeek-V4, mid (about 1.4 GB): DeepSeek-V4-Flash's head_dim 512, hc_mult 4 and
+// compress_ratios pattern, scaled; every split whole at tp 1..8, 32 experts.
+constexpr const char* kDeepseekV4Mid =
+    R"({"hidden_size": 2048, "num_attention_heads": 16, "head_dim": 512, "q_lora_rank": 1024,
+        "o_groups": 8, "o_lora_rank": 512, "n_routed_experts": 32, "num_experts_per_tok": 6,
+        "moe_intermediate_size": 1024, "num_hidden_layers": 8, "num_hash_layers": 2,
+        "vocab_size": 32000, "hc_mult": 4, "index_n_heads": 16, "index_head_dim": 128,
+        "compress_ratios": [0, 0, 4, 128, 4, 128, 4, 128]})";
+
+void AddDeepseekV4Presets(std::map<std::string, Preset>* m) {
+  (*m)["deepseek-v4-tiny"] = {"deepseek-v4", ojson::parse(kDeepseekV4Tiny)};
+  ojson mid = ojson::parse(kDeepseekV4Tiny);
+  mid.merge_patch(ojson::parse(kDeepseekV4Mid));
+  (*m)["deepseek-v4-mid"] = {"deepseek-v4", std::move(mid)};
+}
+
 // The presets built from the configs transformers writes: <family>-tiny (tests/data/hf's sizes:
 // hidden 128, 8 heads, 4 kv heads, 8 experts, 2-4 layers, vocab 1000) and <family>-mid.
 void AddHfPresets(std::map<std::string, Preset>* m) {
@@ -356,6 +441,7 @@ const std::map<std::string, Preset>& Presets() {
     (*m)["deepseek-v3-small"] = {"deepseek-v3", DeepseekConfig({4, 2048, 8192, 1024, 32, 1, 1, 16,
                                                                 1536, 512, 128, 64, 128, 129280})};
     AddHfPresets(m);
+    AddDeepseekV4Presets(m);
     return m;
   }();
   return *presets;
@@ -363,13 +449,19 @@ const std::map<std::string, Preset>& Presets() {
 
 // The formats ListTensorSpecs writes.
 struct Format {
-  bool fp8 = false;    // quant_method fp8 with weight_block_size: E4M3 + F32 block scales
-  bool mxfp4 = false;  // gpt_oss quant_method mxfp4: the walk names U8 _blocks / _scales
+  bool fp8 = false;     // quant_method fp8 with weight_block_size: E4M3 + F32 block scales
+  bool mxfp4 = false;   // gpt_oss quant_method mxfp4: the walk names U8 _blocks / _scales
+  bool v4 = false;      // DeepSeek-V4 FP8: the walk names each X.scale (V4DType)
+  bool v4_fp4 = false;  // and its routed experts are MXFP4 (expert_dtype fp4)
 };
 
 Result<Format> FormatOf(const planner::ModelConfig& c, planner::Family family) {
   const std::string& method = c.quant_method;
   if (method.empty()) return Format{};
+  if (method == "fp8" && planner::BlockSizeOf(c).rows > 0 &&
+      family == planner::Family::kDeepseekV4) {
+    return Format{false, false, true, planner::Mxfp4Experts(c, family)};
+  }
   if (method == "fp8" && planner::BlockSizeOf(c).rows > 0) return Format{true, false};
   if (method == "mxfp4" && family == planner::Family::kGptOss) return Format{false, true};
   return Status::Unsupported(
@@ -392,12 +484,34 @@ std::string DTypeOf(std::string_view name, const Format& format) {
   return "BF16";
 }
 
+// DeepSeek-V4 as DeepSeek publishes it: FP8 E4M3 linear layers (those with an X.scale rule) with
+// block scales (F8_E8M0 in the MXFP4-expert release, F32 with expert_dtype fp8), MXFP4 routed
+// experts (I8 codes), F32 hyper-connections, compressor ape, attention sinks and router bias, an
+// I64 hash-routing table; BF16 otherwise.
+std::string V4DType(planner::Family family, std::string_view name, const Format& format) {
+  if (EndsWith(name, ".scale")) return format.v4_fp4 ? "F8_E8M0" : "F32";
+  if (EndsWith(name, ".weight")) {
+    const std::string scale = std::string(name.substr(0, name.size() - 6)) + "scale";
+    if (!planner::HasRule(family, scale)) return "BF16";
+    const bool expert = name.find(".ffn.experts.") != std::string_view::npos;
+    return expert && format.v4_fp4 ? "I8" : "F8_E4M3";
+  }
+  if (EndsWith(name, ".tid2eid")) return "I64";
+  const bool f32 = name.find("hc_") != std::string_view::npos || EndsWith(name, ".ape") ||
+                   EndsWith(name, ".attn_sink") || EndsWith(name, ".bias");
+  return f32 ? "F32" : "BF16";
+}
+
 // Appends implied tensor `name`: its shape from the planner, its dtype; under FP8 a weight whose
 // row accepts block scales (the linear projections: not norms, embeddings, routers or lm_head,
 // as the official FP8 checkpoints store them) is E4M3 and followed by its F32 scale.
 Status AddImplied(const planner::ModelConfig& c, planner::Family family, const Format& format,
                   const std::string& name, std::vector<TensorSpec>* out) {
   HOIST_ASSIGN_OR_RETURN(std::vector<std::uint64_t> shape, planner::ImpliedShape(c, family, name));
+  if (format.v4) {
+    out->push_back({name, V4DType(family, name, format), std::move(shape)});
+    return Status::Ok();
+  }
   const std::string scale =
       EndsWith(name, ".weight") ? name.substr(0, name.size() - 6) + "weight_scale_inv" : "";
   if (!format.fp8 || scale.empty() || !planner::HasRule(family, scale)) {

@@ -29,7 +29,7 @@ import hoist as _hoist
 
 __all__ = ["LoadIntoError", "LoadReport", "load_into", "as_torch"]
 
-_FP8 = {"F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2"}
+_FP8 = {"F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2", "F8_E8M0": "float8_e8m0fnu"}
 
 
 class LoadIntoError(ValueError):

@@ -394,5 +394,25 @@ std::vector<Case> QuantizedCases() {
 INSTANTIATE_TEST_SUITE_P(Quantized, PlanReferenceTest, ::testing::ValuesIn(QuantizedCases()),
                          CaseName);
 
+// DeepSeek-V4 (tests/data/derived/deepseek_v4: names, shapes and dtypes from vLLM's
+// deepseek_v4.py): MXFP4 routed experts with ue8m0 scales, and the FP8-expert form
+// (deepseek_v4_fp8); tp 1, 2, 4, ep 2 and 4, tp 2 x ep 4 round-robin, both layouts. tp 8 does not
+// divide the 4 heads: refused by config.json's num_attention_heads, and by the reference.
+std::vector<Case> DeepseekV4Cases() {
+  std::vector<Case> cases;
+  for (bool fused : {true, false}) {
+    for (const char* name : {"derived:deepseek_v4", "derived:deepseek_v4_fp8"}) {
+      for (int tp : {1, 2, 4}) cases.push_back({name, tp, 0, false, fused});
+      for (int ep : {2, 4}) cases.push_back({name, 1, ep, false, fused});
+      cases.push_back({name, 2, 4, true, fused});
+      cases.push_back({name, 8, 0, false, fused, {"tp 8", "num_attention_heads = 4", "1, 2, 4"}});
+    }
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(DeepseekV4, PlanReferenceTest, ::testing::ValuesIn(DeepseekV4Cases()),
+                         CaseName);
+
 }  // namespace
 }  // namespace hoist::planner

@@ -34,7 +34,7 @@ class Fixtures {
     if (it != dirs_.end()) return it->second;
     tools::MkckptOptions o;
     if (const std::size_t colon = preset.find(':'); colon != std::string::npos) {
-      // "hf:NAME" / "quant:NAME": the tensor lists of tests/data (what transformers writes).
+      // "hf:NAME" / "quant:NAME" / "derived:NAME": the tensor lists of tests/data.
       const std::string data = hoist::testing::SourceDir() + "/tests/data/" +
                                preset.substr(0, colon) + "/" + preset.substr(colon + 1);
       o.config_path = data + "/config.json";
@@ -211,6 +211,15 @@ std::vector<Case> Cases() {
       // layout's q/k rotary de-interleave.
       {"hf:llama4_text", 2},
       {"quant:llama4_fp8_experts", 2},
+      // DeepSeek-V4 (tests/data/derived: names from vLLM's deepseek_v4.py): MXFP4 experts with
+      // ue8m0 scales, FP8-block experts.
+      {"derived:deepseek_v4", 1},
+      {"derived:deepseek_v4", 2},
+      {"derived:deepseek_v4", 4},
+      {"derived:deepseek_v4", 1, 2},
+      {"derived:deepseek_v4", 2, 4, true},
+      {"derived:deepseek_v4_fp8", 4},
+      {"derived:deepseek_v4_fp8", 1, 2},
   };
   std::vector<Case> out;
   int k = 0;

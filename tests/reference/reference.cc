@@ -20,7 +20,7 @@ namespace fs = std::filesystem;
 
 std::uint64_t ElemSize(const std::string& dtype) {
   if (dtype == "BOOL" || dtype == "U8" || dtype == "I8" || dtype == "F8_E4M3" ||
-      dtype == "F8_E5M2") {
+      dtype == "F8_E5M2" || dtype == "F8_E8M0") {
     return 1;
   }
   if (dtype == "I16" || dtype == "U16" || dtype == "F16" || dtype == "BF16") return 2;
@@ -1114,11 +1114,233 @@ class Builder {
   QuantSpec qs_;
 };
 
+// ---- DeepSeek-V4, from vLLM's deepseek_v4.py (load_weights, its WeightsMapper and
+// stacked_params_mapping; FusedMoE for the experts). Names carry no "model." prefix; FP8 block
+// scales are X.scale; routed experts are MXFP4 (weight [N, K/2] two codes a byte, scale
+// [N, K/32]) unless config.json says expert_dtype "fp8" (FP8 blocks like the rest). ----
+class V4Builder {
+ public:
+  V4Builder(const Checkpoint& ck, const RefOptions& o) : ck_(ck), o_(o) {
+    const auto& c = ck.config();
+    if (o.tp < 1 || o.ep < 0 || o.rank < 0) Fail("bad tp / ep / rank");
+    if (o.ep > 0 && (o.ep % o.tp != 0 || o.rank >= o.ep)) Fail("ep % tp != 0 or rank >= ep");
+    tp_ = static_cast<std::uint64_t>(o.tp);
+    t_ = static_cast<std::uint64_t>(o.rank % o.tp);
+    layers_ = CfgInt(c, "num_hidden_layers", 0);
+    heads_ = static_cast<std::uint64_t>(CfgInt(c, "num_attention_heads", 0));
+    groups_ = static_cast<std::uint64_t>(CfgInt(c, "o_groups", 0));
+    experts_ = static_cast<std::uint64_t>(CfgInt(c, "n_routed_experts", 0));
+    inter_ = static_cast<std::uint64_t>(CfgInt(c, "moe_intermediate_size", 0));
+    tied_ = c.value("tie_word_embeddings", false);
+    fp4_ = c.value("expert_dtype", std::string("fp4")) == "fp4";
+    const auto& q = c.at("quantization_config").at("weight_block_size");
+    bn_ = q.at(0).get<std::uint64_t>();
+    bk_ = q.at(1).get<std::uint64_t>();
+    // vLLM: n_heads % tp == 0 (DeepseekV4Attention), o_groups // tp groups a rank.
+    if (heads_ % tp_ != 0) Fail("num_attention_heads % tp != 0");
+    if (groups_ % tp_ != 0) Fail("o_groups % tp != 0");
+    if (experts_ % tp_ != 0) Fail("n_routed_experts % tp != 0");  // DeepseekV4MoE asserts it
+    if (o.ep > 0 && experts_ % static_cast<std::uint64_t>(o.ep) != 0) Fail("experts % ep != 0");
+  }
+
+  std::map<std::string, RefTensor> Build() {
+    std::map<std::string, RefTensor> out;
+    static const std::regex kLayer(R"(^layers\.(\d+)\..*)");
+    static const std::regex kExpert(
+        R"(^layers\.\d+\.ffn\.experts\.(\d+)\.(w[123])\.(weight|scale)$)");
+    for (const auto& [name, entry] : ck_.entries()) {
+      std::smatch m;
+      if (name.rfind("mtp.", 0) == 0) continue;  // vLLM: skip_substrs ["mtp."]
+      if (std::regex_match(name, m, kLayer) && std::stoll(m[1]) >= layers_) continue;
+      if (name == "head.weight" && tied_) continue;
+      if (std::regex_match(name, m, kExpert)) {
+        const std::uint64_t e = std::stoull(m[1]);
+        if (o_.ep > 0 && !Owns(e)) continue;
+        out[name] = o_.ep > 0 ? ck_.Load(name) : ShardExpert(name, m[2], m[3]);
+        continue;
+      }
+      out[name] = Shard(name);
+    }
+    return o_.fused ? Fuse(out) : out;
+  }
+
+ private:
+  bool Owns(std::uint64_t e) const {
+    const std::uint64_t ep = static_cast<std::uint64_t>(o_.ep),
+                        r = static_cast<std::uint64_t>(o_.rank);
+    return o_.round_robin ? e % ep == r : e / (experts_ / ep) == r;
+  }
+
+  static bool EndsWith(const std::string& s, const std::string& tail) {
+    return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+  }
+
+  // vLLM's parallel linears: ColumnParallelLinear wq_b, wo_a and the shared experts' w1 / w3
+  // (MergedColumnParallelLinear gate_up_proj); RowParallelLinear wo_b and shared w2 (down_proj).
+  // attn_sink is narrowed to the rank's heads. Everything else is replicated (ReplicatedLinear,
+  // fused_wqa_wkv with disable_tp, the compressors, the indexer, norms, hc_*, the router).
+  RefTensor Shard(const std::string& name) const {
+    RefTensor t = ck_.Load(name);
+    if (name == "embed.weight" || name == "head.weight") return Vocab(t);
+    if (EndsWith(name, ".attn.attn_sink")) return Rows(t, name, 1);
+    for (const char* col :
+         {".attn.wq_b.", ".attn.wo_a.", ".shared_experts.w1.", ".shared_experts.w3."}) {
+      if (name.find(col) == std::string::npos || name.find(".indexer.") != std::string::npos)
+        continue;
+      return EndsWith(name, ".scale") ? Rows(t, name, bn_) : Rows(t, name, 1);
+    }
+    for (const char* row : {".attn.wo_b.", ".shared_experts.w2."}) {
+      if (name.find(row) == std::string::npos) continue;
+      return EndsWith(name, ".scale") ? Cols(t, name, bk_) : Cols(t, name, 1);
+    }
+    return t;
+  }
+
+  // This rank's 1/tp of the rows, the weight's rows when `block` > 1 (a scale of blocks).
+  RefTensor Rows(const RefTensor& t, const std::string& name, std::uint64_t block) const {
+    const std::uint64_t n = block > 1 ? WeightDim(name, 0) : t.shape.at(0);
+    if (n % tp_ != 0 || (n / tp_) % block != 0) Fail(name + ": rows vs tp / FP8 block");
+    const std::uint64_t per = n / tp_ / block;
+    return SliceRows(t, t_ * per, (t_ + 1) * per);
+  }
+  RefTensor Cols(const RefTensor& t, const std::string& name, std::uint64_t block) const {
+    const std::uint64_t n = block > 1 ? WeightDim(name, 1) : t.shape.at(1);
+    if (n % tp_ != 0 || (n / tp_) % block != 0) Fail(name + ": cols vs tp / FP8 block");
+    const std::uint64_t per = n / tp_ / block;
+    return SliceCols(t, t_ * per, (t_ + 1) * per);
+  }
+  std::uint64_t WeightDim(const std::string& scale, int d) const {
+    return ck_.At(scale.substr(0, scale.size() - 5) + "weight")
+        .shape.at(static_cast<std::size_t>(d));
+  }
+
+  // VocabParallelEmbedding / ParallelLMHead: vocab padded to 64, 1/tp of the padded rows.
+  RefTensor Vocab(const RefTensor& t) const {
+    const std::uint64_t v = t.shape.at(0), vp = (v + 63) / 64 * 64;
+    if (vp % tp_ != 0) Fail("padded vocab % tp != 0");
+    const std::uint64_t a = t_ * vp / tp_, b = a + vp / tp_;
+    return PadRows(SliceRows(t, std::min(a, v), std::min(b, v)), b - a);
+  }
+
+  // FusedMoE with EP off: w1 / w3 take the rank's rows of moe_intermediate_size, w2 its columns.
+  // MXFP4: the weight packs 2 values a byte and the scale one per 32 along the input (w2: the
+  // intermediate) dim; FP8: 128-blocks.
+  RefTensor ShardExpert(const std::string& name, const std::string& w, const std::string& p) const {
+    const RefTensor t = ck_.Load(name);
+    if (inter_ % tp_ != 0) Fail(name + ": moe_intermediate_size % tp");
+    const std::uint64_t s = t_ * inter_ / tp_, e = s + inter_ / tp_;
+    const bool scale = p == "scale";
+    const std::uint64_t div = fp4_ ? (scale ? 32 : 2) : (scale ? (w == "w2" ? bk_ : bn_) : 1);
+    const std::uint64_t rdiv = fp4_ ? 1 : div;  // w1 / w3 rows: MXFP4 is per row
+    if (w != "w2") {
+      if (s % rdiv != 0 || e % rdiv != 0) Fail(name + ": rows cut a block");
+      return SliceRows(t, s / rdiv, e / rdiv);
+    }
+    if (s % div != 0 || e % div != 0)
+      Fail(name + ": columns cut a block of " + std::to_string(div));
+    return SliceCols(t, s / div, e / div);
+  }
+
+  // vLLM's names (WeightsMapper: prefix, .scale regex, suffix, substring), then its stacked
+  // params (fused_wqa_wkv, fused_wkv_wgate, gate_up_proj) and FusedMoE's w13_ / w2_ stacks.
+  static std::string VllmName(std::string n, bool fp4) {
+    static const std::regex kExpertScale(R"((\.experts\.\d+\.w[123])\.scale$)");
+    static const std::regex kScale(R"(\.scale$)");
+    for (const auto& [from, to] :
+         std::vector<std::pair<std::string, std::string>>{{"layers.", "model.layers."},
+                                                          {"embed.", "model.embed."},
+                                                          {"norm.", "model.norm."},
+                                                          {"hc_head", "model.hc_head"}}) {
+      if (n.rfind(from, 0) == 0) {
+        n = to + n.substr(from.size());
+        break;
+      }
+    }
+    if (fp4) n = std::regex_replace(n, kExpertScale, "$1.weight_scale");
+    n = std::regex_replace(n, kScale, ".weight_scale_inv");
+    for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+             {"head.weight", "lm_head.weight"},
+             {"embed.weight", "embed_tokens.weight"},
+             {".ffn.gate.bias", ".ffn.gate.e_score_correction_bias"}}) {
+      if (EndsWith(n, from)) {
+        n = n.substr(0, n.size() - from.size()) + to;
+        break;
+      }
+    }
+    for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+             {".attn.compressor.", ".attn.mla_attn.compressor."},
+             {".shared_experts.w2", ".shared_experts.down_proj"}}) {
+      const auto at = n.find(from);
+      if (at != std::string::npos) n = n.substr(0, at) + to + n.substr(at + from.size());
+    }
+    return n;
+  }
+
+  std::map<std::string, RefTensor> Fuse(const std::map<std::string, RefTensor>& in) const {
+    static const std::regex kExpert(
+        R"(^(model\.layers\.\d+\.ffn\.experts\.)(\d+)\.(w[123])\.(.*)$)");
+    // stacked_params_mapping: (param, shard, slot)
+    static const std::vector<std::tuple<std::string, std::string, int>> kStacked = {
+        {"gate_up_proj", "w1", 0},
+        {"gate_up_proj", "w3", 1},
+        {"attn.fused_wqa_wkv", "attn.wq_a", 0},
+        {"attn.fused_wqa_wkv", "attn.wkv", 1},
+        {"compressor.fused_wkv_wgate", "compressor.wkv", 0},
+        {"compressor.fused_wkv_wgate", "compressor.wgate", 1}};
+    std::map<std::string, std::map<int, const RefTensor*>> stacked;
+    std::map<std::string, std::map<std::uint64_t, std::map<std::string, const RefTensor*>>> experts;
+    std::map<std::string, RefTensor> out;
+    for (const auto& [name, t] : in) {
+      std::string n = VllmName(name, fp4_);
+      std::smatch m;
+      if (std::regex_match(n, m, kExpert)) {
+        experts[m[1].str() + "|" + m[4].str()][std::stoull(m[2])][m[3]] = &t;
+        continue;
+      }
+      bool done = false;
+      for (const auto& [param, shard, slot] : kStacked) {
+        const auto at = n.find(shard);
+        if (at == std::string::npos) continue;
+        stacked[n.substr(0, at) + param + n.substr(at + shard.size())][slot] = &t;
+        done = true;
+        break;
+      }
+      if (!done) out[n] = t;
+    }
+    for (const auto& [n, slots] : stacked) {
+      std::vector<const RefTensor*> parts;
+      for (const auto& [slot, t] : slots) parts.push_back(t);
+      if (parts.size() != 2) Fail(n + ": a stacked parameter without both shards");
+      out[n] = ConcatRows(parts);
+    }
+    for (const auto& [key, by_expert] : experts) {
+      const std::string prefix = key.substr(0, key.find('|')),
+                        param = key.substr(key.find('|') + 1);
+      std::vector<RefTensor> w13, w2;
+      for (const auto& [e, ws] : by_expert) {  // ascending expert ids
+        w13.push_back(ConcatRows({ws.at("w1"), ws.at("w3")}));
+        w2.push_back(*ws.at("w2"));
+      }
+      out[prefix + "w13_" + param] = Stack(w13);
+      out[prefix + "w2_" + param] = Stack(w2);
+    }
+    return out;
+  }
+
+  const Checkpoint& ck_;
+  const RefOptions o_;
+  std::uint64_t tp_ = 1, t_ = 0, heads_ = 0, groups_ = 0, experts_ = 0, inter_ = 0;
+  std::uint64_t bn_ = 128, bk_ = 128;
+  std::int64_t layers_ = 0;
+  bool tied_ = false, fp4_ = true;
+};
+
 }  // namespace
 
 std::map<std::string, RefTensor> ReferenceRankTensors(const std::string& model_dir,
                                                       const RefOptions& o) {
   const Checkpoint ck(model_dir);
+  if (ck.config().value("model_type", "") == "deepseek_v4") return V4Builder(ck, o).Build();
   return Builder(ck, o).Build();
 }
 

@@ -176,13 +176,34 @@ TEST(PresetLists, TinyPresetsOfNewFamiliesAreTransformersConfigs) {
   }
 }
 
+// DeepSeek-V4: deepseek-v4-tiny is tests/data/derived/deepseek_v4's config, and the lists made
+// from both derived configs (MXFP4 and FP8 experts) are their tensors.json (written from vLLM's
+// model files, not from the planner), less the MTP module, which the walk does not name.
+TEST(PresetLists, DeepseekV4ListsAreTheFixturesWrittenFromVllm) {
+  auto config = PresetConfigJson("deepseek-v4-tiny");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(
+      nlohmann::json::parse(*config),
+      nlohmann::json::parse(ReadFile((DataDir() / "derived/deepseek_v4/config.json").string())));
+  for (const char* folder : {"derived/deepseek_v4", "derived/deepseek_v4_fp8"}) {
+    SCOPED_TRACE(folder);
+    const auto specs = ListTensorSpecs(ReadFile((DataDir() / folder / "config.json").string()));
+    ASSERT_TRUE(specs.ok()) << specs.status().ToString();
+    Listing want = TransformersListing(DataDir() / folder);
+    for (auto it = want.begin(); it != want.end();) {
+      it = it->first.rfind("mtp.", 0) == 0 ? want.erase(it) : std::next(it);
+    }
+    EXPECT_EQ(Differences(want, SpecListing(*specs)), std::vector<std::string>{});
+  }
+}
+
 // Every MoE family has a tiny and a mid preset, and --family names every planner family.
 TEST(PresetLists, EveryFamilyHasPresets) {
   const auto names = PresetNames();
   const std::set<std::string> have(names.begin(), names.end());
   for (const char* family :
        {"mixtral", "qwen2-moe", "qwen3-moe", "qwen3-next", "qwen3-5-moe", "glm4-moe", "glm-moe-dsa",
-        "deepseek-v2", "deepseek-v3", "minimax-m2", "gpt-oss"}) {
+        "deepseek-v2", "deepseek-v3", "minimax-m2", "gpt-oss", "deepseek-v4"}) {
     SCOPED_TRACE(family);
     EXPECT_TRUE(have.count(std::string(family) + "-tiny"));
     EXPECT_TRUE(have.count(std::string(family) +
