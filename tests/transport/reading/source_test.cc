@@ -12,6 +12,8 @@
 #include <memory>
 
 #include "tests/transport/test_util.h"
+#include "transport/reading/read_modes.h"
+#include "transport/reading/residency.h"
 
 namespace hoist::transport {
 namespace {
