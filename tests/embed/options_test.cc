@@ -70,7 +70,7 @@ TEST(EmbedOptions, CApiFieldsUseTheirSentinels) {
                unset.pinning || unset.slots || unset.read_depth_mib);
   c.ep = 0;              // explicit "off", not unset
   c.read_depth_mib = 0;  // likewise: the ring only, not the node's default
-  c.numa = -1;
+  c.numa = 0;  // explicit false
   c.verify = 1;
   c.pinning = "mallochost";
   c.peer_timeout_s = 2.5;
