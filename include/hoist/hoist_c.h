@@ -86,8 +86,8 @@ typedef struct {
   const char* dedup;              /* auto | none | node | job */
   int dedup_step_kib;             /* 0: the default */
   double peer_timeout_s;
-  int read_depth_mib; /* MiB of ring a wholly cold load widens to; 0: the ring only; unset: 2048
-                         for a rank alone on its node, 1024 where ranks share one */
+  int read_depth_mib; /* MiB of ring a wholly cold load widens to; 0: the ring only; unset: by
+                         the ranks on the node (hoist/job_options.h) */
 } hoist_load_options;
 
 #define HOIST_LOAD_OPTIONS_INITIALIZER                                                           \

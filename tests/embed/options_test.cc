@@ -99,11 +99,11 @@ TEST(EmbedOptions, CApiRefusesUnknownKeysAndBadValuesNamingThem) {
   EXPECT_EQ(hoist_load_options_set(&c, "slots", "three"), HOIST_INVALID_ARGUMENT);
   EXPECT_NE(std::string(hoist_last_error()).find("slots takes a whole number"), std::string::npos)
       << hoist_last_error();
-  EXPECT_EQ(c.slots, 0);  // untouched
+  EXPECT_EQ(c.slots, HOIST_UNSET);  // untouched
   EXPECT_EQ(hoist_load_options_set(&c, "verify", "maybe"), HOIST_INVALID_ARGUMENT);
   EXPECT_EQ(hoist_load_options_set(nullptr, "tp", "2"), HOIST_INVALID_ARGUMENT);
   EXPECT_EQ(hoist_load_options_set(&c, "numa", "false"), HOIST_OK);
-  EXPECT_EQ(c.numa, -1);
+  EXPECT_EQ(c.numa, 0);
 }
 
 }  // namespace

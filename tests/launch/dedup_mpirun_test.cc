@@ -36,7 +36,9 @@ namespace {
 
 std::string Hoist() { return hoist::testing::HoistBin(); }
 std::string Topology() {
-  return (fs::path(hoist::testing::SourceDir()) / "configs" / "two-nodes-dedup.yaml").string();
+  return (fs::path(hoist::testing::SourceDir()) / "examples" / "topologies" /
+          "two-nodes-dedup.yaml")
+      .string();
 }
 
 std::string Slurp(const fs::path& p) {
