@@ -8,11 +8,11 @@
 // bracketed by two timing events; the only synchronisation between DMA and refill is the slot's
 // end event, waited by the first thread that needs the slot again. Fills run ahead while DMA
 // drains. Plan Fills become device memsets enqueued first. The cutting into slots, pieces and tasks
-// is the pure CutStaged/CutDirect (transport/staging/slot_plan.h); pipeline.cc runs the cut with
-// one executor per mode family: staged (fill threads over a ring of slots and its DMA), pageable,
-// registered.
+// is the pure CutStaged/CutDirect (transport/staging/slot_plan.h); pipeline.cc's Runner runs it
+// with one executor per mode family (staging/executors.h): staged (fill threads over the ring of
+// slots, staging/slot_ring.h), pageable, registered; they share staging/run_context.h.
 //
-// Read modes: buffered (pread), mmap (memcpy from the mapping), direct (O_DIRECT, several requests
+// Read modes (transport/reading/read_modes.h: the modes and the sources each opens): buffered (pread), mmap (memcpy from the mapping), direct (O_DIRECT, several requests
 // in flight per thread), auto (each file's extent is asked once, a large one first in 64 sampled
 // windows: a file under 1% resident is read with O_DIRECT throughout, a fully resident one (or
 // one whose windows all are) through its mapping; otherwise per chunk, mmap
