@@ -10,9 +10,23 @@
 #include "planner/packed_index.h"
 #include "planner/plan_options.h"
 #include "transport/staging/pipeline.h"
+#include "util/enum_names.h"
 
 namespace hoist::config {
 namespace {
+
+// `text` as a value of `table` (an option with named choices), or InvalidArgument listing them:
+// "read mode 'x' is not auto, buffered, direct, mmap, pageable or registered".
+template <typename E, std::size_t N>
+Status Choose(const char* what, const std::string& text, const EnumName<E> (&table)[N], E* out) {
+  const std::optional<E> value = EnumFromName(table, text);
+  if (!value) {
+    return Status::InvalidArgument(std::string(what) + " '" + text + "' is not " +
+                                   EnumNameList(table));
+  }
+  *out = *value;
+  return Status::Ok();
+}
 
 // Every option's value after flags (or API fields) over the file over the defaults, and where
 // each came from, for messages: "--tp" (a flag, or the embedding API's field of the same name),
@@ -75,22 +89,11 @@ Status ResolvePlanOptions(const Merged& m, planner::PlanOptions* p) {
   p->tp = *o.tp;
   p->ep = *o.ep;
   p->dp = *o.dp;
-  if (*o.layout != "fused" && *o.layout != "hf") {
-    return Status::InvalidArgument("layout '" + *o.layout + "' is not fused or hf");
-  }
-  p->layout = *o.layout == "hf" ? proto::LAYOUT_HF : proto::LAYOUT_FUSED;
-  if (*o.placement != "linear" && *o.placement != "round_robin") {
-    return Status::InvalidArgument("placement '" + *o.placement + "' is not linear or round_robin");
-  }
-  p->placement =
-      *o.placement == "round_robin" ? proto::PLACEMENT_ROUND_ROBIN : proto::PLACEMENT_LINEAR;
-  if (!planner::ParseDedup(*o.dedup, &p->dedup)) {
-    return Status::InvalidArgument("dedup '" + *o.dedup + "' is not auto, none, node or job");
-  }
-  if (!planner::ParseUnexpectedTensors(*o.unexpected_tensors, &p->unexpected)) {
-    return Status::InvalidArgument("unexpected_tensors '" + *o.unexpected_tensors +
-                                   "' is not error, warn or ignore");
-  }
+  HOIST_RETURN_IF_ERROR(Choose("layout", *o.layout, planner::kLayoutNames, &p->layout));
+  HOIST_RETURN_IF_ERROR(Choose("placement", *o.placement, planner::kPlacementNames, &p->placement));
+  HOIST_RETURN_IF_ERROR(Choose("dedup", *o.dedup, planner::kDedupNames, &p->dedup));
+  HOIST_RETURN_IF_ERROR(Choose("unexpected_tensors", *o.unexpected_tensors,
+                               planner::kUnexpectedTensorsNames, &p->unexpected));
   if (const int kib = *o.dedup_step_kib; kib < 0) {
     return Status::InvalidArgument(m.From("dedup_step_kib") + " " + std::to_string(kib) +
                                    " is out of range: it must be 0 (the default) or a size in KiB");
@@ -133,34 +136,12 @@ Status CheckPackedReadMode(const std::string& model_dir, transport::ReadMode mod
 }
 
 // Read mode, device, pinning kind and CPU binding (names).
-Status ResolveLoadChoices(const JobOptionSet& o, rank::LoadOptions* l) {
-  std::optional<transport::ReadMode> mode = transport::ParseReadMode(*o.read);
-  if (!mode) {
-    return Status::InvalidArgument("read mode '" + *o.read +
-                                   "' is not auto, buffered, direct, mmap, pageable or registered");
-  }
-  l->read_mode = *mode;
-  if (*o.device == "auto") {
-    l->device = rank::DeviceKind::kAuto;
-  } else if (*o.device == "cuda") {
-    l->device = rank::DeviceKind::kCuda;
-  } else if (*o.device == "host") {
-    l->device = rank::DeviceKind::kHost;
-  } else {
-    return Status::InvalidArgument("device '" + *o.device + "' is not auto, cuda or host");
-  }
-  std::optional<transport::StagingKind> kind = transport::ParseStagingKind(*o.pinning);
-  if (!kind) {
-    return Status::InvalidArgument("pinning '" + *o.pinning +
-                                   "' is not auto, register or mallochost");
-  }
-  l->staging = *kind;
-  std::optional<rank::CpuBind> bind = rank::ParseCpuBind(*o.cpu_bind);
-  if (!bind) {
-    return Status::InvalidArgument("cpu_bind '" + *o.cpu_bind + "' is not auto, launcher or none");
-  }
-  l->cpu_bind = *bind;
-  return Status::Ok();
+Status ResolveLoadChoices(const JobOptionSet& o, rank::LoadSettings* l) {
+  transport::PipelineSettings* p = &l->pipeline;
+  HOIST_RETURN_IF_ERROR(Choose("read mode", *o.read, transport::kReadModeNames, &p->mode));
+  HOIST_RETURN_IF_ERROR(Choose("device", *o.device, rank::kDeviceKindNames, &l->device));
+  HOIST_RETURN_IF_ERROR(Choose("pinning", *o.pinning, transport::kStagingKindNames, &p->staging));
+  return Choose("cpu_bind", *o.cpu_bind, rank::kCpuBindNames, &l->cpu_bind);
 }
 
 // Every whole number of a rank's load (not the plan's) against its range in kOptions.
@@ -177,22 +158,24 @@ Status CheckLoadNumbers(const Merged& m) {
   return Status::Ok();
 }
 
-// Staging ring, fill threads, chunk size and the peer timeout.
+// Staging ring (0: the measured default, resolved here), fill threads (0 stays: the rank's
+// cpus, known only on the rank), chunk size (0 stays: a rule of the slot size), read depth (unset
+// stays: the rule of the plan's ranks on the node, transport::ReadDepthBytes) and the peer timeout.
 Status ResolveLoadNumbers(const Merged& m, coordinator::JobOptions* job) {
   HOIST_RETURN_IF_ERROR(CheckLoadNumbers(m));
   const JobOptionSet& o = m.set;
-  rank::LoadOptions* l = &job->load;
+  transport::PipelineSettings* l = &job->load.pipeline;
+  l->slots = *o.slots > 0 ? *o.slots : transport::kDefaultSlots;
+  l->slot_bytes = *o.slot_mib > 0 ? static_cast<std::uint64_t>(*o.slot_mib) << 20
+                                  : transport::kDefaultSlotBytes;
   const long long ring_mib =
-      static_cast<long long>(*o.slots > 0 ? *o.slots : transport::kDefaultSlots) *
-      (*o.slot_mib > 0 ? *o.slot_mib : static_cast<long long>(transport::kDefaultSlotBytes >> 20));
+      static_cast<long long>(l->slots) * static_cast<long long>(l->slot_bytes >> 20);
   if (ring_mib > kLimits.max_staging_mib) {
     return Status::InvalidArgument("staging of " + std::to_string(ring_mib) + " MiB (" +
                                    m.From("slots") + " x " + m.From("slot_mib") +
                                    ") is out of range: slots x slot_mib must be at most " +
                                    std::to_string(kLimits.max_staging_mib) + " MiB per rank");
   }
-  l->slots = *o.slots;
-  l->slot_bytes = static_cast<std::uint64_t>(*o.slot_mib) << 20;
   l->threads = *o.threads;
   l->chunk_bytes = static_cast<std::uint64_t>(*o.chunk_kib) << 10;
   if (o.read_depth_mib) l->read_depth_bytes = static_cast<std::uint64_t>(*o.read_depth_mib) << 20;
@@ -239,9 +222,9 @@ Result<ResolvedJob> ResolveJobSpec(const JobSpec& s) {
                                    " is out of range: the plan has " + std::to_string(world) +
                                    " ranks, so the rank must be 0 to " + std::to_string(world - 1));
   }
-  rank::LoadOptions& l = job.load;
+  rank::LoadSettings& l = job.load;
   HOIST_RETURN_IF_ERROR(ResolveLoadChoices(m.set, &l));
-  HOIST_RETURN_IF_ERROR(CheckPackedReadMode(job.model_dir, l.read_mode));
+  HOIST_RETURN_IF_ERROR(CheckPackedReadMode(job.model_dir, l.pipeline.mode));
   HOIST_RETURN_IF_ERROR(ResolveLoadNumbers(m, &job));
   l.verify = *m.set.verify;
   l.bind_numa = *m.set.numa;
@@ -251,7 +234,8 @@ Result<ResolvedJob> ResolveJobSpec(const JobSpec& s) {
 
 std::string DescribeJob(const coordinator::JobOptions& j) {
   const planner::PlanOptions& p = j.plan;
-  const rank::LoadOptions& l = j.load;
+  const rank::LoadSettings& l = j.load;
+  const transport::PipelineSettings& ring = l.pipeline;
   std::string out = "model_dir=" + j.model_dir + "\n";
   auto add = [&out](const char* name, auto v) {
     char buf[48];
@@ -268,14 +252,14 @@ std::string DescribeJob(const coordinator::JobOptions& j) {
   add("plan.dedup_step_bytes", p.dedup_step_bytes);
   add("plan.locations", p.locations.size());
   add("load.device", static_cast<int>(l.device));
-  add("load.read_mode", static_cast<int>(l.read_mode));
-  add("load.staging", static_cast<int>(l.staging));
-  add("load.slots", l.slots);
-  add("load.slot_bytes", l.slot_bytes);
-  add("load.threads", l.threads);
-  add("load.chunk_bytes", l.chunk_bytes);
-  if (l.read_depth_bytes) {
-    add("load.read_depth_bytes", *l.read_depth_bytes);
+  add("load.read_mode", static_cast<int>(ring.mode));
+  add("load.staging", static_cast<int>(ring.staging));
+  add("load.slots", ring.slots);
+  add("load.slot_bytes", ring.slot_bytes);
+  add("load.threads", ring.threads);
+  add("load.chunk_bytes", ring.chunk_bytes);
+  if (ring.read_depth_bytes) {
+    add("load.read_depth_bytes", *ring.read_depth_bytes);
   } else {
     out += "load.read_depth_bytes=by node\n";
   }

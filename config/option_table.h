@@ -22,7 +22,13 @@
 #include "config/limits.h"
 #include "hoist/job_options.h"
 #include "hoist/status.h"
+#include "planner/dedup.h"
 #include "planner/plan_options.h"
+#include "rank/device_kind.h"
+#include "rank/placement.h"
+#include "transport/devices/device.h"
+#include "transport/reading/read_modes.h"
+#include "util/enum_names.h"
 
 namespace hoist::config {
 
@@ -41,7 +47,9 @@ struct OptionInfo {
   // One line, for --help and the Python docstring; for the load's whole numbers, also the
   // subject of the range error ("the number of fill threads must be 1 to 1024").
   std::string_view help;
-  std::string_view choices;  // names: "a | b | c"; empty for numbers and free strings
+  // Names: "a | b | c", from the enum's one name table (util/enum_names.h); empty for numbers
+  // and free strings.
+  std::string_view choices;
   // The default as text SetOption converts; "" for none (the model) or one the help line states
   // and the resolution picks (read_depth_mib's depends on the ranks of the node).
   std::string_view default_is;
@@ -65,21 +73,20 @@ inline constexpr OptionInfo kOptions[] = {
     {"dp", Concern::kSelection, OptionType::kInt, true, "data-parallel groups (without ep)", "",
      "1", 1, planner::kMaxWorld, false, HOIST_FIELD(dp)},
     {"layout", Concern::kSelection, OptionType::kString, true,
-     "output names and fusion (docs/LAYOUT.md)", "fused | hf", "fused", 0, 0, false,
-     HOIST_FIELD(layout)},
+     "output names and fusion (docs/LAYOUT.md)", kEnumChoices<planner::kLayoutNames>, "fused", 0, 0,
+     false, HOIST_FIELD(layout)},
     {"placement", Concern::kSelection, OptionType::kString, true, "expert placement under ep",
-     "linear | round_robin", "linear", 0, 0, false, HOIST_FIELD(placement)},
+     kEnumChoices<planner::kPlacementNames>, "linear", 0, 0, false, HOIST_FIELD(placement)},
     {"unexpected_tensors", Concern::kSelection, OptionType::kString, true,
-     "checkpoint tensors no family rule knows", "error | warn | ignore", "warn", 0, 0, false,
-     HOIST_FIELD(unexpected_tensors)},
+     "checkpoint tensors no family rule knows", kEnumChoices<planner::kUnexpectedTensorsNames>,
+     "warn", 0, 0, false, HOIST_FIELD(unexpected_tensors)},
     {"device", Concern::kStaging, OptionType::kString, false, "where the arena lives",
-     "auto | cuda | host", "auto", 0, 0, false, HOIST_FIELD(device)},
+     kEnumChoices<rank::kDeviceKindNames>, "auto", 0, 0, false, HOIST_FIELD(device)},
     {"read", Concern::kStaging, OptionType::kString, false, "how the checkpoint is read",
-     "auto | buffered | direct | mmap | pageable | registered", "auto", 0, 0, false,
-     HOIST_FIELD(read)},
+     kEnumChoices<transport::kReadModeNames>, "auto", 0, 0, false, HOIST_FIELD(read)},
     {"pinning", Concern::kStaging, OptionType::kString, false,
      "how the staging ring is pinned: register (touch + cudaHostRegister) or mallochost",
-     "auto | register | mallochost", "auto", 0, 0, false, HOIST_FIELD(pinning)},
+     kEnumChoices<transport::kStagingKindNames>, "auto", 0, 0, false, HOIST_FIELD(pinning)},
     {"slots", Concern::kStaging, OptionType::kInt, false, "the number of staging slots", "", "0", 1,
      kLimits.max_slots, true, HOIST_FIELD(slots)},
     {"slot_mib", Concern::kStaging, OptionType::kInt, false, "the staging slot size in MiB", "",
@@ -95,14 +102,14 @@ inline constexpr OptionInfo kOptions[] = {
     {"cpu_bind", Concern::kStaging, OptionType::kString, false,
      "where fill threads run: auto (the GPU's NUMA cores, shared among the node's ranks), "
      "launcher (as mpirun bound them) or none",
-     "auto | launcher | none", "auto", 0, 0, false, HOIST_FIELD(cpu_bind)},
+     kEnumChoices<rank::kCpuBindNames>, "auto", 0, 0, false, HOIST_FIELD(cpu_bind)},
     {"numa", Concern::kStaging, OptionType::kBool, false,
      "bind staging memory to the NUMA nodes of the fill threads' cores", "", "true", 0, 0, false,
      HOIST_FIELD(numa)},
     {"dedup", Concern::kPeer, OptionType::kString, true,
      "read bytes several ranks need once per node (or job) and forward them (auto: node where "
      "it pays)",
-     "auto | none | node | job", "auto", 0, 0, false, HOIST_FIELD(dedup)},
+     kEnumChoices<planner::kDedupNames>, "auto", 0, 0, false, HOIST_FIELD(dedup)},
     {"dedup_step_kib", Concern::kPeer, OptionType::kInt, true,
      "KiB of shared bytes per exchange step, 64 MiB by default", "", "0",
      static_cast<double>(planner::kMinDedupStepBytes >> 10),

@@ -1,12 +1,19 @@
 // The C API (include/hoist/hoist_c.h) over the C++ one. Its options are the table's
 // (config/option_table.h) under the same names: kCFields maps each to its field of
 // hoist_load_options; tests/embed check that every table entry has one.
+//
+// The ABI: a caller's hoist_load_options and hoist_tensor carry their size; the library reads and
+// writes only that many bytes (embed/c_abi_v1.h keeps the layout from before the size fields, for
+// programs built then: their calls arrive at the same names and are converted).
+#include <cstddef>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <variant>
 #include <vector>
 
 #include "config/option_table.h"
+#include "embed/c_abi_v1.h"
 #include "embed/resolve_options.h"
 #include "hoist/hoist.h"
 #include "hoist/hoist_c.h"
@@ -27,7 +34,15 @@ int Report(const hoist::Status& s) {
   return static_cast<int>(s.code());
 }
 
-int Fill(const hoist::Tensor& t, hoist_tensor* out) {
+// Fills as much of the caller's hoist_tensor as its `size` covers (a newer library never writes
+// past an older caller's struct) and sets size to the bytes filled.
+int Fill(const hoist::Tensor& t, hoist_tensor* caller, std::size_t size) {
+  if (size < offsetof(hoist_tensor, name)) {
+    return Report(hoist::Status::InvalidArgument("hoist_tensor size " + std::to_string(size) +
+                                                 " is too small"));
+  }
+  hoist_tensor full{};
+  hoist_tensor* out = &full;
   out->name = t.name.c_str();
   out->dtype = t.dtype.c_str();
   out->ndim = static_cast<int>(t.shape.size());
@@ -36,6 +51,8 @@ int Fill(const hoist::Tensor& t, hoist_tensor* out) {
   out->data = t.data;
   out->bytes = t.bytes;
   out->arena_offset = t.arena_offset;
+  full.size = std::min(size, sizeof full);
+  std::memcpy(caller, &full, full.size);
   return Report(hoist::Status::Ok());
 }
 
@@ -50,14 +67,22 @@ using CDouble = double hoist_load_options::*;
 struct CField {
   const char* name;  // the option's name in config/option_table.h
   std::variant<CString, CInt, CDouble> field;
-  int unset = 0;  // the int that means "unset" (booleans: always 0)
 };
+
+// The bytes of `o` a caller's struct of `size` bytes holds: the field ends within it.
+template <typename M>
+bool Holds(std::size_t size, M hoist_load_options::*field) {
+  const hoist_load_options probe{};
+  const auto* base = reinterpret_cast<const char*>(&probe);
+  const auto* at = reinterpret_cast<const char*>(&(probe.*field));
+  return static_cast<std::size_t>(at - base) + sizeof(probe.*field) <= size;
+}
 
 using O = hoist_load_options;
 const CField kCFields[] = {
     {"model", &O::model},
     {"tp", &O::tp},
-    {"ep", &O::ep, -1},
+    {"ep", &O::ep},
     {"dp", &O::dp},
     {"layout", &O::layout},
     {"placement", &O::placement},
@@ -69,7 +94,7 @@ const CField kCFields[] = {
     {"slot_mib", &O::slot_mib},
     {"threads", &O::threads},
     {"chunk_kib", &O::chunk_kib},
-    {"read_depth_mib", &O::read_depth_mib, -1},
+    {"read_depth_mib", &O::read_depth_mib},
     {"cpu_bind", &O::cpu_bind},
     {"numa", &O::numa},
     {"dedup", &O::dedup},
@@ -81,21 +106,20 @@ const CField kCFields[] = {
 // C field -> option: set when the C value is not its "unset".
 struct ToOption {
   const hoist_load_options& c;
-  const CField& f;
   bool operator()(CString m, std::optional<std::string>* o) const {
     if (c.*m != nullptr) *o = c.*m;
     return true;
   }
   bool operator()(CInt m, std::optional<int>* o) const {
-    if (c.*m != f.unset) *o = c.*m;
+    if (c.*m != HOIST_UNSET) *o = c.*m;
     return true;
   }
   bool operator()(CInt m, std::optional<bool>* o) const {
-    if (c.*m != 0) *o = c.*m > 0;
+    if (c.*m != HOIST_UNSET) *o = c.*m != 0;
     return true;
   }
   bool operator()(CDouble m, std::optional<double>* o) const {
-    if (c.*m != 0) *o = c.*m;
+    if (c.*m != HOIST_UNSET_DOUBLE) *o = c.*m;
     return true;
   }
   template <typename M, typename T>
@@ -117,7 +141,7 @@ struct ToC {
     return true;
   }
   bool operator()(CInt m, std::optional<bool>* o) const {
-    c->*m = **o ? 1 : -1;
+    c->*m = **o ? 1 : 0;
     return true;
   }
   bool operator()(CDouble m, std::optional<double>* o) const {
@@ -143,7 +167,7 @@ Status FromC(const hoist_load_options& c, LoadOptions* out) {
   for (const CField& f : kCFields) {
     const config::OptionInfo* info = config::FindOption(f.name);
     if (info == nullptr) return Status::Internal(std::string("C option ") + f.name + " unknown");
-    if (!std::visit(ToOption{c, f}, f.field, info->field(*out))) return WrongType(f.name);
+    if (!std::visit(ToOption{c}, f.field, info->field(*out))) return WrongType(f.name);
   }
   if (c.topology_file) out->topology_file = c.topology_file;
   out->rank = c.rank;
@@ -153,21 +177,20 @@ Status FromC(const hoist_load_options& c, LoadOptions* out) {
 
 }  // namespace hoist::internal
 
-extern "C" {
+namespace {
 
-void hoist_load_options_init(hoist_load_options* o) {
-  if (o == nullptr) return;
-  *o = hoist_load_options{};
-  o->ep = -1;
-  o->read_depth_mib = -1;
-}
-
-int hoist_load_options_set(hoist_load_options* o, const char* key, const char* value) {
-  if (o == nullptr || key == nullptr || value == nullptr) return Null("options, key or value");
+// hoist_load_options_set on a sized struct: only fields its size covers are written.
+int SetSized(hoist_load_options* o, const char* key, const char* value) {
   std::vector<std::string> names;
   for (const CField& f : kCFields) {
     names.emplace_back(f.name);
     if (names.back() != key) continue;
+    const bool held = std::visit([o](auto m) { return Holds(o->size, m); }, f.field);
+    if (!held) {
+      return Report(hoist::Status::InvalidArgument(
+          "option " + names.back() + " is newer than the caller's hoist_c.h (its " +
+          "hoist_load_options has " + std::to_string(o->size) + " bytes)"));
+    }
     hoist::JobOptionSet parsed;
     const hoist::config::OptionInfo* info = hoist::config::FindOption(key);
     if (info == nullptr) return Report(hoist::Status::Internal(names.back() + " is no option"));
@@ -182,18 +205,16 @@ int hoist_load_options_set(hoist_load_options* o, const char* key, const char* v
                                      (near.empty() ? "" : " (did you mean '" + near + "'?)")));
 }
 
-int hoist_load(const hoist_load_options* o, hoist_model** out) {
-  if (o == nullptr || out == nullptr) return Null("options or out");
-  *out = nullptr;
+int LoadWhole(const hoist_load_options& whole, hoist_model** out) {
   hoist::LoadOptions lo;
-  if (hoist::Status s = hoist::internal::FromC(*o, &lo); !s.ok()) return Report(s);
-  if (o->allocate != nullptr) {
-    if (o->deallocate == nullptr) {
+  if (hoist::Status s = hoist::internal::FromC(whole, &lo); !s.ok()) return Report(s);
+  if (whole.allocate != nullptr) {
+    if (whole.deallocate == nullptr) {
       return Report(hoist::Status::InvalidArgument("allocate given without deallocate"));
     }
-    auto alloc = o->allocate;
-    auto dealloc = o->deallocate;
-    void* user = o->allocator_user;
+    auto alloc = whole.allocate;
+    auto dealloc = whole.deallocate;
+    void* user = whole.allocator_user;
     lo.allocator.allocate = [alloc, user](std::uint64_t bytes, int device) {
       return alloc(bytes, device, user);
     };
@@ -205,6 +226,54 @@ int hoist_load(const hoist_load_options* o, hoist_model** out) {
   if (!m.ok()) return Report(m.status());
   *out = new hoist_model{std::move(m).value()};
   return Report(hoist::Status::Ok());
+}
+
+}  // namespace
+
+// The names programs built against the header before the size fields call (embed/c_abi_v1.h);
+// today's header maps hoist_load_options_init, hoist_model_tensor and hoist_model_find to the
+// sized entry points.
+#undef hoist_load_options_init
+#undef hoist_model_tensor
+#undef hoist_model_find
+
+extern "C" {
+
+void hoist_load_options_init(void* options);
+int hoist_model_tensor(const hoist_model* model, size_t index, void* out);
+int hoist_model_find(const hoist_model* model, const char* name, void* out);
+
+void hoist_load_options_init_sized(hoist_load_options* o, size_t size) {
+  if (o == nullptr || size < offsetof(hoist_load_options, version) + sizeof(int)) return;
+  const hoist_load_options unset = HOIST_LOAD_OPTIONS_INITIALIZER;
+  std::memcpy(o, &unset, std::min(size, sizeof unset));
+  o->size = std::min(size, sizeof unset);
+}
+
+// v1: a LoadOptionsV1 (no size field), set to its old "unset" values.
+void hoist_load_options_init(void* options) {
+  if (options == nullptr) return;
+  const hoist::internal::LoadOptionsV1 v1 = hoist::internal::InitialV1();
+  std::memcpy(options, &v1, sizeof v1);
+}
+
+int hoist_load_options_set(hoist_load_options* o, const char* key, const char* value) {
+  if (o == nullptr || key == nullptr || value == nullptr) return Null("options, key or value");
+  if (hoist::internal::IsSizedOptions(o)) return SetSized(o, key, value);
+  // v1: set on today's struct, then written back in the old layout.
+  auto* v1 = reinterpret_cast<hoist::internal::LoadOptionsV1*>(o);
+  hoist_load_options whole = hoist::internal::FromV1(*v1);
+  const int code = SetSized(&whole, key, value);
+  if (code == HOIST_OK) *v1 = hoist::internal::ToV1(whole);
+  return code;
+}
+
+int hoist_load(const hoist_load_options* o, hoist_model** out) {
+  if (o == nullptr || out == nullptr) return Null("options or out");
+  *out = nullptr;
+  if (hoist::internal::IsSizedOptions(o)) return LoadWhole(hoist::internal::WholeOptions(*o), out);
+  return LoadWhole(
+      hoist::internal::FromV1(*reinterpret_cast<const hoist::internal::LoadOptionsV1*>(o)), out);
 }
 
 int hoist_attach(const char* socket_path, int timeout_ms, hoist_model** out) {
@@ -222,20 +291,35 @@ size_t hoist_model_tensor_count(const hoist_model* m) {
   return m == nullptr ? 0 : m->model.tensors().size();
 }
 
-int hoist_model_tensor(const hoist_model* m, size_t index, hoist_tensor* out) {
+int hoist_model_tensor_sized(const hoist_model* m, size_t index, hoist_tensor* out, size_t size) {
   if (m == nullptr || out == nullptr) return Null("model or out");
   if (index >= m->model.tensors().size()) {
     return Report(hoist::Status::InvalidArgument("tensor index " + std::to_string(index) + " of " +
                                                  std::to_string(m->model.tensors().size())));
   }
-  return Fill(m->model.tensors()[index], out);
+  return Fill(m->model.tensors()[index], out, size);
 }
 
-int hoist_model_find(const hoist_model* m, const char* name, hoist_tensor* out) {
+int hoist_model_find_sized(const hoist_model* m, const char* name, hoist_tensor* out, size_t size) {
   if (m == nullptr || name == nullptr || out == nullptr) return Null("model, name or out");
   const hoist::Tensor* t = m->model.Find(name);
   if (t == nullptr) return Report(hoist::Status::NotFound(std::string("no tensor named ") + name));
-  return Fill(*t, out);
+  return Fill(*t, out, size);
+}
+
+// v1: a TensorV1 (no size field).
+int hoist_model_tensor(const hoist_model* m, size_t index, void* out) {
+  hoist_tensor t = HOIST_TENSOR_INITIALIZER;
+  const int code = hoist_model_tensor_sized(m, index, out == nullptr ? nullptr : &t, sizeof t);
+  if (code == HOIST_OK) *static_cast<hoist::internal::TensorV1*>(out) = hoist::internal::ToV1(t);
+  return code;
+}
+
+int hoist_model_find(const hoist_model* m, const char* name, void* out) {
+  hoist_tensor t = HOIST_TENSOR_INITIALIZER;
+  const int code = hoist_model_find_sized(m, name, out == nullptr ? nullptr : &t, sizeof t);
+  if (code == HOIST_OK) *static_cast<hoist::internal::TensorV1*>(out) = hoist::internal::ToV1(t);
+  return code;
 }
 
 int hoist_model_device(const hoist_model* m, int* is_cuda, int* ordinal) {

@@ -271,31 +271,13 @@ Status DedupGroup(const proto::LoadPlan& plan, const std::vector<std::uint32_t>&
 }  // namespace
 
 const char* DedupName(proto::Dedup mode) {
-  switch (mode) {
-    case proto::DEDUP_NODE:
-      return "node";
-    case proto::DEDUP_JOB:
-      return "job";
-    case proto::DEDUP_AUTO:
-      return "auto";
-    default:
-      return "none";
-  }
+  return NameOfEnum(kDedupNames, mode, "none").data();  // the names are literals: terminated
 }
 
 bool ParseDedup(const std::string& name, proto::Dedup* out) {
-  if (name == "none") {
-    *out = proto::DEDUP_NONE;
-  } else if (name == "node") {
-    *out = proto::DEDUP_NODE;
-  } else if (name == "job") {
-    *out = proto::DEDUP_JOB;
-  } else if (name == "auto") {
-    *out = proto::DEDUP_AUTO;
-  } else {
-    return false;
-  }
-  return true;
+  const std::optional<proto::Dedup> mode = EnumFromName(kDedupNames, name);
+  if (mode) *out = *mode;
+  return mode.has_value();
 }
 
 namespace {

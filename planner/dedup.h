@@ -31,6 +31,7 @@
 
 #include "hoist/status.h"
 #include "proto/plan.pb.h"
+#include "util/enum_names.h"
 
 namespace hoist::planner {
 
@@ -57,7 +58,15 @@ inline constexpr double kAutoDedupMinSaving = 0.10;
 // dedup_reason says which and why.
 Status ApplyDedup(const DedupOptions& options, proto::LoadPlan* plan);
 
-// "none" | "node" | "job" | "auto".
+// The one name table (the `dedup` option's choices, in this order).
+inline constexpr EnumName<proto::Dedup> kDedupNames[] = {
+    {proto::DEDUP_AUTO, "auto"},
+    {proto::DEDUP_NONE, "none"},
+    {proto::DEDUP_NODE, "node"},
+    {proto::DEDUP_JOB, "job"},
+};
+
+// A name of kDedupNames; "none" for a value not in it.
 const char* DedupName(proto::Dedup mode);
 bool ParseDedup(const std::string& name, proto::Dedup* out);
 

@@ -52,26 +52,13 @@ Status CheckSizes(const PlanOptions& o) {
 }  // namespace
 
 std::string_view UnexpectedTensorsName(UnexpectedTensors mode) {
-  switch (mode) {
-    case UnexpectedTensors::kWarn:
-      return "warn";
-    case UnexpectedTensors::kError:
-      return "error";
-    case UnexpectedTensors::kIgnore:
-      return "ignore";
-  }
-  return "unknown";
+  return NameOfEnum(kUnexpectedTensorsNames, mode, "unknown");
 }
 
 bool ParseUnexpectedTensors(std::string_view name, UnexpectedTensors* out) {
-  for (auto mode :
-       {UnexpectedTensors::kWarn, UnexpectedTensors::kError, UnexpectedTensors::kIgnore}) {
-    if (name == UnexpectedTensorsName(mode)) {
-      *out = mode;
-      return true;
-    }
-  }
-  return false;
+  const std::optional<UnexpectedTensors> mode = EnumFromName(kUnexpectedTensorsNames, name);
+  if (mode) *out = *mode;
+  return mode.has_value();
 }
 
 Status ValidatePlanOptions(const PlanOptions& o) {

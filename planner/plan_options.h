@@ -18,6 +18,7 @@
 
 #include "hoist/status.h"
 #include "proto/plan.pb.h"
+#include "util/enum_names.h"
 
 namespace hoist::planner {
 
@@ -36,7 +37,21 @@ struct RankLocation {
 // fails the plan (Status::Corrupt naming them).
 enum class UnexpectedTensors : std::uint8_t { kWarn, kError, kIgnore };
 
-// "warn" | "error" | "ignore".
+// The one name table of each plan choice (the options' choices, in this order).
+inline constexpr EnumName<UnexpectedTensors> kUnexpectedTensorsNames[] = {
+    {UnexpectedTensors::kError, "error"},
+    {UnexpectedTensors::kWarn, "warn"},
+    {UnexpectedTensors::kIgnore, "ignore"},
+};
+inline constexpr EnumName<proto::Layout> kLayoutNames[] = {
+    {proto::LAYOUT_FUSED, "fused"},
+    {proto::LAYOUT_HF, "hf"},
+};
+inline constexpr EnumName<proto::ExpertPlacement> kPlacementNames[] = {
+    {proto::PLACEMENT_LINEAR, "linear"},
+    {proto::PLACEMENT_ROUND_ROBIN, "round_robin"},
+};
+
 std::string_view UnexpectedTensorsName(UnexpectedTensors mode);
 bool ParseUnexpectedTensors(std::string_view name, UnexpectedTensors* out);
 

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <set>
 
+#include "planner/plan_options.h"
 #include "util/printable.h"
 #include "util/units.h"
 
@@ -151,13 +152,12 @@ nlohmann::json PlanToJson(const proto::LoadPlan& plan) {
         {"tensors", p.tensors}, {"logical_bytes", p.logical}, {"stored_bytes", p.stored}};
   }
   const auto& t = plan.topology();
-  j["topology"] = {
-      {"world", t.world()},
-      {"tp", t.tp()},
-      {"dp", t.dp()},
-      {"ep", t.ep()},
-      {"placement", t.placement() == proto::PLACEMENT_ROUND_ROBIN ? "round_robin" : "linear"},
-      {"nodes", t.nodes()}};
+  j["topology"] = {{"world", t.world()},
+                   {"tp", t.tp()},
+                   {"dp", t.dp()},
+                   {"ep", t.ep()},
+                   {"placement", std::string(NameOfEnum(kPlacementNames, t.placement()))},
+                   {"nodes", t.nodes()}};
   nlohmann::json files = nlohmann::json::array();
   for (const auto& f : plan.files()) {
     files.push_back({{"path", Printable(f.path())},

@@ -253,12 +253,10 @@ static void SetUpModuleLogging() {
                                                                   : spdlog::color_mode::never));
 }
 
-PYBIND11_MODULE(_hoist, mod) {
-  SetUpModuleLogging();
-  mod.doc() =
-      "hoist: safetensors weights into device memory, in-process or from a resident "
-      "`hoist serve` rank, as zero-copy tensors (DLPack)";
+namespace {
 
+// The Tensor class: a model's tensor, exported through DLPack.
+void BindTensor(py::module_& mod) {
   py::class_<PyTensor>(mod, "Tensor")
       .def_property_readonly("name", [](const PyTensor& p) { return p.t().name; })
       .def_property_readonly("dtype", [](const PyTensor& p) { return p.t().dtype; })
@@ -295,7 +293,10 @@ PYBIND11_MODULE(_hoist, mod) {
         }
         return s + "])";
       });
+}
 
+// The Model class: a loaded or attached model.
+void BindModel(py::module_& mod) {
   py::class_<hoist::Model, ModelPtr>(mod, "Model")
       .def_property_readonly("rank", &hoist::Model::rank)
       .def_property_readonly("world", &hoist::Model::world)
@@ -333,7 +334,10 @@ PYBIND11_MODULE(_hoist, mod) {
         hoist::Status s = m.Release();
         if (!s.ok()) Throw(s);
       });
+}
 
+// Load_model and load.
+void BindLoad(py::module_& mod) {
   static const std::string load_model_doc =
       "load_model(model='', topology='', rank=0, comm=None, **options): load this process's rank "
       "of a checkpoint; returns a Model" +
@@ -354,6 +358,10 @@ PYBIND11_MODULE(_hoist, mod) {
       },
       py::arg("model") = "", py::arg("topology") = "", py::arg("rank") = 0,
       py::arg("comm") = py::none(), py::arg("to") = "auto", load_doc.c_str());
+}
+
+// The internals the tests use: the option table and a resolution without a load.
+void BindInternals(py::module_& mod) {
   mod.def(
       "_options",
       []() {
@@ -386,6 +394,10 @@ PYBIND11_MODULE(_hoist, mod) {
       },
       py::arg("model") = "", py::arg("topology") = "", py::arg("rank") = 0,
       "internal (tests): what load(...) would run with these options, without loading");
+}
+
+// Attach, resolve_model and the MPI helpers.
+void BindAttachAndMpi(py::module_& mod) {
   mod.def(
       "attach",
       [](const std::string& path, int timeout_ms, const std::string& to) {
@@ -417,4 +429,19 @@ PYBIND11_MODULE(_hoist, mod) {
         return py::make_tuple(rank, size);
       },
       "(rank, size) of MPI_COMM_WORLD, or (0, 1) when MPI is not initialised");
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_hoist, mod) {
+  SetUpModuleLogging();
+  mod.doc() =
+      "hoist: safetensors weights into device memory, in-process or from a resident "
+      "`hoist serve` rank, as zero-copy tensors (DLPack)";
+
+  BindTensor(mod);
+  BindModel(mod);
+  BindLoad(mod);
+  BindInternals(mod);
+  BindAttachAndMpi(mod);
 }

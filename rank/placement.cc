@@ -140,25 +140,6 @@ CpuPlan AutoPlan(hwloc_topology_t topo, const NodeRanks& node) {
 
 }  // namespace
 
-std::optional<CpuBind> ParseCpuBind(std::string_view name) {
-  if (name == "auto") return CpuBind::kAuto;
-  if (name == "launcher") return CpuBind::kLauncher;
-  if (name == "none") return CpuBind::kNone;
-  return std::nullopt;
-}
-
-std::string_view CpuBindName(CpuBind mode) {
-  switch (mode) {
-    case CpuBind::kAuto:
-      return "auto";
-    case CpuBind::kLauncher:
-      return "launcher";
-    case CpuBind::kNone:
-      return "none";
-  }
-  return "?";
-}
-
 void WarmHostTopology() { (void)TopologyFuture(); }
 
 int CpusOfCpuMax(std::string_view line) {

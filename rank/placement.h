@@ -26,12 +26,21 @@
 #include <vector>
 
 #include "hoist/status.h"
+#include "util/enum_names.h"
 
 namespace hoist::rank {
 
 enum class CpuBind { kAuto, kLauncher, kNone };
-std::optional<CpuBind> ParseCpuBind(std::string_view name);  // auto | launcher | none
-std::string_view CpuBindName(CpuBind mode);
+// The one name table (the `cpu_bind` option's choices, in this order).
+inline constexpr EnumName<CpuBind> kCpuBindNames[] = {
+    {CpuBind::kAuto, "auto"},
+    {CpuBind::kLauncher, "launcher"},
+    {CpuBind::kNone, "none"},
+};
+constexpr std::optional<CpuBind> ParseCpuBind(std::string_view name) {
+  return EnumFromName(kCpuBindNames, name);
+}
+constexpr std::string_view CpuBindName(CpuBind mode) { return NameOfEnum(kCpuBindNames, mode); }
 
 // Starts loading the host topology in the background (idempotent, cheap to call again).
 void WarmHostTopology();

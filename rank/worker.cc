@@ -219,7 +219,7 @@ Result<std::unique_ptr<ThreadBinding>> Place(const proto::LoadPlan& plan, const 
     available = quota;
     quota_note = ", a CPU quota of " + std::to_string(quota) + " (cgroup)";
   }
-  *threads = o.threads > 0 ? o.threads : std::clamp(available, 1, 16);
+  *threads = o.pipeline.threads > 0 ? o.pipeline.threads : std::clamp(available, 1, 16);
   spdlog::info("rank {}: {}{}; {} fill thread{}", rp.rank(), cpus.how, quota_note, *threads,
                *threads == 1 ? "" : "s");
   if (*threads > available) {
@@ -231,17 +231,13 @@ Result<std::unique_ptr<ThreadBinding>> Place(const proto::LoadPlan& plan, const 
   return ThreadBinding::Bind(cpus, o.bind_numa);
 }
 
-transport::PipelineOptions PipelineFor(const LoadOptions& o, int threads,
-                                       std::uint64_t read_depth) {
+// The run's options: the settings as config/ resolved them, the fill threads this rank placed,
+// and the wiring.
+transport::PipelineOptions PipelineFor(const LoadOptions& o, int threads, int ranks_on_node) {
   transport::PipelineOptions po;
-  po.mode = o.read_mode;
-  po.slots = o.slots > 0 ? o.slots : transport::kDefaultSlots;
-  po.slot_bytes = o.slot_bytes > 0 ? o.slot_bytes : transport::kDefaultSlotBytes;
+  static_cast<transport::PipelineSettings&>(po) = o.pipeline;
   po.threads = threads;
-  po.chunk_bytes = o.chunk_bytes;
-  po.read_depth_bytes = read_depth;
-  po.staging = o.staging;
-  po.lazy_staging = o.lazy_staging;
+  po.ranks_on_node = ranks_on_node;
   po.origin = o.origin;
   po.progress = o.progress;
   po.cancel = o.cancel;
@@ -323,7 +319,7 @@ class SourceOpening {
     auto open = [this, &files, &o, &rp] {
       a_ = Clock::now();
       Result<transport::SourceSet> r =
-          transport::OpenSources(files.paths, files.used, o.read_mode, o.direct, o.wrap_source,
+          transport::OpenSources(files.paths, files.used, o.pipeline.mode, o.direct, o.wrap_source,
                                  /*release_mapped_pages=*/RankOrdinal(o, rp) < 0);
       z_ = Clock::now();
       return r;
@@ -447,13 +443,14 @@ Result<Ahead> PrepareAhead(const proto::LoadPlan& plan, const proto::RankPlan& r
   HOIST_ASSIGN_OR_RETURN(p.streams, transport::PackedStreams::FromPlan(plan));
   if (exchange) return p;
   // The cut ignores the threads and the depth.
-  const transport::PipelineOptions po = PipelineFor(o, /*threads=*/1, /*read_depth=*/0);
+  transport::PipelineOptions po = PipelineFor(o, /*threads=*/1, /*ranks_on_node=*/1);
+  po.read_depth_bytes = 0;  // the cut of the ring as given
   if (!p.streams.empty()) {
     // Before the device is open: `auto` is taken for a GPU (Execute translates again if not).
     p.stored = StoredBytesFor(o.device != DeviceKind::kHost);
     HOIST_ASSIGN_OR_RETURN(p.work, p.streams.Translate(rp, p.stored));
     p.cut = transport::CutPackedAhead(*p.work, po);
-  } else if (transport::Staged(o.read_mode)) {
+  } else if (transport::Staged(o.pipeline.mode)) {
     p.cut = transport::CutPlanAhead(rp, po);
   }
   return p;
@@ -484,7 +481,7 @@ Status Execute(const proto::LoadPlan& plan, const proto::RankPlan& rp, const Loa
   {
     HOIST_ASSIGN_OR_RETURN(transport::SourceSet sources, opening.Take(o.origin, &rep));
     if (!sources.note.empty()) spdlog::warn("{}", sources.note);
-    transport::PipelineOptions po = PipelineFor(o, threads, ReadDepthFor(o, plan, rp));
+    transport::PipelineOptions po = PipelineFor(o, threads, RanksOnNode(plan, rp));
     if (ahead.work && ahead.stored != StoredBytesFor(dev.Caps().gpu)) {  // `auto` found no GPU
       ahead.stored = StoredBytesFor(dev.Caps().gpu);
       HOIST_ASSIGN_OR_RETURN(ahead.work, ahead.streams.Translate(rp, ahead.stored));
@@ -549,15 +546,16 @@ Result<LoadedRank> Load(const proto::LoadPlan& plan, std::uint32_t rank, const L
   rep.set_node(rp.node());
   rep.set_gpu(rp.gpu());
   rep.set_stopped_by(-1);
-  rep.set_read_mode(std::string(transport::ReadModeName(o.read_mode)));
+  rep.set_read_mode(std::string(transport::ReadModeName(o.pipeline.mode)));
   char host[256] = {0};
   if (::gethostname(host, sizeof host - 1) == 0) rep.set_host(host);
 
   const bool exchange = ExchangeActive(plan, o);  // dedup: read only this rank's share
   HOIST_ASSIGN_OR_RETURN(Files files, CheckRankFiles(plan, rp, exchange));
   // (A packed plan's copies address logical bytes: no file probe; auto mode counts what it finds.)
-  ResidencyProbe residency(files, o.threads > 0 ? o.threads : transport::DefaultFillThreads(),
-                           o.read_mode != transport::ReadMode::kAuto && plan.packed_size() == 0);
+  ResidencyProbe residency(
+      files, o.pipeline.threads > 0 ? o.pipeline.threads : transport::DefaultFillThreads(),
+      o.pipeline.mode != transport::ReadMode::kAuto && plan.packed_size() == 0);
   SetStage(o, LoadStage::kDevice);
   SourceOpening opening(files, o, rp);  // before the binding: the helper may use any core
   HOIST_ASSIGN_OR_RETURN(Ahead ahead, PrepareAhead(plan, rp, o, exchange));
@@ -574,38 +572,21 @@ Result<LoadedRank> Load(const proto::LoadPlan& plan, std::uint32_t rank, const L
 
 }  // namespace
 
-std::uint64_t ReadDepthFor(const LoadOptions& options, const proto::LoadPlan& plan,
-                           const proto::RankPlan& rank_plan) {
-  if (options.read_depth_bytes) return *options.read_depth_bytes;
+int RanksOnNode(const proto::LoadPlan& plan, const proto::RankPlan& rank_plan) {
   const auto on_node =
       std::count_if(plan.ranks().begin(), plan.ranks().end(),
                     [&](const proto::RankPlan& r) { return r.node() == rank_plan.node(); });
-  return transport::DefaultReadDepthBytes(static_cast<int>(on_node));
+  return std::max(1, static_cast<int>(on_node));
+}
+
+std::uint64_t ReadDepthFor(const LoadOptions& options, const proto::LoadPlan& plan,
+                           const proto::RankPlan& rank_plan) {
+  return transport::ReadDepthBytes(options.pipeline, RanksOnNode(plan, rank_plan));
 }
 
 bool ExchangeActive(const proto::LoadPlan& plan, const LoadOptions& options) {
   return plan.dedup() != proto::DEDUP_NONE && options.exchange != nullptr &&
          options.exchange->peer() != nullptr;
-}
-
-std::string_view LoadStageName(LoadStage stage) {
-  switch (stage) {
-    case LoadStage::kStarting:
-      return "starting";
-    case LoadStage::kDevice:
-      return "opening the device";
-    case LoadStage::kArena:
-      return "allocating the arena";
-    case LoadStage::kReading:
-      return "reading";
-    case LoadStage::kVerify:
-      return "verifying";
-    case LoadStage::kDump:
-      return "dumping";
-    case LoadStage::kDone:
-      return "done";
-  }
-  return "?";
 }
 
 int WantedGpu(const LoadOptions& o, const proto::RankPlan& rp) {
@@ -625,9 +606,9 @@ int ResolveOrdinal(DeviceKind kind, int gpu) {
 
 StagingRing RingOf(const LoadOptions& o) {
   StagingRing ring;
-  ring.slots = o.slots > 0 ? o.slots : transport::kDefaultSlots;
-  ring.slot_bytes = o.slot_bytes > 0 ? o.slot_bytes : transport::kDefaultSlotBytes;
-  ring.kind = o.staging;
+  ring.slots = o.pipeline.slots;
+  ring.slot_bytes = o.pipeline.slot_bytes;
+  ring.kind = o.pipeline.staging;
   ring.cpu_bind = o.cpu_bind;
   ring.bind_numa = o.bind_numa;
   return ring;

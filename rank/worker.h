@@ -23,16 +23,16 @@
 
 #include "hoist/status.h"
 #include "proto/plan.pb.h"
+#include "rank/device_kind.h"
 #include "rank/exchange_options.h"
 #include "rank/placement.h"
 #include "transport/devices/device.h"
 #include "transport/peers/peer.h"
 #include "transport/reading/source.h"
 #include "transport/staging/pipeline.h"
+#include "util/enum_names.h"
 
 namespace hoist::rank {
-
-enum class DeviceKind { kAuto, kCuda, kHost };
 
 // The device a rank will load into, opened before the rank has its plan: creating a CUDA context
 // costs about 0.3 s, which callers overlap with MPI start-up and planning by calling
@@ -83,7 +83,18 @@ int ResolveOrdinal(DeviceKind kind, int gpu);
 
 // What a rank is doing, for the progress display (LoadOptions::stage).
 enum class LoadStage : int { kStarting, kDevice, kArena, kReading, kVerify, kDump, kDone };
-std::string_view LoadStageName(LoadStage stage);
+inline constexpr EnumName<LoadStage> kLoadStageNames[] = {
+    {LoadStage::kStarting, "starting"},
+    {LoadStage::kDevice, "opening the device"},
+    {LoadStage::kArena, "allocating the arena"},
+    {LoadStage::kReading, "reading"},
+    {LoadStage::kVerify, "verifying"},
+    {LoadStage::kDump, "dumping"},
+    {LoadStage::kDone, "done"},
+};
+constexpr std::string_view LoadStageName(LoadStage stage) {
+  return NameOfEnum(kLoadStageNames, stage);
+}
 
 class Exchange;  // rank/exchange.h
 
@@ -102,27 +113,30 @@ class ExchangeHost {
   virtual Status Finish(const Status& reads) = 0;
 };
 
-struct LoadOptions {
-  transport::ReadMode read_mode = transport::ReadMode::kAuto;
+// A rank's load settings: the user's options as config/ resolved them, defaults included
+// (config/job_spec.h), plain values that every layer below takes as they are. The defaults here
+// are the resolved defaults, so a default LoadSettings is a valid one.
+struct LoadSettings {
   DeviceKind device = DeviceKind::kAuto;  // auto: CUDA when a GPU is visible, else host
-  int slots = 0;                          // 0: the measured default (transport::kDefaultSlots)
-  std::uint64_t slot_bytes = 0;           // 0: the measured default (transport::kDefaultSlotBytes)
-  int threads = 0;                        // fill threads; 0: the rank's cpus, at most 16
-  bool verify = false;                    // prove every arena byte equals the plan's bytes
-  std::string dump_dir;                   // non-empty: write <dir>/rank-<R>.safetensors
-  CpuBind cpu_bind = CpuBind::kAuto;      // where the fill threads run (rank/placement.h)
-  bool bind_numa = true;                  // bind staging memory to the cpus' NUMA nodes
-  std::uint64_t chunk_bytes = 0;          // bytes per fill task; 0: max(64 KiB, slot_bytes / 16)
-  // The ring's depth for a wholly cold load (transport::PipelineOptions::read_depth_bytes); 0: the
-  // ring only; unset: transport::DefaultReadDepthBytes of the plan's ranks on this rank's node.
-  std::optional<std::uint64_t> read_depth_bytes;
-  transport::StagingKind staging = transport::StagingKind::kAuto;  // auto = register
-  bool lazy_staging = true;         // allocate each slot on first use
-  int gpu = -1;                     // CUDA ordinal; -1: the plan's gpu (modulo the visible count)
-  transport::DirectOptions direct;  // O_DIRECT request size and depth
+  // The pipeline's settings, handed to it as they are: read mode, ring (slots x slot_bytes),
+  // fill chunk, read depth (unset: by the plan's ranks on this rank's node), pinning kind, lazy
+  // staging. Its `threads` (0: the rank's cpus, at most 16) is replaced by the threads placed.
+  transport::PipelineSettings pipeline;
+  bool verify = false;                // prove every arena byte equals the plan's bytes
+  std::string dump_dir;               // non-empty: write <dir>/rank-<R>.safetensors
+  CpuBind cpu_bind = CpuBind::kAuto;  // where the fill threads run (rank/placement.h)
+  bool bind_numa = true;              // bind staging memory to the cpus' NUMA nodes
+  int gpu = -1;                       // CUDA ordinal; -1: the plan's gpu (modulo the visible count)
+  transport::DirectOptions direct;    // O_DIRECT request size and depth
   // Unmap and close the checkpoint files on a detached thread once the bytes are on the device
   // (not counted in `total`); false: synchronously, inside `total`.
   bool close_in_background = true;
+};
+
+// A load's run-time wiring, apart from its settings: test hooks, the device opened ahead, the
+// engine's arena allocator, progress and stage counters, cancellation, the clock origin and the
+// exchange's driver. Pointers are borrowed: they must outlive LoadRank.
+struct LoadWiring {
   // Tests: wraps every Source the load opens (e.g. transport::WrapFaulty to inject faults).
   std::function<std::unique_ptr<transport::Source>(std::unique_ptr<transport::Source>)> wrap_source;
   // A device opened early (see PrepareDevice); LoadRank waits for it and takes it. When its
@@ -147,6 +161,10 @@ struct LoadOptions {
   ExchangeHost* exchange = nullptr;
 };
 
+// What LoadRank takes: the settings and the wiring, each also usable alone (config/ fills the
+// settings; the caller that runs the load wires it).
+struct LoadOptions : LoadSettings, LoadWiring {};
+
 // The ring `options` ask for (their defaults resolved), for PrepareDevice.
 StagingRing RingOf(const LoadOptions& options);
 
@@ -155,8 +173,11 @@ StagingRing RingOf(const LoadOptions& options);
 int WantedGpu(const LoadOptions& options, const proto::RankPlan& rank_plan);
 int RankOrdinal(const LoadOptions& options, const proto::RankPlan& rank_plan);
 
-// The read depth of a wholly cold load of `rank_plan` (LoadOptions::read_depth_bytes): the
-// options' when set, else transport::DefaultReadDepthBytes of the plan's ranks on its node.
+// The plan's ranks on the node of `rank_plan` (at least 1).
+int RanksOnNode(const proto::LoadPlan& plan, const proto::RankPlan& rank_plan);
+
+// The read depth of a wholly cold load of `rank_plan`: transport::ReadDepthBytes of the
+// settings, by the plan's ranks on its node.
 std::uint64_t ReadDepthFor(const LoadOptions& options, const proto::LoadPlan& plan,
                            const proto::RankPlan& rank_plan);
 

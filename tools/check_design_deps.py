@@ -49,7 +49,8 @@ def includes(root, units):
     """{unit: set of units it includes}, for the units that have sources."""
     found = {}
     for top in sorted(os.listdir(root)):
-        if top in SKIP or top.startswith(".") or not os.path.isdir(os.path.join(root, top)):
+        if (top in SKIP or top.startswith((".", "build"))
+                or not os.path.isdir(os.path.join(root, top))):
             continue
         for folder, dirs, names in os.walk(os.path.join(root, top)):
             dirs.sort()

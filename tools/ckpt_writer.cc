@@ -253,67 +253,70 @@ void GenerateTensorBytes(const TensorSpec& spec, std::uint64_t seed, std::uint64
   }
 }
 
-Status MakeCheckpoint(const MkckptOptions& o) {
-  if (o.out_dir.empty()) return Status::InvalidArgument("no output folder given");
-  HOIST_ASSIGN_OR_RETURN(const std::string config, ResolveConfig(o));
-  HOIST_ASSIGN_OR_RETURN(
-      const std::vector<TensorSpec> specs,
-      o.tensors_path.empty() ? ListTensorSpecs(config) : ReadTensorSpecs(o.tensors_path));
-  {
-    std::set<std::string> names;
-    for (const auto& t : specs) {
-      if (!names.insert(t.name).second) return Status::Internal("duplicate tensor " + t.name);
-    }
+namespace {
+
+Status CheckUnique(const std::vector<TensorSpec>& specs) {
+  std::set<std::string> names;
+  for (const auto& t : specs) {
+    if (!names.insert(t.name).second) return Status::Internal("duplicate tensor " + t.name);
   }
-  const std::uint64_t shard_size = o.shard_size ? o.shard_size : kDefaultShardSize;
-  std::vector<ShardPlan> shards = PlanShards(specs, shard_size);
+  return Status::Ok();
+}
 
-  const fs::path dir(o.out_dir);
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return Status::IoError(o.out_dir + ": create folder: " + ec.message());
-  HOIST_RETURN_IF_ERROR(RemoveStale(dir));
+// The shards' open files; Close reports the first close error (the destructor closes quietly).
+class ShardFiles {
+ public:
+  ShardFiles(const fs::path& dir, const std::vector<ShardPlan>& shards)
+      : dir_(dir), shards_(shards), fds_(shards.size(), -1) {}
+  ShardFiles(const ShardFiles&) = delete;
+  ShardFiles& operator=(const ShardFiles&) = delete;
+  ~ShardFiles() { (void)Close(); }
 
-  // Open every shard, size it, write its header.
-  std::vector<int> fds(shards.size(), -1);
-  auto close_all = [&]() {
-    Status s;
-    for (std::size_t k = 0; k < fds.size(); ++k) {
-      if (fds[k] >= 0 && ::close(fds[k]) != 0 && s.ok()) {
-        s = Status::IoError((dir / shards[k].file_name).string() +
-                            ": close: " + std::strerror(errno));
-      }
-      fds[k] = -1;
-    }
-    return s;
-  };
-  std::vector<Task> tasks;
-  for (std::size_t k = 0; k < shards.size(); ++k) {
-    const ShardPlan& sp = shards[k];
-    const std::string path = (dir / sp.file_name).string();
-    fds[k] = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fds[k] < 0) {
-      Status s = Status::IoError(path + ": open: " + std::strerror(errno));
-      (void)close_all();
-      return s;
-    }
+  int fd(std::size_t k) const { return fds_[k]; }
+  std::string Path(std::size_t k) const { return (dir_ / shards_[k].file_name).string(); }
+
+  // Creates shard k at its full size and writes its header (8-byte length, then the JSON).
+  Status Create(std::size_t k) {
+    const ShardPlan& sp = shards_[k];
+    const std::string path = Path(k);
+    fds_[k] = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fds_[k] < 0) return Status::IoError(path + ": open: " + std::strerror(errno));
     const std::uint64_t file_size = sp.data_start + sp.data_bytes;
-    if (::ftruncate(fds[k], static_cast<off_t>(file_size)) != 0) {
-      Status s = Status::IoError(path + ": ftruncate to " + std::to_string(file_size) + ": " +
-                                 std::strerror(errno));
-      (void)close_all();
-      return s;
+    if (::ftruncate(fds_[k], static_cast<off_t>(file_size)) != 0) {
+      return Status::IoError(path + ": ftruncate to " + std::to_string(file_size) + ": " +
+                             std::strerror(errno));
     }
     std::string prefix(8, '\0');
     const std::uint64_t hl = sp.header.size();
     for (int i = 0; i < 8; ++i) prefix[i] = static_cast<char>((hl >> (8 * i)) & 0xFF);
     prefix += sp.header;
-    Status s = WriteAll(fds[k], reinterpret_cast<const std::uint8_t*>(prefix.data()), prefix.size(),
-                        0, path);
-    if (!s.ok()) {
-      (void)close_all();
-      return s;
+    return WriteAll(fds_[k], reinterpret_cast<const std::uint8_t*>(prefix.data()), prefix.size(), 0,
+                    path);
+  }
+
+  Status Close() {
+    Status s;
+    for (std::size_t k = 0; k < fds_.size(); ++k) {
+      if (fds_[k] >= 0 && ::close(fds_[k]) != 0 && s.ok()) {
+        s = Status::IoError(Path(k) + ": close: " + std::strerror(errno));
+      }
+      fds_[k] = -1;
     }
+    return s;
+  }
+
+ private:
+  fs::path dir_;
+  const std::vector<ShardPlan>& shards_;
+  std::vector<int> fds_;
+};
+
+// The chunks of every shard's tensors, in file order.
+std::vector<Task> ChunkTasks(const std::vector<TensorSpec>& specs,
+                             const std::vector<ShardPlan>& shards) {
+  std::vector<Task> tasks;
+  for (std::size_t k = 0; k < shards.size(); ++k) {
+    const ShardPlan& sp = shards[k];
     for (std::size_t e = 0; e < sp.tensors.size(); ++e) {
       const std::uint64_t bytes = specs[sp.tensors[e]].Bytes();
       for (std::uint64_t b = 0; b < bytes; b += kChunkBytes) {
@@ -322,9 +325,13 @@ Status MakeCheckpoint(const MkckptOptions& o) {
       }
     }
   }
+  return tasks;
+}
 
-  // Generate and write in parallel: each worker takes the next chunk, fills its own buffer and
-  // pwrites it. The first error stops everyone.
+// Generates and writes in parallel: each worker takes the next chunk, fills its own buffer and
+// pwrites it. The first error stops everyone.
+Status WriteChunks(const MkckptOptions& o, const std::vector<TensorSpec>& specs,
+                   const std::vector<Task>& tasks, const ShardFiles& files) {
   unsigned nthreads = o.threads > 0 ? static_cast<unsigned>(o.threads)
                                     : std::max(1u, std::thread::hardware_concurrency());
   nthreads = static_cast<unsigned>(
@@ -341,8 +348,8 @@ Status MakeCheckpoint(const MkckptOptions& o) {
       if (i >= tasks.size()) return;
       const Task& t = tasks[i];
       GenerateTensorBytes(specs[t.spec], o.seed, t.begin, t.end, buf.get());
-      Status s = WriteAll(fds[t.shard], buf.get(), t.end - t.begin, t.file_offset,
-                          (dir / shards[t.shard].file_name).string());
+      Status s = WriteAll(files.fd(t.shard), buf.get(), t.end - t.begin, t.file_offset,
+                          files.Path(t.shard));
       if (!s.ok()) {
         std::lock_guard<std::mutex> lock(err_mu);
         if (first_error.ok()) first_error = std::move(s).Annotate("tensor " + specs[t.spec].name);
@@ -355,26 +362,52 @@ Status MakeCheckpoint(const MkckptOptions& o) {
   for (unsigned i = 1; i < nthreads; ++i) pool.emplace_back(worker);
   worker();
   for (auto& th : pool) th.join();
-  Status closed = close_all();
-  HOIST_RETURN_IF_ERROR(first_error);
-  HOIST_RETURN_IF_ERROR(closed);
+  return first_error;
+}
 
-  if (shards.size() > 1) {
-    nlohmann::ordered_json index;
-    std::uint64_t total = 0;
-    for (const auto& t : specs) total += t.Bytes();
-    index["metadata"] = {{"total_size", total}};
-    nlohmann::ordered_json wm = nlohmann::ordered_json::object();
-    std::vector<std::pair<std::string, std::string>> entries;
-    for (const auto& sp : shards) {
-      for (std::size_t idx : sp.tensors) entries.emplace_back(specs[idx].name, sp.file_name);
-    }
-    std::sort(entries.begin(), entries.end());
-    for (const auto& [name, file] : entries) wm[name] = file;
-    index["weight_map"] = std::move(wm);
-    HOIST_RETURN_IF_ERROR(
-        WriteTextFile(dir / "model.safetensors.index.json", index.dump(2) + "\n"));
+// model.safetensors.index.json for a sharded checkpoint.
+Status WriteIndex(const fs::path& dir, const std::vector<TensorSpec>& specs,
+                  const std::vector<ShardPlan>& shards) {
+  nlohmann::ordered_json index;
+  std::uint64_t total = 0;
+  for (const auto& t : specs) total += t.Bytes();
+  index["metadata"] = {{"total_size", total}};
+  nlohmann::ordered_json wm = nlohmann::ordered_json::object();
+  std::vector<std::pair<std::string, std::string>> entries;
+  for (const auto& sp : shards) {
+    for (std::size_t idx : sp.tensors) entries.emplace_back(specs[idx].name, sp.file_name);
   }
+  std::sort(entries.begin(), entries.end());
+  for (const auto& [name, file] : entries) wm[name] = file;
+  index["weight_map"] = std::move(wm);
+  return WriteTextFile(dir / "model.safetensors.index.json", index.dump(2) + "\n");
+}
+
+}  // namespace
+
+Status MakeCheckpoint(const MkckptOptions& o) {
+  if (o.out_dir.empty()) return Status::InvalidArgument("no output folder given");
+  HOIST_ASSIGN_OR_RETURN(const std::string config, ResolveConfig(o));
+  HOIST_ASSIGN_OR_RETURN(
+      const std::vector<TensorSpec> specs,
+      o.tensors_path.empty() ? ListTensorSpecs(config) : ReadTensorSpecs(o.tensors_path));
+  HOIST_RETURN_IF_ERROR(CheckUnique(specs));
+  const std::uint64_t shard_size = o.shard_size ? o.shard_size : kDefaultShardSize;
+  const std::vector<ShardPlan> shards = PlanShards(specs, shard_size);
+
+  const fs::path dir(o.out_dir);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return Status::IoError(o.out_dir + ": create folder: " + ec.message());
+  HOIST_RETURN_IF_ERROR(RemoveStale(dir));
+
+  ShardFiles files(dir, shards);
+  for (std::size_t k = 0; k < shards.size(); ++k) HOIST_RETURN_IF_ERROR(files.Create(k));
+  const Status written = WriteChunks(o, specs, ChunkTasks(specs, shards), files);
+  const Status closed = files.Close();
+  HOIST_RETURN_IF_ERROR(written);
+  HOIST_RETURN_IF_ERROR(closed);
+  if (shards.size() > 1) HOIST_RETURN_IF_ERROR(WriteIndex(dir, specs, shards));
   return WriteTextFile(dir / "config.json", config);
 }
 

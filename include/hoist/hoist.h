@@ -10,7 +10,7 @@
 //   hoist::Result<hoist::Model> m = hoist::Load(o);          // or hoist::Attach(socket_path)
 //   const hoist::Tensor* w = m->Find("model.layers.0.self_attn.qkv_proj.weight");
 //
-// Output names, shapes and slicing are docs/LAYOUT.md's; DLPack export is in hoist/dlpack.h,
+// Output names, shapes and slicing are docs/LAYOUT.md's; DLPack export is in hoist/hoist_dlpack.h,
 // the C API in hoist/hoist_c.h, an MPI_Comm overload in hoist/hoist_mpi.h.
 //
 // Ownership: a Model owns its weights (the arena it loaded, or the mapping of a daemon's arena

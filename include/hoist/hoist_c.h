@@ -10,6 +10,8 @@
 #ifndef HOIST_HOIST_C_H_
 #define HOIST_HOIST_C_H_
 
+#include <float.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -34,42 +36,72 @@ typedef enum {
 typedef struct hoist_model hoist_model;
 struct DLManagedTensor;
 
+/* Growing the ABI: hoist_load_options and hoist_tensor start with their size (and the options
+ * with a magic number and the header's version), set by their initializers from the caller's
+ * header. The library reads and writes only the bytes the caller's struct has, so a program built
+ * against an older hoist_c.h runs against a newer libhoist.so (fields it does not know are
+ * unset), and new fields are only ever appended. A program built before the size fields existed
+ * calls the same names and keeps working: those are kept with their old layout
+ * (tests/embed/abi/). */
+#define HOIST_C_API_VERSION 2
+#define HOIST_LOAD_OPTIONS_MAGIC 0x686f6973u /* "hois" */
+
+/* One "unset" convention: an unset number or boolean is HOIST_UNSET (an unset double
+ * HOIST_UNSET_DOUBLE), an unset string or pointer NULL. Unset takes the topology file's value,
+ * else the default. Booleans: 0 false, 1 true. */
+#define HOIST_UNSET INT_MIN
+#define HOIST_UNSET_DOUBLE (-DBL_MAX)
+
 /* The options of hoist/job_options.h, each under its own name (as in the topology file, on the
- * command line and in the C++ API). Unset values (NULL, 0, ep -1; booleans 0) take the topology
- * file's value, else the default: hoist_load_options_init sets them all. Booleans: > 0 true,
- * < 0 false. hoist_load_options_set sets any of them by name from text. */
+ * command line and in the C++ API). Start from HOIST_LOAD_OPTIONS_INITIALIZER (or
+ * hoist_load_options_init), which sets the size, magic and version and leaves every option unset;
+ * hoist_load_options_set sets any option by name from text. */
 typedef struct {
+  size_t size;               /* sizeof(hoist_load_options) in the caller's header */
+  unsigned int magic;        /* HOIST_LOAD_OPTIONS_MAGIC */
+  int version;               /* HOIST_C_API_VERSION of the caller's header */
   const char* topology_file; /* NULL: none */
   const char* model;         /* checkpoint folder; NULL: the topology's */
-  int tp, dp;                /* 0: unset */
-  int ep;                    /* -1: unset (0: expert parallelism off) */
-  const char* layout;        /* fused | hf */
-  const char* placement;     /* linear | round_robin */
-  const char* device;        /* auto | cuda | host */
-  const char* read;          /* auto | buffered | direct | mmap | pageable | registered */
-  int threads;               /* fill threads; 0: unset */
-  int verify;                /* > 0: prove every arena byte; < 0: do not; 0: unset */
-  int rank;                  /* without a communicator: the plan's rank this process loads */
-  const void* mpi_comm;      /* pointer to the engine's MPI_Comm, or NULL */
+  int tp, dp;
+  int ep;                /* 0: expert parallelism off */
+  const char* layout;    /* fused | hf */
+  const char* placement; /* linear | round_robin */
+  const char* device;    /* auto | cuda | host */
+  const char* read;      /* auto | buffered | direct | mmap | pageable | registered */
+  int threads;           /* fill threads; 0: the rank's cpus */
+  int verify;            /* 1: prove every arena byte; 0: do not */
+  int rank;              /* without a communicator: the plan's rank this process loads (0) */
+  const void* mpi_comm;  /* pointer to the engine's MPI_Comm, or NULL */
   /* Optional engine allocator for the arena (device == CUDA ordinal, -1 on the host). */
   void* (*allocate)(uint64_t bytes, int device, void* user);
   void (*deallocate)(void* ptr, uint64_t bytes, int device, void* user);
   void* allocator_user;
   const char* unexpected_tensors; /* error | warn | ignore */
   const char* pinning;            /* auto | register | mallochost: how staging is pinned */
-  int slots;                      /* staging slots; 0: unset */
-  int slot_mib;                   /* MiB per staging slot; 0: unset */
-  int chunk_kib;                  /* KiB per fill task; 0: unset */
+  int slots;                      /* staging slots; 0: the default */
+  int slot_mib;                   /* MiB per staging slot; 0: the default */
+  int chunk_kib;                  /* KiB per fill task; 0: the default */
   const char* cpu_bind;           /* auto | launcher | none */
-  int numa;                       /* > 0: bind to the GPU's NUMA node; < 0: do not; 0: unset */
+  int numa;                       /* 1: bind to the GPU's NUMA node; 0: do not */
   const char* dedup;              /* auto | none | node | job */
-  int dedup_step_kib;             /* 0: unset */
-  double peer_timeout_s;          /* 0: unset */
-  int read_depth_mib; /* MiB of ring a wholly cold load widens to; 0: the ring only; -1: unset
-                         (2048 for a rank alone on its node, 1024 where ranks share one) */
+  int dedup_step_kib;             /* 0: the default */
+  double peer_timeout_s;
+  int read_depth_mib; /* MiB of ring a wholly cold load widens to; 0: the ring only; unset: by
+                         the ranks on the node (hoist/job_options.h) */
 } hoist_load_options;
 
+#define HOIST_LOAD_OPTIONS_INITIALIZER                                                           \
+  {                                                                                              \
+    sizeof(hoist_load_options), HOIST_LOAD_OPTIONS_MAGIC, HOIST_C_API_VERSION, NULL, NULL,       \
+        HOIST_UNSET, HOIST_UNSET, HOIST_UNSET, NULL, NULL, NULL, NULL, HOIST_UNSET, HOIST_UNSET, \
+        0, NULL, NULL, NULL, NULL, NULL, NULL, HOIST_UNSET, HOIST_UNSET, HOIST_UNSET, NULL,      \
+        HOIST_UNSET, NULL, HOIST_UNSET, HOIST_UNSET_DOUBLE, HOIST_UNSET                          \
+  }
+
+/* One tensor of a model. Start from HOIST_TENSOR_INITIALIZER; the library fills the fields the
+ * caller's struct has and sets `size` to the bytes it filled. */
 typedef struct {
+  size_t size; /* sizeof(hoist_tensor) in the caller's header */
   const char* name;
   const char* dtype; /* safetensors spelling: BF16, F32, F8_E4M3, ... */
   int ndim;
@@ -80,20 +112,35 @@ typedef struct {
   uint64_t arena_offset;
 } hoist_tensor;
 
-void hoist_load_options_init(hoist_load_options* options);
+#define HOIST_TENSOR_INITIALIZER \
+  { sizeof(hoist_tensor), NULL, NULL, 0, NULL, NULL, NULL, 0, 0 }
+
+/* Sets every option unset, and the size, magic and version (as HOIST_LOAD_OPTIONS_INITIALIZER):
+ * hoist_load_options_init(&o) passes the caller's sizeof. */
+void hoist_load_options_init_sized(hoist_load_options* options, size_t size);
+#define hoist_load_options_init(options) \
+  hoist_load_options_init_sized((options), sizeof(*(options)))
 /* Sets option `key` (its name in hoist/job_options.h, e.g. "slot_mib") from text: a whole number, a
  * number, true/false/1/0 or a name. A string value is kept by pointer: it must outlive
- * hoist_load. HOIST_INVALID_ARGUMENT for an unknown key (naming the nearest) or a value that
- * does not convert. */
+ * hoist_load. HOIST_INVALID_ARGUMENT for an unknown key (naming the nearest), a value that
+ * does not convert, or an option the caller's struct is too old to hold. */
 int hoist_load_options_set(hoist_load_options* options, const char* key, const char* value);
 int hoist_load(const hoist_load_options* options, hoist_model** out);
 /* timeout_ms <= 0: the default (10 s). */
 int hoist_attach(const char* socket_path, int timeout_ms, hoist_model** out);
 
 size_t hoist_model_tensor_count(const hoist_model* model);
-int hoist_model_tensor(const hoist_model* model, size_t index, hoist_tensor* out);
-/* HOIST_NOT_FOUND when no tensor has that name. */
-int hoist_model_find(const hoist_model* model, const char* name, hoist_tensor* out);
+/* Tensor `index` (or the one named `name`) into *out, as far as the caller's hoist_tensor goes:
+ * hoist_model_tensor(m, i, &t) passes the caller's sizeof. HOIST_NOT_FOUND when no tensor has
+ * that name. */
+int hoist_model_tensor_sized(const hoist_model* model, size_t index, hoist_tensor* out,
+                             size_t size);
+int hoist_model_find_sized(const hoist_model* model, const char* name, hoist_tensor* out,
+                           size_t size);
+#define hoist_model_tensor(model, index, out) \
+  hoist_model_tensor_sized((model), (index), (out), sizeof(*(out)))
+#define hoist_model_find(model, name, out) \
+  hoist_model_find_sized((model), (name), (out), sizeof(*(out)))
 /* is_cuda: 1 for a CUDA arena, 0 for host memory; ordinal: CUDA ordinal or -1. */
 int hoist_model_device(const hoist_model* model, int* is_cuda, int* ordinal);
 int hoist_model_rank(const hoist_model* model, int* rank, int* world);

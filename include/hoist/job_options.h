@@ -35,8 +35,8 @@ struct StagingOptions {
   std::optional<int> threads;           // fill threads (0: the default)
   std::optional<int> chunk_kib;         // KiB per fill task (0: max(64, slot size / 16))
   std::optional<int> read_depth_mib;    // MiB of ring a load read wholly cold widens to, a
-                                        // fill thread per slot (0: the ring only; unset: 2048
-                                        // alone on a node, 1024 where ranks share one)
+                                        // fill thread per slot (0: the ring only; unset: by the
+                                        // ranks on the node, the option table's help says how)
   std::optional<std::string> cpu_bind;  // auto | launcher | none: where fill threads run
   std::optional<bool> numa;             // bind to the GPU's NUMA node (default true)
 };

@@ -40,10 +40,10 @@ TEST_F(JobSpecTest, TheFileFillsWhatTheFlagsLeaveUnset) {
   EXPECT_EQ(j.plan.layout, proto::LAYOUT_HF);
   EXPECT_EQ(j.plan.dedup, proto::DEDUP_NODE);
   EXPECT_DOUBLE_EQ(j.exchange.timeout_s, 7);
-  EXPECT_EQ(j.load.read_mode, transport::ReadMode::kBuffered);
-  EXPECT_EQ(j.load.slots, 3);
-  EXPECT_EQ(j.load.slot_bytes, 2ull << 20);
-  EXPECT_EQ(j.load.threads, 5);
+  EXPECT_EQ(j.load.pipeline.mode, transport::ReadMode::kBuffered);
+  EXPECT_EQ(j.load.pipeline.slots, 3);
+  EXPECT_EQ(j.load.pipeline.slot_bytes, 2ull << 20);
+  EXPECT_EQ(j.load.pipeline.threads, 5);
   EXPECT_TRUE(j.load.verify);
 }
 
@@ -122,10 +122,12 @@ TEST(JobSpecRanges, ZeroMeansTheDefault) {
   s.slots = s.slot_mib = s.threads = s.chunk_kib = s.dedup_step_kib = 0;
   Result<ResolvedJob> r = ResolveJobSpec(s);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(r->job.load.slots, 0);
-  EXPECT_EQ(r->job.load.slot_bytes, 0u);
-  EXPECT_EQ(r->job.load.threads, 0);
-  EXPECT_EQ(r->job.load.chunk_bytes, 0u);
+  // The ring's default is resolved here, once; the fill threads (the rank's cpus) and the chunk
+  // (a rule of the slot size) stay 0 for the rank to decide.
+  EXPECT_EQ(r->job.load.pipeline.slots, transport::kDefaultSlots);
+  EXPECT_EQ(r->job.load.pipeline.slot_bytes, transport::kDefaultSlotBytes);
+  EXPECT_EQ(r->job.load.pipeline.threads, 0);
+  EXPECT_EQ(r->job.load.pipeline.chunk_bytes, 0u);
   EXPECT_EQ(r->job.plan.dedup_step_bytes, planner::PlanOptions().dedup_step_bytes);
 }
 
@@ -135,13 +137,13 @@ TEST(JobSpecRanges, TheReadDepthIsLeftUnsetUnlessGiven) {
   JobSpec s = WithModel();
   Result<ResolvedJob> r = ResolveJobSpec(s);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_FALSE(r->job.load.read_depth_bytes.has_value());
+  EXPECT_FALSE(r->job.load.pipeline.read_depth_bytes.has_value());
   for (int mib : {0, 3, 262144}) {
     s.read_depth_mib = mib;
     r = ResolveJobSpec(s);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
-    ASSERT_TRUE(r->job.load.read_depth_bytes.has_value()) << mib;
-    EXPECT_EQ(*r->job.load.read_depth_bytes, static_cast<std::uint64_t>(mib) << 20);
+    ASSERT_TRUE(r->job.load.pipeline.read_depth_bytes.has_value()) << mib;
+    EXPECT_EQ(*r->job.load.pipeline.read_depth_bytes, static_cast<std::uint64_t>(mib) << 20);
   }
   s.read_depth_mib = 262145;
   ExpectRefused(s, "--read-depth-mib 262145 is out of range: the ring's depth in MiB");
@@ -233,7 +235,7 @@ TEST_F(JobSpecTest, RangesFromTheFileNameTheFileAndKey) {
   s.threads = 8;
   Result<ResolvedJob> r = ResolveJobSpec(s);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(r->job.load.threads, 8);
+  EXPECT_EQ(r->job.load.pipeline.threads, 8);
   ExpectRefused(write("model: /m\nstaging: {slots: 5000}\n"),
                 p + ": staging.slots 5000 is out of range");
   ExpectRefused(write("model: /m\nstaging: {slot_mib: -1}\n"),

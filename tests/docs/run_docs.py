@@ -110,7 +110,7 @@ def run_block(script, cwd, env, timeout):
 
 def make_workspace(source, build):
     work = tempfile.mkdtemp(prefix="hoist-docs-")
-    for name in ("configs", "tools", "examples"):
+    for name in ("tools", "examples"):
         os.symlink(os.path.join(source, name), os.path.join(work, name))
     os.symlink(build, os.path.join(work, "build"))
     return work

@@ -230,7 +230,8 @@ TEST(EmbedCApi, LoadFindDLPackRelease) {
   const std::string dir = Fixtures::Get().Dir("qwen3-moe-tiny");
   hoist_load_options o;
   hoist_load_options_init(&o);
-  EXPECT_EQ(o.ep, -1);
+  EXPECT_EQ(o.ep, HOIST_UNSET);
+  EXPECT_EQ(o.size, sizeof o);
   o.model = dir.c_str();
   o.tp = 2;
   o.ep = 2;

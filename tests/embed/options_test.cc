@@ -70,7 +70,7 @@ TEST(EmbedOptions, CApiFieldsUseTheirSentinels) {
                unset.pinning || unset.slots || unset.read_depth_mib);
   c.ep = 0;              // explicit "off", not unset
   c.read_depth_mib = 0;  // likewise: the ring only, not the node's default
-  c.numa = -1;
+  c.numa = 0;  // explicit false
   c.verify = 1;
   c.pinning = "mallochost";
   c.peer_timeout_s = 2.5;
@@ -99,11 +99,11 @@ TEST(EmbedOptions, CApiRefusesUnknownKeysAndBadValuesNamingThem) {
   EXPECT_EQ(hoist_load_options_set(&c, "slots", "three"), HOIST_INVALID_ARGUMENT);
   EXPECT_NE(std::string(hoist_last_error()).find("slots takes a whole number"), std::string::npos)
       << hoist_last_error();
-  EXPECT_EQ(c.slots, 0);  // untouched
+  EXPECT_EQ(c.slots, HOIST_UNSET);  // untouched
   EXPECT_EQ(hoist_load_options_set(&c, "verify", "maybe"), HOIST_INVALID_ARGUMENT);
   EXPECT_EQ(hoist_load_options_set(nullptr, "tp", "2"), HOIST_INVALID_ARGUMENT);
   EXPECT_EQ(hoist_load_options_set(&c, "numa", "false"), HOIST_OK);
-  EXPECT_EQ(c.numa, -1);
+  EXPECT_EQ(c.numa, 0);
 }
 
 }  // namespace

@@ -196,11 +196,11 @@ class ExchangeTest : public ::testing::Test {
 
   static LoadOptions Small() {
     LoadOptions o;
-    o.read_mode = transport::ReadMode::kBuffered;
+    o.pipeline.mode = transport::ReadMode::kBuffered;
     o.device = DeviceKind::kHost;
-    o.slots = 3;
-    o.slot_bytes = 16 << 10;
-    o.threads = 2;
+    o.pipeline.slots = 3;
+    o.pipeline.slot_bytes = 16 << 10;
+    o.pipeline.threads = 2;
     o.bind_numa = false;
     o.verify = true;
     o.close_in_background = false;

@@ -104,12 +104,12 @@ TEST_P(LoadReferenceTest, EveryRankMatchesTheReferenceByteForByte) {
   for (int r = 0; r < world; ++r) {
     SCOPED_TRACE("rank " + std::to_string(r));
     LoadOptions o;
-    o.read_mode = c.mode;
+    o.pipeline.mode = c.mode;
     o.device = DeviceKind::kHost;
-    o.slots = 3;
-    o.slot_bytes = 16384;
-    o.threads = 3;
-    o.chunk_bytes = 5000;
+    o.pipeline.slots = 3;
+    o.pipeline.slot_bytes = 16384;
+    o.pipeline.threads = 3;
+    o.pipeline.chunk_bytes = 5000;
     o.verify = true;  // the independent verifier agrees on real plans too
     Result<LoadedRank> lr = testtransport::WithWatchdog(
         [&] { return LoadRank(*plan, static_cast<std::uint32_t>(r), o); });

@@ -100,12 +100,12 @@ Fixture MakeFixture() {
 
 LoadOptions Small(transport::ReadMode mode) {
   LoadOptions o;
-  o.read_mode = mode;
+  o.pipeline.mode = mode;
   o.device = DeviceKind::kHost;
-  o.slots = 3;
-  o.slot_bytes = 4096;
-  o.threads = 3;
-  o.chunk_bytes = 1500;
+  o.pipeline.slots = 3;
+  o.pipeline.slot_bytes = 4096;
+  o.pipeline.threads = 3;
+  o.pipeline.chunk_bytes = 1500;
   return o;
 }
 
@@ -388,7 +388,7 @@ TEST(LoadRankTest, ALoadTakesThePreparedDeviceAndReportsItsRing) {
   LoadOptions o = Small(transport::ReadMode::kAuto);
   o.cpu_bind = CpuBind::kNone;
   PreparedDevice p;
-  p.device = transport::OpenHostDevice(o.slots * o.slot_bytes);
+  p.device = transport::OpenHostDevice(o.pipeline.slots * o.pipeline.slot_bytes);
   p.ordinal = -1;
   p.staging = MakeRingAhead(*p.device, RingOf(o), o.origin);
   ASSERT_TRUE(p.staging.ran);
@@ -437,7 +437,7 @@ TEST(ReadDepthTest, UnsetDependsOnTheRanksOfTheNode) {
   for (int r = 0; r < 6; ++r) EXPECT_EQ(ReadDepthFor(unset, plan, plan.ranks(r)), want[r]) << r;
   LoadOptions given;
   for (std::uint64_t depth : {std::uint64_t{0}, std::uint64_t{3} << 20}) {
-    given.read_depth_bytes = depth;
+    given.pipeline.read_depth_bytes = depth;
     for (int r = 0; r < 6; ++r) EXPECT_EQ(ReadDepthFor(given, plan, plan.ranks(r)), depth) << r;
   }
   proto::LoadPlan one;  // a single-rank plan

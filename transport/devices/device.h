@@ -23,6 +23,7 @@
 #include <string_view>
 
 #include "hoist/status.h"
+#include "util/enum_names.h"
 
 namespace hoist::transport {
 
@@ -36,8 +37,18 @@ struct DeviceBuffer {
 // pages when available), then registered (cudaHostRegister; cheap on already-touched memory);
 // kMallocHost: cudaMallocHost (about 10x slower to set up on the H200 box).
 enum class StagingKind { kAuto, kRegister, kMallocHost };
-std::optional<StagingKind> ParseStagingKind(std::string_view name);
-std::string_view StagingKindName(StagingKind kind);
+// The pinning kinds' one name table (the `pinning` option's choices, in this order).
+inline constexpr EnumName<StagingKind> kStagingKindNames[] = {
+    {StagingKind::kAuto, "auto"},
+    {StagingKind::kRegister, "register"},
+    {StagingKind::kMallocHost, "mallochost"},
+};
+constexpr std::optional<StagingKind> ParseStagingKind(std::string_view name) {
+  return EnumFromName(kStagingKindNames, name);
+}
+constexpr std::string_view StagingKindName(StagingKind kind) {
+  return NameOfEnum(kStagingKindNames, kind);
+}
 
 // Host memory usable as a DMA source.
 struct HostBuffer {

@@ -19,28 +19,24 @@
 #include <utility>
 
 #include "transport/reading/mapped_read.h"
+#include "transport/reading/page_cache.h"
 #include "util/file_kind.h"
 
 namespace hoist::transport {
 namespace {
 
-constexpr std::array<std::pair<ReadMode, std::string_view>, 6> kModes = {{
-    {ReadMode::kAuto, "auto"},
-    {ReadMode::kBuffered, "buffered"},
-    {ReadMode::kDirect, "direct"},
-    {ReadMode::kMmap, "mmap"},
-    {ReadMode::kPageable, "pageable"},
-    {ReadMode::kRegistered, "registered"},
-}};
+using reading_internal::BlockResident;
+using reading_internal::Fd;
+using reading_internal::FdResident;
+using reading_internal::MincoreRange;
+using reading_internal::OpenAndStat;
+using reading_internal::PageBytes;
 
 std::string Errno(int err) { return std::strerror(err); }
 
 // Mapped reads spanning at least this many bytes release their pages once copied (MmapSource):
 // smaller ones (norms, biases) would cost a system call each for a page or two of RSS.
 constexpr std::uint64_t kReleaseMinBytes = 64u << 10;
-
-// Residency::Measure splits a file between at most this many threads.
-constexpr std::uint64_t kMaxMeasureThreads = 16;
 
 std::string ReadContext(const std::string& path, std::uint64_t offset, std::uint64_t n) {
   return path + ": read of " + std::to_string(n) + " bytes at offset " + std::to_string(offset);
@@ -64,148 +60,6 @@ Status CheckRows(const std::string& path, std::uint64_t size, const RowsRead& r)
     return Status::Corrupt(path + ": strided read overflows at offset " + std::to_string(r.offset));
   }
   return CheckRange(path, size, last, r.width);
-}
-
-// ----- residency now (Source::ResidentNow) -----------------------------------------------------
-
-// cachestat(2), Linux >= 6.5. Same syscall number on x86_64 and aarch64.
-struct CachestatRange {
-  std::uint64_t off;
-  std::uint64_t len;
-};
-struct CachestatResult {
-  std::uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
-};
-constexpr long kSysCachestat = 451;
-
-// Set once cachestat is found missing (ENOSYS): later calls skip the system call.
-std::atomic<bool> g_no_cachestat{false};
-
-std::uint64_t PageBytes() {
-  static const std::uint64_t page = [] {
-    const long p = ::sysconf(_SC_PAGESIZE);
-    return p > 0 ? static_cast<std::uint64_t>(p) : 4096u;
-  }();
-  return page;
-}
-
-// Pages of [off, off + len) of the file open as fd in the page cache (cachestat); nullopt where
-// cachestat is missing or fails.
-std::optional<std::uint64_t> CachedPages(int fd, std::uint64_t off, std::uint64_t len) {
-  if (fd < 0 || g_no_cachestat.load(std::memory_order_relaxed)) return std::nullopt;
-  CachestatRange range{off, len};
-  CachestatResult cs{};
-  if (::syscall(kSysCachestat, fd, &range, &cs, 0) != 0) {
-    if (errno == ENOSYS) g_no_cachestat.store(true, std::memory_order_relaxed);
-    return std::nullopt;
-  }
-  return cs.nr_cache;
-}
-
-// Resident bytes of [off, off + n) of the file open as fd, by cachestat over the pages the range
-// touches; nullopt where cachestat is missing or fails. Partly resident: whole resident pages.
-std::optional<std::uint64_t> CachedRange(int fd, std::uint64_t off, std::uint64_t n) {
-  if (n == 0) return 0;
-  const std::uint64_t page = PageBytes();
-  const std::uint64_t lo = off / page * page, hi = (off + n + page - 1) / page * page;
-  const std::optional<std::uint64_t> cached = CachedPages(fd, lo, hi - lo);
-  if (!cached) return std::nullopt;
-  if (*cached >= (hi - lo) / page) return n;
-  return std::min(n, *cached * page);
-}
-
-// Resident bytes of [off, off + n) of a mapping, by mincore (the vector reused per thread);
-// nullopt where mincore fails.
-std::optional<std::uint64_t> MincoreRange(const std::byte* map, std::uint64_t off,
-                                          std::uint64_t n) {
-  if (n == 0) return 0;
-  const std::uint64_t page = PageBytes();
-  const std::uint64_t p0 = off / page, p1 = (off + n + page - 1) / page;
-  thread_local std::vector<unsigned char> vec;
-  vec.resize(p1 - p0);
-  if (::mincore(const_cast<std::byte*>(map) + p0 * page, (p1 - p0) * page, vec.data()) != 0) {
-    return std::nullopt;
-  }
-  std::uint64_t got = 0;
-  for (std::uint64_t k = p0; k < p1; ++k) {
-    if (!(vec[k - p0] & 1)) continue;
-    got += std::min(off + n, (k + 1) * page) - std::max(off, k * page);
-  }
-  return got;
-}
-
-// Source::ResidentNow for a file of `size` bytes, given a counter of resident bytes over a
-// contiguous range: the block's extent (clipped to the file) counted once, scaled to its bytes.
-template <class Count>
-std::optional<std::uint64_t> BlockResident(std::uint64_t size, const RowsRead& b, Count count) {
-  if (b.rows == 0 || b.width == 0 || b.offset >= size) return 0;
-  std::uint64_t bytes = 0, extent = 0;
-  if (__builtin_mul_overflow(b.width, b.rows, &bytes)) return std::nullopt;
-  const bool contiguous = b.rows == 1 || b.src_pitch == b.width;
-  if (contiguous) {
-    extent = bytes;
-  } else if (__builtin_mul_overflow(b.rows - 1, b.src_pitch, &extent) ||
-             __builtin_add_overflow(extent, b.width, &extent)) {
-    return std::nullopt;
-  }
-  const std::uint64_t n = std::min(extent, size - b.offset);
-  const std::optional<std::uint64_t> here = count(b.offset, n);
-  if (!here || contiguous) return here;
-  if (*here >= n) return bytes;
-  return static_cast<std::uint64_t>(static_cast<double>(*here) / static_cast<double>(n) *
-                                    static_cast<double>(bytes));
-}
-
-std::optional<std::uint64_t> FdResident(int fd, std::uint64_t size, const RowsRead& b) {
-  return BlockResident(
-      size, b, [fd](std::uint64_t off, std::uint64_t n) { return CachedRange(fd, off, n); });
-}
-
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_ = -1;
-};
-
-Status OpenError(const std::string& path, const char* call, int err) {
-  if (err == ENOENT) return Status::NotFound(path + ": " + call + ": " + Errno(err));
-  return Status::IoError(path + ": " + call + ": " + Errno(err));
-}
-
-// Opens a regular file (never anything else, never blocking): stat first, so that a FIFO or a
-// device is not opened at all; then a non-blocking open and fstat of what was opened (a file
-// swapped for a FIFO since the stat returns at once and is refused); then O_NONBLOCK is cleared
-// and, when asked, O_DIRECT set (F_SETFL: EINVAL where the filesystem refuses direct I/O).
-Result<std::pair<Fd, std::uint64_t>> OpenAndStat(const std::string& path, int flags) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return OpenError(path, "stat", errno);
-  if (!S_ISREG(st.st_mode)) return Status::Corrupt(NotARegularFile(path, st.st_mode));
-  const int direct = flags & O_DIRECT;
-  int fd = ::open(path.c_str(), (flags & ~O_DIRECT) | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-  if (fd < 0) return OpenError(path, "open", errno);
-  Fd owned(fd);
-  if (::fstat(fd, &st) != 0) return OpenError(path, "fstat", errno);
-  if (!S_ISREG(st.st_mode)) return Status::Corrupt(NotARegularFile(path, st.st_mode));
-  const int fl = ::fcntl(fd, F_GETFL);
-  if (fl < 0 || ::fcntl(fd, F_SETFL, (fl & ~O_NONBLOCK) | direct) != 0) {
-    const int err = errno;
-    if (err == EINVAL && direct != 0) {
-      return Status::Unsupported(path + ": open with O_DIRECT: " + Errno(err) +
-                                 " (the filesystem does not support direct I/O)");
-    }
-    return OpenError(path, "fcntl", err);
-  }
-  return std::make_pair(std::move(owned), static_cast<std::uint64_t>(st.st_size));
 }
 
 // pread until n bytes arrive; EINTR and partial reads are retried, 0 before n is an error.
@@ -681,20 +535,6 @@ class FaultySource final : public Source {
 
 }  // namespace
 
-std::optional<ReadMode> ParseReadMode(std::string_view name) {
-  for (const auto& [mode, n] : kModes) {
-    if (n == name) return mode;
-  }
-  return std::nullopt;
-}
-
-std::string_view ReadModeName(ReadMode mode) {
-  for (const auto& [m, n] : kModes) {
-    if (m == mode) return n;
-  }
-  return "?";
-}
-
 Status Source::ReadRows(const RowsRead& r) {
   if (r.rows == 0 || r.width == 0) return Status::Ok();
   if (r.rows == 1 || (r.src_pitch == r.width && r.dst_pitch == r.width)) {
@@ -775,136 +615,5 @@ Result<std::unique_ptr<Source>> OpenDirectSource(const std::string& path,
 std::unique_ptr<Source> WrapFaulty(std::unique_ptr<Source> inner, const FaultSpec& spec) {
   return std::make_unique<FaultySource>(std::move(inner), spec);
 }
-
-// ---------------------------------------------------------------------------------------------
-Residency Residency::Uniform(std::uint64_t size, bool resident) {
-  Residency r;
-  r.size_ = size;
-  r.page_ = 4096;
-  r.pages_.assign((size + r.page_ - 1) / r.page_, resident ? 1 : 0);
-  r.method_ = "uniform";
-  r.BuildPrefix();
-  return r;
-}
-
-Residency Residency::FromPages(std::uint64_t size, std::uint64_t page_bytes,
-                               std::vector<unsigned char> pages) {
-  Residency r;
-  r.size_ = size;
-  r.page_ = page_bytes == 0 ? 4096 : page_bytes;
-  pages.resize((size + r.page_ - 1) / r.page_, 0);
-  for (unsigned char& p : pages) p = p ? 1 : 0;
-  r.pages_ = std::move(pages);
-  r.method_ = "explicit";
-  r.BuildPrefix();
-  return r;
-}
-
-void Residency::BuildPrefix() {
-  prefix_.assign(pages_.size() + 1, 0);
-  for (std::size_t i = 0; i < pages_.size(); ++i) prefix_[i + 1] = prefix_[i] + (pages_[i] & 1);
-}
-
-Result<Residency> Residency::Measure(const std::string& path, int threads) {
-  HOIST_ASSIGN_OR_RETURN(auto fs, OpenAndStat(path, O_RDONLY));
-  Residency r;
-  r.size_ = fs.second;
-  long ps = ::sysconf(_SC_PAGESIZE);
-  r.page_ = ps > 0 ? static_cast<std::uint64_t>(ps) : 4096;
-  const std::uint64_t npages = (r.size_ + r.page_ - 1) / r.page_;
-  r.pages_.assign(npages, 0);
-  if (npages == 0) {
-    r.method_ = "mincore";
-    r.BuildPrefix();
-    return r;
-  }
-  // mincore sees the page cache only for files the caller owns or may write (Linux >= 5.2);
-  // otherwise it reports only pages mapped in this process. Then prefer cachestat.
-  struct stat st;
-  bool visible =
-      ::fstat(fs.first.get(), &st) == 0 &&
-      (st.st_uid == ::geteuid() || ::faccessat(AT_FDCWD, path.c_str(), W_OK, AT_EACCESS) == 0);
-  if (!visible) {
-    const std::uint64_t granule = 1ull << 20;
-    bool ok = true;
-    for (std::uint64_t off = 0; off < r.size_ && ok; off += granule) {
-      const std::uint64_t len = std::min(granule, r.size_ - off);
-      const std::optional<std::uint64_t> cached = CachedPages(fs.first.get(), off, len);
-      if (!cached) {
-        ok = false;
-        break;
-      }
-      const std::uint64_t p0 = off / r.page_;
-      const std::uint64_t pn = (len + r.page_ - 1) / r.page_;
-      // Counts only: mark the first `cached` pages of the granule (exact in total).
-      for (std::uint64_t k = 0; k < pn && k < *cached; ++k) r.pages_[p0 + k] = 1;
-    }
-    if (ok) {
-      r.method_ = "cachestat";
-      r.BuildPrefix();
-      return r;
-    }
-    std::fill(r.pages_.begin(), r.pages_.end(), 0);
-  }
-  void* map = ::mmap(nullptr, r.size_, PROT_READ, MAP_SHARED, fs.first.get(), 0);
-  if (map == MAP_FAILED) {
-    return Status::IoError(path + ": mmap for mincore: " + Errno(errno));
-  }
-  // At least 64 MiB per thread, at most kMaxMeasureThreads (a huge `threads` costs nothing).
-  const int nt = static_cast<int>(
-      std::clamp<std::uint64_t>(std::min<std::uint64_t>(npages / 16384 + 1, kMaxMeasureThreads), 1,
-                                static_cast<std::uint64_t>(std::max(threads, 1))));
-  std::vector<int> errs(nt, 0);
-  auto work = [&](int t) {
-    std::uint64_t p0 = npages * t / nt, p1 = npages * (t + 1) / nt;
-    if (p1 > p0 && ::mincore(static_cast<std::byte*>(map) + p0 * r.page_, (p1 - p0) * r.page_,
-                             r.pages_.data() + p0) != 0) {
-      errs[t] = errno;
-    }
-  };
-  if (nt == 1) {
-    work(0);
-  } else {
-    std::vector<std::thread> pool;
-    int t = 0;
-    try {
-      for (; t < nt; ++t) pool.emplace_back(work, t);
-    } catch (const std::system_error&) {
-      // No more threads to be had: this thread measures the parts not yet started.
-    }
-    for (int rest = t; rest < nt; ++rest) work(rest);
-    for (auto& th : pool) th.join();
-  }
-  ::munmap(map, r.size_);
-  for (int e : errs) {
-    if (e != 0) return Status::IoError(path + ": mincore: " + Errno(e));
-  }
-  r.method_ = visible ? "mincore" : "mincore-limited";
-  r.BuildPrefix();
-  return r;
-}
-
-std::uint64_t Residency::ResidentBytes(std::uint64_t offset, std::uint64_t n) const {
-  if (offset >= size_ || n == 0) return 0;
-  n = std::min(n, size_ - offset);
-  const std::uint64_t end = offset + n;
-  const std::uint64_t p0 = offset / page_, p1 = (end - 1) / page_;
-  if (p0 == p1) return (pages_[p0] & 1) ? n : 0;
-  std::uint64_t total = 0;
-  if (pages_[p0] & 1) total += (p0 + 1) * page_ - offset;
-  if (pages_[p1] & 1) total += end - p1 * page_;
-  total += (prefix_[p1] - prefix_[p0 + 1]) * page_;
-  return total;
-}
-
-std::uint64_t Residency::ResidentBytes(std::uint64_t offset, std::uint64_t pitch,
-                                       std::uint64_t width, std::uint64_t rows) const {
-  if (rows <= 1 || pitch == width) return ResidentBytes(offset, width * rows);
-  std::uint64_t total = 0;
-  for (std::uint64_t i = 0; i < rows; ++i) total += ResidentBytes(offset + i * pitch, width);
-  return total;
-}
-
-std::uint64_t Residency::TotalResident() const { return ResidentBytes(0, size_); }
 
 }  // namespace hoist::transport

@@ -8,11 +8,11 @@
 // bracketed by two timing events; the only synchronisation between DMA and refill is the slot's
 // end event, waited by the first thread that needs the slot again. Fills run ahead while DMA
 // drains. Plan Fills become device memsets enqueued first. The cutting into slots, pieces and tasks
-// is the pure CutStaged/CutDirect (transport/staging/slot_plan.h); pipeline.cc runs the cut with
-// one executor per mode family: staged (fill threads over a ring of slots and its DMA), pageable,
-// registered.
+// is the pure CutStaged/CutDirect (transport/staging/slot_plan.h); pipeline.cc's Runner runs it
+// with one executor per mode family (staging/executors.h): staged (fill threads over the ring of
+// slots, staging/slot_ring.h), pageable, registered; they share staging/run_context.h.
 //
-// Read modes: buffered (pread), mmap (memcpy from the mapping), direct (O_DIRECT, several requests
+// Read modes (transport/reading/read_modes.h: the modes and the sources each opens): buffered (pread), mmap (memcpy from the mapping), direct (O_DIRECT, several requests
 // in flight per thread), auto (each file's extent is asked once, a large one first in 64 sampled
 // windows: a file under 1% resident is read with O_DIRECT throughout, a fully resident one (or
 // one whose windows all are) through its mapping; otherwise per chunk, mmap
@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,7 @@
 #include "proto/plan.pb.h"
 #include "transport/devices/device.h"
 #include "transport/packed/packed.h"
+#include "transport/reading/read_modes.h"
 #include "transport/reading/source.h"
 #include "transport/staging/slot_plan.h"
 #include "transport/timing/span_log.h"
@@ -58,7 +60,7 @@ inline constexpr std::uint64_t kDefaultSlotBytes = 16ull << 20;
 // Cold O_DIRECT reads go as fast as the bytes kept in flight allow, far past the ring's 64 MiB
 // (docs/BENCHMARKS.md, 2026-12-01: qwen3-4b cold direct 1.0-1.25 GiB/s with the 4 x 16 MiB ring and
 // 16 threads, 1.49-1.66 with 64 x 16 MiB slots and 64 threads, against 1.47-1.57 for a reader with
-// 1 GiB queued). A load read wholly cold widens its ring to a read depth (PipelineOptions):
+// 1 GiB queued). A load read wholly cold widens its ring to a read depth (PipelineSettings):
 // DefaultReadDepthBytes unless one is given.
 inline constexpr int kMaxDeepSlots = 1024;
 // A deep ring's fill threads: one per slot up to this many. Each keeps 8 MiB in flight, so a
@@ -80,24 +82,39 @@ struct CutAhead {
   SlotPlan cut;
 };
 
-struct PipelineOptions {
+// What a run is asked to do: plain values, no pointers. The user's options are resolved into
+// these once, defaults included (config/job_spec.h, into rank::LoadSettings::pipeline), and
+// rank/ hands them to the run as they are, setting only the fill threads it placed.
+struct PipelineSettings {
   ReadMode mode = ReadMode::kAuto;
   int slots = kDefaultSlots;
   std::uint64_t slot_bytes = kDefaultSlotBytes;
   int threads = 0;                // 0: DefaultFillThreads()
   std::uint64_t chunk_bytes = 0;  // 0: FillChunkBytes: max(64 KiB, slot_bytes / 16)
   // Deep cold reads: when every byte of a staged load is read through O_DIRECT
-  // (mode direct, or auto finding every file uncached), the ring widens to read_depth_bytes /
+  // (mode direct, or auto finding every file uncached), the ring widens to the read depth /
   // slot_bytes slots (at most kMaxDeepSlots, at most the load's slots), with as many fill threads
   // (at least the options', at most kMaxDeepThreads unless more are given), each reading a whole
   // slot at once (chunk_bytes 0 then means slot_bytes). The slots beyond the kept ring are made on
   // first use by the thread that takes them. 0, or a ring already that deep: the ring as given.
-  std::uint64_t read_depth_bytes = kLoneReadDepthBytes;
+  // Unset: DefaultReadDepthBytes of the run's ranks on its node (ReadDepthBytes, the one rule).
+  std::optional<std::uint64_t> read_depth_bytes;
   StagingKind staging = StagingKind::kAuto;
   bool lazy_staging = true;  // allocate each slot on first use (overlaps set-up with reading)
   // Spans beyond this are coalesced per lane (8192: a 5.6 GB load's 1 MiB reads stay whole beside
   // its per-slot spans, an 8 GB load's are paired; about 0.3 MB of report per rank).
   std::size_t max_spans = 8192;
+};
+
+// The read depth a run of `settings` uses: settings.read_depth_bytes when set, else
+// DefaultReadDepthBytes(ranks_on_node).
+std::uint64_t ReadDepthBytes(const PipelineSettings& settings, int ranks_on_node);
+
+// One run: its settings, and the run-time wiring that comes with it (progress counter, clock
+// origin, milestones, cancellation, the arena's readiness, packed work and cuts made ahead).
+struct PipelineOptions : PipelineSettings {
+  // The plan's ranks on this run's node (ReadDepthBytes when read_depth_bytes is unset).
+  int ranks_on_node = 1;
   // When set, bytes handed to the DMA engine are added here as they go (relaxed atomics), so
   // another thread can show progress while the pipeline runs.
   std::atomic<std::uint64_t>* progress = nullptr;
@@ -147,16 +164,6 @@ std::uint64_t FillChunkBytes(const PipelineOptions& options);
 CutAhead CutPlanAhead(const proto::RankPlan& plan, const PipelineOptions& options);
 CutAhead CutPackedAhead(const PackedWork& work, const PipelineOptions& options);
 
-// Per plan file (index = proto File index). Unused files may have null sources.
-struct FileSources {
-  // The mode's source: mmap for pageable/registered; for auto a mapping made on first use.
-  Source* primary = nullptr;
-  Source* cold = nullptr;  // auto only: for non-resident chunks (direct, or buffered fallback)
-  // auto only: decides per chunk. Null: each chunk asks the page cache just before it is read
-  // (Source::ResidentNow of the cold source, else of the primary).
-  const Residency* residency = nullptr;
-};
-
 struct PhaseTiming {
   double start_s = 0;  // since options.origin
   double seconds = 0;
@@ -192,21 +199,5 @@ Status ValidateRankPlan(const proto::RankPlan& plan, const std::vector<std::uint
 Status RunPipeline(Device& device, const DeviceBuffer& arena, const proto::RankPlan& plan,
                    const std::vector<FileSources>& sources, const PipelineOptions& options,
                    PipelineReport* report);
-
-// The sources a mode needs for the files in `used` (others stay null). Auto opens mmap plus
-// O_DIRECT, falling back to buffered for the cold path where O_DIRECT is unsupported (noted in
-// *note). The SourceSet owns them.
-struct SourceSet {
-  std::vector<std::unique_ptr<Source>> owned;
-  std::vector<FileSources> files;
-  std::string note;
-};
-// `wrap`, when set, wraps every opened source (tests inject faults this way).
-using SourceWrapper = std::function<std::unique_ptr<Source>(std::unique_ptr<Source>)>;
-// release_mapped_pages: mmap sources release the pages they copied from RSS (host-memory loads).
-Result<SourceSet> OpenSources(const std::vector<std::string>& paths, const std::vector<bool>& used,
-                              ReadMode mode, const DirectOptions& direct = {},
-                              const SourceWrapper& wrap = nullptr,
-                              bool release_mapped_pages = false);
 
 }  // namespace hoist::transport

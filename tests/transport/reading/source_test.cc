@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "tests/transport/test_util.h"
+#include "transport/reading/residency.h"
 
 namespace hoist::transport {
 namespace {
@@ -410,46 +411,6 @@ TEST(MmapSourceTest, ReadPagesAreReleasedFromRss) {
   EXPECT_LE(released, 64u) << "KiB of the source's mapping still in RSS after reading it all";
 }
 
-TEST(ResidencyTest, ArithmeticMatchesPageByPageCount) {
-  const std::uint64_t page = 4096, size = 10 * page + 123;
-  std::vector<unsigned char> pages = {1, 0, 1, 1, 0, 0, 1, 0, 1, 1, 1};
-  Residency r = Residency::FromPages(size, page, pages);
-  auto slow = [&](std::uint64_t off, std::uint64_t n) {
-    std::uint64_t t = 0;
-    for (std::uint64_t b = off; b < off + n && b < size; ++b) t += pages[b / page];
-    return t;
-  };
-  for (std::uint64_t off : {0ull, 1ull, 4095ull, 4096ull, 5000ull, 20000ull, 40000ull}) {
-    for (std::uint64_t n : {0ull, 1ull, 100ull, 4096ull, 9000ull, 30000ull, 100000ull}) {
-      EXPECT_EQ(r.ResidentBytes(off, n), slow(off, n)) << off << "+" << n;
-    }
-  }
-  std::uint64_t strided = 0;
-  for (int i = 0; i < 6; ++i) strided += slow(100 + i * 7000, 3000);
-  EXPECT_EQ(r.ResidentBytes(100, 7000, 3000, 6), strided);
-  EXPECT_EQ(r.TotalResident(), slow(0, size));
-  EXPECT_EQ(Residency::Uniform(size, true).TotalResident(), size);
-  EXPECT_EQ(Residency::Uniform(size, false).TotalResident(), 0u);
-}
-
-TEST(ResidencyTest, MeasuresAFreshFileAsResidentAndEvictedRangeAsNot) {
-  ScratchDir dir;
-  const std::uint64_t size = 4 << 20;
-  WriteFile(dir.Sub("f"), Pattern(size, 2));
-  auto all = Residency::Measure(dir.Sub("f"), 2);
-  ASSERT_TRUE(all.ok()) << all.status().ToString();
-  EXPECT_EQ(all->size(), size);
-  EXPECT_EQ(all->TotalResident(), size) << "just written, method " << all->method();
-  if (!testtransport::Evict(dir.Sub("f"), size / 2, size / 2)) GTEST_SKIP() << "no fadvise";
-  auto half = Residency::Measure(dir.Sub("f"), 1);
-  ASSERT_TRUE(half.ok());
-  if (half->ResidentBytes(size / 2, size / 2) == size / 2) {
-    GTEST_SKIP() << "this filesystem keeps pages after POSIX_FADV_DONTNEED";
-  }
-  EXPECT_EQ(half->ResidentBytes(0, size / 2), size / 2);
-  EXPECT_LT(half->ResidentBytes(size / 2, size / 2), size / 2);
-}
-
 // Every source that can tell agrees with Residency::Measure (mincore on a fresh mapping, the
 // reference) on contiguous ranges, and a strided block is all or nothing where its extent is.
 TEST(SourceResidentNowTest, AgreesWithTheMeasuredResidency) {
@@ -538,16 +499,6 @@ TEST(LazyMmapSourceTest, AFileGoneBeforeFirstUseIsNotFoundOnEveryCall) {
   }
   EXPECT_EQ(s->mapping(), nullptr);
   EXPECT_FALSE(s->ResidentNow(RowsRead{0, 0, 100, 1}).has_value());
-}
-
-TEST(ReadModeTest, NamesRoundTrip) {
-  for (ReadMode m : {ReadMode::kAuto, ReadMode::kBuffered, ReadMode::kDirect, ReadMode::kMmap,
-                     ReadMode::kPageable, ReadMode::kRegistered}) {
-    auto parsed = ParseReadMode(ReadModeName(m));
-    ASSERT_TRUE(parsed.has_value());
-    EXPECT_EQ(*parsed, m);
-  }
-  EXPECT_FALSE(ParseReadMode("fast").has_value());
 }
 
 }  // namespace
