@@ -106,7 +106,8 @@ int RunPlan(const config::JobSpec& spec, const std::string& log_level, const std
   }
   Result<planner::Checkpoint> ckpt = planner::OpenCheckpoint(job->job.model_dir);
   if (!ckpt.ok()) return Fail(ckpt.status(), quiet);
-  Result<proto::LoadPlan> plan = planner::BuildLoadPlan(*ckpt, job->job.plan);
+  // The compact plan (planner/plan_set.h): replicas folded, as rank 0 plans it.
+  Result<proto::LoadPlan> plan = planner::BuildCompactPlan(*ckpt, job->job.plan);
   if (!plan.ok()) return Fail(plan.status(), quiet);
   std::cout << planner::FormatPlanTable(*plan);
   if (!json_path.empty()) {
@@ -116,9 +117,13 @@ int RunPlan(const config::JobSpec& spec, const std::string& log_level, const std
     }
   }
   if (!out_path.empty()) {
-    if (Status s = coordinator::WriteFile(out_path, plan->SerializeAsString()); !s.ok()) {
-      return Fail(s, quiet);
+    std::string wire;
+    if (!plan->SerializeToString(&wire)) {  // over protobuf's 2 GB limit
+      return Fail(Status::Internal(out_path + ": the plan does not serialize (" +
+                                   std::to_string(plan->ByteSizeLong()) + " bytes)"),
+                  quiet);
     }
+    if (Status s = coordinator::WriteFile(out_path, wire); !s.ok()) return Fail(s, quiet);
   }
   return 0;
 }

@@ -313,7 +313,7 @@ Status MakeCheckpoint(const MkckptOptions& o) {
       (void)close_all();
       return s;
     }
-    for (std::size_t e = 0; e < sp.tensors.size(); ++e) {
+    for (std::size_t e = 0; !o.header_only && e < sp.tensors.size(); ++e) {
       const std::uint64_t bytes = specs[sp.tensors[e]].Bytes();
       for (std::uint64_t b = 0; b < bytes; b += kChunkBytes) {
         tasks.push_back({k, sp.tensors[e], sp.data_start + sp.offsets[e] + b, b,

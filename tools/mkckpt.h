@@ -58,6 +58,10 @@ struct MkckptOptions {
   std::uint64_t shard_size = 0;  // bytes; 0 = 5,000,000,000
   std::uint64_t seed = 0;
   int threads = 0;  // 0 = std::thread::hardware_concurrency()
+  // Headers only: config.json, the index and every shard's header are written as usual, but no
+  // tensor byte; each shard is sized with ftruncate, so its data section is a sparse hole (reads
+  // as zeros). For planning at full scale (a 671B shape in a few MB of disk).
+  bool header_only = false;
 };
 
 inline constexpr std::uint64_t kDefaultShardSize = 5'000'000'000ull;
