@@ -204,9 +204,9 @@ Result<RankDirectory> RankDirectory::Of(const proto::LoadPlan& p) {
   d.classes_ = classes;
   const int placed = p.placement().node_size();
   if ((placed != 0 && placed != static_cast<int>(d.world_)) || p.placement().gpu_size() != placed) {
-    return Status::Corrupt(std::string(kWho) + "placement of " + std::to_string(placed) + " nodes and " +
-                           std::to_string(p.placement().gpu_size()) + " gpus for a world of " +
-                           std::to_string(d.world_));
+    return Status::Corrupt(std::string(kWho) + "placement of " + std::to_string(placed) +
+                           " nodes and " + std::to_string(p.placement().gpu_size()) +
+                           " gpus for a world of " + std::to_string(d.world_));
   }
   d.node_.assign(p.placement().node().begin(), p.placement().node().end());
   d.gpu_.assign(p.placement().gpu().begin(), p.placement().gpu().end());
@@ -339,6 +339,29 @@ const proto::RankPlan* FindRank(const proto::LoadPlan& plan, std::uint32_t rank)
 std::uint32_t PlanWorld(const proto::LoadPlan& plan) {
   if (plan.compact() || plan.view()) return plan.topology().world();
   return static_cast<std::uint32_t>(plan.ranks_size());
+}
+
+Result<ViewBytes> SampleViewBytes(const proto::LoadPlan& compact) {
+  HOIST_ASSIGN_OR_RETURN(RankDirectory dir, RankDirectory::Of(compact));
+  const proto::LoadPlan header = PlanHeader(compact);
+  ViewBytes out;
+  bool first = true;
+  const auto sample = [&](std::uint32_t r) {
+    const std::uint64_t n = RankView(compact, header, dir, r).ByteSizeLong();
+    if (first || n < out.min) {
+      out.min = n;
+      out.min_rank = r;
+    }
+    if (first || n > out.max) {
+      out.max = n;
+      out.max_rank = r;
+    }
+    first = false;
+  };
+  const std::uint32_t n = std::min(dir.classes(), dir.world());
+  for (std::uint32_t r = 0; r < n; ++r) sample(r);
+  for (std::uint32_t r = std::max(n, dir.world() - n); r < dir.world(); ++r) sample(r);
+  return out;
 }
 
 Status ApplyCompactDedup(const DedupOptions& options, proto::LoadPlan* p) {

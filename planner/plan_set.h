@@ -81,6 +81,14 @@ const proto::RankPlan* FindRank(const proto::LoadPlan& plan, std::uint32_t rank)
 // The plan's world: topology.world of a compact plan or a view, ranks_size otherwise.
 std::uint32_t PlanWorld(const proto::LoadPlan& plan);
 
+// The serialized size of the views of a compact plan's first `classes` ranks and of its last
+// `classes` (the largest rank ids): what a rank receives, sampled once per class at each end.
+struct ViewBytes {
+  std::uint64_t min = 0, max = 0;
+  std::uint32_t min_rank = 0, max_rank = 0;
+};
+Result<ViewBytes> SampleViewBytes(const proto::LoadPlan& compact);
+
 // ApplyDedup (planner/dedup.h) for a compact plan: the same assignment, computed once per
 // distinct peer group and kept as templates; sets dedup, dedup_reason, storage_bytes (the whole
 // world's), exchange_steps, dedup_templates and group_template. `world` and `locations` as the
