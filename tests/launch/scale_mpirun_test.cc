@@ -2,19 +2,23 @@
 // received bytes (the report's `plan` phase) do not grow with the world. Under mpirun on nodes of
 // two ranks (a topology), ranks 1-3 receive the same bytes at world 2, 4 and 6, and load what the
 // reference says; one rank of a world of 1024 or 2048 runs alone (the others simulated by their
-// absence) and receives the same bytes at both.
+// absence) and receives the same bytes at both; `hoist plan` of DeepSeek-V3-671B (header-only) at
+// world 1024 writes the plan it writes at world 256.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "proto/plan.pb.h"
 #include "tests/launch/mpirun_util.h"
 #include "tests/reference/reference.h"
 #include "tests/test_paths.h"
+#include "tools/mkckpt.h"
 
 namespace fs = std::filesystem;
 using hoist::testing::RunCommand;
@@ -114,6 +118,47 @@ TEST_F(ScaleMpirunTest, OneRankOfAThousandLoadsAloneFromItsView) {
     received.push_back(PlanBytes(rep, 0));
   }
   EXPECT_EQ(received[0], received[1]);
+}
+
+// `hoist plan --out` on the header-only DeepSeek-V3-671B shape: at world 1024 the plan is the one
+// at world 256 (8 rank plans) but for its topology and totals, and it says so on its wire line.
+TEST_F(ScaleMpirunTest, HoistPlanOfDeepSeekV3At1024RanksIsItsPlanAt256) {
+  const fs::path ckpt = *root_ / "dsv3";
+  hoist::tools::MkckptOptions mk;
+  mk.preset = "deepseek-v3-671b";
+  mk.header_only = true;
+  mk.out_dir = ckpt.string();
+  mk.threads = 2;
+  ASSERT_TRUE(hoist::tools::MakeCheckpoint(mk).ok());
+  std::vector<hoist::proto::LoadPlan> plans;
+  for (const int dp : {32, 128}) {
+    const fs::path out = *root_ / ("dsv3-dp" + std::to_string(dp));
+    const RunResult r = RunCommand(
+        {hoist::testing::HoistBin(), "plan", "--model", ckpt.string(), "--tp", "8", "--dp",
+         std::to_string(dp), "--out", (out.string() + ".pb"), "--json", (out.string() + ".json")},
+        240);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("wire: plan "), std::string::npos) << r.output;
+    std::ifstream pb(out.string() + ".pb", std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(pb)), std::istreambuf_iterator<char>());
+    hoist::proto::LoadPlan plan;
+    ASSERT_TRUE(plan.ParseFromString(bytes));
+    EXPECT_TRUE(plan.compact());
+    EXPECT_EQ(plan.ranks_size(), 8);
+    EXPECT_EQ(plan.topology().world(), static_cast<std::uint32_t>(8 * dp));
+    std::ifstream js(out.string() + ".json");
+    const nlohmann::json j = nlohmann::json::parse(js);
+    EXPECT_EQ(j["ranks"].size(), static_cast<std::size_t>(8 * dp));
+    EXPECT_EQ(j["wire"]["plan_bytes"].get<std::size_t>(), bytes.size());
+    EXPECT_LT(j["wire"]["view_bytes_max"].get<std::size_t>(), bytes.size());
+    plans.push_back(std::move(plan));
+  }
+  for (auto& p : plans) {
+    p.clear_topology();
+    p.clear_storage_bytes();
+  }
+  EXPECT_TRUE(plans[0].SerializeAsString() == plans[1].SerializeAsString())
+      << "the plans at world 256 and 1024 differ beyond topology and totals";
 }
 
 }  // namespace
