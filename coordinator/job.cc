@@ -1,5 +1,8 @@
 #include "coordinator/job.h"
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/wire_format_lite.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -166,9 +169,24 @@ Status ReceiveStart(Comm& comm, const JobOptions& o, Started* s) {
   return Status::Ok();
 }
 
+// A serialized JobStart (without a plan) with `plan`, a serialized LoadPlan, as its plan.
+std::string WithPlan(const std::string& start, const std::string& plan) {
+  std::string out = start;
+  {
+    google::protobuf::io::StringOutputStream stream(&out);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.WriteTag(google::protobuf::internal::WireFormatLite::MakeTag(
+        proto::JobStart::kPlanFieldNumber,
+        google::protobuf::internal::WireFormatLite::WIRETYPE_LENGTH_DELIMITED));
+    coded.WriteVarint64(plan.size());
+    coded.WriteString(plan);
+  }
+  return out;
+}
+
 // Rank 0: every rank's hello, the plan (once), and every rank's start: its own view of the
-// plan (planner::RankView), made and sent one rank at a time, so no rank receives (and rank 0
-// never holds) the whole world's plans.
+// plan (planner::RankView's bytes, put together by planner::ViewWriter), made and sent one rank
+// at a time, so no rank receives (and rank 0 never holds) the whole world's plans.
 Status PlanAndSend(Comm& comm, const JobOptions& o, bool mpi_world, Started* s) {
   HOIST_ASSIGN_OR_RETURN(std::vector<proto::Hello> hellos, CollectHellos(comm, o));
   s->plan_start = Clock::now();
@@ -186,9 +204,11 @@ Status PlanAndSend(Comm& comm, const JobOptions& o, bool mpi_world, Started* s) 
   proto::JobStart others = s->start;  // rank 0's host only, no progress total
   others.clear_copy_bytes();
   if (others.hosts_size() > 1) others.mutable_hosts()->DeleteSubrange(1, others.hosts_size() - 1);
+  const std::string base = others.SerializeAsString();
+  const planner::ViewWriter views(compact, dir);
   for (int r = 1; r < comm.size(); ++r) {
-    *others.mutable_plan() = planner::RankView(compact, header, dir, static_cast<std::uint32_t>(r));
-    HOIST_RETURN_IF_ERROR(comm.Send(r, Channel::kPlan, others.SerializeAsString()));
+    HOIST_RETURN_IF_ERROR(
+        comm.Send(r, Channel::kPlan, WithPlan(base, views.View(static_cast<std::uint32_t>(r)))));
   }
   // This process's own rank: 0 under MPI, --rank alone (PlanRank refuses one out of range).
   const int mine = mpi_world ? 0 : o.solo_rank;

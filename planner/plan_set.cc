@@ -3,7 +3,10 @@
 #include "planner/plan_set.h"
 
 #include <google/protobuf/field_mask.pb.h>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/util/field_mask_util.h>
+#include <google/protobuf/wire_format_lite.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -72,6 +75,18 @@ void AddSteps(const proto::LoadPlan& p, const RankDirectory& dir, std::uint32_t 
     }
   }
   while (rp->steps_size() < static_cast<int>(p.exchange_steps())) rp->add_steps();
+}
+
+// The ranks of a view of `rank`: its node's and, under dedup, its group's, ascending.
+std::vector<std::uint32_t> ViewRanks(const RankDirectory& dir, std::uint32_t rank) {
+  std::vector<std::uint32_t> out = dir.NodeRanks(dir.Node(rank));
+  if (dir.dedup()) {
+    const std::vector<std::uint32_t>& group = dir.Members(dir.Group(rank));
+    out.insert(out.end(), group.begin(), group.end());
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+  }
+  return out;
 }
 
 std::string Percent(double x) {
@@ -293,14 +308,7 @@ proto::LoadPlan RankView(const proto::LoadPlan& p, const proto::LoadPlan& header
   proto::LoadPlan v = header;
   v.set_view(true);
   v.clear_storage_bytes();  // the world's total: nothing of one rank's
-  std::vector<std::uint32_t> others = dir.NodeRanks(dir.Node(rank));
-  if (dir.dedup()) {
-    const std::vector<std::uint32_t>& group = dir.Members(dir.Group(rank));
-    others.insert(others.end(), group.begin(), group.end());
-    std::sort(others.begin(), others.end());
-    others.erase(std::unique(others.begin(), others.end()), others.end());
-  }
-  for (std::uint32_t r : others) {
+  for (std::uint32_t r : ViewRanks(dir, rank)) {
     if (r == rank) {
       *v.add_ranks() = ExpandRank(p, dir, rank);
       continue;
@@ -313,6 +321,45 @@ proto::LoadPlan RankView(const proto::LoadPlan& p, const proto::LoadPlan& header
     }
   }
   return v;
+}
+
+ViewWriter::ViewWriter(const proto::LoadPlan& compact, const RankDirectory& dir)
+    : compact_(compact), dir_(dir) {
+  proto::LoadPlan header = PlanHeader(compact);
+  header.set_view(true);
+  header.clear_storage_bytes();
+  header_ = header.SerializeAsString();
+  for (const proto::RankPlan& c : compact.ranks()) classes_.push_back(c.SerializeAsString());
+}
+
+std::string ViewWriter::View(std::uint32_t rank) const {
+  std::string out = header_;
+  const auto add_entry = [&out](const std::string& a, const std::string& b) {
+    google::protobuf::io::StringOutputStream stream(&out);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.WriteTag(google::protobuf::internal::WireFormatLite::MakeTag(
+        proto::LoadPlan::kRanksFieldNumber,
+        google::protobuf::internal::WireFormatLite::WIRETYPE_LENGTH_DELIMITED));
+    coded.WriteVarint64(a.size() + b.size());
+    coded.WriteString(a);
+    coded.WriteString(b);
+  };
+  std::vector<std::uint32_t> others = ViewRanks(dir_, rank);
+  for (std::uint32_t r : others) {
+    proto::RankPlan own;  // the fields of one rank; a stub's alone
+    SetPlace(dir_, r, &own);
+    if (dir_.dedup()) {
+      own.set_peer_group(dir_.Group(r));
+      AddSteps(compact_, dir_, r, r == rank ? -1 : static_cast<std::int64_t>(rank), &own);
+      if (r == rank) {
+        const proto::MemberExchange& m = MemberOf(compact_, dir_, rank);
+        *own.mutable_own_reads() = m.own_reads();
+        own.set_storage_bytes(m.storage_bytes());
+      }
+    }
+    add_entry(r == rank ? classes_[dir_.ClassOf(r)] : std::string(), own.SerializeAsString());
+  }
+  return out;
 }
 
 Result<proto::LoadPlan> ExpandPlan(const proto::LoadPlan& plan) {

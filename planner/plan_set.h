@@ -72,6 +72,23 @@ proto::LoadPlan PlanHeader(const proto::LoadPlan& plan);
 proto::LoadPlan RankView(const proto::LoadPlan& compact, const proto::LoadPlan& header,
                          const RankDirectory& dir, std::uint32_t rank);
 
+// RankView's bytes, made without copying a class plan: each class plan and the header are
+// serialized once, and a view is their bytes put together with the rank's own fields (protobuf
+// merges a message's repeated occurrences, so the bytes parse as RankView's message). For
+// rank 0's scatter: its cost per rank is the view's bytes, not a copy of its plan.
+// Keeps references to `compact` and `dir`, which must outlive it.
+class ViewWriter {
+ public:
+  ViewWriter(const proto::LoadPlan& compact, const RankDirectory& dir);
+  std::string View(std::uint32_t rank) const;
+
+ private:
+  const proto::LoadPlan& compact_;
+  const RankDirectory& dir_;
+  std::string header_;
+  std::vector<std::string> classes_;
+};
+
 // Every rank's plan, ranks(r) rank r's; an expanded plan is returned as it is.
 Result<proto::LoadPlan> ExpandPlan(const proto::LoadPlan& plan);
 

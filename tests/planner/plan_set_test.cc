@@ -161,6 +161,34 @@ TEST_F(PlanSetTest, AViewHoldsItsRankAndThePlacesOfItsNodeAndGroup) {
   EXPECT_EQ(sends, with_five);
 }
 
+// ViewWriter's bytes parse as RankView's message, for every rank, with and without dedup and ep.
+TEST_F(PlanSetTest, ViewWriterBytesAreTheViews) {
+  const Checkpoint ckpt = Open("qwen3-moe-tiny", false);
+  for (const proto::Dedup mode : {proto::DEDUP_NONE, proto::DEDUP_NODE, proto::DEDUP_JOB}) {
+    for (const int ep : {0, 8}) {
+      SCOPED_TRACE(std::string(DedupName(mode)) + " ep " + std::to_string(ep));
+      PlanOptions o;
+      o.tp = 2;
+      o.dp = 4;
+      o.ep = ep;
+      o.locations = Nodes(2, 4);
+      o.dedup = mode;
+      o.dedup_step_bytes = 16 << 10;
+      Result<proto::LoadPlan> compact = BuildCompactPlan(ckpt, o);
+      ASSERT_TRUE(compact.ok()) << compact.status().ToString();
+      Result<RankDirectory> dir = RankDirectory::Of(*compact);
+      ASSERT_TRUE(dir.ok());
+      const proto::LoadPlan header = PlanHeader(*compact);
+      const ViewWriter writer(*compact, *dir);
+      for (std::uint32_t r = 0; r < 8; ++r) {
+        proto::LoadPlan parsed;
+        ASSERT_TRUE(parsed.ParseFromString(writer.View(r))) << "rank " << r;
+        EXPECT_EQ(Wire(parsed), Wire(RankView(*compact, header, *dir, r))) << "rank " << r;
+      }
+    }
+  }
+}
+
 TEST_F(PlanSetTest, AnInconsistentCompactPlanIsCorruptNamingTheField) {
   const Checkpoint ckpt = Open("qwen3-tiny", false);
   PlanOptions o;
