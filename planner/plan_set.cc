@@ -390,11 +390,11 @@ std::uint32_t PlanWorld(const proto::LoadPlan& plan) {
 
 Result<ViewBytes> SampleViewBytes(const proto::LoadPlan& compact) {
   HOIST_ASSIGN_OR_RETURN(RankDirectory dir, RankDirectory::Of(compact));
-  const proto::LoadPlan header = PlanHeader(compact);
+  const ViewWriter writer(compact, dir);
   ViewBytes out;
   bool first = true;
   const auto sample = [&](std::uint32_t r) {
-    const std::uint64_t n = RankView(compact, header, dir, r).ByteSizeLong();
+    const std::uint64_t n = writer.View(r).size();
     if (first || n < out.min) {
       out.min = n;
       out.min_rank = r;

@@ -98,8 +98,9 @@ const proto::RankPlan* FindRank(const proto::LoadPlan& plan, std::uint32_t rank)
 // The plan's world: topology.world of a compact plan or a view, ranks_size otherwise.
 std::uint32_t PlanWorld(const proto::LoadPlan& plan);
 
-// The serialized size of the views of a compact plan's first `classes` ranks and of its last
-// `classes` (the largest rank ids): what a rank receives, sampled once per class at each end.
+// The size of ViewWriter's views (the plan part of what rank 0 sends) of a compact plan's first
+// `classes` ranks and of its last `classes` (the largest rank ids): sampled once per class at
+// each end.
 struct ViewBytes {
   std::uint64_t min = 0, max = 0;
   std::uint32_t min_rank = 0, max_rank = 0;
