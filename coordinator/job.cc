@@ -1,5 +1,8 @@
 #include "coordinator/job.h"
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/wire_format_lite.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -11,6 +14,8 @@
 #include "coordinator/report.h"
 #include "planner/checkpoint.h"
 #include "planner/io_stats.h"
+#include "planner/plan_builder.h"
+#include "planner/plan_set.h"
 #include "proto/control.pb.h"
 #include "rank/placement.h"
 #include "rank/rank_job.h"
@@ -74,7 +79,13 @@ Result<std::vector<proto::Hello>> CollectHellos(Comm& comm, const JobOptions& o)
   return hellos;
 }
 
-// Rank 0: the plan, with the NCCL ids its dedup groups need.
+std::uint64_t CopyBytes(const proto::RankPlan& rp) {
+  std::uint64_t n = 0;
+  for (const proto::Copy& c : rp.copies()) n += c.width() * c.rows();
+  return n;
+}
+
+// Rank 0: the compact plan (planner/plan_set.h), with the NCCL ids its dedup groups need.
 proto::JobStart Plan(const JobOptions& o, const std::vector<proto::Hello>& hellos, bool mpi_world) {
   proto::JobStart start;
   planner::PlanOptions po = o.plan;
@@ -91,8 +102,11 @@ proto::JobStart Plan(const JobOptions& o, const std::vector<proto::Hello>& hello
   po.gpu_peers = mpi_world && all_gpu && transport::CudaPeerAccessAll();
   Result<proto::LoadPlan> plan = [&]() -> Result<proto::LoadPlan> {
     HOIST_ASSIGN_OR_RETURN(planner::Checkpoint ckpt, planner::OpenCheckpoint(o.model_dir));
-    return planner::BuildLoadPlan(ckpt, po);
+    return planner::BuildCompactPlan(ckpt, po);
   }();
+  Result<planner::RankDirectory> dir =
+      plan.ok() ? planner::RankDirectory::Of(*plan) : Result<planner::RankDirectory>(plan.status());
+  if (!dir.ok()) plan = dir.status();
   if (plan.ok() && mpi_world && plan->dedup() != proto::DEDUP_NONE && kinds.size() > 1) {
     plan = Status::InvalidArgument(
         "dedup: some ranks load into GPUs and others into host memory; all must load into the "
@@ -100,7 +114,14 @@ proto::JobStart Plan(const JobOptions& o, const std::vector<proto::Hello>& hello
   }
   std::set<std::uint32_t> groups, nodes;
   if (plan.ok()) {
-    for (const proto::RankPlan& rp : plan->ranks()) nodes.insert(rp.node());
+    for (std::uint32_t r = 0; r < dir->world(); ++r) {
+      nodes.insert(dir->Node(r));
+      if (dir->dedup()) groups.insert(dir->Group(r));
+      if (mpi_world) {  // alone, a process shows its own rank's progress
+        start.set_copy_bytes(start.copy_bytes() +
+                             CopyBytes(plan->ranks(static_cast<int>(dir->ClassOf(r)))));
+      }
+    }
   }
   // Host arenas: MPI. GPU groups within one host: CUDA IPC (copy engines, nothing to set up).
   // Groups across hosts: NCCL, with ids made here.
@@ -109,7 +130,6 @@ proto::JobStart Plan(const JobOptions& o, const std::vector<proto::Hello>& hello
                      ? "cuda-ipc"
                      : "nccl");
   if (plan.ok() && mpi_world && plan->dedup() != proto::DEDUP_NONE && start.peer() == "nccl") {
-    for (const proto::RankPlan& rp : plan->ranks()) groups.insert(rp.peer_group());
     for (std::uint32_t g = 0; g <= (groups.empty() ? 0 : *groups.rbegin()) && plan.ok(); ++g) {
       Result<std::string> id = groups.count(g) ? transport::NcclUniqueId() : std::string();
       if (!id.ok()) {
@@ -149,14 +169,57 @@ Status ReceiveStart(Comm& comm, const JobOptions& o, Started* s) {
   return Status::Ok();
 }
 
-// Rank 0: every rank's hello, the plan (once), and every rank's start.
+// A serialized JobStart (without a plan) with `plan`, a serialized LoadPlan, as its plan.
+std::string WithPlan(const std::string& start, const std::string& plan) {
+  std::string out = start;
+  {
+    google::protobuf::io::StringOutputStream stream(&out);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.WriteTag(google::protobuf::internal::WireFormatLite::MakeTag(
+        proto::JobStart::kPlanFieldNumber,
+        google::protobuf::internal::WireFormatLite::WIRETYPE_LENGTH_DELIMITED));
+    coded.WriteVarint64(plan.size());
+    coded.WriteString(plan);
+  }
+  return out;
+}
+
+// Rank 0: every rank's hello, the plan (once), and every rank's start: its own view of the
+// plan (planner::RankView's bytes, put together by planner::ViewWriter), made and sent one rank
+// at a time, so no rank receives (and rank 0 never holds) the whole world's plans.
 Status PlanAndSend(Comm& comm, const JobOptions& o, bool mpi_world, Started* s) {
   HOIST_ASSIGN_OR_RETURN(std::vector<proto::Hello> hellos, CollectHellos(comm, o));
   s->plan_start = Clock::now();
   s->start = Plan(o, hellos, mpi_world);
-  const std::string wire = s->start.SerializeAsString();
-  s->wire_bytes = wire.size();
-  for (int r = 1; r < comm.size(); ++r) HOIST_RETURN_IF_ERROR(comm.Send(r, Channel::kPlan, wire));
+  if (!s->start.ok()) {
+    const std::string wire = s->start.SerializeAsString();
+    s->wire_bytes = wire.size();
+    for (int r = 1; r < comm.size(); ++r) HOIST_RETURN_IF_ERROR(comm.Send(r, Channel::kPlan, wire));
+    return Status::Ok();
+  }
+  proto::LoadPlan compact = std::move(*s->start.mutable_plan());
+  s->start.clear_plan();
+  HOIST_ASSIGN_OR_RETURN(const planner::RankDirectory dir, planner::RankDirectory::Of(compact));
+  const proto::LoadPlan header = planner::PlanHeader(compact);
+  proto::JobStart others = s->start;  // rank 0's host only, no progress total
+  others.clear_copy_bytes();
+  if (others.hosts_size() > 1) others.mutable_hosts()->DeleteSubrange(1, others.hosts_size() - 1);
+  const std::string base = others.SerializeAsString();
+  const planner::ViewWriter views(compact, dir);
+  for (int r = 1; r < comm.size(); ++r) {
+    HOIST_RETURN_IF_ERROR(
+        comm.Send(r, Channel::kPlan, WithPlan(base, views.View(static_cast<std::uint32_t>(r)))));
+  }
+  // This process's own rank: 0 under MPI, --rank alone (PlanRank refuses one out of range).
+  const int mine = mpi_world ? 0 : o.solo_rank;
+  if (mine >= 0 && static_cast<std::uint32_t>(mine) < dir.world()) {
+    *s->start.mutable_plan() =
+        planner::RankView(compact, header, dir, static_cast<std::uint32_t>(mine));
+  } else {
+    *s->start.mutable_plan() = header;
+    s->start.mutable_plan()->set_view(true);
+  }
+  s->wire_bytes = s->start.ByteSizeLong();
   return Status::Ok();
 }
 
@@ -179,7 +242,7 @@ Result<Started> StartJob(Comm& comm, const JobOptions& o, bool mpi_world) {
 // Which rank of the plan this process executes: its MPI rank, or the solo rank without MPI.
 Result<int> PlanRank(const Comm& comm, const JobOptions& o, const proto::LoadPlan& plan,
                      bool mpi_world) {
-  const int world = plan.ranks_size();
+  const int world = static_cast<int>(planner::PlanWorld(plan));
   const int my_rank = mpi_world ? comm.rank() : o.solo_rank;
   if (my_rank < 0 || my_rank >= world) {
     return Status::InvalidArgument("rank " + std::to_string(my_rank) + " is outside the plan's " +
@@ -206,12 +269,6 @@ void PrepareDeviceBesidePlanning(const Comm& comm, bool mpi_world, JobOptions* o
                  rank::RingOf(o->load)));
 }
 
-std::uint64_t CopyBytes(const proto::RankPlan& rp) {
-  std::uint64_t n = 0;
-  for (const proto::Copy& c : rp.copies()) n += c.width() * c.rows();
-  return n;
-}
-
 // What the driver needs besides the options: the progress total and who runs, and what
 // completes this rank's report before it is sent (rank, host, init and plan phases).
 struct DriverSetup {
@@ -224,10 +281,9 @@ struct DriverSetup {
 DriverSetup MakeDriverSetup(const Started& started, int my_rank, bool mpi_world) {
   DriverSetup setup;
   const proto::LoadPlan& plan = started.start.plan();
-  setup.ranks_running = mpi_world ? plan.ranks_size() : 1;
-  for (int r = 0; r < plan.ranks_size(); ++r) {
-    if (mpi_world || r == my_rank) setup.total_bytes += CopyBytes(plan.ranks(r));
-  }
+  setup.ranks_running = mpi_world ? static_cast<int>(planner::PlanWorld(plan)) : 1;
+  const proto::RankPlan* mine = planner::FindRank(plan, static_cast<std::uint32_t>(my_rank));
+  setup.total_bytes = mpi_world ? started.start.copy_bytes() : mine ? CopyBytes(*mine) : 0;
   setup.started = &started;
   setup.my_rank = my_rank;
   return setup;
@@ -309,12 +365,15 @@ class Driver {
   // The fields rank 0 needs besides the load's own: who, where, and the init and plan phases.
   void Complete(proto::RankReport* report) const {
     const Started& st = *setup_.started;
-    const proto::RankPlan& rp = st.start.plan().ranks(my_rank_);
+    const proto::RankPlan* rp =
+        planner::FindRank(st.start.plan(), static_cast<std::uint32_t>(my_rank_));
     const Clock::time_point origin = o_.load.origin;
     report->set_rank(static_cast<std::uint32_t>(my_rank_));
     report->set_host(comm_.host());
-    report->set_node(rp.node());
-    report->set_gpu(rp.gpu());
+    if (rp != nullptr) {
+      report->set_node(rp->node());
+      report->set_gpu(rp->gpu());
+    }
     report->set_header_opens(planner::HeaderOpenCount());
     report->set_origin_epoch_s(
         std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() -

@@ -68,7 +68,7 @@ struct JobOptions {
 };
 
 struct JobResult {
-  proto::LoadPlan plan;                    // every rank
+  proto::LoadPlan plan;                    // this rank's view (planner/plan_set.h RankView)
   std::optional<rank::LoadedRank> local;   // this rank's weights, when its load succeeded
   std::vector<proto::RankReport> reports;  // rank 0 only, in rank order
   double wall_s = 0;                       // rank 0: job wall time from start to the last report

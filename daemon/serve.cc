@@ -15,6 +15,7 @@
 #include <deque>
 
 #include "daemon/serve_wire.h"
+#include "planner/plan_set.h"
 #include "rank/verify.h"
 
 namespace hoist::rank {
@@ -68,13 +69,13 @@ Daemon::Daemon(LoadedRank loaded, const proto::LoadPlan& plan, std::uint32_t ran
                ServeOptions options)
     : loaded_(std::move(loaded)),
       plan_(plan),
-      rank_plan_(plan_.ranks(static_cast<int>(rank))),
+      rank_plan_(*planner::FindRank(plan_, rank)),
       options_(std::move(options)),
       self_uid_(::geteuid()) {}
 
 Result<std::unique_ptr<Daemon>> Daemon::Start(LoadedRank loaded, const proto::LoadPlan& plan,
                                               std::uint32_t rank, const ServeOptions& options) {
-  if (rank >= static_cast<std::uint32_t>(plan.ranks_size())) {
+  if (planner::FindRank(plan, rank) == nullptr) {
     return Status::InvalidArgument("serve: rank " + std::to_string(rank) + " is not in the plan");
   }
   if (loaded.device == nullptr || loaded.arena.ptr == nullptr) {
@@ -394,7 +395,7 @@ proto::DaemonResponse Daemon::Attach(Client& c, const proto::AttachRequest& req,
   proto::DaemonResponse r = Ok();
   proto::AttachReply* a = r.mutable_attach();
   a->set_rank(rank_plan_.rank());
-  a->set_world(static_cast<std::uint32_t>(plan_.ranks_size()));
+  a->set_world(planner::PlanWorld(plan_));
   a->set_model_dir(plan_.model_dir());
   a->set_layout(plan_.layout());
   a->set_gpu(handle_.gpu);

@@ -10,6 +10,7 @@
 #include "embed/resolve_options.h"
 #include "hoist/hoist.h"
 #include "planner/dtype.h"
+#include "planner/plan_set.h"
 #include "transport/timing/phase.h"
 
 namespace hoist {
@@ -213,7 +214,7 @@ Result<Model> Load(const LoadOptions& options) {
   rank::LoadedRank& lr = *result.local;
   const int my_rank = static_cast<int>(lr.report.rank());
   state->rank = my_rank;
-  state->world = result.plan.ranks_size();
+  state->world = static_cast<int>(planner::PlanWorld(result.plan));
   state->type = lr.device->Caps().gpu ? DeviceType::kCuda : DeviceType::kHost;
   state->ordinal = lr.device->Caps().ordinal;
   state->device_name = lr.device->Name();
@@ -222,9 +223,13 @@ Result<Model> Load(const LoadOptions& options) {
   for (const proto::Phase& p : lr.report.phases()) {
     state->phases.push_back({p.name(), p.seconds(), p.bytes()});
   }
-  HOIST_ASSIGN_OR_RETURN(state->tensors, internal::BuildTensorTable(
-                                             result.plan.ranks(my_rank).tensors(), lr.arena.ptr,
-                                             lr.arena.bytes, "rank " + std::to_string(my_rank)));
+  const proto::RankPlan* mine = planner::FindRank(result.plan, static_cast<std::uint32_t>(my_rank));
+  if (mine == nullptr) {
+    return Status::Internal("rank " + std::to_string(my_rank) + " is not in its plan");
+  }
+  HOIST_ASSIGN_OR_RETURN(state->tensors,
+                         internal::BuildTensorTable(mine->tensors(), lr.arena.ptr, lr.arena.bytes,
+                                                    "rank " + std::to_string(my_rank)));
   state->loaded.emplace(std::move(lr));
   return Model(std::move(state));
 }

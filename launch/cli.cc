@@ -32,6 +32,7 @@
 #include "planner/checkpoint.h"
 #include "planner/dedup.h"
 #include "planner/plan_builder.h"
+#include "planner/plan_set.h"
 #include "planner/plan_summary.h"
 #include "rank/placement.h"
 #include "transport/peers/peer.h"
@@ -116,19 +117,35 @@ int RunPlan(const config::JobSpec& spec, const std::string& log_level, const std
   }
   Result<planner::Checkpoint> ckpt = planner::OpenCheckpoint(job->job.model_dir);
   if (!ckpt.ok()) return Fail(ckpt.status(), quiet);
-  Result<proto::LoadPlan> plan = planner::BuildLoadPlan(*ckpt, job->job.plan);
+  // The compact plan (planner/plan_set.h): replicas folded, as rank 0 plans it.
+  Result<proto::LoadPlan> plan = planner::BuildCompactPlan(*ckpt, job->job.plan);
   if (!plan.ok()) return Fail(plan.status(), quiet);
   std::cout << planner::FormatPlanTable(*plan);
+  // What crosses the wire: the compact plan (rank 0's, and --out's), and what one rank receives.
+  Result<planner::ViewBytes> views = planner::SampleViewBytes(*plan);
+  if (!views.ok()) return Fail(views.status(), quiet);
+  std::cout << "wire: plan " << plan->ByteSizeLong() << " bytes (" << plan->ranks_size()
+            << " rank plans for " << planner::PlanWorld(*plan) << " ranks); a rank receives "
+            << views->min << " (rank " << views->min_rank << ") to " << views->max << " (rank "
+            << views->max_rank << ") bytes\n";
   if (!json_path.empty()) {
-    if (Status s = coordinator::WriteFile(json_path, planner::PlanToJson(*plan).dump(2) + "\n");
-        !s.ok()) {
+    nlohmann::json j = planner::PlanToJson(*plan);
+    j["wire"] = {{"plan_bytes", plan->ByteSizeLong()},
+                 {"rank_plans", plan->ranks_size()},
+                 {"view_bytes_min", views->min},
+                 {"view_bytes_max", views->max}};
+    if (Status s = coordinator::WriteFile(json_path, j.dump(2) + "\n"); !s.ok()) {
       return Fail(s, quiet);
     }
   }
   if (!out_path.empty()) {
-    if (Status s = coordinator::WriteFile(out_path, plan->SerializeAsString()); !s.ok()) {
-      return Fail(s, quiet);
+    std::string wire;
+    if (!plan->SerializeToString(&wire)) {  // over protobuf's 2 GB limit
+      return Fail(Status::Internal(out_path + ": the plan does not serialize (" +
+                                   std::to_string(plan->ByteSizeLong()) + " bytes)"),
+                  quiet);
     }
+    if (Status s = coordinator::WriteFile(out_path, wire); !s.ok()) return Fail(s, quiet);
   }
   return 0;
 }

@@ -13,6 +13,7 @@
 #include "planner/coalesce.h"
 #include "planner/dedup.h"
 #include "planner/model_checks.h"
+#include "planner/plan_set.h"
 #include "planner/rules.h"
 
 namespace hoist::planner {
@@ -1067,9 +1068,17 @@ Status AddRank(const RankInputs& in, int rank, proto::LoadPlan* plan) {
   return Status::Ok();
 }
 
+// A class's plan without the fields of one rank (plan_set.h fills them per rank).
+void ClearPlace(proto::RankPlan* rp) {
+  rp->set_rank(0);
+  rp->set_node(0);
+  rp->set_gpu(0);
+  rp->set_dp_rank(0);
+}
+
 }  // namespace
 
-Result<proto::LoadPlan> BuildLoadPlan(const Checkpoint& ckpt, const PlanOptions& options) {
+Result<proto::LoadPlan> BuildCompactPlan(const Checkpoint& ckpt, const PlanOptions& options) {
   HOIST_RETURN_IF_ERROR(ValidatePlanOptions(options));
   HOIST_ASSIGN_OR_RETURN(Family family, FamilyOf(ckpt.config));
   HOIST_RETURN_IF_ERROR(CheckQuantization(ckpt, family));
@@ -1081,11 +1090,26 @@ Result<proto::LoadPlan> BuildLoadPlan(const Checkpoint& ckpt, const PlanOptions&
       GroupSources(classified.sources, ckpt.config, options.layout == proto::LAYOUT_FUSED));
   proto::LoadPlan plan = PlanHeader(ckpt, options, topo, classified);
   plan.set_family(std::string(FamilyName(family)));
+  plan.set_compact(true);
   const RankInputs in{ckpt, options, topo, classified.sources, groups};
-  for (int rank = 0; rank < topo.world; ++rank) HOIST_RETURN_IF_ERROR(AddRank(in, rank, &plan));
+  // Replicas load the same slices: one plan per tp rank, or per rank under ep (its experts).
+  const int classes = topo.ep > 0 ? topo.world : topo.tp;
+  for (int c = 0; c < classes; ++c) {
+    HOIST_RETURN_IF_ERROR(AddRank(in, c, &plan));
+    ClearPlace(plan.mutable_ranks(c));
+  }
+  for (const RankLocation& l : options.locations) {
+    plan.mutable_placement()->add_node(l.node);
+    plan.mutable_placement()->add_gpu(l.gpu);
+  }
   HOIST_RETURN_IF_ERROR(
-      ApplyDedup({options.dedup, options.dedup_step_bytes, options.gpu_peers}, &plan));
+      ApplyCompactDedup({options.dedup, options.dedup_step_bytes, options.gpu_peers}, &plan));
   return plan;
+}
+
+Result<proto::LoadPlan> BuildLoadPlan(const Checkpoint& ckpt, const PlanOptions& options) {
+  HOIST_ASSIGN_OR_RETURN(proto::LoadPlan compact, BuildCompactPlan(ckpt, options));
+  return ExpandPlan(compact);
 }
 
 }  // namespace hoist::planner

@@ -26,6 +26,12 @@
 
 namespace hoist::planner {
 
+// The compact plan (planner/plan_set.h): one rank plan per class (tp rank, or rank under ep), the
+// placement and the dedup templates; what rank 0 plans and `hoist plan --out` writes. Its size
+// and the work grow with the classes and the tensors, not with the world.
+Result<proto::LoadPlan> BuildCompactPlan(const Checkpoint& ckpt, const PlanOptions& options);
+
+// The expanded plan (every rank's; ExpandPlan of BuildCompactPlan): for tests and small worlds.
 Result<proto::LoadPlan> BuildLoadPlan(const Checkpoint& ckpt, const PlanOptions& options);
 
 }  // namespace hoist::planner

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "planner/plan_options.h"
+#include "planner/plan_set.h"
 #include "util/printable.h"
 #include "util/units.h"
 
@@ -26,6 +27,52 @@ PackedTotals Packed(const proto::LoadPlan& plan) {
     for (const auto& s : t.streams()) p.stored += s.bytes();
   }
   return p;
+}
+
+// One rank's line: its place, its plan's summary (shared by a compact plan's replicas), its
+// storage bytes and, under dedup, its sends.
+struct RankRow {
+  std::uint32_t rank = 0, node = 0, gpu = 0;
+  std::uint64_t tp_rank = 0, dp_rank = 0, storage = 0, sends = 0, forwarded = 0;
+  const RankSummary* s = nullptr;
+};
+
+void CountSends(const google::protobuf::RepeatedPtrField<proto::ExchangeStep>& steps,
+                RankRow* row) {
+  for (const auto& st : steps) {
+    for (const auto& t : st.sends()) {
+      ++row->sends;
+      row->forwarded += t.bytes();
+    }
+  }
+}
+
+// Every rank's row, in rank order; `summaries` owns what the rows point to.
+std::vector<RankRow> Rows(const proto::LoadPlan& plan, std::vector<RankSummary>* summaries) {
+  std::vector<RankRow> rows;
+  for (const auto& r : plan.ranks()) summaries->push_back(SummarizeRank(r));
+  Result<RankDirectory> dir =
+      plan.compact() ? RankDirectory::Of(plan) : Result<RankDirectory>(Status::Ok());
+  if (!plan.compact() || !dir.ok()) {
+    for (int i = 0; i < plan.ranks_size(); ++i) {
+      const proto::RankPlan& r = plan.ranks(i);
+      RankRow row{r.rank(), r.node(), r.gpu(), r.tp_rank(), r.dp_rank(), r.storage_bytes()};
+      row.s = &(*summaries)[static_cast<std::size_t>(i)];
+      CountSends(r.steps(), &row);
+      rows.push_back(row);
+    }
+    return rows;
+  }
+  for (std::uint32_t r = 0; r < dir->world(); ++r) {
+    const std::uint32_t c = dir->ClassOf(r);
+    RankRow row{r, dir->Node(r), dir->Gpu(r), r % dir->tp(), r / dir->tp()};
+    row.s = &(*summaries)[c];
+    const proto::MemberExchange* ex = ExchangeOf(plan, *dir, r);
+    row.storage = ex ? ex->storage_bytes() : plan.ranks(static_cast<int>(c)).storage_bytes();
+    if (ex) CountSends(ex->steps(), &row);
+    rows.push_back(row);
+  }
+  return rows;
 }
 
 }  // namespace
@@ -87,11 +134,17 @@ std::string FormatPlanTable(const proto::LoadPlan& plan) {
                 "gpu", "tp", "tensors", "bytes", "payload", "copies", "fills", "files");
   out += line;
   RankSummary total;
-  for (const auto& r : plan.ranks()) {
-    const RankSummary s = SummarizeRank(r);
+  std::vector<RankSummary> summaries;
+  const std::vector<RankRow> rows = Rows(plan, &summaries);
+  std::uint64_t copy_bytes = 0, transfers = 0, forwarded = 0;
+  for (const RankRow& r : rows) {
+    const RankSummary& s = *r.s;
+    copy_bytes += s.copy_bytes;
+    transfers += r.sends;
+    forwarded += r.forwarded;
     std::snprintf(
-        line, sizeof line, "%6u %5u %4u %4llu %8llu %16llu %12s %9llu %7llu %6llu\n", r.rank(),
-        r.node(), r.gpu(), static_cast<unsigned long long>(r.tp_rank()),
+        line, sizeof line, "%6u %5u %4u %4llu %8llu %16llu %12s %9llu %7llu %6llu\n", r.rank,
+        r.node, r.gpu, static_cast<unsigned long long>(r.tp_rank),
         static_cast<unsigned long long>(s.tensors), static_cast<unsigned long long>(s.bytes),
         HumanBytes(s.bytes).c_str(), static_cast<unsigned long long>(s.copies),
         static_cast<unsigned long long>(s.fills), static_cast<unsigned long long>(s.files));
@@ -109,23 +162,15 @@ std::string FormatPlanTable(const proto::LoadPlan& plan) {
   out += line;
   if (!plan.dedup_reason().empty()) out += "dedup " + plan.dedup_reason() + "\n";
   if (plan.dedup() != proto::DEDUP_NONE) {  // planner/dedup.h
-    std::uint64_t copy_bytes = 0, transfers = 0, forwarded = 0;
-    for (const auto& r : plan.ranks()) {
-      for (const auto& c : r.copies()) copy_bytes += c.width() * c.rows();
-      for (const auto& st : r.steps()) {
-        for (const auto& t : st.sends()) {
-          ++transfers;
-          forwarded += t.bytes();
-        }
-      }
-    }
     std::snprintf(line, sizeof line,
                   "dedup %s: %s read from storage instead of %s; %llu transfers forward %s in "
                   "%d steps\n",
                   plan.dedup() == proto::DEDUP_NODE ? "node" : "job",
                   HumanBytes(plan.storage_bytes()).c_str(), HumanBytes(copy_bytes).c_str(),
                   static_cast<unsigned long long>(transfers), HumanBytes(forwarded).c_str(),
-                  plan.ranks_size() > 0 ? plan.ranks(0).steps_size() : 0);
+                  plan.compact()          ? static_cast<int>(plan.exchange_steps())
+                  : plan.ranks_size() > 0 ? plan.ranks(0).steps_size()
+                                          : 0);
     out += line;
   }
   return out;
@@ -168,13 +213,14 @@ nlohmann::json PlanToJson(const proto::LoadPlan& plan) {
   j["files"] = std::move(files);
   nlohmann::json ranks = nlohmann::json::array();
   std::uint64_t tensors = 0, bytes = 0, copies = 0, fills = 0;
-  for (const auto& r : plan.ranks()) {
-    const RankSummary s = SummarizeRank(r);
-    ranks.push_back({{"rank", r.rank()},
-                     {"node", r.node()},
-                     {"gpu", r.gpu()},
-                     {"tp_rank", r.tp_rank()},
-                     {"dp_rank", r.dp_rank()},
+  std::vector<RankSummary> summaries;
+  for (const RankRow& r : Rows(plan, &summaries)) {
+    const RankSummary& s = *r.s;
+    ranks.push_back({{"rank", r.rank},
+                     {"node", r.node},
+                     {"gpu", r.gpu},
+                     {"tp_rank", r.tp_rank},
+                     {"dp_rank", r.dp_rank},
                      {"tensors", s.tensors},
                      {"bytes", s.bytes},
                      {"arena_bytes", s.arena_bytes},
@@ -183,7 +229,7 @@ nlohmann::json PlanToJson(const proto::LoadPlan& plan) {
                      {"files", s.files},
                      {"copy_bytes", s.copy_bytes},
                      {"fill_bytes", s.fill_bytes},
-                     {"storage_bytes", r.storage_bytes()}});
+                     {"storage_bytes", r.storage}});
     tensors += s.tensors;
     bytes += s.bytes;
     copies += s.copies;

@@ -8,6 +8,7 @@
 #include <tuple>
 #include <utility>
 
+#include "planner/plan_set.h"
 #include "rank/verify.h"
 
 namespace hoist::rank {
@@ -83,7 +84,7 @@ Status CheckTransfer(const proto::LoadPlan& plan, const proto::RankPlan& rp,
                            std::to_string(t.peer()) + " in step " + std::to_string(step);
   if (t.peer() == rp.rank() ||
       !std::binary_search(group.ranks.begin(), group.ranks.end(), static_cast<int>(t.peer())) ||
-      t.peer() >= static_cast<std::uint32_t>(plan.ranks_size())) {
+      t.peer() >= planner::PlanWorld(plan)) {
     return Status::Corrupt(kWho + what + ": not another rank of its peer group");
   }
   if (t.offset() > arena || t.bytes() > arena - t.offset()) {
@@ -194,7 +195,12 @@ Status CheckPairing(const proto::LoadPlan& plan, const proto::RankPlan& rp,
                     const transport::PeerGroup& group) {
   for (int p : group.ranks) {
     if (p == static_cast<int>(rp.rank())) continue;
-    const proto::RankPlan& other = plan.ranks(p);
+    const proto::RankPlan* found = planner::FindRank(plan, static_cast<std::uint32_t>(p));
+    if (found == nullptr) {
+      return Status::Corrupt(std::string(kWho) + "peer rank " + std::to_string(p) +
+                             " is not in the plan");
+    }
+    const proto::RankPlan& other = *found;
     const auto up = static_cast<std::uint32_t>(p);
     if (TransfersWith(rp, up, true) != TransfersWith(other, rp.rank(), false)) {
       return Status::Corrupt(std::string(kWho) + "its sends to rank " + std::to_string(p) +
@@ -226,8 +232,10 @@ std::vector<const proto::Copy*> StorageReads(const proto::RankPlan& rp, bool exc
 transport::PeerGroup GroupOf(const proto::LoadPlan& plan, int rank) {
   transport::PeerGroup g;
   g.self = rank;
-  if (rank < 0 || rank >= plan.ranks_size()) return g;
-  const std::uint32_t group = plan.ranks(rank).peer_group();
+  const proto::RankPlan* self =
+      rank < 0 ? nullptr : planner::FindRank(plan, static_cast<std::uint32_t>(rank));
+  if (self == nullptr) return g;
+  const std::uint32_t group = self->peer_group();
   for (const proto::RankPlan& rp : plan.ranks()) {
     if (rp.peer_group() == group) g.ranks.push_back(static_cast<int>(rp.rank()));
   }

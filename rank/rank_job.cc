@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "planner/plan_set.h"
 #include "rank/exchange.h"
 #include "transport/timing/phase.h"
 
@@ -53,10 +54,15 @@ Result<std::unique_ptr<transport::Peer>> OpenPeer(const proto::JobStart& start, 
     return std::unique_ptr<transport::Peer>();
   }
   const transport::PeerGroup group = GroupOf(plan, static_cast<int>(rank));
-  const proto::RankPlan& rp = plan.ranks(static_cast<int>(rank));
-  if (start.peer() == "mpi") return transport::CreateMpiPeer(group, plan.ranks_size(), mpi_comm);
+  const proto::RankPlan* found = planner::FindRank(plan, rank);
+  if (found == nullptr) {
+    return Status::InvalidArgument("rank " + std::to_string(rank) + " is not in the plan");
+  }
+  const proto::RankPlan& rp = *found;
+  const int world = static_cast<int>(planner::PlanWorld(plan));
+  if (start.peer() == "mpi") return transport::CreateMpiPeer(group, world, mpi_comm);
   if (start.peer() == "cuda-ipc") {
-    return transport::CreateCudaIpcPeer(group, RankOrdinal(load, rp), plan.ranks_size(), mpi_comm);
+    return transport::CreateCudaIpcPeer(group, RankOrdinal(load, rp), world, mpi_comm);
   }
   if (static_cast<int>(rp.peer_group()) >= start.peer_ids_size()) {
     return Status::Corrupt("no NCCL id for peer group " + std::to_string(rp.peer_group()));

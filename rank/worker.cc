@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "planner/plan_set.h"
 #include "rank/exchange.h"
 #include "rank/verify.h"
 #include "transport/staging/pipeline.h"
@@ -532,14 +533,18 @@ Status Execute(const proto::LoadPlan& plan, const proto::RankPlan& rp, const Loa
 
 Result<LoadedRank> Load(const proto::LoadPlan& plan, std::uint32_t rank, const LoadOptions& o) {
   Clock::time_point t_start = Clock::now();
-  if (rank >= static_cast<std::uint32_t>(plan.ranks_size())) {
-    return Status::InvalidArgument("the plan has " + std::to_string(plan.ranks_size()) + " ranks");
+  const proto::RankPlan* found = planner::FindRank(plan, rank);
+  if (found == nullptr) {
+    if (rank < planner::PlanWorld(plan) && !plan.view() && !plan.compact()) {
+      return Status::Corrupt("plan.ranks(" + std::to_string(rank) + ") says it is rank " +
+                             std::to_string(plan.ranks(static_cast<int>(rank)).rank()));
+    }
+    return Status::InvalidArgument(
+        "the plan has " + std::to_string(planner::PlanWorld(plan)) + " ranks" +
+        (plan.view() ? ", rank " + std::to_string(rank) + " not among this view's"
+                     : std::string()));
   }
-  const proto::RankPlan& rp = plan.ranks(static_cast<int>(rank));
-  if (rp.rank() != rank) {
-    return Status::Corrupt("plan.ranks(" + std::to_string(rank) + ") says it is rank " +
-                           std::to_string(rp.rank()));
-  }
+  const proto::RankPlan& rp = *found;
   LoadedRank out;
   proto::RankReport& rep = out.report;
   rep.set_rank(rank);

@@ -403,7 +403,8 @@ Status MakeCheckpoint(const MkckptOptions& o) {
 
   ShardFiles files(dir, shards);
   for (std::size_t k = 0; k < shards.size(); ++k) HOIST_RETURN_IF_ERROR(files.Create(k));
-  const Status written = WriteChunks(o, specs, ChunkTasks(specs, shards), files);
+  const Status written =
+      WriteChunks(o, specs, o.header_only ? std::vector<Task>{} : ChunkTasks(specs, shards), files);
   const Status closed = files.Close();
   HOIST_RETURN_IF_ERROR(written);
   HOIST_RETURN_IF_ERROR(closed);

@@ -22,6 +22,8 @@
 // tests/data/hf (hidden 128, 8 heads, 4 kv heads, 8 experts, 2-4 layers, vocab 1000; gpt-oss-
 // mxfp4-tiny in MXFP4); and <family>-mid for every MoE family (2-3 GB: hidden 2048, 16-32
 // experts, vocab 32000; deepseek-v3-small is DeepSeek-V3's), the same configs scaled.
+// deepseek-v3-671b is DeepSeek-V3-671B's shape (627 GiB, 90,427 tensors), meant for planning at
+// scale with header_only.
 //
 // Content: every byte is a pure function of (seed, tensor name, byte position), so the same
 // seed gives the same files whatever the thread count or shard size. BF16 values are small
@@ -61,6 +63,10 @@ struct MkckptOptions {
   std::uint64_t shard_size = 0;  // bytes; 0 = 5,000,000,000
   std::uint64_t seed = 0;
   int threads = 0;  // 0 = std::thread::hardware_concurrency()
+  // Headers only: config.json, the index and every shard's header are written as usual, but no
+  // tensor byte; each shard is sized with ftruncate, so its data section is a sparse hole (reads
+  // as zeros). For planning at full scale (a 671B shape in a few MB of disk).
+  bool header_only = false;
 };
 
 inline constexpr std::uint64_t kDefaultShardSize = 5'000'000'000ull;

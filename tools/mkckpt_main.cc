@@ -1,7 +1,7 @@
 // hoist-mkckpt: the fixture generator's command line (see tools/mkckpt.h).
 //
 //   hoist-mkckpt [--family FAMILY] --preset NAME|--config FILE
-//                --out DIR [--shard-size BYTES] [--seed S] [--threads T]
+//                --out DIR [--shard-size BYTES] [--seed S] [--threads T] [--header-only]
 //   (FAMILY: a planner family with '-' for '_', e.g. qwen3, qwen3-moe, deepseek-v3, mixtral,
 //   gpt-oss, qwen3-5-moe, or mistral; see tools/mkckpt.h)
 //   hoist-mkckpt --config FILE --tensors FILE --out DIR  (exactly the listed tensors)
@@ -37,6 +37,8 @@ int main(int argc, char** argv) {
   app.add_option("--shard-size", o.shard_size, "bytes per shard (default 5000000000)");
   app.add_option("--seed", o.seed, "content seed (default 0)");
   app.add_option("--threads", o.threads, "writer threads (default: all cores)");
+  app.add_flag("--header-only", o.header_only,
+               "write config, index and shard headers only; tensor data stays a sparse hole");
   app.add_flag("--list-presets", list, "print each preset (family, tensors, size) and exit");
   app.set_version_flag("--version", std::string("hoist-mkckpt ") + HOIST_VERSION);
   try {

@@ -440,6 +440,11 @@ const std::map<std::string, Preset>& Presets() {
     // About 1.8 GB; every FP8 tensor splits in whole blocks at tp 1..8, 32 experts.
     (*m)["deepseek-v3-small"] = {"deepseek-v3", DeepseekConfig({4, 2048, 8192, 1024, 32, 1, 1, 16,
                                                                 1536, 512, 128, 64, 128, 129280})};
+    // DeepSeek-V3-671B's shape (61 layers, 256 experts, FP8 128x128; no MTP layer): about
+    // 690 GB, for planning at scale with --header-only (sparse data).
+    (*m)["deepseek-v3-671b"] = {
+        "deepseek-v3",
+        DeepseekConfig({61, 7168, 18432, 2048, 256, 1, 3, 128, 1536, 512, 128, 64, 128, 129280})};
     AddHfPresets(m);
     AddDeepseekV4Presets(m);
     return m;

@@ -1,0 +1,438 @@
+// Compact plans: the directory of who runs what, expanding one rank, a rank's view, and the
+// dedup assignment computed once per distinct peer group. See plan_set.h.
+#include "planner/plan_set.h"
+
+#include <google/protobuf/field_mask.pb.h>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/util/field_mask_util.h>
+#include <google/protobuf/wire_format_lite.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <string>
+
+namespace hoist::planner {
+namespace {
+
+constexpr char kWho[] = "compact plan: ";
+
+// Every group of a compact plan's dedup: its id and ranks (nodes under DEDUP_NODE, else one).
+std::vector<std::pair<std::uint32_t, const std::vector<std::uint32_t>*>> GroupsOf(
+    const RankDirectory& dir, std::uint32_t nodes, bool by_node) {
+  std::vector<std::pair<std::uint32_t, const std::vector<std::uint32_t>*>> out;
+  if (!by_node) {
+    out.emplace_back(0, &dir.Members(0));
+    return out;
+  }
+  for (std::uint32_t n = 0; n < nodes; ++n) {
+    if (!dir.NodeRanks(n).empty()) out.emplace_back(n, &dir.NodeRanks(n));
+  }
+  return out;
+}
+
+// The template member `rank` is, in its group's template.
+const proto::MemberExchange& MemberOf(const proto::LoadPlan& p, const RankDirectory& dir,
+                                      std::uint32_t rank) {
+  const std::uint32_t t = p.group_template(static_cast<int>(dir.Group(rank)));
+  return p.dedup_templates(static_cast<int>(t)).members(static_cast<int>(dir.MemberIndex(rank)));
+}
+
+void SetPlace(const RankDirectory& dir, std::uint32_t rank, proto::RankPlan* rp) {
+  rp->set_rank(rank);
+  rp->set_node(dir.Node(rank));
+  rp->set_gpu(dir.Gpu(rank));
+  rp->set_tp_rank(rank % dir.tp());
+  rp->set_dp_rank(rank / dir.tp());
+}
+
+// A template transfer with its peer (a member index) made a rank.
+void AddRemapped(const proto::Transfer& t, const std::vector<std::uint32_t>& members,
+                 google::protobuf::RepeatedPtrField<proto::Transfer>* out) {
+  proto::Transfer* n = out->Add();
+  *n = t;
+  n->set_peer(members[t.peer()]);
+}
+
+// Member steps as rank `rank`'s, padded to the plan's count; with `only` >= 0, only the
+// transfers with that rank and no reads (a stub's).
+void AddSteps(const proto::LoadPlan& p, const RankDirectory& dir, std::uint32_t rank,
+              std::int64_t only, proto::RankPlan* rp) {
+  const proto::MemberExchange& m = MemberOf(p, dir, rank);
+  const std::vector<std::uint32_t>& members = dir.Members(dir.Group(rank));
+  const auto keep = [&](const proto::Transfer& t) {
+    return only < 0 || members[t.peer()] == static_cast<std::uint32_t>(only);
+  };
+  for (const proto::ExchangeStep& st : m.steps()) {
+    proto::ExchangeStep* out = rp->add_steps();
+    if (only < 0) *out->mutable_reads() = st.reads();
+    for (const proto::Transfer& t : st.sends()) {
+      if (keep(t)) AddRemapped(t, members, out->mutable_sends());
+    }
+    for (const proto::Transfer& t : st.recvs()) {
+      if (keep(t)) AddRemapped(t, members, out->mutable_recvs());
+    }
+  }
+  while (rp->steps_size() < static_cast<int>(p.exchange_steps())) rp->add_steps();
+}
+
+// The ranks of a view of `rank`: its node's and, under dedup, its group's, ascending.
+std::vector<std::uint32_t> ViewRanks(const RankDirectory& dir, std::uint32_t rank) {
+  std::vector<std::uint32_t> out = dir.NodeRanks(dir.Node(rank));
+  if (dir.dedup()) {
+    const std::vector<std::uint32_t>& group = dir.Members(dir.Group(rank));
+    out.insert(out.end(), group.begin(), group.end());
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+  }
+  return out;
+}
+
+std::string Percent(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%", 100 * x);
+  return buf;
+}
+
+// One template: the group's members as ranks 0..n-1 of a plan of their classes' copies, through
+// ApplyDedup's one-group (job) assignment; returns the members' storage bytes.
+Result<std::uint64_t> MakeTemplate(const proto::LoadPlan& p, const std::vector<std::uint32_t>& sig,
+                                   std::uint64_t step_bytes, proto::DedupTemplate* t) {
+  proto::LoadPlan mini;
+  for (std::size_t i = 0; i < sig.size(); ++i) {
+    proto::RankPlan* m = mini.add_ranks();
+    m->set_rank(static_cast<std::uint32_t>(i));
+    *m->mutable_copies() = p.ranks(static_cast<int>(sig[i])).copies();
+  }
+  HOIST_RETURN_IF_ERROR(ApplyDedup({proto::DEDUP_JOB, step_bytes, false}, &mini));
+  std::uint64_t bytes = 0;
+  for (std::size_t i = 0; i < sig.size(); ++i) {
+    t->add_member_class(sig[i]);
+    proto::RankPlan& m = *mini.mutable_ranks(static_cast<int>(i));
+    proto::MemberExchange* e = t->add_members();
+    e->mutable_steps()->Swap(m.mutable_steps());
+    e->mutable_own_reads()->Swap(m.mutable_own_reads());
+    e->set_storage_bytes(m.storage_bytes());
+    bytes += m.storage_bytes();
+  }
+  return bytes;
+}
+
+// Under DEDUP_NODE or DEDUP_JOB: one template per distinct group (its members' classes).
+Status FoldGroups(const DedupOptions& o, proto::LoadPlan* p) {
+  for (proto::RankPlan& rp : *p->mutable_ranks()) rp.set_storage_bytes(0);
+  HOIST_ASSIGN_OR_RETURN(RankDirectory dir, RankDirectory::Of(*p));
+  std::uint32_t nodes = 0;
+  for (std::uint32_t r = 0; r < dir.world(); ++r) nodes = std::max(nodes, dir.Node(r) + 1);
+  const bool by_node = o.mode == proto::DEDUP_NODE;
+  p->mutable_group_template()->Resize(static_cast<int>(by_node ? nodes : 1), 0);
+  std::map<std::vector<std::uint32_t>, std::pair<std::uint32_t, std::uint64_t>> seen;
+  std::uint64_t total = 0;
+  for (const auto& [group, members] : GroupsOf(dir, nodes, by_node)) {
+    std::vector<std::uint32_t> sig;
+    for (std::uint32_t r : *members) sig.push_back(dir.ClassOf(r));
+    auto it = seen.find(sig);
+    if (it == seen.end()) {
+      const auto index = static_cast<std::uint32_t>(p->dedup_templates_size());
+      HOIST_ASSIGN_OR_RETURN(std::uint64_t bytes,
+                             MakeTemplate(*p, sig, o.step_bytes, p->add_dedup_templates()));
+      it = seen.emplace(sig, std::make_pair(index, bytes)).first;
+      const proto::DedupTemplate& t = p->dedup_templates(static_cast<int>(index));
+      p->set_exchange_steps(std::max<std::uint32_t>(
+          p->exchange_steps(), static_cast<std::uint32_t>(t.members(0).steps_size())));
+    }
+    p->set_group_template(static_cast<int>(group), it->second.first);
+    total += it->second.second;
+  }
+  p->set_storage_bytes(total);
+  return Status::Ok();
+}
+
+Status ApplyAutoCompactDedup(const DedupOptions& options, proto::LoadPlan* p) {
+  DedupOptions none = options, node = options;
+  none.mode = proto::DEDUP_NONE;
+  node.mode = proto::DEDUP_NODE;
+  if (p->topology().world() < 2 || !options.gpu_peers) {
+    HOIST_RETURN_IF_ERROR(ApplyCompactDedup(none, p));
+    p->set_dedup_reason(
+        p->topology().world() < 2
+            ? "auto: none (one rank)"
+            : "auto: none (the ranks do not load into GPUs with direct peer access, so "
+              "forwarding would cost host memory bandwidth like reading)");
+    return Status::Ok();
+  }
+  proto::LoadPlan with_node = *p;
+  HOIST_RETURN_IF_ERROR(ApplyCompactDedup(node, &with_node));
+  HOIST_RETURN_IF_ERROR(ApplyCompactDedup(none, p));
+  const double all = static_cast<double>(p->storage_bytes());
+  const double saved = all > 0 ? 1.0 - static_cast<double>(with_node.storage_bytes()) / all : 0;
+  if (saved >= kAutoDedupMinSaving) {
+    *p = std::move(with_node);
+    p->set_dedup_reason("auto: node (reads " + Percent(saved) +
+                        " fewer bytes from storage; GPUs forward the shared bytes directly)");
+  } else {
+    p->set_dedup_reason("auto: none (node dedup would save only " + Percent(saved) +
+                        " of the bytes read, under " + Percent(kAutoDedupMinSaving) + ")");
+  }
+  return Status::Ok();
+}
+
+// The dedup fields of a compact plan agree with its directory (checked by RankDirectory::Of).
+Status CheckTemplates(const proto::LoadPlan& p, const RankDirectory& d, std::uint32_t nodes,
+                      bool by_node) {
+  for (const auto& [group, members] : GroupsOf(d, nodes, by_node)) {
+    const std::string who = kWho + std::string("peer group ") + std::to_string(group);
+    if (group >= static_cast<std::uint32_t>(p.group_template_size()) ||
+        p.group_template(static_cast<int>(group)) >=
+            static_cast<std::uint32_t>(p.dedup_templates_size())) {
+      return Status::Corrupt(who + " has no dedup template");
+    }
+    const proto::DedupTemplate& t =
+        p.dedup_templates(static_cast<int>(p.group_template(static_cast<int>(group))));
+    if (t.members_size() != static_cast<int>(members->size()) ||
+        t.member_class_size() != t.members_size()) {
+      return Status::Corrupt(who + " has " + std::to_string(members->size()) +
+                             " ranks but its template " + std::to_string(t.members_size()));
+    }
+    for (std::size_t i = 0; i < members->size(); ++i) {
+      if (t.member_class(static_cast<int>(i)) != d.ClassOf((*members)[i])) {
+        return Status::Corrupt(who + ": rank " + std::to_string((*members)[i]) +
+                               " runs another class than its template member");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<RankDirectory> RankDirectory::Of(const proto::LoadPlan& p) {
+  RankDirectory d;
+  d.world_ = p.topology().world();
+  d.tp_ = std::max<std::uint32_t>(1, p.topology().tp());
+  const auto classes = static_cast<std::uint32_t>(p.ranks_size());
+  if (!p.compact() || classes == 0 || d.world_ == 0 || d.world_ % classes != 0) {
+    return Status::Corrupt(kWho + std::to_string(classes) + " rank plans for a world of " +
+                           std::to_string(d.world_) + (p.compact() ? "" : " (not compact)"));
+  }
+  d.classes_ = classes;
+  const int placed = p.placement().node_size();
+  if ((placed != 0 && placed != static_cast<int>(d.world_)) || p.placement().gpu_size() != placed) {
+    return Status::Corrupt(std::string(kWho) + "placement of " + std::to_string(placed) +
+                           " nodes and " + std::to_string(p.placement().gpu_size()) +
+                           " gpus for a world of " + std::to_string(d.world_));
+  }
+  d.node_.assign(p.placement().node().begin(), p.placement().node().end());
+  d.gpu_.assign(p.placement().gpu().begin(), p.placement().gpu().end());
+  std::uint32_t nodes = 1;
+  for (std::uint32_t n : d.node_) nodes = std::max(nodes, n + 1);
+  if (nodes > d.world_) return Status::Corrupt(std::string(kWho) + "node ids beyond the world");
+  d.node_ranks_.resize(nodes);
+  d.member_index_.resize(d.world_);
+  d.all_.resize(d.world_);
+  for (std::uint32_t r = 0; r < d.world_; ++r) {
+    std::vector<std::uint32_t>& mates = d.node_ranks_[d.Node(r)];
+    d.member_index_[r] =
+        static_cast<std::uint32_t>(p.dedup() == proto::DEDUP_NODE ? mates.size() : r);
+    mates.push_back(r);
+    d.all_[r] = r;
+  }
+  d.by_node_ = p.dedup() == proto::DEDUP_NODE;
+  d.dedup_ = p.dedup() != proto::DEDUP_NONE && p.dedup_templates_size() > 0;
+  if (p.dedup() != proto::DEDUP_NONE && (d.dedup_ || p.exchange_steps() > 0)) {
+    HOIST_RETURN_IF_ERROR(CheckTemplates(p, d, nodes, d.by_node_));
+  }
+  return d;
+}
+
+std::uint32_t RankDirectory::Node(std::uint32_t rank) const {
+  return node_.empty() ? 0 : node_[rank];
+}
+std::uint32_t RankDirectory::Gpu(std::uint32_t rank) const {
+  return gpu_.empty() ? rank : gpu_[rank];
+}
+std::uint32_t RankDirectory::Group(std::uint32_t rank) const { return by_node_ ? Node(rank) : 0; }
+const std::vector<std::uint32_t>& RankDirectory::Members(std::uint32_t group) const {
+  return by_node_ ? node_ranks_[group] : all_;
+}
+const std::vector<std::uint32_t>& RankDirectory::NodeRanks(std::uint32_t node) const {
+  return node_ranks_[node];
+}
+
+proto::RankPlan ExpandRank(const proto::LoadPlan& p, const RankDirectory& dir, std::uint32_t rank) {
+  proto::RankPlan rp = p.ranks(static_cast<int>(dir.ClassOf(rank)));
+  SetPlace(dir, rank, &rp);
+  if (dir.dedup()) {
+    rp.set_peer_group(dir.Group(rank));
+    AddSteps(p, dir, rank, -1, &rp);
+    const proto::MemberExchange& m = MemberOf(p, dir, rank);
+    *rp.mutable_own_reads() = m.own_reads();
+    rp.set_storage_bytes(m.storage_bytes());
+  }
+  return rp;
+}
+
+const proto::MemberExchange* ExchangeOf(const proto::LoadPlan& p, const RankDirectory& dir,
+                                        std::uint32_t rank) {
+  return dir.dedup() ? &MemberOf(p, dir, rank) : nullptr;
+}
+
+proto::LoadPlan PlanHeader(const proto::LoadPlan& plan) {
+  static const google::protobuf::FieldMask* const mask = [] {
+    auto* m = new google::protobuf::FieldMask;
+    const google::protobuf::Descriptor* d = proto::LoadPlan::descriptor();
+    for (int i = 0; i < d->field_count(); ++i) {
+      switch (d->field(i)->number()) {
+        case proto::LoadPlan::kRanksFieldNumber:
+        case proto::LoadPlan::kCompactFieldNumber:
+        case proto::LoadPlan::kViewFieldNumber:
+        case proto::LoadPlan::kPlacementFieldNumber:
+        case proto::LoadPlan::kDedupTemplatesFieldNumber:
+        case proto::LoadPlan::kGroupTemplateFieldNumber:
+        case proto::LoadPlan::kExchangeStepsFieldNumber:
+          continue;
+        default:
+          m->add_paths(d->field(i)->name());
+      }
+    }
+    return m;
+  }();
+  proto::LoadPlan header;
+  google::protobuf::util::FieldMaskUtil::MergeMessageTo(plan, *mask, {}, &header);
+  return header;
+}
+
+proto::LoadPlan RankView(const proto::LoadPlan& p, const proto::LoadPlan& header,
+                         const RankDirectory& dir, std::uint32_t rank) {
+  proto::LoadPlan v = header;
+  v.set_view(true);
+  v.clear_storage_bytes();  // the world's total: nothing of one rank's
+  for (std::uint32_t r : ViewRanks(dir, rank)) {
+    if (r == rank) {
+      *v.add_ranks() = ExpandRank(p, dir, rank);
+      continue;
+    }
+    proto::RankPlan* stub = v.add_ranks();
+    SetPlace(dir, r, stub);
+    if (dir.dedup()) {
+      stub->set_peer_group(dir.Group(r));
+      AddSteps(p, dir, r, rank, stub);
+    }
+  }
+  return v;
+}
+
+ViewWriter::ViewWriter(const proto::LoadPlan& compact, const RankDirectory& dir)
+    : compact_(compact), dir_(dir) {
+  proto::LoadPlan header = PlanHeader(compact);
+  header.set_view(true);
+  header.clear_storage_bytes();
+  header_ = header.SerializeAsString();
+  for (const proto::RankPlan& c : compact.ranks()) classes_.push_back(c.SerializeAsString());
+}
+
+std::string ViewWriter::View(std::uint32_t rank) const {
+  std::string out = header_;
+  const auto add_entry = [&out](const std::string& a, const std::string& b) {
+    google::protobuf::io::StringOutputStream stream(&out);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.WriteTag(google::protobuf::internal::WireFormatLite::MakeTag(
+        proto::LoadPlan::kRanksFieldNumber,
+        google::protobuf::internal::WireFormatLite::WIRETYPE_LENGTH_DELIMITED));
+    coded.WriteVarint64(a.size() + b.size());
+    coded.WriteString(a);
+    coded.WriteString(b);
+  };
+  std::vector<std::uint32_t> others = ViewRanks(dir_, rank);
+  for (std::uint32_t r : others) {
+    proto::RankPlan own;  // the fields of one rank; a stub's alone
+    SetPlace(dir_, r, &own);
+    if (dir_.dedup()) {
+      own.set_peer_group(dir_.Group(r));
+      AddSteps(compact_, dir_, r, r == rank ? -1 : static_cast<std::int64_t>(rank), &own);
+      if (r == rank) {
+        const proto::MemberExchange& m = MemberOf(compact_, dir_, rank);
+        *own.mutable_own_reads() = m.own_reads();
+        own.set_storage_bytes(m.storage_bytes());
+      }
+    }
+    add_entry(r == rank ? classes_[dir_.ClassOf(r)] : std::string(), own.SerializeAsString());
+  }
+  return out;
+}
+
+Result<proto::LoadPlan> ExpandPlan(const proto::LoadPlan& plan) {
+  if (!plan.compact()) return plan;
+  HOIST_ASSIGN_OR_RETURN(RankDirectory dir, RankDirectory::Of(plan));
+  proto::LoadPlan out = PlanHeader(plan);
+  out.mutable_ranks()->Reserve(static_cast<int>(dir.world()));
+  for (std::uint32_t r = 0; r < dir.world(); ++r) *out.add_ranks() = ExpandRank(plan, dir, r);
+  return out;
+}
+
+const proto::RankPlan* FindRank(const proto::LoadPlan& plan, std::uint32_t rank) {
+  if (plan.compact()) return nullptr;
+  if (rank < static_cast<std::uint32_t>(plan.ranks_size()) &&
+      plan.ranks(static_cast<int>(rank)).rank() == rank) {
+    return &plan.ranks(static_cast<int>(rank));
+  }
+  for (const proto::RankPlan& rp : plan.ranks()) {
+    if (rp.rank() == rank) return &rp;
+  }
+  return nullptr;
+}
+
+std::uint32_t PlanWorld(const proto::LoadPlan& plan) {
+  if (plan.compact() || plan.view()) return plan.topology().world();
+  return static_cast<std::uint32_t>(plan.ranks_size());
+}
+
+Result<ViewBytes> SampleViewBytes(const proto::LoadPlan& compact) {
+  HOIST_ASSIGN_OR_RETURN(RankDirectory dir, RankDirectory::Of(compact));
+  const ViewWriter writer(compact, dir);
+  ViewBytes out;
+  bool first = true;
+  const auto sample = [&](std::uint32_t r) {
+    const std::uint64_t n = writer.View(r).size();
+    if (first || n < out.min) {
+      out.min = n;
+      out.min_rank = r;
+    }
+    if (first || n > out.max) {
+      out.max = n;
+      out.max_rank = r;
+    }
+    first = false;
+  };
+  const std::uint32_t n = std::min(dir.classes(), dir.world());
+  for (std::uint32_t r = 0; r < n; ++r) sample(r);
+  for (std::uint32_t r = std::max(n, dir.world() - n); r < dir.world(); ++r) sample(r);
+  return out;
+}
+
+Status ApplyCompactDedup(const DedupOptions& options, proto::LoadPlan* p) {
+  if (options.mode == proto::DEDUP_AUTO) return ApplyAutoCompactDedup(options, p);
+  p->clear_dedup_templates();
+  p->clear_group_template();
+  p->clear_exchange_steps();
+  // The classes' own bookkeeping (storage_bytes = their copies' bytes, no steps) and the
+  // option checks.
+  HOIST_RETURN_IF_ERROR(ApplyDedup({proto::DEDUP_NONE, options.step_bytes, false}, p));
+  if (options.mode != proto::DEDUP_NONE && options.mode != proto::DEDUP_NODE &&
+      options.mode != proto::DEDUP_JOB) {
+    return Status::InvalidArgument("unknown dedup mode " + std::to_string(options.mode));
+  }
+  p->set_dedup(options.mode);
+  p->set_dedup_reason(std::string(DedupName(options.mode)) + " (asked for)");
+  if (options.mode == proto::DEDUP_NONE) {
+    HOIST_ASSIGN_OR_RETURN(RankDirectory dir, RankDirectory::Of(*p));
+    std::uint64_t total = 0;
+    for (const proto::RankPlan& rp : p->ranks()) total += rp.storage_bytes();
+    p->set_storage_bytes(total * (dir.world() / dir.classes()));
+    return Status::Ok();
+  }
+  return FoldGroups(options, p);
+}
+
+}  // namespace hoist::planner
