@@ -8,8 +8,8 @@ first broken promise:
   - every rank ran on the host the topology gave it (the report's host: its gethostname);
   - each rank's needed bytes were read by it or received: storage + received = needed;
   - bytes sent = bytes received, over the job;
-  - job: the whole job read the union of what its ranks need, once, and bytes crossed hosts
-    (some host read less than it needs); node: each host read the union of its own ranks' needs
+  - job: the whole job read the union of what its ranks need, once, and, over several hosts,
+    bytes crossed hosts (some host read less than it needs); node: each host read the union of its own ranks' needs
     and nothing crossed hosts; none: every rank read all it needs, nothing was forwarded.
 """
 import json
@@ -58,7 +58,7 @@ def main():
     if mode == "job":
         if storage != counts["union_all"]:
             fail(f"job read {storage} B, not the {counts['union_all']} B its ranks need once")
-        if not any(f["storage"] < f["union"] for f in figures):
+        if len(figures) > 1 and not any(f["storage"] < f["union"] for f in figures):
             fail("no host read less than it needs: nothing was forwarded between hosts")
     elif mode == "node":
         for f in figures:
