@@ -16,7 +16,7 @@
 # own part (rank 0 naming the silent rank, every rank exiting) is bounded by --peer-timeout-s.
 # Exit 77 (skipped) with the reason where the machine refuses namespaces.
 set -euo pipefail
-HOIST="$1" MKCKPT="$2" HOW="$3"
+HOIST="$(readlink -f "$1")" MKCKPT="$(readlink -f "$2")" HOW="$3"
 here="$(cd "$(dirname "$0")" && pwd)"
 HOIST_SRC="$(cd "$here/../.." && pwd)"
 source "$HOIST_SRC/tools/env.sh"

@@ -10,7 +10,7 @@
 # nodes in the wrong order is refused, exit 2, naming the rank and both placements.
 # Exit 77 (skipped) with the reason where the machine refuses namespaces.
 set -euo pipefail
-HOIST="$1" MKCKPT="$2" N="$3"
+HOIST="$(readlink -f "$1")" MKCKPT="$(readlink -f "$2")" N="$3"
 here="$(cd "$(dirname "$0")" && pwd)"
 HOIST_SRC="$(cd "$here/../.." && pwd)"
 source "$HOIST_SRC/tools/env.sh"

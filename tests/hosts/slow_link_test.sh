@@ -7,7 +7,7 @@
 # same link still forwards (the shaping breaks nothing; its peer rate is printed beside the read
 # rate, no timing asserted). Exit 77 (skipped) with the reason where namespaces are refused.
 set -euo pipefail
-HOIST="$1" MKCKPT="$2"
+HOIST="$(readlink -f "$1")" MKCKPT="$(readlink -f "$2")"
 here="$(cd "$(dirname "$0")" && pwd)"
 HOIST_SRC="$(cd "$here/../.." && pwd)"
 source "$HOIST_SRC/tools/env.sh"

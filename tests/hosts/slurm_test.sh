@@ -7,10 +7,12 @@
 # with --dedup job (N 4, --overcommit where the node has fewer CPUs). Asserted, as under mpirun: exit 0, every rank's dump
 # equal to a single-process load byte for byte, the report's ranks on this host with the bytes
 # of the plain plan's independent count (check_report.py), and a Slurm task's rank is the
-# plan's. Exit 77 (skipped) with the reason where Slurm is not installed (tools/deps.sh installs
+# plan's. Then docs/slurm/hoist-load.sbatch itself, in a `salloc` of two tasks: its topology
+# (written from SLURM_JOB_NODELIST) matches the ranks' host, and its dumps and report are the
+# same. Exit 77 (skipped) with the reason where Slurm is not installed (tools/deps.sh installs
 # it) or does not come up. Every daemon is stopped and every file removed on exit (trap).
 set -euo pipefail
-HOIST="$1" MKCKPT="$2"
+HOIST="$(readlink -f "$1")" MKCKPT="$(readlink -f "$2")"
 here="$(cd "$(dirname "$0")" && pwd)"
 HOIST_SRC="$(cd "$here/../.." && pwd)"
 source "$HOIST_SRC/tools/env.sh"
@@ -115,4 +117,13 @@ hosts_fixture qwen3-moe qwen3-moe-tiny
 model="$WORK/qwen3-moe-tiny"
 slurm_load 2 none --tp 2
 slurm_load 4 job --tp 2 --ep 4
+
+echo "== docs/slurm/hoist-load.sbatch in an allocation of one node, two tasks (TP 2)"
+(cd "$WORK" && PATH="$(dirname "$HOIST"):$PATH" MODEL="$model" TP=2 timeout -k 5 120 \
+  salloc -N 1 --ntasks-per-node=2 --overcommit -t 2 bash "$HOIST_SRC/docs/slurm/hoist-load.sbatch" \
+  --device host --no-progress --log-level warn --dump "$WORK/sbatch" \
+  --report-json "$WORK/sbatch.json" >"$WORK/sbatch.log" 2>&1) ||
+  { echo "FAIL: the sbatch script failed:"; cat "$WORK/sbatch.log"; exit 1; }
+hosts_same_dumps "$WORK/srun-2-none-ref" "$WORK/sbatch" 2
+python3 "$here/check_report.py" "$WORK/sbatch.json" "$WORK/srun-2-none-counts.json" none "$(hostname)"
 echo "PASS: srun runs hoist's ranks as mpirun does"
