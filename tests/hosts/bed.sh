@@ -1,8 +1,8 @@
 # Sourced by the cross-host tests (tests/hosts/*_test.sh): a test bed of N "hosts" on this
-# machine. Each host is a network namespace named `hoist-<id>-<letter>` (also its hostname: every
+# machine. Each host is a network namespace named `hoist-<pid>-<letter>` (also its hostname: every
 # process started there runs in a fresh UTS namespace that says so), with one interface on the
 # bed's network 10.231.0.0/24 (host a .1, b .2, c .3): two hosts are joined by one veth pair,
-# three or more by veth pairs to a bridge inside a switch namespace `hoist-<id>-sw`, so nothing of
+# three or more by veth pairs to a bridge inside a switch namespace `hoist-<pid>-sw`, so nothing of
 # the bed touches this machine's own network. /etc/netns/<ns>/hosts (which `ip netns exec` binds
 # over /etc/hosts there) names every host. The filesystem is shared, as a checkpoint folder on a
 # cluster's shared storage is.
@@ -48,6 +48,21 @@ bed_can_run() {
   [[ $ok == 1 ]] || { echo "$why"; return 1; }
 }
 
+# Removes the namespaces and /etc/netns entries of beds whose test process is gone (one killed
+# with SIGKILL, e.g. by ctest's time limit, runs no trap).
+bed_sweep() {
+  local ns pid
+  for ns in $(ip netns list | awk '{print $1}' | grep -E '^hoist-[0-9]+-([a-f]|sw)$' || true); do
+    pid="${ns#hoist-}" pid="${pid%-*}"
+    if ! kill -0 "$pid" 2>/dev/null; then
+      bed_log "removing $ns, left by test process $pid (gone)"
+      ip netns pids "$ns" 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
+      ip netns delete "$ns" 2>/dev/null || true
+      rm -rf "/etc/netns/$ns"
+    fi
+  done
+}
+
 bed_host() { echo "hoist-$BED_ID-$1"; }
 bed_addr() { echo "$BED_NET.$(($(printf '%d' "'$1") - 96))"; }  # a -> .1, b -> .2, ...
 bed_if() { echo "hv$BED_ID$1"; }                                   # a host's interface
@@ -55,7 +70,8 @@ bed_if() { echo "hv$BED_ID$1"; }                                   # a host's in
 # Brings up `n` hosts (2 or more) and installs the cleanup trap.
 bed_up() {
   local n="$1" letters=(a b c d e f)
-  BED_ID="$(printf '%05d' $((($$ + RANDOM) % 100000)))"
+  bed_sweep
+  BED_ID="$$"  # the test's pid: unique among running tests, and how bed_sweep finds dead ones
   trap bed_down EXIT
   trap 'exit 130' INT TERM
   BED_HOSTS=()
