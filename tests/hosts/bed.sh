@@ -13,7 +13,8 @@
 #
 # Cleanup: bed_down (installed as an EXIT trap by bed_up) kills every process left in the bed's
 # namespaces, deletes the namespaces (their veths and the bridge go with them), the /etc/netns
-# entries and the scratch folder BED_WORK (when set). Needs root and `ip netns`; bed_can_run says why not where refused.
+# entries and the scratch folder BED_WORK (when set). Needs root and `ip netns`; bed_can_run says
+# why not where refused.
 # shellcheck shell=bash
 
 BED_NET=10.231.0
@@ -144,8 +145,8 @@ bed_down() {
 bed_exec() {
   local h="$1"
   shift
-  ip netns exec "$(bed_host "$h")" unshare --uts -- /bin/sh -c 'hostname "$1" && shift && exec "$@"' \
-    sh "$(bed_host "$h")" "$@"
+  ip netns exec "$(bed_host "$h")" unshare --uts -- \
+    /bin/sh -c 'hostname "$1" && shift && exec "$@"' sh "$(bed_host "$h")" "$@"
 }
 
 # The Open MPI settings of a run across the bed, as environment (overrides tools/env.sh's

@@ -9,7 +9,8 @@ first broken promise:
   - each rank's needed bytes were read by it or received: storage + received = needed;
   - bytes sent = bytes received, over the job;
   - job: the whole job read the union of what its ranks need, once, and, over several hosts,
-    bytes crossed hosts (some host read less than it needs); node: each host read the union of its own ranks' needs
+    bytes crossed hosts (some host read less than it needs); node: each host read the union of
+    its own ranks' needs
     and nothing crossed hosts; none: every rank read all it needs, nothing was forwarded.
 """
 import json

@@ -15,6 +15,8 @@
 # here) and the daemons' keepalive (oob_tcp_keepalive_*) so that happens within the test; hoist's
 # own part (rank 0 naming the silent rank, every rank exiting) is bounded by --peer-timeout-s.
 # Exit 77 (skipped) with the reason where the machine refuses namespaces.
+# MKCKPT, BED_WORK: read by the sourced bed.sh and lib.sh.
+# shellcheck disable=SC2034
 set -euo pipefail
 HOIST="$(readlink -f "$1")" MKCKPT="$(readlink -f "$2")" HOW="$3"
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -66,7 +68,11 @@ BED_TIMEOUT=150 bed_mpirun --hostfile "$WORK/hostfile" -np 4 "$HOIST" load \
 job=$!
 start=$SECONDS
 until (($(tx_bytes) > 100000)); do
-  kill -0 "$job" 2>/dev/null || { echo "FAIL: the job ended before the cut:"; cat "$WORK/out"; exit 1; }
+  if ! kill -0 "$job" 2>/dev/null; then
+    echo "FAIL: the job ended before the cut:"
+    cat "$WORK/out"
+    exit 1
+  fi
   sleep 0.05
 done
 echo "== cutting host b off ($HOW) after $((SECONDS - start)) s, $(tx_bytes) B sent by a"
@@ -75,7 +81,11 @@ rc=0
 wait "$job" || rc=$?
 echo "  mpirun exited $rc after $((SECONDS - start)) s"
 out="$(cat "$WORK/out")"
-[[ $rc == 1 ]] || { echo "FAIL: exit $rc, not 1 (124: mpirun hung to the limit):"; echo "$out"; exit 1; }
+if [[ $rc != 1 ]]; then
+  echo "FAIL: exit $rc, not 1 (124: mpirun hung to the limit):"
+  echo "$out"
+  exit 1
+fi
 first="$(grep -m1 "^hoist: error:" <<<"$out" || true)"
 echo "  $first"
 if ! grep -Eq "rank [23] on $(bed_host b) sent nothing for 5.0 s" <<<"$first"; then

@@ -9,6 +9,8 @@
 # match the plain plan's independent count (check_report.py). Then the same topology with its
 # nodes in the wrong order is refused, exit 2, naming the rank and both placements.
 # Exit 77 (skipped) with the reason where the machine refuses namespaces.
+# MKCKPT, BED_WORK, BED_DIR: read by the sourced files; groups of ranks are comma lists.
+# shellcheck disable=SC2034,SC2054
 set -euo pipefail
 HOIST="$(readlink -f "$1")" MKCKPT="$(readlink -f "$2")" N="$3"
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -57,6 +59,10 @@ out="$(bed_mpirun --hostfile "$WORK/hostfile" -np "$world" "$HOIST" load \
 [[ $rc == 2 ]] || { echo "FAIL: exit $rc, not 2:"; echo "$out"; exit 1; }
 hosts_expect_in "$out" "rank 0 runs on host ${names[0]}, not on node '${reversed[0]}'"
 hosts_expect_in "$out" "The launcher placed ${names[0]}: ranks 0-1; ${names[1]}: ranks 2-3"
-[[ $(grep -c "hoist: error:" <<<"$out") == 1 ]] || { echo "FAIL: not one error line:"; echo "$out"; exit 1; }
+if [[ $(grep -c "hoist: error:" <<<"$out") != 1 ]]; then
+  echo "FAIL: not one error line:"
+  echo "$out"
+  exit 1
+fi
 echo "  refused, exit 2: $(grep "hoist: error:" <<<"$out" | cut -c1-160)..."
 echo "PASS: $N hosts"

@@ -6,6 +6,8 @@
 # the plan summary (`hoist plan` and the report's dedup_reason) says why. `--dedup job` on the
 # same link still forwards (the shaping breaks nothing; its peer rate is printed beside the read
 # rate, no timing asserted). Exit 77 (skipped) with the reason where namespaces are refused.
+# MKCKPT, BED_WORK: read by the sourced bed.sh and lib.sh.
+# shellcheck disable=SC2034
 set -euo pipefail
 HOIST="$(readlink -f "$1")" MKCKPT="$(readlink -f "$2")"
 here="$(cd "$(dirname "$0")" && pwd)"

@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # hoist under Slurm: starts a one-node Slurm of its own on this machine (slurmctld and slurmd from
 # Debian's slurm-wlm 22.05, auth/none, its own ports, state and logs in a scratch folder; the
-# system's Slurm, if any, is not touched) with the node declaring this machine's CPUs (at least
-# 2), then `srun --mpi=pmix -n N hoist load ...` (Slurm's PMIx v4 plugin with Debian's Open MPI
-# 4.1, which is built against the same libpmix2): qwen3-moe-tiny at tp 2 (N 2) and at tp 2 x ep 4
-# with --dedup job (N 4, --overcommit where the node has fewer CPUs). Asserted, as under mpirun: exit 0, every rank's dump
-# equal to a single-process load byte for byte, the report's ranks on this host with the bytes
-# of the plain plan's independent count (check_report.py), and a Slurm task's rank is the
-# plan's. Then docs/slurm/hoist-load.sbatch itself, in a `salloc` of two tasks: its topology
-# (written from SLURM_JOB_NODELIST) matches the ranks' host, and its dumps and report are the
-# same. Exit 77 (skipped) with the reason where Slurm is not installed (tools/deps.sh installs
-# it) or does not come up. Every daemon is stopped and every file removed on exit (trap).
+# system's Slurm, if any, is not touched) with the node declaring this machine's CPUs (at least 2),
+# then `srun --mpi=pmix -n N hoist load ...` (Slurm's PMIx v4 plugin with Debian's Open MPI 4.1,
+# which is built against the same libpmix2): qwen3-moe-tiny at tp 2 (N 2) and at tp 2 x ep 4 with
+# --dedup job (N 4, --overcommit where the node has fewer CPUs). Asserted, as under mpirun: exit 0,
+# every rank's dump equal to a single-process load byte for byte, the report's ranks on this host
+# with the bytes of the plain plan's independent count (check_report.py), and a Slurm task's rank
+# is the plan's. Then docs/slurm/hoist-load.sbatch itself, in a `salloc` of two tasks: its topology
+# (written from SLURM_JOB_NODELIST) matches the ranks' host, and its dumps and report are the same.
+# Exit 77 (skipped) with the reason where Slurm is not installed (tools/deps.sh installs it) or
+# does not come up. Every daemon is stopped and every file removed on exit (trap).
+# MKCKPT, BED_DIR: read by the sourced lib.sh.
+# shellcheck disable=SC2034
 set -euo pipefail
 HOIST="$(readlink -f "$1")" MKCKPT="$(readlink -f "$2")"
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -20,10 +22,12 @@ source "$here/lib.sh"
 
 skip() { echo "SKIPPED: $*"; exit 77; }
 for tool in slurmctld slurmd srun sinfo; do
-  command -v "$tool" >/dev/null || skip "$tool not found (tools/deps.sh installs slurmctld, slurmd and slurm-client)"
+  command -v "$tool" >/dev/null ||
+    skip "$tool not found (tools/deps.sh installs slurmctld, slurmd and slurm-client)"
 done
 [[ $(id -u) == 0 ]] || skip "not root (slurmd runs jobs as any user only as root)"
-[[ -e /usr/lib/x86_64-linux-gnu/slurm-wlm/mpi_pmix.so ]] || skip "Slurm's PMIx plugin (mpi_pmix.so) is missing"
+[[ -e /usr/lib/x86_64-linux-gnu/slurm-wlm/mpi_pmix.so ]] ||
+  skip "Slurm's PMIx plugin (mpi_pmix.so) is missing"
 
 WORK="$(mktemp -d /tmp/hoist-slurm.XXXXXX)"
 BED_DIR="$here"
@@ -47,7 +51,8 @@ write_conf() {
   local host cpus port
   host="$(hostname -s)" cpus="$(nproc)"
   ((cpus >= 2)) || cpus=2
-  port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+  port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])')"
   mkdir -p "$WORK/state" "$WORK/spool"
   cat >"$WORK/slurm.conf" <<EOC
 ClusterName=hoist-test
@@ -125,5 +130,6 @@ echo "== docs/slurm/hoist-load.sbatch in an allocation of one node, two tasks (T
   --report-json "$WORK/sbatch.json" >"$WORK/sbatch.log" 2>&1) ||
   { echo "FAIL: the sbatch script failed:"; cat "$WORK/sbatch.log"; exit 1; }
 hosts_same_dumps "$WORK/srun-2-none-ref" "$WORK/sbatch" 2
-python3 "$here/check_report.py" "$WORK/sbatch.json" "$WORK/srun-2-none-counts.json" none "$(hostname)"
+python3 "$here/check_report.py" "$WORK/sbatch.json" "$WORK/srun-2-none-counts.json" none \
+  "$(hostname)"
 echo "PASS: srun runs hoist's ranks as mpirun does"
