@@ -5,7 +5,8 @@ Usage: check_report.py REPORT COUNTS MODE HOST...  (COUNTS: plan_bytes.py's outp
 of ranks on each HOST, in the same order; MODE: job, node or none; HOST: the host each group's
 ranks must report, in rank order of the groups). Prints the per-host figures; exits 1 naming the
 first broken promise:
-  - every rank ran on the host the topology gave it (the report's host: its gethostname);
+  - every rank ran on the host the topology gave it (the report's host: its gethostname), and
+    the report's per-host figures (`hosts`) are its ranks' sums;
   - each rank's needed bytes were read by it or received: storage + received = needed;
   - bytes sent = bytes received, over the job;
   - job: the whole job read the union of what its ranks need, once, and, over several hosts,
@@ -43,6 +44,17 @@ def per_host(report, hosts, counts):
     return figures
 
 
+def check_hosts_section(report, figures):
+    """The report's own per-host figures (`hosts`) are the sums of its ranks'."""
+    if len(report["hosts"]) != len(figures):
+        fail(f"the report's hosts {report['hosts']} are not the {len(figures)} hosts")
+    for got, want in zip(report["hosts"], figures):
+        for k, key in (("host", "host"), ("storage", "bytes_read_from_storage"),
+                       ("sent", "bytes_sent"), ("received", "bytes_received")):
+            if got[key] != want[k]:
+                fail(f"the report's hosts entry {got} says {key} {got[key]}, its ranks {want[k]}")
+
+
 def main():
     report = json.load(open(sys.argv[1]))
     counts = json.load(open(sys.argv[2]))
@@ -50,6 +62,7 @@ def main():
     if report["dedup"] != mode:
         fail(f"the plan's dedup is {report['dedup']!r}, not {mode!r}")
     figures = per_host(report, hosts, counts)
+    check_hosts_section(report, figures)
     for f in figures:
         print("  {host}: read {storage} B from storage (its ranks need {union} B distinct), "
               "sent {sent} B, received {received} B".format(**f))
