@@ -64,6 +64,22 @@ bed_sweep() {
   done
 }
 
+# Prints why the bed's links cannot be shaped with tc's tbf (and returns 1), or returns 0.
+bed_can_shape() {
+  local probe="hoist-probe-$$" ok=0
+  ip netns add "$probe" 2>/dev/null || { echo "ip netns add failed"; return 1; }
+  if ip -n "$probe" link add hoistprobe0 type veth peer name hoistprobe1 2>/dev/null &&
+    ip netns exec "$probe" tc qdisc add dev hoistprobe0 root tbf rate 1gbit burst 32kbit \
+      latency 50ms 2>/dev/null; then
+    ok=1
+  fi
+  ip netns delete "$probe" 2>/dev/null || true
+  if [[ $ok != 1 ]]; then
+    echo "tc cannot shape a veth here (the tbf qdisc was refused: no sch_tbf module?)"
+    return 1
+  fi
+}
+
 bed_host() { echo "hoist-$BED_ID-$1"; }
 bed_addr() { echo "$BED_NET.$(($(printf '%d' "'$1") - 96))"; }  # a -> .1, b -> .2, ...
 bed_if() { echo "hv$BED_ID$1"; }                                   # a host's interface

@@ -13,6 +13,15 @@ hosts_require_bed() {
   fi
 }
 
+# As hosts_require_bed, for the tests that shape the bed's links with tc.
+hosts_require_shaping() {
+  local why
+  if ! why="$(bed_can_shape)"; then
+    echo "SKIPPED: $why"
+    exit 77
+  fi
+}
+
 # Writes a checkpoint of hoist-mkckpt's `preset` to $WORK/<preset>.
 hosts_fixture() {
   local family="$1" preset="$2"

@@ -16,6 +16,7 @@ source "$HOIST_SRC/tools/env.sh"
 source "$here/bed.sh"
 source "$here/lib.sh"
 hosts_require_bed
+hosts_require_shaping
 
 WORK="$(mktemp -d /tmp/hoist-hosts.XXXXXX)" BED_WORK="$WORK"
 bed_up 2
