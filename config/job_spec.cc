@@ -215,6 +215,7 @@ Result<ResolvedJob> ResolveJobSpec(const JobSpec& s) {
                          planner::ResolveModelPath(job.model_dir, planner::HubEnv::FromProcess()));
   HOIST_RETURN_IF_ERROR(ResolvePlanOptions(m, &job.plan));
   HOIST_RETURN_IF_ERROR(ResolveNodes(s.topology, t, &job.plan));
+  for (const NodeSpec& n : t.nodes) job.node_names.push_back(n.name);
   const planner::PlanOptions& p = job.plan;
   const int world = static_cast<int>(planner::WorldSize(p));  // at most planner::kMaxWorld
   if (s.solo_rank < 0 || s.solo_rank >= world) {

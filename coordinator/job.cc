@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "coordinator/control.h"
+#include "coordinator/hosts.h"
 #include "coordinator/report.h"
 #include "planner/checkpoint.h"
 #include "planner/io_stats.h"
@@ -101,6 +102,10 @@ proto::JobStart Plan(const JobOptions& o, const std::vector<proto::Hello>& hello
   }
   po.gpu_peers = mpi_world && all_gpu && transport::CudaPeerAccessAll();
   Result<proto::LoadPlan> plan = [&]() -> Result<proto::LoadPlan> {
+    if (mpi_world) {
+      HOIST_RETURN_IF_ERROR(CheckTopologyHosts(o.node_names, o.plan.locations,
+                                               {start.hosts().begin(), start.hosts().end()}));
+    }
     HOIST_ASSIGN_OR_RETURN(planner::Checkpoint ckpt, planner::OpenCheckpoint(o.model_dir));
     return planner::BuildCompactPlan(ckpt, po);
   }();

@@ -51,6 +51,9 @@ struct JobOptions {
   planner::PlanOptions plan;
   rank::LoadOptions load;
   rank::ExchangeOptions exchange;  // timeout_s also bounds every control-plane wait
+  // The topology's node names by node index (plan.locations' nodes); empty without a nodes
+  // list. Under MPI they are checked against the hosts the ranks run on (coordinator/hosts.h).
+  std::vector<std::string> node_names;
   // Without MPI: which rank of the plan this single process executes.
   int solo_rank = 0;
   // Rank 0's progress display: called about every `progress_interval_s` while the ranks load,

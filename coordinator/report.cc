@@ -225,6 +225,40 @@ std::string FormatTable(const proto::LoadPlan& plan, const std::vector<proto::Ra
   return os.str();
 }
 
+namespace {
+
+// Per host, in the order of its first rank: its ranks and their bytes read from storage, sent
+// and received (so a job across hosts shows what each host read and forwarded).
+nlohmann::json HostsJson(const std::vector<proto::RankReport>& reports) {
+  struct Host {
+    std::vector<std::uint32_t> ranks;
+    std::uint64_t storage = 0, sent = 0, received = 0;
+  };
+  std::vector<std::string> order;
+  std::map<std::string, Host> hosts;
+  for (const proto::RankReport& r : reports) {
+    const std::string name = Printable(r.host());
+    if (!hosts.count(name)) order.push_back(name);
+    Host& h = hosts[name];
+    h.ranks.push_back(r.rank());
+    h.storage += r.bytes_read_from_storage();
+    h.sent += r.bytes_sent();
+    h.received += r.bytes_received();
+  }
+  nlohmann::json out = nlohmann::json::array();
+  for (const std::string& name : order) {
+    const Host& h = hosts[name];
+    out.push_back({{"host", name},
+                   {"ranks", h.ranks},
+                   {"bytes_read_from_storage", h.storage},
+                   {"bytes_sent", h.sent},
+                   {"bytes_received", h.received}});
+  }
+  return out;
+}
+
+}  // namespace
+
 nlohmann::json ReportJson(const proto::LoadPlan& plan,
                           const std::vector<proto::RankReport>& reports, const Aggregate& agg) {
   nlohmann::json j;
@@ -242,15 +276,12 @@ nlohmann::json ReportJson(const proto::LoadPlan& plan,
                : plan.dedup() == proto::DEDUP_JOB ? "job"
                                                   : "none";
   j["dedup_reason"] = plan.dedup_reason();
-  std::uint64_t storage = 0, sent = 0, received = 0;
-  for (const auto& r : reports) {
-    storage += r.bytes_read_from_storage();
-    sent += r.bytes_sent();
-    received += r.bytes_received();
+  const nlohmann::json hosts = HostsJson(reports);
+  for (const char* key : {"bytes_read_from_storage", "bytes_sent", "bytes_received"}) {
+    std::uint64_t sum = 0;
+    for (const nlohmann::json& h : hosts) sum += h[key].get<std::uint64_t>();
+    j[key] = sum;
   }
-  j["bytes_read_from_storage"] = storage;
-  j["bytes_sent"] = sent;
-  j["bytes_received"] = received;
   j["ranks_failed"] = agg.failed;
   j["nodes"] = agg.nodes;
   nlohmann::json phases = nlohmann::json::array();
@@ -304,6 +335,7 @@ nlohmann::json ReportJson(const proto::LoadPlan& plan,
     ranks.push_back(jr);
   }
   j["ranks"] = ranks;
+  j["hosts"] = hosts;
   return j;
 }
 

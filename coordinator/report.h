@@ -47,6 +47,8 @@ void AlignClocks(std::vector<proto::RankReport>* reports);
 
 std::string FormatTable(const proto::LoadPlan& plan, const std::vector<proto::RankReport>& reports,
                         const Aggregate& agg);
+// The job (totals, phases), every rank, and `hosts`: per host in the order of its first rank, its
+// ranks and their bytes read from storage, sent and received.
 nlohmann::json ReportJson(const proto::LoadPlan& plan,
                           const std::vector<proto::RankReport>& reports, const Aggregate& agg);
 // Chrome trace event format (viewable in Perfetto): pid = rank, tid = lane.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -289,7 +290,7 @@ std::string Percent(double x) {
 }
 
 // DEDUP_AUTO: NODE where it pays, else NONE (see dedup.h).
-Status ApplyAutoDedup(const DedupOptions& options, proto::LoadPlan* plan) {
+Status ChooseAutoDedup(const DedupOptions& options, proto::LoadPlan* plan) {
   DedupOptions none = options, node = options;
   none.mode = proto::DEDUP_NONE;
   node.mode = proto::DEDUP_NODE;
@@ -317,6 +318,20 @@ Status ApplyAutoDedup(const DedupOptions& options, proto::LoadPlan* plan) {
   } else {
     plan->set_dedup_reason("auto: none (node dedup would save only " + Percent(saved) +
                            " of the bytes read, under " + Percent(kAutoDedupMinSaving) + ")");
+  }
+  return Status::Ok();
+}
+
+// DEDUP_AUTO, and what it means across nodes: never a forward between them (dedup.h).
+Status ApplyAutoDedup(const DedupOptions& options, proto::LoadPlan* plan) {
+  HOIST_RETURN_IF_ERROR(ChooseAutoDedup(options, plan));
+  std::set<std::uint32_t> nodes;
+  for (const proto::RankPlan& r : plan->ranks()) nodes.insert(r.node());
+  if (nodes.size() > 1) {
+    plan->set_dedup_reason(plan->dedup_reason() + "; across its " + std::to_string(nodes.size()) +
+                           " nodes each node reads its own copy from storage, since a network "
+                           "between hosts is taken to be slower than reading (--dedup job "
+                           "forwards between them)");
   }
   return Status::Ok();
 }

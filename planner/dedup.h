@@ -55,7 +55,9 @@ inline constexpr double kAutoDedupMinSaving = 0.10;
 // DEDUP_NONE) and, under NODE or JOB, their steps, own_reads and peer_group. DEDUP_AUTO becomes
 // NODE when the ranks load into GPUs with direct peer access and node dedup saves at least
 // kAutoDedupMinSaving of the bytes read from storage (replicas, replicated tensors), else NONE;
-// dedup_reason says which and why.
+// dedup_reason says which and why. AUTO never forwards between nodes (hosts): nothing measures
+// the network when the plan is made, and a page-cache or local-NVMe read outruns common
+// cluster links, so each node reads its own copy; the reason says so when the plan spans nodes.
 Status ApplyDedup(const DedupOptions& options, proto::LoadPlan* plan);
 
 // The one name table (the `dedup` option's choices, in this order).

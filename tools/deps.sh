@@ -8,7 +8,8 @@ pkgs=(cmake ninja-build g++ pkg-config libprotobuf-dev protobuf-compiler libspdl
       libgtest-dev libgmock-dev python3 python3-venv
       pybind11-dev libdlpack-dev python3-dev python3-numpy  # embedding API, Python module
       python3-torch  # hoist.torch and the tensor-parallel example engine (gloo on CPU)
-      ccache)  # tools/test.sh, example.sh and sanitize.sh compile through it
+      ccache  # tools/test.sh, example.sh and sanitize.sh compile through it
+      iproute2 slurmctld slurmd slurm-client)  # tests/hosts: namespaces, tc; a one-node Slurm
 if [[ "${HOIST_FUZZ:-1}" == 1 ]]; then pkgs+=(clang-14 libclang-rt-14-dev); fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# A slow link between two hosts of the namespace bed (tests/hosts/bed.sh): both veths shaped to
+# 1 Gbit/s (tc tbf), the checkpoint in the page cache (read at GB/s). `--dedup auto` must read
+# locally rather than forward across the link: every rank reads all it needs from storage,
+# nothing is sent or received (check_report.py none), the dumps equal single-process loads, and
+# the plan summary (`hoist plan` and the report's dedup_reason) says why. `--dedup job` on the
+# same link still forwards (the shaping breaks nothing; its peer rate is printed beside the read
+# rate, no timing asserted). Exit 77 (skipped) with the reason where namespaces are refused.
+# MKCKPT, BED_WORK: read by the sourced bed.sh and lib.sh.
+# shellcheck disable=SC2034
+set -euo pipefail
+HOIST="$(readlink -f "$1")" MKCKPT="$(readlink -f "$2")"
+here="$(cd "$(dirname "$0")" && pwd)"
+HOIST_SRC="$(cd "$here/../.." && pwd)"
+source "$HOIST_SRC/tools/env.sh"
+source "$here/bed.sh"
+source "$here/lib.sh"
+hosts_require_bed
+hosts_require_shaping
+
+WORK="$(mktemp -d /tmp/hoist-hosts.XXXXXX)" BED_WORK="$WORK"
+bed_up 2
+bed_mpi_env
+for h in a b; do
+  ip netns exec "$(bed_host "$h")" tc qdisc add dev "$(bed_if "$h")" root tbf rate 1gbit \
+    burst 256kb latency 50ms
+  echo "  $(bed_host "$h"): $(ip netns exec "$(bed_host "$h")" tc qdisc show dev "$(bed_if "$h")")"
+done
+hosts_fixture qwen3-moe qwen3-moe-tiny
+model="$WORK/qwen3-moe-tiny" names=("$(bed_host a)" "$(bed_host b)")
+cat "$model"/*.safetensors >/dev/null  # the page cache: reading outruns a 1 Gbit/s link
+hosts_topology "$WORK/topo.yaml" 2 tp=2 ep=4 -- "${names[@]}"
+bed_hostfile "$WORK/hostfile" 2 a b
+hosts_reference "$WORK/ref" 4 --model "$model" --tp 2 --ep 4
+hosts_counts "$WORK/counts.json" 0,1 2,3 -- --model "$model" --tp 2 --ep 4
+why="across its 2 nodes each node reads its own copy from storage, since a network between hosts"
+
+echo "== hoist plan --dedup auto over the two hosts"
+plan_out="$("$HOIST" plan --topology "$WORK/topo.yaml" --model "$model" --dedup auto)"
+hosts_expect_in "$plan_out" "dedup auto: none"
+hosts_expect_in "$plan_out" "$why"
+echo "  $(grep "^dedup auto" <<<"$plan_out")"
+
+for mode in auto job; do
+  echo "== load --dedup $mode over the 1 Gbit/s link"
+  bed_mpirun --hostfile "$WORK/hostfile" -np 4 "$HOIST" load --topology "$WORK/topo.yaml" \
+    --model "$model" --device host --dedup "$mode" --no-progress --log-level warn \
+    --report-json "$WORK/$mode.json" --dump "$WORK/$mode" >"$WORK/$mode.out" 2>&1 ||
+    { echo "FAIL: the load failed:"; cat "$WORK/$mode.out"; exit 1; }
+  hosts_same_dumps "$WORK/ref" "$WORK/$mode" 4
+  python3 - "$WORK/$mode.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+rates = {p["phase"]: p for p in j["phases"]}
+for name in ("read", "peer"):
+    if name in rates and rates[name]["max_s"] > 0:
+        print(f"  {name}: {rates[name]['bytes'] / rates[name]['max_s'] / 1e6:.1f} MB/s "
+              f"(slowest rank; tiny model, for information only)")
+PY
+done
+python3 "$here/check_report.py" "$WORK/auto.json" "$WORK/counts.json" none "${names[@]}"
+reason="$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["dedup_reason"])' \
+  "$WORK/auto.json")"
+hosts_expect_in "$reason" "$why"
+python3 "$here/check_report.py" "$WORK/job.json" "$WORK/counts.json" job "${names[@]}"
+echo "PASS: dedup auto reads locally over a slow link and says why"
