@@ -149,7 +149,7 @@ Status FoldGroups(const DedupOptions& o, proto::LoadPlan* p) {
   return Status::Ok();
 }
 
-Status ApplyAutoCompactDedup(const DedupOptions& options, proto::LoadPlan* p) {
+Status ChooseAutoCompactDedup(const DedupOptions& options, proto::LoadPlan* p) {
   DedupOptions none = options, node = options;
   none.mode = proto::DEDUP_NONE;
   node.mode = proto::DEDUP_NODE;
@@ -174,6 +174,19 @@ Status ApplyAutoCompactDedup(const DedupOptions& options, proto::LoadPlan* p) {
   } else {
     p->set_dedup_reason("auto: none (node dedup would save only " + Percent(saved) +
                         " of the bytes read, under " + Percent(kAutoDedupMinSaving) + ")");
+  }
+  return Status::Ok();
+}
+
+// DEDUP_AUTO, and what it means across nodes: never a forward between them (dedup.h).
+Status ApplyAutoCompactDedup(const DedupOptions& options, proto::LoadPlan* p) {
+  HOIST_RETURN_IF_ERROR(ChooseAutoCompactDedup(options, p));
+  if (p->topology().nodes() > 1) {
+    p->set_dedup_reason(p->dedup_reason() + "; across its " +
+                        std::to_string(p->topology().nodes()) +
+                        " nodes each node reads its own copy from storage, since a network "
+                        "between hosts is taken to be slower than reading (--dedup job "
+                        "forwards between them)");
   }
   return Status::Ok();
 }

@@ -55,8 +55,12 @@ def union_size(copies):
 
 
 def main():
-    ranks = parse_ranks(open(sys.argv[1]).read())
+    plans = parse_ranks(open(sys.argv[1]).read())
     groups = [[int(r) for r in g.split(",")] for g in sys.argv[2:]]
+    # A compact plan (`hoist plan --out`) holds one rank plan per distinct rank: rank r runs plan
+    # r % count (dp replicas share their tp rank's).
+    world = max([r for g in groups for r in g] + [len(plans) - 1]) + 1
+    ranks = [plans[r % len(plans)] for r in range(world)]
     print(json.dumps({
         "needed": [sum(w * n for _, _, _, w, n in c) for c in ranks],
         "union": [union_size([c for r in g for c in ranks[r]]) for g in groups],
