@@ -224,7 +224,8 @@ Status PlanAndSend(Comm& comm, const JobOptions& o, bool mpi_world, Started* s) 
     *s->start.mutable_plan() = header;
     s->start.mutable_plan()->set_view(true);
   }
-  s->wire_bytes = s->start.ByteSizeLong();
+  s->wire_bytes = s->start.ByteSizeLong();  // what another rank would receive as this one
+  s->start.mutable_plan()->set_dedup_reason(compact.dedup_reason());  // for the report
   return Status::Ok();
 }
 

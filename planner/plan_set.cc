@@ -321,6 +321,7 @@ proto::LoadPlan RankView(const proto::LoadPlan& p, const proto::LoadPlan& header
   proto::LoadPlan v = header;
   v.set_view(true);
   v.clear_storage_bytes();  // the world's total: nothing of one rank's
+  v.clear_dedup_reason();   // rank 0's summary (it names the node count)
   for (std::uint32_t r : ViewRanks(dir, rank)) {
     if (r == rank) {
       *v.add_ranks() = ExpandRank(p, dir, rank);
@@ -341,6 +342,7 @@ ViewWriter::ViewWriter(const proto::LoadPlan& compact, const RankDirectory& dir)
   proto::LoadPlan header = PlanHeader(compact);
   header.set_view(true);
   header.clear_storage_bytes();
+  header.clear_dedup_reason();  // rank 0's summary (it names the node count)
   header_ = header.SerializeAsString();
   for (const proto::RankPlan& c : compact.ranks()) classes_.push_back(c.SerializeAsString());
 }
