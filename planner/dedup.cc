@@ -290,25 +290,26 @@ std::string Percent(double x) {
 }
 
 // DEDUP_AUTO: NODE where it pays, else NONE (see dedup.h).
-Status ChooseAutoDedup(const DedupOptions& options, proto::LoadPlan* plan) {
+Status ChooseAutoDedup(const DedupOptions& options, std::uint64_t world, const DedupApplier& apply,
+                       proto::LoadPlan* plan) {
   DedupOptions none = options, node = options;
   none.mode = proto::DEDUP_NONE;
   node.mode = proto::DEDUP_NODE;
-  if (plan->ranks_size() < 2) {
-    HOIST_RETURN_IF_ERROR(ApplyDedup(none, plan));
+  if (world < 2) {
+    HOIST_RETURN_IF_ERROR(apply(none, plan));
     plan->set_dedup_reason("auto: none (one rank)");
     return Status::Ok();
   }
   if (!options.gpu_peers) {
-    HOIST_RETURN_IF_ERROR(ApplyDedup(none, plan));
+    HOIST_RETURN_IF_ERROR(apply(none, plan));
     plan->set_dedup_reason(
         "auto: none (the ranks do not load into GPUs with direct peer access, so forwarding "
         "would cost host memory bandwidth like reading)");
     return Status::Ok();
   }
   proto::LoadPlan with_node = *plan;
-  HOIST_RETURN_IF_ERROR(ApplyDedup(node, &with_node));
-  HOIST_RETURN_IF_ERROR(ApplyDedup(none, plan));
+  HOIST_RETURN_IF_ERROR(apply(node, &with_node));
+  HOIST_RETURN_IF_ERROR(apply(none, plan));
   const double all = static_cast<double>(plan->storage_bytes());
   const double saved = all > 0 ? 1.0 - static_cast<double>(with_node.storage_bytes()) / all : 0;
   if (saved >= kAutoDedupMinSaving) {
@@ -322,19 +323,21 @@ Status ChooseAutoDedup(const DedupOptions& options, proto::LoadPlan* plan) {
   return Status::Ok();
 }
 
-// DEDUP_AUTO, and what it means across nodes: never a forward between them (dedup.h).
-Status ApplyAutoDedup(const DedupOptions& options, proto::LoadPlan* plan) {
-  HOIST_RETURN_IF_ERROR(ChooseAutoDedup(options, plan));
-  std::set<std::uint32_t> nodes;
-  for (const proto::RankPlan& r : plan->ranks()) nodes.insert(r.node());
-  if (nodes.size() > 1) {
-    plan->set_dedup_reason(plan->dedup_reason() + "; across its " + std::to_string(nodes.size()) +
+}  // namespace
+
+Status ApplyAutoDedup(const DedupOptions& options, std::uint64_t world, std::uint64_t nodes,
+                      const DedupApplier& apply, proto::LoadPlan* plan) {
+  HOIST_RETURN_IF_ERROR(ChooseAutoDedup(options, world, apply, plan));
+  if (nodes > 1) {
+    plan->set_dedup_reason(plan->dedup_reason() + "; across its " + std::to_string(nodes) +
                            " nodes each node reads its own copy from storage, since a network "
                            "between hosts is taken to be slower than reading (--dedup job "
                            "forwards between them)");
   }
   return Status::Ok();
 }
+
+namespace {
 
 // Rank r's reads into its plan: `steps` exchange steps of shared reads, then its own reads, each
 // list coalesced; returns the bytes it reads from storage.
@@ -388,7 +391,12 @@ void WriteForward(const Forward& f, proto::LoadPlan* plan) {
 }  // namespace
 
 Status ApplyDedup(const DedupOptions& options, proto::LoadPlan* plan) {
-  if (options.mode == proto::DEDUP_AUTO) return ApplyAutoDedup(options, plan);
+  if (options.mode == proto::DEDUP_AUTO) {
+    std::set<std::uint32_t> nodes;
+    for (const proto::RankPlan& r : plan->ranks()) nodes.insert(r.node());
+    return ApplyAutoDedup(options, static_cast<std::uint64_t>(plan->ranks_size()), nodes.size(),
+                          ApplyDedup, plan);
+  }
   if (options.mode != proto::DEDUP_NONE && options.mode != proto::DEDUP_NODE &&
       options.mode != proto::DEDUP_JOB) {
     return Status::InvalidArgument("unknown dedup mode " + std::to_string(options.mode));

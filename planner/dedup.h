@@ -27,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "hoist/status.h"
@@ -59,6 +60,14 @@ inline constexpr double kAutoDedupMinSaving = 0.10;
 // the network when the plan is made, and a page-cache or local-NVMe read outruns common
 // cluster links, so each node reads its own copy; the reason says so when the plan spans nodes.
 Status ApplyDedup(const DedupOptions& options, proto::LoadPlan* plan);
+
+// DEDUP_AUTO over either form of plan: `apply` carries out a mode (ApplyDedup on a built plan,
+// ApplyCompactDedup on a compact one, plan_set.h); `world` and `nodes` are the plan's rank and
+// node counts. Chooses NODE or NONE as ApplyDedup says and sets dedup_reason, noting what AUTO
+// means when the plan spans nodes.
+using DedupApplier = std::function<Status(const DedupOptions&, proto::LoadPlan*)>;
+Status ApplyAutoDedup(const DedupOptions& options, std::uint64_t world, std::uint64_t nodes,
+                      const DedupApplier& apply, proto::LoadPlan* plan);
 
 // The one name table (the `dedup` option's choices, in this order).
 inline constexpr EnumName<proto::Dedup> kDedupNames[] = {

@@ -9,7 +9,6 @@
 #include <google/protobuf/wire_format_lite.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <map>
 #include <string>
 
@@ -89,12 +88,6 @@ std::vector<std::uint32_t> ViewRanks(const RankDirectory& dir, std::uint32_t ran
   return out;
 }
 
-std::string Percent(double x) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f%%", 100 * x);
-  return buf;
-}
-
 // One template: the group's members as ranks 0..n-1 of a plan of their classes' copies, through
 // ApplyDedup's one-group (job) assignment; returns the members' storage bytes.
 Result<std::uint64_t> MakeTemplate(const proto::LoadPlan& p, const std::vector<std::uint32_t>& sig,
@@ -146,48 +139,6 @@ Status FoldGroups(const DedupOptions& o, proto::LoadPlan* p) {
     total += it->second.second;
   }
   p->set_storage_bytes(total);
-  return Status::Ok();
-}
-
-Status ChooseAutoCompactDedup(const DedupOptions& options, proto::LoadPlan* p) {
-  DedupOptions none = options, node = options;
-  none.mode = proto::DEDUP_NONE;
-  node.mode = proto::DEDUP_NODE;
-  if (p->topology().world() < 2 || !options.gpu_peers) {
-    HOIST_RETURN_IF_ERROR(ApplyCompactDedup(none, p));
-    p->set_dedup_reason(
-        p->topology().world() < 2
-            ? "auto: none (one rank)"
-            : "auto: none (the ranks do not load into GPUs with direct peer access, so "
-              "forwarding would cost host memory bandwidth like reading)");
-    return Status::Ok();
-  }
-  proto::LoadPlan with_node = *p;
-  HOIST_RETURN_IF_ERROR(ApplyCompactDedup(node, &with_node));
-  HOIST_RETURN_IF_ERROR(ApplyCompactDedup(none, p));
-  const double all = static_cast<double>(p->storage_bytes());
-  const double saved = all > 0 ? 1.0 - static_cast<double>(with_node.storage_bytes()) / all : 0;
-  if (saved >= kAutoDedupMinSaving) {
-    *p = std::move(with_node);
-    p->set_dedup_reason("auto: node (reads " + Percent(saved) +
-                        " fewer bytes from storage; GPUs forward the shared bytes directly)");
-  } else {
-    p->set_dedup_reason("auto: none (node dedup would save only " + Percent(saved) +
-                        " of the bytes read, under " + Percent(kAutoDedupMinSaving) + ")");
-  }
-  return Status::Ok();
-}
-
-// DEDUP_AUTO, and what it means across nodes: never a forward between them (dedup.h).
-Status ApplyAutoCompactDedup(const DedupOptions& options, proto::LoadPlan* p) {
-  HOIST_RETURN_IF_ERROR(ChooseAutoCompactDedup(options, p));
-  if (p->topology().nodes() > 1) {
-    p->set_dedup_reason(p->dedup_reason() + "; across its " +
-                        std::to_string(p->topology().nodes()) +
-                        " nodes each node reads its own copy from storage, since a network "
-                        "between hosts is taken to be slower than reading (--dedup job "
-                        "forwards between them)");
-  }
   return Status::Ok();
 }
 
@@ -427,7 +378,10 @@ Result<ViewBytes> SampleViewBytes(const proto::LoadPlan& compact) {
 }
 
 Status ApplyCompactDedup(const DedupOptions& options, proto::LoadPlan* p) {
-  if (options.mode == proto::DEDUP_AUTO) return ApplyAutoCompactDedup(options, p);
+  if (options.mode == proto::DEDUP_AUTO) {
+    return ApplyAutoDedup(options, p->topology().world(), p->topology().nodes(), ApplyCompactDedup,
+                          p);
+  }
   p->clear_dedup_templates();
   p->clear_group_template();
   p->clear_exchange_steps();
