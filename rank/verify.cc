@@ -188,13 +188,14 @@ Result<std::uint32_t> TransposedElementBytes(const proto::TensorOut& t, std::uin
 
 // A window that reaches into a transposed tensor holds all of it (undone on the host as a whole),
 // with every item that starts inside: wend and j grow until nothing more joins.
-void WidenForTransposed(const proto::RankPlan& rp, const std::vector<Item>& items,
-                        std::uint64_t wstart, std::uint64_t* wend, std::size_t* j) {
+void WidenForTransposed(const std::vector<const proto::TensorOut*>& transposed,
+                        const std::vector<Item>& items, std::uint64_t wstart, std::uint64_t* wend,
+                        std::size_t* j) {
   for (bool grew = true; grew;) {
     grew = false;
-    for (const proto::TensorOut& t : rp.tensors()) {
-      const std::uint64_t end = t.arena_offset() + t.bytes();
-      if (t.has_transpose() && t.arena_offset() < *wend && end > *wend && end > wstart) {
+    for (const proto::TensorOut* t : transposed) {
+      const std::uint64_t end = t->arena_offset() + t->bytes();
+      if (t->arena_offset() < *wend && end > *wend && end > wstart) {
         *wend = end;
         grew = true;
       }
@@ -209,11 +210,12 @@ void WidenForTransposed(const proto::RankPlan& rp, const std::vector<Item>& item
 
 // The transposed tensors inside window [wstart, wend) put back as their copies landed them
 // (each matrix's cols x rows turned into rows x cols), so the copies can be checked.
-Status UntransposeWindow(const proto::RankPlan& rp, std::byte* window, std::uint64_t wstart,
-                         std::uint64_t wend) {
+Status UntransposeWindow(const std::vector<const proto::TensorOut*>& transposed, std::byte* window,
+                         std::uint64_t wstart, std::uint64_t wend) {
   std::vector<std::byte> tmp;
-  for (const proto::TensorOut& t : rp.tensors()) {
-    if (!t.has_transpose() || t.arena_offset() < wstart || t.arena_offset() + t.bytes() > wend) {
+  for (const proto::TensorOut* tp : transposed) {
+    const proto::TensorOut& t = *tp;
+    if (t.arena_offset() < wstart || t.arena_offset() + t.bytes() > wend) {
       continue;
     }
     HOIST_ASSIGN_OR_RETURN(const std::uint32_t es, TransposedElementBytes(t, wend));
@@ -265,6 +267,10 @@ Status VerifyArena(transport::Device& device, const transport::DeviceBuffer& are
   HOIST_ASSIGN_OR_RETURN(const transport::PackedStreams packed,
                          transport::PackedStreams::FromPlan(plan));
   FileCache files(packed);
+  std::vector<const proto::TensorOut*> transposed;  // usually none
+  for (const proto::TensorOut& t : rp.tensors()) {
+    if (t.has_transpose()) transposed.push_back(&t);
+  }
   std::vector<std::byte> window, src;
   const auto* base = static_cast<const std::byte*>(arena.ptr);
   std::size_t i = 0;
@@ -276,10 +282,10 @@ Status VerifyArena(transport::Device& device, const transport::DeviceBuffer& are
       wend = std::max(wend, items[j].end);
       ++j;
     }
-    WidenForTransposed(rp, items, wstart, &wend, &j);
+    WidenForTransposed(transposed, items, wstart, &wend, &j);
     window.resize(wend - wstart);
     HOIST_RETURN_IF_ERROR(device.CopyToHost(window.data(), base + wstart, wend - wstart));
-    HOIST_RETURN_IF_ERROR(UntransposeWindow(rp, window.data(), wstart, wend));
+    HOIST_RETURN_IF_ERROR(UntransposeWindow(transposed, window.data(), wstart, wend));
     const Window w{window.data(), wstart};
     for (std::size_t k = i; k < j; ++k) {
       HOIST_RETURN_IF_ERROR(items[k].fill >= 0
