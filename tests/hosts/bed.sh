@@ -83,6 +83,11 @@ bed_can_shape() {
 bed_host() { echo "hoist-$BED_ID-$1"; }
 bed_addr() { echo "$BED_NET.$(($(printf '%d' "'$1") - 96))"; }  # a -> .1, b -> .2, ...
 bed_if() { echo "hv$BED_ID$1"; }                                   # a host's interface
+# Shapes host $1's link with a token bucket (tc tbf): rate $2, burst $3, latency $4.
+bed_shape() {
+  ip netns exec "$(bed_host "$1")" tc qdisc add dev "$(bed_if "$1")" root tbf rate "$2" \
+    burst "$3" latency "$4"
+}
 
 # Brings up `n` hosts (2 or more) and installs the cleanup trap.
 bed_up() {

@@ -34,8 +34,7 @@ export OMPI_MCA_oob_tcp_keepalive_time=10 OMPI_MCA_oob_tcp_keepalive_intvl=2
 export OMPI_MCA_oob_tcp_keepalive_probes=3
 for h in a b; do
   ip netns exec "$(bed_host "$h")" sysctl -qw net.ipv4.tcp_retries2=5
-  ip netns exec "$(bed_host "$h")" tc qdisc add dev "$(bed_if "$h")" root tbf rate 512kbit \
-    burst 32kbit latency 400ms
+  bed_shape "$h" 512kbit 32kbit 400ms
 done
 hosts_fixture qwen3-moe qwen3-moe-tiny
 hosts_topology "$WORK/topo.yaml" 2 tp=2 ep=4 -- "$(bed_host a)" "$(bed_host b)"

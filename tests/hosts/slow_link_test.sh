@@ -22,8 +22,7 @@ WORK="$(mktemp -d /tmp/hoist-hosts.XXXXXX)" BED_WORK="$WORK"
 bed_up 2
 bed_mpi_env
 for h in a b; do
-  ip netns exec "$(bed_host "$h")" tc qdisc add dev "$(bed_if "$h")" root tbf rate 1gbit \
-    burst 256kb latency 50ms
+  bed_shape "$h" 1gbit 256kb 50ms
   echo "  $(bed_host "$h"): $(ip netns exec "$(bed_host "$h")" tc qdisc show dev "$(bed_if "$h")")"
 done
 hosts_fixture qwen3-moe qwen3-moe-tiny
