@@ -343,7 +343,10 @@ GpuJobs MakeGpuJobs(const std::vector<Tensor>& tensors, Gpu& g, std::uint64_t pe
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const hoist::codec::StreamInfo& info = tensors[i].info;
     if (info.method != hoist::codec::Method::kHuffman) continue;
-    streams[i] = {info.sub_streams, info.dtype == hoist::codec::DType::kBF16 ? 1u : 0u};
+    streams[i] = {
+        info.sub_streams, static_cast<std::uint8_t>(info.dtype),
+        static_cast<std::uint8_t>(info.version > hoist::codec::layout::kU16LengthsVersion ? 1 : 0),
+        0};
     threads = std::max(threads, (info.sub_streams + 31) / 32 * 32);
     for (std::uint32_t b = 0; b < info.block_count; ++b) {
       cu::CodecJob j;
@@ -355,8 +358,7 @@ GpuJobs MakeGpuJobs(const std::vector<Tensor>& tensors, Gpu& g, std::uint64_t pe
       j.rows = 1;
       j.stream = static_cast<std::uint32_t>(i);
       j.block = b;
-      const std::uint64_t head = hoist::codec::layout::RawRegionBytes(j.values) +
-                                 hoist::codec::layout::LengthsRegionBytes(info.sub_streams);
+      const std::uint64_t head = info.min_block_head_bytes(j.values);
       if (j.bytes >= head) max_words = std::max<std::uint64_t>(max_words, (j.bytes - head) / 4);
       if (bytes >= per * out.cuts.size()) out.cuts.push_back(jobs.size());
       bytes += j.bytes;

@@ -1,14 +1,16 @@
 // The lossless weight codec: one self-describing stream per tensor (format: docs/CODEC.md).
 //
-// BF16 and F16 values are split into a coded byte (the BF16 exponent; the F16 high byte) and a
-// raw byte (BF16 sign and mantissa; the F16 low byte). Coded bytes take a canonical Huffman code
-// of at most 12 bits with a per-tensor table (every symbol the tensor uses has a code, so
-// nothing is escaped); raw bytes are stored as they are. Values are cut into independent blocks
+// Each value splits into a coded symbol and raw bits by its dtype's row of codec/split.h: BF16
+// codes its exponent (sign and mantissa raw), F16 its high byte (the low byte raw), F8 E4M3 and
+// E5M2 their exponent and mantissa (the sign raw). Symbols take a canonical Huffman code of at
+// most 12 bits with a per-tensor table (every symbol the tensor uses has a code, so nothing is
+// escaped); raw bits are stored as they are, packed. Values are cut into independent blocks
 // (64 Ki values by default), each decodable alone, and each block's coded bits are split into
 // sub-streams (256 by default: sub-stream t holds values t, t+256, t+512, ...) with their bit
-// lengths stored, so 256 GPU threads decode one block side by side. F32, FP8 and anything else
-// are stored (raw bytes, still blocked and checksummed), and so is BF16/F16 data that coding
-// does not shrink.
+// lengths stored, so 256 GPU threads decode one block side by side. F32 and anything else are
+// stored (raw bytes, still blocked and checksummed), and so is data that coding does not shrink.
+// Encode writes format 3; the parser and decoders read formats 2 (BF16/F16 only, u16 sub-stream
+// lengths) and 3.
 //
 // Failure: Encode returns InvalidArgument for bad options or a byte count that is not a whole
 // number of values. Parsing and decoding never trust the stream: every field, offset, code
@@ -27,21 +29,15 @@
 #include <vector>
 
 #include "codec/huffman.h"
+#include "codec/split.h"
 #include "hoist/status.h"
 
 namespace hoist::codec {
 
-inline constexpr std::uint16_t kFormatVersion = 2;
+inline constexpr std::uint16_t kFormatVersion = 3;      // what Encode writes
+inline constexpr std::uint16_t kOldestReadVersion = 2;  // the oldest the parser reads
 inline constexpr char kMagic[4] = {'H', 'C', 'D', 'C'};
 
-enum class DType : std::uint8_t {
-  kBytes = 0,
-  kBF16 = 1,
-  kF16 = 2,
-  kF32 = 3,
-  kF8E4M3 = 4,
-  kF8E5M2 = 5
-};
 enum class Method : std::uint8_t { kStored = 0, kHuffman = 1 };
 
 // "BF16", "F16", "F32", "F8_E4M3", "F8_E5M2" (safetensors spelling); anything else: nullopt.
@@ -73,6 +69,7 @@ struct EncodeOptions {
 
 // A parsed, validated stream header. Offsets are relative to the payload (header_bytes).
 struct StreamInfo {
+  std::uint16_t version = kFormatVersion;
   DType dtype = DType::kBytes;
   Method method = Method::kStored;
   std::uint64_t original_bytes = 0;
@@ -88,12 +85,18 @@ struct StreamInfo {
   CodeLengths code_lengths{};
   std::vector<std::uint64_t> block_offsets;    // block_count + 1 entries
   std::vector<std::uint32_t> block_checksums;  // low 32 bits of XXH64 of each block's bytes
-  std::uint64_t max_block_bit_words = 0;       // the largest block's coded bits, in 32-bit words
+  std::uint64_t max_block_bit_words = 0;       // at least the largest block's coded bits, in 32-bit
+                                               // words (exact for format 2; format 3 counts the
+                                               // block's length fields too)
   DecodeLut lut{};                             // Huffman only
 
   std::uint64_t stream_bytes() const { return header_bytes + block_offsets.back(); }
   std::uint64_t block_value_count(std::uint32_t b) const;  // block_values, less for the last
   std::uint64_t block_first_byte(std::uint32_t b) const;   // in the decoded tensor
+  Split split() const { return SplitOf(dtype); }
+  // The bytes before a coded block of `n` values' coded words, at least (its raw region and the
+  // smallest lengths region of its format): a bound for sizing, the block itself says the rest.
+  std::uint64_t min_block_head_bytes(std::uint64_t n) const;
 };
 
 // Encodes `data` (a whole number of `dtype` values) into a new stream.

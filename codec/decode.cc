@@ -1,4 +1,5 @@
 // The CPU reference decoder (docs/CODEC.md): one block at a time, every sub-stream checked.
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -56,27 +57,117 @@ Status CheckZero(const std::uint8_t* blk, std::uint64_t at, std::uint64_t from, 
   return Status::Ok();
 }
 
-template <bool kBf16>
-inline void PutValue(std::uint8_t* out, std::uint32_t sym, std::uint32_t raw) {
-  const std::uint16_t v =
-      kBf16 ? static_cast<std::uint16_t>((raw & 0x80) << 8 | sym << 7 | (raw & 0x7F))
-            : static_cast<std::uint16_t>(sym << 8 | raw);
-  layout::Store<std::uint16_t>(out, v);
+// Value k's raw bits from the packed raw region (docs/CODEC.md).
+template <std::uint32_t kBits>
+inline std::uint32_t RawAt(const std::uint8_t* raw, std::uint64_t k) {
+  if constexpr (kBits == 8) {
+    return raw[k];
+  } else if constexpr (kBits == 0) {
+    return 0;
+  } else if constexpr (8 % kBits == 0) {
+    return (raw[k * kBits / 8] >> (k * kBits % 8)) & ((1u << kBits) - 1);
+  } else {
+    return layout::BitField(raw, k * kBits, kBits);
+  }
 }
 
 // Decodes sub-stream values k = t, t + T, ... < n from `bits` up to bit `stop`; false when a
 // bit pattern has no code or a code crosses `stop`.
-template <bool kBf16>
+template <DType kDType>
 bool DecodeSubStream(const DecodeLut& lut, BitStream& bits, std::uint64_t stop, std::uint64_t t,
                      std::uint64_t T, std::uint64_t n, const std::uint8_t* raw, std::uint8_t* out) {
+  constexpr Split split = SplitOf(kDType);
   for (std::uint64_t k = t; k < n; k += T) {
     const std::uint16_t e = lut[bits.Peek12()];
     const int len = e >> 8;
     if (len == 0 || bits.pos() + static_cast<std::uint64_t>(len) > stop) return false;
     bits.Skip(len);
-    PutValue<kBf16>(out + 2 * k, e & 0xFF, raw[k]);
+    const std::uint32_t v = Join(split, e & 0xFF, RawAt<split.raw_bits()>(raw, k));
+    if constexpr (split.value_bytes == 2) {
+      layout::Store<std::uint16_t>(out + 2 * k, static_cast<std::uint16_t>(v));
+    } else {
+      out[k] = static_cast<std::uint8_t>(v);
+    }
   }
   return true;
+}
+
+bool DecodeSubStreamOf(DType dtype, const DecodeLut& lut, BitStream& bits, std::uint64_t stop,
+                       std::uint64_t t, std::uint64_t T, std::uint64_t n, const std::uint8_t* raw,
+                       std::uint8_t* out) {
+  switch (dtype) {
+    case DType::kBF16:
+      return DecodeSubStream<DType::kBF16>(lut, bits, stop, t, T, n, raw, out);
+    case DType::kF16:
+      return DecodeSubStream<DType::kF16>(lut, bits, stop, t, T, n, raw, out);
+    case DType::kF8E4M3:
+      return DecodeSubStream<DType::kF8E4M3>(lut, bits, stop, t, T, n, raw, out);
+    case DType::kF8E5M2:
+      return DecodeSubStream<DType::kF8E5M2>(lut, bits, stop, t, T, n, raw, out);
+    default:
+      return false;  // the parser lets no other dtype be coded
+  }
+}
+
+// A block's sub-stream lengths: sub-stream t has base + (the width-bit field t of `fields`).
+struct Lengths {
+  const std::uint8_t* fields = nullptr;
+  std::uint32_t base = 0, width = 16;
+  std::uint64_t region = 0;      // bytes of the lengths region
+  std::uint64_t fields_rel = 0;  // where the fields start in it
+  std::uint32_t at(std::uint32_t t) const {
+    return base + layout::BitField(fields, std::uint64_t{t} * width, width);
+  }
+  std::uint64_t field_byte(std::uint32_t t) const {  // in the region
+    return fields_rel + std::uint64_t{t} * width / 8;
+  }
+};
+
+// Bits [from_bit, 8 * to_byte) of blk must be zero (so that every changed byte of a stream is
+// noticed). `at` is blk's offset in the stream (for messages).
+Status CheckZeroBits(const std::uint8_t* blk, std::uint64_t at, std::uint64_t from_bit,
+                     std::uint64_t to_byte, std::uint32_t b, std::string_view name) {
+  const std::uint64_t byte = from_bit / 8;
+  if (from_bit % 8 != 0 && byte < to_byte && (blk[byte] >> (from_bit % 8)) != 0) {
+    return Bad(name, at + byte, "block " + std::to_string(b) + " padding bits are not 0");
+  }
+  return CheckZero(blk, at, (from_bit + 7) / 8, to_byte, b, name);
+}
+
+// The lengths region at blk + rel (format 2: u16 each; format 3: a head word and the fields,
+// which must be canonical: the smallest field 0, the largest using all `width` bits).
+Status ReadLengths(const StreamInfo& info, const std::uint8_t* blk, std::uint64_t size,
+                   std::uint64_t at, std::uint64_t rel, std::uint32_t b, Lengths* out,
+                   std::string_view name) {
+  const std::uint32_t T = info.sub_streams;
+  const std::string block = "block " + std::to_string(b);
+  if (info.version <= layout::kU16LengthsVersion) {
+    *out = Lengths{blk + rel, 0, 16, layout::U16LengthsBytes(T), 0};
+    return CheckZero(blk, at, rel + 2 * std::uint64_t{T}, rel + out->region, b, name);
+  }
+  const auto head = layout::Load<std::uint32_t>(blk + rel);
+  const std::uint32_t width = head >> 16;
+  if (width > layout::kMaxLengthWidth) {
+    return Bad(
+        name, at + rel,
+        block + " sub-stream length fields of " + std::to_string(width) + " bits (at most 16)");
+  }
+  *out = Lengths{blk + rel + layout::kLengthsHeadBytes, head & 0xFFFF, width,
+                 layout::PackedLengthsBytes(T, width), layout::kLengthsHeadBytes};
+  if (rel + out->region > size) {
+    return Bad(name, at + rel, block + ": its sub-stream lengths pass the block's end");
+  }
+  std::uint32_t low = ~0u, high = 0;
+  for (std::uint32_t t = 0; t < T; ++t) {
+    const std::uint32_t f = out->at(t) - out->base;
+    low = std::min(low, f);
+    high = std::max(high, f);
+  }
+  if (low != 0 || layout::BitWidth(high) != width) {
+    return Bad(name, at + rel, block + ": sub-stream length fields are not in canonical form");
+  }
+  return CheckZeroBits(out->fields, at + rel + layout::kLengthsHeadBytes, std::uint64_t{T} * width,
+                       out->region - layout::kLengthsHeadBytes, b, name);
 }
 
 // Block b's bytes are blk[0, size); `at` is their offset in the stream (for messages, which
@@ -86,32 +177,29 @@ Status DecodeHuffmanBlock(const StreamInfo& info, const std::uint8_t* blk, std::
                           std::string_view name) {
   const std::uint64_t n = info.block_value_count(b);
   const std::uint32_t T = info.sub_streams;
-  const std::uint64_t lengths_rel = layout::RawRegionBytes(n);
-  const std::uint64_t words_rel = lengths_rel + layout::LengthsRegionBytes(T);
+  const std::uint64_t lengths_rel = layout::RawRegionBytes(n, info.split().raw_bits());
+  HOIST_RETURN_IF_ERROR(CheckZeroBits(blk, at, n * info.split().raw_bits(), lengths_rel, b, name));
+  Lengths lengths;
+  HOIST_RETURN_IF_ERROR(ReadLengths(info, blk, size, at, lengths_rel, b, &lengths, name));
+  const std::uint64_t words_rel = lengths_rel + lengths.region;
   const std::uint64_t word_count = (size - words_rel) / 4;
   const std::uint64_t lengths_at = at + lengths_rel, words_at = at + words_rel;
   BitStream bits(blk + words_rel, word_count);
-  const std::uint8_t* raw = blk;
-  HOIST_RETURN_IF_ERROR(CheckZero(blk, at, n, lengths_rel, b, name));
-  HOIST_RETURN_IF_ERROR(CheckZero(blk, at, lengths_rel + 2 * T, words_rel, b, name));
-  const bool bf16 = info.dtype == DType::kBF16;
   for (std::uint32_t t = 0; t < T; ++t) {
-    const std::uint64_t stop = bits.pos() + Load<std::uint16_t>(blk + lengths_rel + 2 * t);
+    const std::uint64_t stop = bits.pos() + lengths.at(t);
     auto where = [&] { return "block " + std::to_string(b) + " sub-stream " + std::to_string(t); };
     if (stop > 32 * word_count) {
       return Bad(
-          name, lengths_at + 2 * t,
+          name, lengths_at + lengths.field_byte(t),
           where() + " ends past the block's " + std::to_string(32 * word_count) + " coded bits");
     }
-    const bool ok = bf16 ? DecodeSubStream<true>(info.lut, bits, stop, t, T, n, raw, out)
-                         : DecodeSubStream<false>(info.lut, bits, stop, t, T, n, raw, out);
-    if (!ok) {
+    if (!DecodeSubStreamOf(info.dtype, info.lut, bits, stop, t, T, n, blk, out)) {
       return Bad(name, words_at + bits.pos() / 8,
                  where() + ": no code, or a code past the sub-stream's end, at bit " +
                      std::to_string(bits.pos()));
     }
     if (bits.pos() != stop) {
-      return Bad(name, lengths_at + 2 * t,
+      return Bad(name, lengths_at + lengths.field_byte(t),
                  where() + " has " + std::to_string(stop - bits.pos()) + " bits left over");
     }
   }

@@ -1,4 +1,5 @@
 // The encoder: histogram, code table, then every block on its own (docs/CODEC.md).
+#include <algorithm>
 #include <string>
 
 #include "codec/checksum.h"
@@ -9,16 +10,6 @@ namespace hoist::codec {
 namespace {
 
 using layout::Store;
-
-// The coded and raw bytes of value `v` (a BF16 or F16 bit pattern).
-inline std::uint8_t CodedByte(DType dtype, std::uint16_t v) {
-  return dtype == DType::kBF16 ? static_cast<std::uint8_t>(v >> 7)
-                               : static_cast<std::uint8_t>(v >> 8);
-}
-inline std::uint8_t RawByte(DType dtype, std::uint16_t v) {
-  return dtype == DType::kBF16 ? static_cast<std::uint8_t>(((v >> 8) & 0x80) | (v & 0x7F))
-                               : static_cast<std::uint8_t>(v);
-}
 
 class BitWriter {  // most significant bit first, into little-endian 32-bit words at `out`
  public:
@@ -50,6 +41,7 @@ class BitWriter {  // most significant bit first, into little-endian 32-bit word
 
 struct Plan {
   DType dtype;
+  Split split;
   const std::uint8_t* data;
   std::uint64_t values;
   std::uint32_t block_values;
@@ -58,45 +50,84 @@ struct Plan {
   std::array<std::uint16_t, 256> codes;
 };
 
-std::uint16_t ValueAt(const std::uint8_t* data, std::uint64_t i) {
-  return layout::Load<std::uint16_t>(data + 2 * i);
+std::uint32_t ValueAt(Split split, const std::uint8_t* data, std::uint64_t i) {
+  return split.value_bytes == 2 ? layout::Load<std::uint16_t>(data + 2 * i) : data[i];
+}
+
+// The coded bits of each sub-stream of the block of `n` values from value `first`.
+std::vector<std::uint32_t> SubStreamBits(const Plan& p, std::uint64_t first, std::uint64_t n) {
+  std::vector<std::uint32_t> bits(p.sub_streams, 0);
+  std::uint32_t t = 0;
+  for (std::uint64_t k = 0; k < n; ++k) {
+    bits[t] += p.lengths[SymbolOf(p.split, ValueAt(p.split, p.data, first + k))];
+    if (++t == p.sub_streams) t = 0;
+  }
+  return bits;
+}
+
+// Format 3's sub-stream lengths: base (the shortest) and the width of the fields above it.
+struct LengthFields {
+  std::uint32_t base = 0, width = 0;
+  std::uint64_t total = 0;  // coded bits of the block
+};
+LengthFields FieldsOf(const std::vector<std::uint32_t>& bits) {
+  LengthFields f;
+  f.base = *std::min_element(bits.begin(), bits.end());
+  const std::uint32_t top = *std::max_element(bits.begin(), bits.end());
+  f.width = layout::BitWidth(top - f.base);
+  for (std::uint32_t b : bits) f.total += b;
+  return f;
 }
 
 // The encoded size of a Huffman block of `n` values from value `first`.
 std::uint64_t HuffmanBlockBytes(const Plan& p, std::uint64_t first, std::uint64_t n) {
-  std::uint64_t bits = 0;
-  for (std::uint64_t k = 0; k < n; ++k)
-    bits += p.lengths[CodedByte(p.dtype, ValueAt(p.data, first + k))];
-  return layout::RawRegionBytes(n) + layout::LengthsRegionBytes(p.sub_streams) +
-         (bits + 31) / 32 * 4;
+  const LengthFields f = FieldsOf(SubStreamBits(p, first, n));
+  return layout::RawRegionBytes(n, p.split.raw_bits()) +
+         layout::PackedLengthsBytes(p.sub_streams, f.width) + (f.total + 31) / 32 * 4;
+}
+
+// The raw bits of values [first, first + n), packed least significant bit first into `out`.
+void PackRaw(const Plan& p, std::uint64_t first, std::uint64_t n, std::uint8_t* out) {
+  const std::uint32_t width = p.split.raw_bits();
+  std::uint64_t acc = 0;
+  std::uint32_t have = 0;
+  for (std::uint64_t k = 0; k < n; ++k) {
+    acc |= std::uint64_t{RawOf(p.split, ValueAt(p.split, p.data, first + k))} << have;
+    for (have += width; have >= 8; have -= 8, acc >>= 8) *out++ = static_cast<std::uint8_t>(acc);
+  }
+  if (have > 0) *out = static_cast<std::uint8_t>(acc);
 }
 
 // Writes a Huffman block into `out` (HuffmanBlockBytes bytes, zeroed).
 void EncodeHuffmanBlock(const Plan& p, std::uint64_t first, std::uint64_t n, std::uint8_t* out) {
   const std::uint32_t T = p.sub_streams;
-  for (std::uint64_t k = 0; k < n; ++k) out[k] = RawByte(p.dtype, ValueAt(p.data, first + k));
-  std::uint8_t* lengths = out + layout::RawRegionBytes(n);
-  BitWriter writer(lengths + layout::LengthsRegionBytes(T));
+  PackRaw(p, first, n, out);
+  const std::vector<std::uint32_t> bits = SubStreamBits(p, first, n);
+  const LengthFields f = FieldsOf(bits);
+  std::uint8_t* lengths = out + layout::RawRegionBytes(n, p.split.raw_bits());
+  Store<std::uint32_t>(lengths, f.base | f.width << 16);
   for (std::uint32_t t = 0; t < T; ++t) {
-    std::uint64_t bits = 0;
+    layout::PutBitField(lengths + layout::kLengthsHeadBytes, std::uint64_t{t} * f.width, f.width,
+                        bits[t] - f.base);
+  }
+  BitWriter writer(lengths + layout::PackedLengthsBytes(T, f.width));
+  for (std::uint32_t t = 0; t < T; ++t) {
     for (std::uint64_t k = t; k < n; k += T) {
-      const std::uint8_t sym = CodedByte(p.dtype, ValueAt(p.data, first + k));
+      const std::uint32_t sym = SymbolOf(p.split, ValueAt(p.split, p.data, first + k));
       writer.Put(p.codes[sym], p.lengths[sym]);
-      bits += p.lengths[sym];
     }
-    Store<std::uint16_t>(lengths + 2 * t, static_cast<std::uint16_t>(bits));
   }
   writer.Flush();
 }
 
-SymbolCounts Histogram(DType dtype, const std::uint8_t* data, std::uint64_t values, int threads) {
+SymbolCounts Histogram(Split split, const std::uint8_t* data, std::uint64_t values, int threads) {
   const std::uint64_t chunk = 1 << 20;
   const std::uint64_t chunks = (values + chunk - 1) / chunk;
   std::vector<SymbolCounts> partial(chunks, SymbolCounts{});
   layout::ParallelFor(chunks, threads, [&](std::uint64_t c) {
     const std::uint64_t end = std::min(values, (c + 1) * chunk);
     for (std::uint64_t i = c * chunk; i < end; ++i)
-      ++partial[c][CodedByte(dtype, ValueAt(data, i))];
+      ++partial[c][SymbolOf(split, ValueAt(split, data, i))];
   });
   SymbolCounts counts{};
   for (const auto& h : partial) {
@@ -169,14 +200,15 @@ Result<std::vector<std::uint8_t>> Encode(DType dtype, std::span<const std::uint8
   const std::uint64_t values = data.size() / elem;
   const std::uint64_t n = (values + o.block_values - 1) / o.block_values;
   if (n > 0xFFFFFFFFull) return Status::InvalidArgument("codec: more than 2^32 blocks");
-  Plan plan{dtype, data.data(), values, o.block_values, o.sub_streams, {}, {}};
+  const Split split = SplitOf(dtype);
+  Plan plan{dtype, split, data.data(), values, o.block_values, o.sub_streams, {}, {}};
   Method method = Method::kStored;
-  if (o.allow_huffman && elem == 2 && dtype != DType::kBytes && values > 0) {
-    const SymbolCounts counts = Histogram(dtype, data.data(), values, o.threads);
+  if (o.allow_huffman && split.symbol_bits > 0 && values > 0) {
+    const SymbolCounts counts = Histogram(split, data.data(), values, o.threads);
     plan.lengths = LimitedCodeLengths(counts, o.max_code_len);
-    std::uint64_t bits = 0;
+    std::uint64_t bits = values * split.raw_bits();
     for (int s = 0; s < 256; ++s) bits += counts[s] * plan.lengths[s];
-    if (bits / 8 + values < data.size()) method = Method::kHuffman;  // else coding cannot win
+    if (bits / 8 < data.size()) method = Method::kHuffman;  // else coding cannot win
     plan.codes = CanonicalCodes(plan.lengths);
   }
   // Block sizes, then one buffer: header, then each block written in place by its thread.

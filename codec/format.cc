@@ -60,6 +60,11 @@ std::uint64_t StreamInfo::block_first_byte(std::uint32_t b) const {
   return std::uint64_t{b} * block_values * DTypeSize(dtype);
 }
 
+std::uint64_t StreamInfo::min_block_head_bytes(std::uint64_t n) const {
+  return layout::RawRegionBytes(n, split().raw_bits()) +
+         layout::MinLengthsBytes(version, sub_streams);
+}
+
 namespace {
 
 Status Bad(std::string_view name, std::uint64_t offset, const std::string& what) {
@@ -77,11 +82,13 @@ Status ParseFixed(std::span<const std::uint8_t> s, std::string_view name, Stream
   const std::uint8_t* p = s.data();
   if (std::memcmp(p, kMagic, 4) != 0) return Bad(name, 0, "bad magic (not a hoist codec stream)");
   const auto version = Load<std::uint16_t>(p + 4);
-  if (version != kFormatVersion) {
+  if (version < kOldestReadVersion || version > kFormatVersion) {
     return Status::Unsupported(std::string(name) + ": codec stream: byte 4: format version " +
-                               std::to_string(version) + ", this build reads version " +
+                               std::to_string(version) + ", this build reads versions " +
+                               std::to_string(kOldestReadVersion) + " to " +
                                std::to_string(kFormatVersion));
   }
+  info.version = version;
   if (p[6] > static_cast<std::uint8_t>(DType::kF8E5M2)) {
     return Bad(name, 6, "unknown dtype code " + std::to_string(p[6]));
   }
@@ -89,8 +96,13 @@ Status ParseFixed(std::span<const std::uint8_t> s, std::string_view name, Stream
   if (p[7] > 1) return Bad(name, 7, "unknown method " + std::to_string(p[7]));
   info.method = static_cast<Method>(p[7]);
   const bool coded = info.method == Method::kHuffman;
-  if (coded && DTypeSize(info.dtype) != 2) {
-    return Bad(name, 7, "Huffman method on a " + std::string(DTypeName(info.dtype)) + " stream");
+  // Format 2 coded BF16 and F16 only; format 3 every dtype with a split (codec/split.h).
+  const bool codable = info.split().symbol_bits > 0 &&
+                       (version > layout::kU16LengthsVersion || DTypeSize(info.dtype) == 2);
+  if (coded && !codable) {
+    return Bad(name, 7,
+               "Huffman method on a " + std::string(DTypeName(info.dtype)) + " stream of format " +
+                   std::to_string(version));
   }
   info.original_bytes = Load<std::uint64_t>(p + 8);
   if (info.original_bytes > layout::kMaxOriginalBytes) {
@@ -172,6 +184,15 @@ Status ParseCodeLengths(std::string_view name, StreamInfo& info) {
     return Bad(name, layout::kCodeLengthsAt,
                "invalid code table (a length over the maximum, or no prefix code)");
   }
+  const std::uint32_t symbols = 1u << info.split().symbol_bits;
+  for (std::uint32_t i = symbols; i < 256; ++i) {
+    if (info.code_lengths[i] != 0) {
+      return Bad(name, layout::kCodeLengthsAt + i,
+                 "a code for symbol " + std::to_string(i) + ", past the " +
+                     std::to_string(info.split().symbol_bits) + "-bit symbols of " +
+                     std::string(DTypeName(info.dtype)));
+    }
+  }
   info.lut = BuildDecodeLut(info.code_lengths);
   return Status::Ok();
 }
@@ -198,8 +219,6 @@ Status ParseBlocks(std::span<const std::uint8_t> s, std::uint64_t stream_bytes,
       return Bad(name, at, "block offsets decrease at block " + std::to_string(b));
     }
   }
-  const std::uint64_t fixed =
-      info.method == Method::kHuffman ? layout::LengthsRegionBytes(info.sub_streams) : 0;
   for (std::uint64_t b = 0; b <= n; ++b) {
     const std::uint64_t at = layout::kFixedHeaderBytes + 8 * b;
     const std::uint64_t off = info.block_offsets[b];
@@ -222,7 +241,7 @@ Status ParseBlocks(std::span<const std::uint8_t> s, std::uint64_t stream_bytes,
                        " bytes for " + std::to_string(values) + " values");
       }
     } else {
-      const std::uint64_t head = layout::RawRegionBytes(values) + fixed;
+      const std::uint64_t head = info.min_block_head_bytes(values);
       if (size < head || (size - head) % 4 != 0 || off % 4 != 0) {
         return Bad(name, at,
                    "coded block " + std::to_string(b) + " has " + std::to_string(size) +

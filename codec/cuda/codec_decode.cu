@@ -20,9 +20,47 @@ struct Params {
   std::uint64_t values;
   std::uint32_t block_values;
   const std::uint32_t* lut;  // 2048 words
-  std::uint16_t* out;
+  std::uint8_t* out;
   int* error;
+  std::uint32_t packed_lengths;  // 1: format 3's head word and fields; 0: format 2's u16s
 };
+
+// A row of codec/split.h as compile-time constants: value bytes, raw bits, and how a symbol and
+// raw bits join into a value.
+template <codec::DType kDType>
+struct Row {
+  static constexpr std::uint32_t kValueBytes = codec::SplitOf(kDType).value_bytes;
+  static constexpr std::uint32_t kLow = codec::SplitOf(kDType).low_bits;
+  static constexpr std::uint32_t kSymbol = codec::SplitOf(kDType).symbol_bits;
+  static constexpr std::uint32_t kRawBits = codec::SplitOf(kDType).raw_bits();
+  using Value = std::conditional_t<kValueBytes == 2, std::uint16_t, std::uint8_t>;
+  static_assert(kSymbol > 0 && kRawBits <= 8 && (kValueBytes == 1 || kValueBytes == 2));
+
+  __device__ __forceinline__ static Value Join(std::uint32_t sym, std::uint32_t raw) {
+    return static_cast<Value>((raw >> kLow) << (kLow + kSymbol) | sym << kLow |
+                              (raw & ((1u << kLow) - 1)));
+  }
+  // Value k's raw bits (least significant bit first in the raw region; docs/CODEC.md). Reads
+  // only the bytes holding them.
+  __device__ __forceinline__ static std::uint32_t Raw(const std::uint8_t* raw, std::uint32_t k) {
+    if constexpr (kRawBits == 8) {
+      return raw[k];
+    } else if constexpr (kRawBits == 0) {
+      return 0;
+    } else {
+      const std::uint32_t bit = k * kRawBits, shift = bit & 7;
+      std::uint32_t v = raw[bit >> 3];
+      if constexpr (8 % kRawBits != 0) {
+        if (shift + kRawBits > 8) v |= std::uint32_t{raw[(bit >> 3) + 1]} << 8;
+      }
+      return (v >> shift) & ((1u << kRawBits) - 1);
+    }
+  }
+};
+using Bf16Row = Row<codec::DType::kBF16>;
+using F16Row = Row<codec::DType::kF16>;
+using E4M3Row = Row<codec::DType::kF8E4M3>;
+using E5M2Row = Row<codec::DType::kF8E5M2>;
 
 __device__ __forceinline__ std::uint32_t Align4(std::uint64_t x) {
   return static_cast<std::uint32_t>((x + 3) & ~std::uint64_t{3});
@@ -106,18 +144,13 @@ struct JobArgs {
 
 __device__ __forceinline__ std::uint64_t Align4Wide(std::uint64_t x) { return (x + 3) & ~3ull; }
 
-template <bool kBf16>
-__device__ __forceinline__ std::uint16_t Value(std::uint32_t sym, std::uint32_t raw) {
-  return kBf16 ? static_cast<std::uint16_t>((raw & 0x80) << 8 | sym << 7 | (raw & 0x7F))
-               : static_cast<std::uint16_t>(sym << 8 | raw);
-}
-
 // Kept values form one range of k: value k lands at element first + k of `base`.
+template <class V>
 struct RangeOut {
-  std::uint16_t* base;
+  V* base;
   std::int64_t first;
   std::uint32_t lo, hi;  // kept: lo <= k < hi (lo <= hi)
-  __device__ __forceinline__ void Put(std::uint32_t k, std::uint16_t v) {
+  __device__ __forceinline__ void Put(std::uint32_t k, V v) {
     if (k - lo < hi - lo) base[first + static_cast<std::int64_t>(k)] = v;
   }
   __device__ __forceinline__ void Step() {}
@@ -125,6 +158,7 @@ struct RangeOut {
 
 // The general rule: the thread's current value is element (r, c) of the copy, c in [0, pitch)
 // (r < 0 before the copy's start); `row` is the arena byte of (r, 0) modulo 2^64.
+template <class V>
 struct GridOut {
   std::uint8_t* arena;
   std::uint64_t pitch, width, rows, dst_pitch;
@@ -132,9 +166,9 @@ struct GridOut {
   std::int64_t step_r;             // T / pitch
   std::uint64_t c, row;
   std::int64_t r;
-  __device__ __forceinline__ void Put(std::uint32_t, std::uint16_t v) {
+  __device__ __forceinline__ void Put(std::uint32_t, V v) {
     if (r >= 0 && static_cast<std::uint64_t>(r) < rows && c < width) {
-      *reinterpret_cast<std::uint16_t*>(arena + row + 2 * c) = v;
+      *reinterpret_cast<V*>(arena + row + sizeof(V) * c) = v;
     }
   }
   __device__ __forceinline__ void Step() {
@@ -152,7 +186,7 @@ struct GridOut {
 // Decodes values k = t, t + T, ... < n of the thread's sub-stream; false on a bit pattern
 // without a code, a code past the sub-stream's end or bits left over. The raw bytes are loaded
 // kAhead values ahead of their use, so that several global loads are in flight per thread.
-template <bool kBf16, std::uint32_t kAhead, class Out>
+template <class R, std::uint32_t kAhead, class Out>
 __device__ __forceinline__ bool DecodeSubStream(BitReader& reader, const std::uint16_t* lut,
                                                 const std::uint8_t* raw, std::uint32_t t,
                                                 std::uint32_t T, std::uint32_t n, Out& out) {
@@ -160,7 +194,7 @@ __device__ __forceinline__ bool DecodeSubStream(BitReader& reader, const std::ui
 #pragma unroll
   for (std::uint32_t u = 0; u < kAhead; ++u) {
     const std::uint32_t k = t + u * T;
-    ahead[u] = k < n ? raw[k] : 0;
+    ahead[u] = k < n ? R::Raw(raw, k) : 0;
   }
   for (std::uint32_t k0 = t; k0 < n; k0 += kAhead * T) {  // n <= 2^22: no overflow
     std::uint32_t now[kAhead];
@@ -168,7 +202,7 @@ __device__ __forceinline__ bool DecodeSubStream(BitReader& reader, const std::ui
     for (std::uint32_t u = 0; u < kAhead; ++u) {
       now[u] = ahead[u];
       const std::uint32_t k = k0 + (kAhead + u) * T;
-      ahead[u] = k < n ? raw[k] : 0;
+      ahead[u] = k < n ? R::Raw(raw, k) : 0;
     }
 #pragma unroll
     for (std::uint32_t u = 0; u < kAhead; ++u) {
@@ -176,17 +210,59 @@ __device__ __forceinline__ bool DecodeSubStream(BitReader& reader, const std::ui
       if (k >= n) break;
       std::uint32_t sym = 0;
       if (!reader.Next(lut, &sym)) return false;
-      out.Put(k, Value<kBf16>(sym, now[u]));
+      out.Put(k, R::Join(sym, now[u]));
       out.Step();
     }
   }
   return reader.Done();
 }
 
+// The little-endian u32 at p, which may sit at any address.
+__device__ __forceinline__ std::uint32_t LoadU32(const std::uint8_t* p) {
+  if (reinterpret_cast<std::uintptr_t>(p) % 4 == 0)
+    return *reinterpret_cast<const std::uint32_t*>(p);
+  return p[0] | p[1] << 8 | p[2] << 16 | static_cast<std::uint32_t>(p[3]) << 24;
+}
+
+// A block's sub-stream lengths region at `lengths` (docs/CODEC.md): format 2, u16 each; format
+// 3, a head word (base | width << 16) then `width`-bit fields. `region` is its size in bytes;
+// false when the head word is bad (width over 16).
+struct BlockLengths {
+  const std::uint8_t* fields;
+  std::uint32_t base, width, region;
+  __device__ __forceinline__ bool Read(const std::uint8_t* lengths, std::uint32_t T,
+                                       std::uint32_t packed) {
+    if (packed == 0) {
+      fields = lengths;
+      base = 0;
+      width = 16;
+      region = Align4(2ull * T);
+      return true;
+    }
+    const std::uint32_t head = LoadU32(lengths);
+    fields = lengths + 4;
+    base = head & 0xFFFF;
+    width = head >> 16;
+    region = 4 + Align4((std::uint64_t{T} * width + 7) / 8);
+    return width <= 16;
+  }
+  // Sub-stream t's length: base + bits [t * width, + width) of the fields, least significant
+  // bit first (reads only the bytes holding them).
+  __device__ __forceinline__ std::uint32_t Of(std::uint32_t t) const {
+    if (width == 0) return base;
+    const std::uint32_t bit = t * width, shift = bit & 7, bytes = (shift + width + 7) >> 3;
+    const std::uint8_t* q = fields + (bit >> 3);
+    std::uint32_t v = q[0];
+    if (bytes > 1) v |= std::uint32_t{q[1]} << 8;
+    if (bytes > 2) v |= std::uint32_t{q[2]} << 16;
+    return base + ((v >> shift) & ((1u << width) - 1));
+  }
+};
+
 // One CUDA block per codec block, one thread per sub-stream. Two 1024-thread blocks a
 // multiprocessor (at most 32 registers a thread): with one, the SM idles while its block stages
 // words and waits at barriers.
-template <bool kBf16>
+template <class R>
 __global__ void __launch_bounds__(1024, 2) DecodeKernel(Params p) {
   extern __shared__ std::uint32_t smem[];
   std::uint32_t* lut_words = smem;
@@ -200,39 +276,47 @@ __global__ void __launch_bounds__(1024, 2) DecodeKernel(Params p) {
   const std::uint32_t n = left < p.block_values ? static_cast<std::uint32_t>(left) : p.block_values;
   const std::uint8_t* block = p.stream + p.header_bytes + p.offsets[b];
   const std::uint64_t size = p.offsets[b + 1] - p.offsets[b];
-  const std::uint32_t head = Align4(n) + Align4(2ull * T);
-  const std::uint16_t* lengths = reinterpret_cast<const std::uint16_t*>(block + Align4(n));
+  const std::uint32_t raw_bytes = Align4((std::uint64_t{n} * R::kRawBits + 7) / 8);
+  BlockLengths lengths;
+  const bool head_ok = lengths.Read(block + raw_bytes, T, p.packed_lengths);
+  const std::uint64_t head = std::uint64_t{raw_bytes} + lengths.region;
+  if (!head_ok || head > size) {  // the same for every thread: nobody reaches a sync
+    if (t == 0) atomicCAS(p.error, 0, static_cast<int>(b) + 1);
+    return;
+  }
   const std::uint32_t* words = reinterpret_cast<const std::uint32_t*>(block + head);
   const std::uint32_t word_count = static_cast<std::uint32_t>((size - head) / 4);
 
   for (std::uint32_t i = t; i < kLutWords; i += T) lut_words[i] = p.lut[i];
   for (std::uint32_t i = t; i < word_count; i += T) bits[i] = words[i];
   if (t < 2) bits[word_count + t] = 0;  // peeks at the end read zeros
-  const std::uint32_t my_bits = lengths[t];
+  const std::uint32_t my_bits = lengths.Of(t);
   const std::uint32_t start = BlockExclusiveScan(my_bits, scan, scan + 32);  // syncs
   const std::uint32_t total = scan[32];
 
   bool ok = total <= 32u * word_count;
   if (ok) {
     BitReader reader(bits, start, my_bits);
-    RangeOut out{p.out, static_cast<std::int64_t>(first), 0, n};
-    ok = DecodeSubStream<kBf16, 4>(reader, lut, block, t, T, n, out);
+    using V = typename R::Value;
+    RangeOut<V> out{reinterpret_cast<V*>(p.out), static_cast<std::int64_t>(first), 0, n};
+    ok = DecodeSubStream<R, 4>(reader, lut, block, t, T, n, out);
   }
   if (!ok) atomicCAS(p.error, 0, static_cast<int>(b) + 1);
 }
 
 // True when job j's kept values are one range of k (rows == 1, or whole rows packed in the
 // arena); *out then says which and where. Otherwise the general rule applies (GridOut).
-__device__ bool MakeRangeOut(const CodecJob& j, std::uint8_t* arena, RangeOut* out) {
+template <class V>
+__device__ bool MakeRangeOut(const CodecJob& j, std::uint8_t* arena, RangeOut<V>* out) {
   const std::uint64_t n = j.values;
-  out->base = reinterpret_cast<std::uint16_t*>(arena + j.dst);
+  out->base = reinterpret_cast<V*>(arena + j.dst);
   out->first = j.first;
   out->lo = out->hi = 0;
   if (j.pitch == 0 || j.width == 0 || j.rows == 0) return true;  // nothing kept
   std::uint64_t limit;                                           // kept: 0 <= first + k < limit
   if (j.rows == 1) {
     limit = j.width < j.pitch ? j.width : j.pitch;
-  } else if (j.pitch == j.width && j.dst_pitch == 2 * j.width) {
+  } else if (j.pitch == j.width && j.dst_pitch == sizeof(V) * j.width) {
     limit = j.rows > ~0ull / j.width ? ~0ull : j.rows * j.width;
   } else {
     return false;
@@ -250,9 +334,10 @@ __device__ bool MakeRangeOut(const CodecJob& j, std::uint8_t* arena, RangeOut* o
   return true;
 }
 
-__device__ GridOut MakeGridOut(const CodecJob& j, std::uint8_t* arena, std::uint32_t t,
-                               std::uint32_t T) {
-  GridOut o;
+template <class V>
+__device__ GridOut<V> MakeGridOut(const CodecJob& j, std::uint8_t* arena, std::uint32_t t,
+                                  std::uint32_t T) {
+  GridOut<V> o;
   o.arena = arena;
   o.pitch = j.pitch;
   o.width = j.width;
@@ -300,25 +385,52 @@ __device__ void StageJob(const uint4* lut, const std::uint8_t* words, std::uint3
   if (t < 2) bits[count + t] = 0;  // peeks at the end read zeros
 }
 
-__device__ __forceinline__ std::uint32_t LoadLength(const std::uint8_t* lengths, std::uint32_t t) {
-  const std::uint8_t* p = lengths + 2 * t;
-  if (reinterpret_cast<std::uintptr_t>(lengths) % 2 == 0) {
-    return *reinterpret_cast<const std::uint16_t*>(p);
-  }
-  return p[0] | p[1] << 8;
-}
-
-template <bool kBf16>
+template <class R>
 __device__ bool DecodeJobValues(const CodecJob& j, std::uint8_t* arena, BitReader& reader,
                                 const std::uint16_t* lut, const std::uint8_t* raw,
                                 std::uint32_t T) {
+  using V = typename R::Value;
   const std::uint32_t t = threadIdx.x;
-  RangeOut range;
+  RangeOut<V> range;
   if (MakeRangeOut(j, arena, &range)) {
-    return DecodeSubStream<kBf16, 4>(reader, lut, raw, t, T, j.values, range);
+    return DecodeSubStream<R, 4>(reader, lut, raw, t, T, j.values, range);
   }
-  GridOut grid = MakeGridOut(j, arena, t, T);
-  return DecodeSubStream<kBf16, 1>(reader, lut, raw, t, T, j.values, grid);
+  GridOut<V> grid = MakeGridOut<V>(j, arena, t, T);
+  return DecodeSubStream<R, 1>(reader, lut, raw, t, T, j.values, grid);
+}
+
+// The row of a coded dtype (codec/split.h) picks the decode loop; false for any other dtype.
+__device__ bool DecodeJobRow(std::uint32_t dtype, const CodecJob& j, std::uint8_t* arena,
+                             BitReader& reader, const std::uint16_t* lut, const std::uint8_t* raw,
+                             std::uint32_t T) {
+  switch (static_cast<codec::DType>(dtype)) {
+    case codec::DType::kBF16:
+      return DecodeJobValues<Bf16Row>(j, arena, reader, lut, raw, T);
+    case codec::DType::kF16:
+      return DecodeJobValues<F16Row>(j, arena, reader, lut, raw, T);
+    case codec::DType::kF8E4M3:
+      return DecodeJobValues<E4M3Row>(j, arena, reader, lut, raw, T);
+    case codec::DType::kF8E5M2:
+      return DecodeJobValues<E5M2Row>(j, arena, reader, lut, raw, T);
+    default:
+      return false;
+  }
+}
+
+// Raw bits per value of a coded dtype's row (0 for any other: its jobs fail in DecodeJobRow).
+__device__ __forceinline__ std::uint32_t RawBitsOf(std::uint32_t dtype) {
+  switch (static_cast<codec::DType>(dtype)) {
+    case codec::DType::kBF16:
+      return Bf16Row::kRawBits;
+    case codec::DType::kF16:
+      return F16Row::kRawBits;
+    case codec::DType::kF8E4M3:
+      return E4M3Row::kRawBits;
+    case codec::DType::kF8E5M2:
+      return E5M2Row::kRawBits;
+    default:
+      return 0;
+  }
 }
 
 __global__ void __launch_bounds__(1024, 2) JobKernel(JobArgs a) {
@@ -332,25 +444,27 @@ __global__ void __launch_bounds__(1024, 2) JobKernel(JobArgs a) {
   const CodecJobStream s = a.streams[j.stream];
   const int bad = static_cast<int>(a.first + blockIdx.x) + 1;
   const std::uint32_t t = threadIdx.x, T = s.sub_streams, n = j.values;
-  const std::uint64_t lengths_at = Align4Wide(n);
-  const std::uint64_t head = lengths_at + Align4Wide(2ull * T);
-  if (T == 0 || T > blockDim.x || head > j.bytes || (j.bytes - head) / 4 > a.max_words) {
+  const std::uint8_t* block = a.src + j.src;
+  const std::uint64_t lengths_at = Align4Wide((std::uint64_t{n} * RawBitsOf(s.dtype) + 7) / 8);
+  BlockLengths lengths{};
+  const bool fits = T != 0 && T <= blockDim.x && lengths_at + 4 <= j.bytes &&
+                    lengths.Read(block + lengths_at, T, s.packed_lengths);
+  const std::uint64_t head = lengths_at + lengths.region;
+  if (!fits || head > j.bytes || (j.bytes - head) / 4 > a.max_words) {
     if (t == 0) atomicCAS(a.error, 0, bad);  // uniform over the block: nobody reaches a sync
     return;
   }
   const std::uint32_t word_count = static_cast<std::uint32_t>((j.bytes - head) / 4);
-  const std::uint8_t* block = a.src + j.src;
   StageJob(a.luts + std::uint64_t{j.stream} * (kLutWords / 4), block + head, word_count, lut_words,
            bits);
-  const std::uint32_t my_bits = t < T ? LoadLength(block + lengths_at, t) : 0;
+  const std::uint32_t my_bits = t < T ? lengths.Of(t) : 0;
   const std::uint32_t start = BlockExclusiveScan(my_bits, scan, scan + 32);  // syncs
   const std::uint32_t total = scan[32];
 
   bool ok = total <= 32u * word_count;
   if (ok && t < T) {
     BitReader reader(bits, start, my_bits);
-    ok = s.bf16 != 0 ? DecodeJobValues<true>(j, a.arena, reader, lut, block, T)
-                     : DecodeJobValues<false>(j, a.arena, reader, lut, block, T);
+    ok = DecodeJobRow(s.dtype, j, a.arena, reader, lut, block, T);
   }
   if (!ok) atomicCAS(a.error, 0, bad);
 }
@@ -358,6 +472,19 @@ __global__ void __launch_bounds__(1024, 2) JobKernel(JobArgs a) {
 Status CudaFailed(const char* what, cudaError_t e) {
   return Status::Internal(std::string("codec decode: ") + what + ": " + cudaGetErrorName(e) + " (" +
                           cudaGetErrorString(e) + ")");
+}
+
+// Sets the kernel of row R to `shared` bytes of shared memory and launches it over the stream.
+template <class R>
+Status LaunchDecodeKernel(const codec::StreamInfo& info, const Params& p, std::uint64_t shared,
+                          cudaStream_t stream) {
+  cudaError_t e =
+      cudaFuncSetAttribute(reinterpret_cast<const void*>(&DecodeKernel<R>),
+                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
+  if (e != cudaSuccess) return CudaFailed("cudaFuncSetAttribute", e);
+  DecodeKernel<R><<<dim3(info.block_count), dim3(info.sub_streams), shared, stream>>>(p);
+  e = cudaGetLastError();
+  return e == cudaSuccess ? Status::Ok() : CudaFailed("kernel launch", e);
 }
 
 }  // namespace
@@ -389,11 +516,11 @@ Status LaunchCodecDecode(const codec::StreamInfo& info, const void* d_stream, vo
                                           cudaMemcpyDeviceToDevice, stream);
     return e == cudaSuccess ? Status::Ok() : CudaFailed("cudaMemcpyAsync", e);
   }
-  if (d_lut == nullptr || reinterpret_cast<std::uintptr_t>(d_out) % 2 != 0 ||
+  if (d_lut == nullptr || reinterpret_cast<std::uintptr_t>(d_out) % codec::DTypeSize(info.dtype) ||
       info.sub_streams % 32 != 0 || info.sub_streams > 1024) {
     return Status::InvalidArgument("codec decode: " + std::to_string(info.sub_streams) +
                                    " sub-streams (the kernel takes a multiple of 32 up to 1024)"
-                                   ", or a null table or odd output address");
+                                   ", or a null table or an output address not value-aligned");
   }
   int device = 0, max_shared = 0;
   cudaError_t e = cudaGetDevice(&device);
@@ -406,28 +533,28 @@ Status LaunchCodecDecode(const codec::StreamInfo& info, const void* d_stream, vo
                                      " bytes of shared memory, the device has " +
                                      std::to_string(max_shared));
   }
-  const bool bf16 = info.dtype == codec::DType::kBF16;
-  const void* kernel = bf16 ? reinterpret_cast<const void*>(&DecodeKernel<true>)
-                            : reinterpret_cast<const void*>(&DecodeKernel<false>);
-  e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(shared));
-  if (e != cudaSuccess) return CudaFailed("cudaFuncSetAttribute", e);
   const Params p{src,
                  reinterpret_cast<const std::uint64_t*>(src + codec::layout::kFixedHeaderBytes),
                  info.header_bytes,
                  info.values,
                  info.block_values,
                  reinterpret_cast<const std::uint32_t*>(d_lut),
-                 static_cast<std::uint16_t*>(d_out),
-                 d_error};
-  const dim3 grid(info.block_count), block(info.sub_streams);
-  if (bf16) {
-    DecodeKernel<true><<<grid, block, shared, stream>>>(p);
-  } else {
-    DecodeKernel<false><<<grid, block, shared, stream>>>(p);
+                 static_cast<std::uint8_t*>(d_out),
+                 d_error,
+                 info.version > codec::layout::kU16LengthsVersion ? 1u : 0u};
+  switch (info.dtype) {
+    case codec::DType::kBF16:
+      return LaunchDecodeKernel<Bf16Row>(info, p, shared, stream);
+    case codec::DType::kF16:
+      return LaunchDecodeKernel<F16Row>(info, p, shared, stream);
+    case codec::DType::kF8E4M3:
+      return LaunchDecodeKernel<E4M3Row>(info, p, shared, stream);
+    case codec::DType::kF8E5M2:
+      return LaunchDecodeKernel<E5M2Row>(info, p, shared, stream);
+    default:
+      return Status::InvalidArgument("codec decode: a coded " +
+                                     std::string(codec::DTypeName(info.dtype)) + " stream");
   }
-  e = cudaGetLastError();
-  return e == cudaSuccess ? Status::Ok() : CudaFailed("kernel launch", e);
 }
 
 std::uint64_t CodecJobSharedBytes(std::uint64_t max_words) {

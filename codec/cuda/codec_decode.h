@@ -6,10 +6,11 @@
 //    CudaDevice::DecodeAsync the user): one CUDA block per job, its kept values into the arena.
 //
 // One CUDA block of `sub_streams` threads per codec block: it stages the 12-bit decode table
-// and the block's coded words in shared memory, scans the sub-stream bit lengths, then thread t
-// decodes values t, t + T, t + 2T, ... (coalesced raw-byte reads and 2-byte writes), reading its
-// sub-stream through a 64-bit register (one shared-memory table load per value). Stored
-// streams are one device-to-device copy.
+// and the block's coded words in shared memory, scans the sub-stream bit lengths (format 2's u16s
+// or format 3's packed fields), then thread t decodes values t, t + T, t + 2T, ... (coalesced raw
+// reads and value writes), reading its sub-stream through a 64-bit register (one shared-memory
+// table load per value). The decode loop is instantiated per row of codec/split.h (BF16, F16,
+// F8 E4M3, F8 E5M2). Stored streams are one device-to-device copy.
 //
 // Failure: LaunchCodecDecode checks its arguments on the host (InvalidArgument: unaligned or
 // null pointers, a sub-stream count the kernel cannot take; ResourceExhausted: a block too large
@@ -39,7 +40,7 @@ namespace hoist::transport::cuda {
 Status UploadCodecLut(const codec::StreamInfo& info, std::uint16_t* d_lut, void* cuda_stream);
 
 // Enqueues the decode of d_stream (info.stream_bytes() bytes, at least 8-byte aligned) into
-// d_out (info.original_bytes, 2-byte aligned) on `cuda_stream`.
+// d_out (info.original_bytes, aligned to the value size) on `cuda_stream`.
 Status LaunchCodecDecode(const codec::StreamInfo& info, const void* d_stream, void* d_out,
                          const std::uint16_t* d_lut, int* d_error, void* cuda_stream);
 
@@ -59,10 +60,10 @@ Status DecodeOnGpu(std::span<const std::uint8_t> stream, std::span<std::uint8_t>
 
 // ---- Batched jobs (packed loads) ----
 //
-// A job is one codec block of a Huffman stream (BF16 or F16) and one copy: value k of the block
+// A job is one codec block of a Huffman stream (BF16, F16, F8) and one copy: value k of the block
 // is element d = first + k of the copy's source, read as rows of `pitch` values; it is kept when
-// d >= 0, r = d / pitch < rows and c = d % pitch < width, and is written (2 bytes) at
-// arena + dst + r * dst_pitch + c * 2: the rule of transport::ForEachKeptRun, whose DecodeJob
+// d >= 0, r = d / pitch < rows and c = d % pitch < width, and is written (v = 1 or 2 bytes) at
+// arena + dst + r * dst_pitch + c * v: the rule of transport::ForEachKeptRun, whose DecodeJob
 // this mirrors (so that this file needs no transport header). Every value is decoded (and its
 // sub-stream checked) whether it is kept or not.
 //
@@ -70,18 +71,19 @@ Status DecodeOnGpu(std::span<const std::uint8_t> stream, std::span<std::uint8_t>
 // of 32); threads t >= T of a job's stream take no values. It stages the stream's table and the
 // block's coded words in shared memory (CodecJobSharedBytes), scans the sub-stream bit lengths,
 // then thread t decodes values t, t + T, ... A job whose kept values are one range of k (rows ==
-// 1, or pitch == width with dst_pitch == 2 * width) writes that range; otherwise each thread
+// 1, or pitch == width with dst_pitch == v * width) writes that range; otherwise each thread
 // divides once for its first value and then steps its (row, column) by T. Block bytes may sit at
 // any address (unaligned blocks are read bytewise); nothing is read outside
 // [src + job.src, + job.bytes) and nothing is written outside the job's kept values.
-// Failure: a job whose bytes cannot hold its layout (raw bytes and lengths, coded words beyond
-// max_words), a sub-stream past the coded bits, a bit pattern with no code, a code overrunning
-// its sub-stream or bits left over: atomicCAS(error, 0, 1 + the job's index in the set). Such a
-// job may have written garbage into its kept values, never elsewhere. Checksums are not computed.
+// Failure: a job whose bytes cannot hold its layout (raw bits and lengths, coded words beyond
+// max_words), a stream whose dtype has no row or whose length fields are over 16 bits, a sub-stream
+// past the coded bits, a bit pattern with no code, a code overrunning its sub-stream or bits left
+// over: atomicCAS(error, 0, 1 + the job's index in the set). Such a job may have written garbage
+// into its kept values, never elsewhere. Checksums are not computed.
 struct CodecJob {
   std::uint64_t src = 0;        // the block's first byte, relative to `src` of the launch
-  std::uint64_t dst = 0;        // arena byte of the copy's element (0, 0); even
-  std::uint64_t dst_pitch = 0;  // arena bytes between the copy's rows; even
+  std::uint64_t dst = 0;        // arena byte of the copy's element (0, 0); value-aligned
+  std::uint64_t dst_pitch = 0;  // arena bytes between the copy's rows; value-aligned
   std::int64_t first = 0;       // the copy's element index of the block's value 0 (may be < 0)
   std::uint64_t pitch = 0;      // source row length in values (0: nothing is kept)
   std::uint64_t width = 0;      // values kept per row
@@ -93,8 +95,10 @@ struct CodecJob {
 };
 
 struct CodecJobStream {
-  std::uint32_t sub_streams = 0;  // T, 1 .. 1024
-  std::uint32_t bf16 = 0;         // 1 BF16, 0 F16
+  std::uint32_t sub_streams = 0;    // T, 1 .. 1024
+  std::uint8_t dtype = 0;           // codec::DType of a coded row: BF16, F16, F8_E4M3, F8_E5M2
+  std::uint8_t packed_lengths = 0;  // 1: format 3 (head word and fields), 0: format 2 (u16s)
+  std::uint16_t reserved = 0;
 };
 
 // Device arrays of one set of jobs, allocated and uploaded by the caller (CudaDevice).

@@ -87,10 +87,13 @@ TEST(CodecCorrupt, NamedReasons) {
   bad[0] = 'X';
   expect(bad, "bad magic");
   bad = s.stream;
-  bad[4] = 3;
+  bad[4] = kFormatVersion + 1;
   Reseal(bad);
   EXPECT_EQ(DecodeAll(bad, s.data.size()).code(), Code::kUnsupported);
-  expect(bad, "format version 3");
+  expect(bad, "format version " + std::to_string(kFormatVersion + 1));
+  bad[4] = kOldestReadVersion - 1;
+  Reseal(bad);
+  EXPECT_EQ(DecodeAll(bad, s.data.size()).code(), Code::kUnsupported);
   bad = s.stream;
   bad[48] = 1;  // stream 1 of 1
   Reseal(bad);
@@ -109,8 +112,14 @@ TEST(CodecCorrupt, NamedReasons) {
   bad = s.stream;
   const auto info = *ParseStream(s.stream, kName);
   const std::uint64_t lengths = info.header_bytes + 1000;  // block 0: 1000 raw bytes
-  bad[lengths] += 1;                                       // sub-stream 0 claims one bit more
+  bad[lengths] += 1;  // the base length: every sub-stream claims one bit more
   expect(bad, "sub-stream 0");
+  bad = s.stream;
+  bad[lengths + 2] += 1;  // the field width: the fields are read at other places
+  expect(bad, "block 0");
+  bad = s.stream;
+  bad[lengths + 2] = 17;  // fields over 16 bits
+  expect(bad, "sub-stream length fields of 17 bits");
   bad = s.stream;
   bad[info.header_bytes + 5] ^= 0x40;  // a raw byte: only the block checksum can tell
   expect(bad, "block 0 checksum mismatch");

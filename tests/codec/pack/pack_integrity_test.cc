@@ -37,7 +37,7 @@ using nlohmann::json;
 using testtools::ReadFile;
 using testtools::ScratchDir;
 
-// Codec header fields (docs/CODEC.md, format version 2).
+// Codec header fields (docs/CODEC.md, format versions 2 and 3).
 constexpr std::size_t kHeaderSizeAt = 28, kContentSumAt = 32, kBlockCountAt = 24;
 constexpr std::size_t kOffsetsAt = 320;
 
@@ -61,7 +61,7 @@ std::string Hex(std::uint64_t v) {
   return buf;
 }
 
-// qwen3-fp8-tiny: BF16 (coded) embeddings and norms, F8_E4M3 weights and F32 scales (stored),
+// qwen3-fp8-tiny: BF16 embeddings and norms and F8_E4M3 weights (coded), F32 scales (stored),
 // packed in shards of about 512 KiB (five of them).
 class PackIntegrity : public ::testing::Test {
  protected:
@@ -127,7 +127,8 @@ class PackIntegrity : public ::testing::Test {
   json index_;
 };
 
-const char* const kStored = "model.layers.0.self_attn.q_proj.weight";  // F8_E4M3 [512, 256]
+// F32 [4, 2] (FP8 weights are coded).
+const char* const kStored = "model.layers.0.self_attn.q_proj.weight_scale_inv";
 
 TEST_F(PackIntegrity, UndamagedCopyLoadsTheOriginalBytes) {
   const RunResult r = Load(packed_, true, dir_.Sub("dump"));
@@ -156,7 +157,7 @@ TEST_F(PackIntegrity, FlippedByteInAStoredPayloadIsRefused) {
   std::string shard = ReadFile(Shard(kStored));
   const std::uint64_t at = Tensor(kStored)["streams"][0]["offset"].get<std::uint64_t>();
   ASSERT_EQ(shard[at + 7], 0) << "a stored stream (method 0)";
-  shard[at + U32(shard, at + kHeaderSizeAt) + 1000] ^= 0x10;
+  shard[at + U32(shard, at + kHeaderSizeAt) + 17] ^= 0x10;
   WriteFile(Shard(kStored), shard);
   ExpectRefused({Shard(kStored), kStored, StreamAt(kStored), "block 0 checksum mismatch"});
 }
@@ -172,6 +173,7 @@ TEST_F(PackIntegrity, SwappedStreamOffsetsAreRefused) {
   json& a = Tensor(kGate)["streams"][0];
   json& b = Tensor(kUp)["streams"][0];
   std::swap(a["offset"], b["offset"]);
+  std::swap(a["bytes"], b["bytes"]);  // coded streams of one shape may differ in size
   SaveIndex();
   ExpectRefused({Shard(kGate), "stream at offset", "header checksum", "the index recorded"});
 }

@@ -56,9 +56,9 @@ std::string P(const void* p) {
 }
 
 #if HOIST_HAVE_CUDA_DECODE
-// What the kernel cannot take: a stream that is not Huffman BF16/F16 with 1..1024 sub-streams,
-// a job naming no stream or an odd arena offset, more jobs than the error flag can name, tables
-// out of step with the streams.
+// What the kernel cannot take: a stream that is not Huffman BF16/F16/F8 with 1..1024
+// sub-streams, a job naming no stream or an arena offset that is not value-aligned, more jobs than
+// the error flag can name, tables out of step with the streams.
 Status CheckDecodeSet(const std::string& device, const DecodeSet& set) {
   const auto bad = [&](const std::string& what) {
     return Status::InvalidArgument(device + ": decode set: " + what);
@@ -74,19 +74,21 @@ Status CheckDecodeSet(const std::string& device, const DecodeSet& set) {
   }
   for (std::size_t i = 0; i < set.streams.size(); ++i) {
     const codec::StreamInfo& info = set.streams[i];
-    if (info.method != codec::Method::kHuffman ||
-        (info.dtype != codec::DType::kBF16 && info.dtype != codec::DType::kF16) ||
+    const codec::Split split = info.split();
+    if (info.method != codec::Method::kHuffman || split.symbol_bits == 0 || split.value_bytes > 2 ||
         info.sub_streams == 0 || info.sub_streams > 1024) {
-      return bad(set.names[i] + ": not a Huffman-coded BF16/F16 stream of 1..1024 sub-streams");
+      return bad(set.names[i] + ": not a Huffman-coded BF16/F16/F8 stream of 1..1024 sub-streams");
     }
   }
   if (set.jobs.size() >= 0x7FFFFFFFu) return bad(std::to_string(set.jobs.size()) + " jobs");
   for (std::size_t i = 0; i < set.jobs.size(); ++i) {
     const DecodeJob& j = set.jobs[i];
-    if (j.stream >= set.streams.size() || j.dst % 2 != 0 || (j.rows > 1 && j.dst_pitch % 2 != 0)) {
+    const std::uint64_t v = j.stream < set.streams.size() ? ValueBytes(set.streams[j.stream]) : 1;
+    if (j.stream >= set.streams.size() || j.dst % v != 0 || (j.rows > 1 && j.dst_pitch % v != 0)) {
       return bad("job " + std::to_string(i) + ": stream " + std::to_string(j.stream) +
                  ", arena offset " + std::to_string(j.dst) + ", pitch " +
-                 std::to_string(j.dst_pitch) + " (an unknown stream or an odd offset)");
+                 std::to_string(j.dst_pitch) +
+                 " (an unknown stream or an offset not a multiple of the value size)");
     }
   }
   return Status::Ok();
@@ -115,12 +117,13 @@ DecodeArrays MakeDecodeArrays(const DecodeSet& set) {
   DecodeArrays a;
   a.streams.reserve(set.streams.size());
   for (const codec::StreamInfo& info : set.streams) {
-    a.streams.push_back({info.sub_streams, info.dtype == codec::DType::kBF16 ? 1u : 0u});
+    a.streams.push_back(
+        {info.sub_streams, static_cast<std::uint8_t>(info.dtype),
+         static_cast<std::uint8_t>(info.version > codec::layout::kU16LengthsVersion ? 1 : 0), 0});
     a.threads = std::max(a.threads, (info.sub_streams + 31) / 32 * 32);
   }
   for (const DecodeJob& j : set.jobs) {
-    const std::uint64_t head = codec::layout::RawRegionBytes(j.values) +
-                               codec::layout::LengthsRegionBytes(set.streams[j.stream].sub_streams);
+    const std::uint64_t head = set.streams[j.stream].min_block_head_bytes(j.values);
     if (j.bytes >= head) a.max_words = std::max<std::uint64_t>(a.max_words, (j.bytes - head) / 4);
   }
   return a;
