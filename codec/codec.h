@@ -103,6 +103,11 @@ struct StreamInfo {
 Result<std::vector<std::uint8_t>> Encode(DType dtype, std::span<const std::uint8_t> data,
                                          const EncodeOptions& options = {});
 
+// The entropy bound of coding `data` (whole `dtype` values) with its dtype's split, in bytes:
+// its raw bits plus, per value, the empirical entropy of its symbols (for BF16, the exponent-
+// entropy bound (8 + H) / 16 of the original size). A dtype that is never coded: its size.
+double SplitEntropyBytes(DType dtype, std::span<const std::uint8_t> data, int threads = 1);
+
 // Parses and validates the header, tables and block offsets of `stream` (the whole stream).
 Result<StreamInfo> ParseStream(std::span<const std::uint8_t> stream, std::string_view name);
 

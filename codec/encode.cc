@@ -1,5 +1,6 @@
 // The encoder: histogram, code table, then every block on its own (docs/CODEC.md).
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "codec/checksum.h"
@@ -192,6 +193,19 @@ void WriteHeader(DType dtype, Method method, const EncodeOptions& o, std::uint64
 }
 
 }  // namespace
+
+double SplitEntropyBytes(DType dtype, std::span<const std::uint8_t> data, int threads) {
+  const Split split = SplitOf(dtype);
+  const std::uint64_t values = data.size() / DTypeSize(dtype);
+  if (split.symbol_bits == 0 || values == 0) return static_cast<double>(data.size());
+  const SymbolCounts counts = Histogram(split, data.data(), values, threads);
+  const double n = static_cast<double>(values);
+  double bits = n * split.raw_bits();
+  for (std::uint64_t c : counts) {
+    if (c > 0) bits -= static_cast<double>(c) * std::log2(static_cast<double>(c) / n);
+  }
+  return bits / 8;
+}
 
 Result<std::vector<std::uint8_t>> Encode(DType dtype, std::span<const std::uint8_t> data,
                                          const EncodeOptions& o) {

@@ -10,6 +10,39 @@
 
 namespace hoist::launch {
 
+namespace {
+
+double Percent(double part, std::uint64_t whole) {
+  return 100.0 * part / static_cast<double>(std::max<std::uint64_t>(1, whole));
+}
+
+// One line per dtype, then the tensors furthest above their bound: packed size and the entropy
+// bound of the codec's split (docs/CODEC.md, "How close to the bound"), as % of the original.
+void PrintSizes(const tools::PackSummary& s) {
+  for (const tools::PackSizes& d : s.by_dtype) {
+    const double packed = Percent(static_cast<double>(d.packed_bytes), d.original_bytes);
+    const double bound = Percent(d.bound_bytes, d.original_bytes);
+    std::printf(
+        "hoist pack:   %s: %llu tensors (%llu coded), %llu bytes -> %llu (%.2f%%), "
+        "entropy bound %.2f%% (+%.2f points)\n",
+        Printable(d.name).c_str(), static_cast<unsigned long long>(d.tensors),
+        static_cast<unsigned long long>(d.coded), static_cast<unsigned long long>(d.original_bytes),
+        static_cast<unsigned long long>(d.packed_bytes), packed, bound, packed - bound);
+  }
+  for (const tools::PackSizes& t : s.furthest) {
+    std::printf(
+        "hoist pack:   furthest above the bound: %s (%s, %llu bytes): %.2f%%, bound %.2f%% "
+        "(+%.0f bytes)\n",
+        Printable(t.name).c_str(), Printable(t.dtype).c_str(),
+        static_cast<unsigned long long>(t.original_bytes),
+        Percent(static_cast<double>(t.packed_bytes), t.original_bytes),
+        Percent(t.bound_bytes, t.original_bytes),
+        static_cast<double>(t.packed_bytes) - t.bound_bytes);
+  }
+}
+
+}  // namespace
+
 PackCommand::PackCommand(CLI::App* app) {
   pack_ = app->add_subcommand("pack", "write a losslessly compressed copy of a checkpoint");
   pack_->add_option("--model", options_.model_dir, "checkpoint folder (*.safetensors)")->required();
@@ -51,6 +84,7 @@ int PackCommand::Run() {
       100.0 * static_cast<double>(summary->packed_bytes) /
           static_cast<double>(std::max<std::uint64_t>(1, summary->original_bytes)),
       secs, Printable(o.out_dir).c_str());
+  PrintSizes(*summary);
   return kExitOk;
 }
 

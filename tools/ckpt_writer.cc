@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "tools/file_io.h"
+#include "tools/fp8_content.h"
 #include "tools/mkckpt.h"
 
 namespace hoist::tools {
@@ -61,17 +62,6 @@ inline std::uint64_t ToF32(std::uint64_t w) {
   constexpr std::uint64_t kExp = 0x3800000038000000ull;   // exponent 112 << 23
   return (w & kKeep) | kExp;
 }
-// 8 F8_E4M3 lanes: a normal number (exponent field != 0), never NaN (s.1111.111). Per byte:
-// if the exponent bits (0x78) are all zero set 0x40; then if the low 7 bits are 0x7F clear bit 0.
-inline std::uint64_t ToF8(std::uint64_t w) {
-  constexpr std::uint64_t kOnes = 0x0101010101010101ull;
-  const std::uint64_t e = w & (0x78 * kOnes);
-  const std::uint64_t any = e | (e >> 1) | (e >> 2) | (e >> 3);  // bit 3: exponent != 0
-  w |= (~any & (0x08 * kOnes)) << 3;
-  const std::uint64_t nan = ((w & (0x7F * kOnes)) + kOnes) & (0x80 * kOnes);  // 0x7F + 1
-  return w & ~(nan >> 7);
-}
-
 struct ShardPlan {
   std::string file_name;
   std::vector<std::size_t> tensors;    // indices into specs, name order
@@ -218,7 +208,7 @@ Status RemoveStale(const fs::path& dir) {
 void GenerateTensorBytes(const TensorSpec& spec, std::uint64_t seed, std::uint64_t begin,
                          std::uint64_t end, std::uint8_t* out) {
   const std::uint64_t key = TensorKey(seed, spec.name);
-  int kind = 0;  // 0 BF16, 1 F16, 2 F32, 3 F8 (anything else: raw bits)
+  int kind = 0;  // 0 BF16, 1 F16, 2 F32, 3 F8 E4M3 (anything else: raw bits)
   if (spec.dtype == "BF16") {
     kind = 0;
   } else if (spec.dtype == "F16") {
@@ -229,6 +219,11 @@ void GenerateTensorBytes(const TensorSpec& spec, std::uint64_t seed, std::uint64
     kind = 3;
   } else {
     kind = 4;
+  }
+  if (kind == 3) {  // block-quantized weights, rows x (last dimension)
+    const std::uint64_t cols = spec.shape.empty() ? 1 : spec.shape.back();
+    BlockQuantizedE4M3(key, cols == 0 ? 0 : spec.Bytes() / cols, cols, begin, end, out);
+    return;
   }
   for (std::uint64_t pos = begin; pos < end; pos += 8) {
     std::uint64_t w = Mix(key + (pos / 8) * kGolden);
@@ -241,9 +236,6 @@ void GenerateTensorBytes(const TensorSpec& spec, std::uint64_t seed, std::uint64
         break;
       case 2:
         w = ToF32(w);
-        break;
-      case 3:
-        w = ToF8(w);
         break;
       default:
         break;

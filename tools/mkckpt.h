@@ -27,8 +27,10 @@
 //
 // Content: every byte is a pure function of (seed, tensor name, byte position), so the same
 // seed gives the same files whatever the thread count or shard size. BF16 values are small
-// normal numbers (never zero, never inf/NaN); FP8 E4M3 bytes are never NaN (0x7F / 0xFF) or
-// zero; F32 scales are positive, finite and normal.
+// normal numbers (never zero, never inf/NaN); FP8 E4M3 weights are block-quantized normal
+// weights as real FP8 checkpoints hold them (tools/fp8_content.h: 128 x 128 blocks, scale amax /
+// 448, so each block's largest magnitude is 448; never NaN); F32 scales are positive, finite and
+// normal (not the weights' actual block scales).
 //
 // Layout: tensors are assigned to shards in model order (embed, layer 0, 1, ..., norm,
 // lm_head); a new shard starts when the next tensor would push the current one past

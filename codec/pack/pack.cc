@@ -351,6 +351,39 @@ Result<std::vector<SourceTensor>> ListTensors(const std::string& model_dir) {
   return tensors;
 }
 
+// Adds a tensor's sizes to the summary: its dtype's sums, and the furthest-above-bound list.
+void AddSizes(const SourceTensor& t, std::span<const std::uint8_t> data,
+              const std::vector<EncodedStream>& streams, int threads, PackSummary* summary) {
+  const auto dtype = codec::DTypeFromName(t.dtype).value_or(codec::DType::kBytes);
+  PackSizes one{t.name, t.dtype, 1, 0, t.bytes, 0, codec::SplitEntropyBytes(dtype, data, threads)};
+  for (const EncodedStream& e : streams) {
+    one.packed_bytes += e.bytes.size();
+    one.coded = e.bytes[7] == static_cast<std::uint8_t>(codec::Method::kHuffman) ? 1 : one.coded;
+  }
+  auto it = std::find_if(summary->by_dtype.begin(), summary->by_dtype.end(),
+                         [&](const PackSizes& s) { return s.name == t.dtype; });
+  if (it == summary->by_dtype.end()) {
+    it = summary->by_dtype.insert(
+        std::upper_bound(summary->by_dtype.begin(), summary->by_dtype.end(), t.dtype,
+                         [](const std::string& d, const PackSizes& s) { return d < s.name; }),
+        PackSizes{t.dtype, t.dtype});
+  }
+  it->tensors += 1;
+  it->coded += one.coded;
+  it->original_bytes += one.original_bytes;
+  it->packed_bytes += one.packed_bytes;
+  it->bound_bytes += one.bound_bytes;
+  auto excess = [](const PackSizes& s) {
+    return static_cast<double>(s.packed_bytes) - s.bound_bytes;
+  };
+  auto& worst = summary->furthest;
+  worst.insert(std::upper_bound(
+                   worst.begin(), worst.end(), one,
+                   [&](const PackSizes& a, const PackSizes& b) { return excess(a) > excess(b); }),
+               one);
+  if (worst.size() > 3) worst.pop_back();
+}
+
 Status PreadAll(int fd, const std::string& path, std::uint64_t offset, std::uint8_t* out,
                 std::uint64_t n) {
   for (std::uint64_t done = 0; done < n;) {
@@ -408,6 +441,7 @@ Result<PackSummary> PackCheckpoint(const PackOptions& o) {
     HOIST_RETURN_IF_ERROR(writer.Append(streams, &file, &at));
     index["tensors"][t.name] =
         IndexEntry(t, codec::Xxh64(data.data(), data.size()), file, streams, at);
+    AddSizes(t, data, streams, threads, &summary);
     ++summary.tensors;
     summary.striped += striped ? 1 : 0;
     summary.original_bytes += t.bytes;

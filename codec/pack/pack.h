@@ -3,18 +3,20 @@
 // index (format version 3): planner/packed_index.h.
 //
 // PackCheckpoint reads every *.safetensors file of model_dir and encodes each tensor into codec
-// streams (BF16/F16 coded, everything else stored) whose blocks hold whole rows, written into
-// packed-NNNNN.bin shards (each stream 4 KiB-aligned, every stream of a tensor in one shard),
+// streams (BF16, F16 and FP8 coded, everything else stored) whose blocks hold whole rows, written
+// into packed-NNNNN.bin shards (each stream 4 KiB-aligned, every stream of a tensor in one shard),
 // plus the index hoist-packed.json. A 2-D BF16/F16 tensor that tensor parallelism cuts by
 // columns (planner/rules.h on config.json: Role::kRow, and Role::kExpertDown) whose row length
 // tp_multiple divides is written as tp_multiple column stripes, stream s holding columns
 // [s*W/N, (s+1)*W/N) of every row as a row-major sub-tensor; every other tensor is one stream.
 // Each stream's header carries its identity (codec::StreamId: XXH64 of the tensor's name, its
 // position, the stream count, its first column) and the index records each header's checksum.
-// A model whose config.json is missing, unreadable or of a family hoist has no rules for is
-// packed without stripes (PackSummary::note says why). The other files of model_dir
-// (config.json, tokenizer, ...) are copied; the safetensors index is not (the packed index
-// replaces it). The written index is read back with planner::ReadPackedIndex before returning.
+// The summary gives sizes per dtype against the entropy bound of the codec's split, and the
+// tensors furthest above it. A model whose config.json is missing, unreadable or of a family hoist
+// has no rules for is packed without stripes (PackSummary::note says why). The other files of
+// model_dir (config.json, tokenizer, ...) are copied; the safetensors index is not (the packed
+// index replaces it). The written index is read back with planner::ReadPackedIndex before
+// returning.
 //
 // Failure: InvalidArgument for a model folder that does not exist or holds no safetensors,
 // an output folder equal to the input, or options out of range (exit 2 in `hoist pack`);
@@ -46,10 +48,23 @@ struct PackOptions {
   int threads = 0;                               // 0 = hardware concurrency
 };
 
+// Sizes against the entropy bound of each tensor's split (codec::SplitEntropyBytes: for BF16,
+// raw bytes + n * H(exponent) / 8), per dtype and for the tensors furthest above it.
+struct PackSizes {
+  std::string name;  // a dtype (safetensors spelling) or a tensor
+  std::string dtype;
+  std::uint64_t tensors = 0, coded = 0;  // coded: tensors with a Huffman-coded stream
+  std::uint64_t original_bytes = 0;
+  std::uint64_t packed_bytes = 0;  // the streams' bytes (without the shards' 4 KiB alignment)
+  double bound_bytes = 0;
+};
+
 struct PackSummary {
   std::uint64_t tensors = 0, original_bytes = 0, packed_bytes = 0;
-  std::uint64_t striped = 0;  // tensors written as column stripes
-  std::string note;           // why nothing is striped (no family rules), else empty
+  std::uint64_t striped = 0;        // tensors written as column stripes
+  std::string note;                 // why nothing is striped (no family rules), else empty
+  std::vector<PackSizes> by_dtype;  // in name order
+  std::vector<PackSizes> furthest;  // the (at most 3) tensors most bytes above their bound
 };
 
 Result<PackSummary> PackCheckpoint(const PackOptions& options);

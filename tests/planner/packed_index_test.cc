@@ -76,7 +76,7 @@ struct Fixture {
     std::map<std::string, std::vector<std::uint8_t>> shards;
     index = {{"format", "hoist-packed"},
              {"version", 3},
-             {"codec_version", 2},
+             {"codec_version", codec::kFormatVersion},
              {"tp_multiple", 2},
              {"tensors", json::object()}};
     std::uint64_t seed = 1;
@@ -218,7 +218,7 @@ std::vector<Case> IndexCases() {
       {"newer version", [](json& j) { j["version"] = 4; }, Code::kUnsupported, {"newer"}, ""},
       {"older version", [](json& j) { j["version"] = 2; }, Code::kUnsupported, {"hoist pack"}, ""},
       {"newer codec",
-       [](json& j) { j["codec_version"] = 3; },
+       [](json& j) { j["codec_version"] = codec::kFormatVersion + 1; },
        Code::kUnsupported,
        {"codec version"},
        ""},
