@@ -111,7 +111,8 @@ class StripeRules {
   }
 
   bool Striped(const SourceTensor& t) const {
-    if (!family_ || (t.dtype != "BF16" && t.dtype != "F16") || t.shape.size() != 2 ||
+    const auto dtype = codec::DTypeFromName(t.dtype);  // the coded dtypes (codec/split.h)
+    if (!family_ || !dtype || codec::SplitOf(*dtype).symbol_bits == 0 || t.shape.size() != 2 ||
         t.shape[1] == 0 || t.shape[1] % tp_ != 0) {
       return false;
     }

@@ -5,7 +5,7 @@
 // PackCheckpoint reads every *.safetensors file of model_dir and encodes each tensor into codec
 // streams (BF16, F16 and FP8 coded, everything else stored) whose blocks hold whole rows, written
 // into packed-NNNNN.bin shards (each stream 4 KiB-aligned, every stream of a tensor in one shard),
-// plus the index hoist-packed.json. A 2-D BF16/F16 tensor that tensor parallelism cuts by
+// plus the index hoist-packed.json. A 2-D BF16/F16/FP8 tensor that tensor parallelism cuts by
 // columns (planner/rules.h on config.json: Role::kRow, and Role::kExpertDown) whose row length
 // tp_multiple divides is written as tp_multiple column stripes, stream s holding columns
 // [s*W/N, (s+1)*W/N) of every row as a row-major sub-tensor; every other tensor is one stream.

@@ -1,9 +1,11 @@
 // Deterministic test data for the codec tests: normal-distributed weights rounded to BF16 or
-// F16 by an independent converter (round to nearest even), and helpers to round-trip a tensor.
+// F16, or block-quantized to FP8, by independent converters (round to nearest even), and
+// helpers to round-trip a tensor.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -75,6 +77,51 @@ inline std::vector<std::uint8_t> NormalF16(std::size_t n, std::uint64_t seed, do
   std::vector<std::uint16_t> v;
   for (float f : NormalFloats(n, seed, sigma)) v.push_back(F16(f));
   return Bytes16(v);
+}
+
+// FP8 by an independent converter: the nearest value of `exp_bits` exponent and `man_bits`
+// mantissa bits (bias 2^(exp_bits-1) - 1, subnormals), ties to even, |f| saturated at `max`
+// (448 for E4M3 fn, 57344 for E5M2).
+inline std::uint8_t MiniFloat(float f, int exp_bits, int man_bits, float max) {
+  const int bias = (1 << (exp_bits - 1)) - 1;
+  const std::uint8_t sign = std::signbit(f) ? 0x80 : 0;
+  const float a = std::min(std::fabs(f), max);
+  if (a < std::ldexp(1.0f, 1 - bias)) {  // subnormal: multiples of 2^(1 - bias - man_bits)
+    return static_cast<std::uint8_t>(
+        sign | static_cast<int>(std::nearbyint(std::ldexp(a, bias - 1 + man_bits))));
+  }
+  int e = 0;
+  const float m = std::frexp(a, &e);  // [0.5, 1)
+  const int mant =
+      static_cast<int>(std::nearbyint((2 * m - 1) * static_cast<float>(1 << man_bits)));
+  return static_cast<std::uint8_t>(sign | (((e - 1 + bias) << man_bits) + mant));
+}
+
+// A rows x cols weight of N(0, 1) values block-quantized as FP8 checkpoints are: per 128 x 128
+// block, scale = amax / max, value = FP8(w / scale).
+inline std::vector<std::uint8_t> BlockQuantizedF8(DType dtype, std::size_t rows, std::size_t cols,
+                                                  std::uint64_t seed) {
+  const bool e4m3 = dtype == DType::kF8E4M3;
+  const float max = e4m3 ? 448.0f : 57344.0f;
+  const std::vector<float> w = NormalFloats(rows * cols, seed, 1.0);
+  std::vector<std::uint8_t> out(rows * cols);
+  for (std::size_t br = 0; br < rows; br += 128) {
+    for (std::size_t bc = 0; bc < cols; bc += 128) {
+      const std::size_t r1 = std::min(rows, br + 128), c1 = std::min(cols, bc + 128);
+      float amax = 0;
+      for (std::size_t r = br; r < r1; ++r) {
+        for (std::size_t c = bc; c < c1; ++c) amax = std::max(amax, std::fabs(w[r * cols + c]));
+      }
+      const float scale = amax > 0 ? amax / max : 1.0f;
+      for (std::size_t r = br; r < r1; ++r) {
+        for (std::size_t c = bc; c < c1; ++c) {
+          out[r * cols + c] = e4m3 ? MiniFloat(w[r * cols + c] / scale, 4, 3, max)
+                                   : MiniFloat(w[r * cols + c] / scale, 5, 2, max);
+        }
+      }
+    }
+  }
+  return out;
 }
 
 // Encodes `data`, decodes it whole (1 and 3 threads) and block by block (last block first),

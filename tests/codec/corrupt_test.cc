@@ -3,11 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "codec/checksum.h"
 #include "codec/codec.h"
 #include "tests/codec/codec_data.h"
+#include "tests/test_paths.h"
 
 namespace hoist::codec {
 namespace {
@@ -20,7 +23,8 @@ struct Sample {
 
 Sample MakeSample(DType dtype = DType::kBF16) {
   Sample s;
-  s.data = testing::NormalBf16(3000, 23, 0.02);
+  const bool f8 = dtype == DType::kF8E4M3 || dtype == DType::kF8E5M2;
+  s.data = f8 ? testing::BlockQuantizedF8(dtype, 20, 150, 23) : testing::NormalBf16(3000, 23, 0.02);
   EncodeOptions o;
   o.block_values = 1000;  // three blocks, the last one short of 1000 (1000 = 15 x 64 + 40)
   o.sub_streams = 64;
@@ -49,9 +53,13 @@ void Reseal(std::vector<std::uint8_t>& stream) {
 }
 
 TEST(CodecCorrupt, EveryFlippedBitIsRefused) {
-  for (DType dtype : {DType::kBF16, DType::kF16, DType::kF32}) {
+  for (DType dtype : {DType::kBF16, DType::kF16, DType::kF32, DType::kF8E4M3, DType::kF8E5M2}) {
+    SCOPED_TRACE(DTypeName(dtype));
     const Sample s = MakeSample(dtype);
     ASSERT_TRUE(DecodeAll(s.stream, s.data.size()).ok());
+    if (dtype != DType::kF32) {
+      ASSERT_EQ(s.stream[7], 1) << "a coded stream";
+    }
     for (std::size_t i = 0; i < s.stream.size(); ++i) {
       for (int bit = 0; bit < 8; bit += (i < 512 ? 1 : 3)) {
         auto bad = s.stream;
@@ -60,6 +68,27 @@ TEST(CodecCorrupt, EveryFlippedBitIsRefused) {
                          "byte " + std::to_string(i) + " bit " + std::to_string(bit));
         if (HasFailure()) return;
       }
+    }
+  }
+}
+
+// The same for a stream of format 2 (u16 sub-stream lengths), which this build still reads.
+TEST(CodecCorrupt, EveryFlippedBitOfAFormat2StreamIsRefused) {
+  std::ifstream in(hoist::testing::SourceDir() + "/tests/fuzz/codec_corpus/bf16_normal",
+                   std::ios::binary);
+  const std::vector<std::uint8_t> stream{std::istreambuf_iterator<char>(in), {}};
+  ASSERT_EQ(stream[4], 2);
+  const auto info = ParseStream(stream, kName);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  const std::size_t bytes = info->original_bytes;
+  ASSERT_TRUE(DecodeAll(stream, bytes).ok());
+  for (std::size_t i = 0; i < stream.size(); ++i) {
+    for (int bit = 0; bit < 8; ++bit) {
+      auto bad = stream;
+      bad[i] ^= static_cast<std::uint8_t>(1 << bit);
+      ExpectNamedError(DecodeAll(bad, bytes),
+                       "byte " + std::to_string(i) + " bit " + std::to_string(bit));
+      if (HasFailure()) return;
     }
   }
 }

@@ -2,7 +2,11 @@
 // CPU-only CI, and not built without nvcc).
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
+
 #include "tests/codec/codec_data.h"
+#include "tests/test_paths.h"
 #include "transport/devices/device.h"
 
 #ifdef HOIST_HAVE_CODEC_CUDA
@@ -42,13 +46,63 @@ TEST(CodecGpu, DecodesRealisticAndAdversarialData) {
   }
 }
 
+// FP8 (E4M3, E5M2) against the original bytes and the CPU decoder: block-quantized weights,
+// every byte pattern inside them, NaNs, odd sizes and block options.
+TEST(CodecGpu, DecodesFp8LikeTheCpu) {
+  GPU_OR_SKIP();
+  EncodeOptions small;
+  small.block_values = 1000;
+  small.sub_streams = 64;
+  EncodeOptions pack;  // what `hoist pack` writes for a 64 Ki-value block
+  pack.sub_streams = 1024;
+  for (DType dtype : {DType::kF8E4M3, DType::kF8E5M2}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    for (const EncodeOptions& o : {pack, small}) {
+      for (auto [rows, cols] : std::vector<std::pair<std::size_t, std::size_t>>{
+               {1, 1}, {1, 255}, {3, 1001}, {256, 7168}, {1024, 1000}}) {
+        SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols));
+        const auto data = testing::BlockQuantizedF8(dtype, rows, cols, rows * 31 + cols);
+        std::vector<std::uint8_t> cpu(data.size());
+        const auto stream = *Encode(dtype, data, o);
+        ASSERT_TRUE(Decode(stream, cpu, "w").ok());
+        ExpectGpuDecodes(dtype, data, o);
+      }
+      auto mixed = testing::BlockQuantizedF8(dtype, 512, 512, 3);
+      for (int b = 0; b < 256; ++b) mixed[1000 * b + 7] = static_cast<std::uint8_t>(b);
+      ExpectGpuDecodes(dtype, mixed, o);
+      std::vector<std::uint8_t> nan(70001);
+      for (std::size_t i = 0; i < nan.size(); ++i) nan[i] = (i % 3) ? 0xFF : 0x7F;
+      ExpectGpuDecodes(dtype, nan, o);
+    }
+  }
+}
+
+// A stream of format 2 (u16 sub-stream lengths, the previous hoist's) decodes on the GPU too.
+TEST(CodecGpu, DecodesAFormat2Stream) {
+  GPU_OR_SKIP();
+  for (const char* name : {"bf16_normal", "f16_normal"}) {
+    std::ifstream in(hoist::testing::SourceDir() + "/tests/fuzz/codec_corpus/" + name,
+                     std::ios::binary);
+    const std::vector<std::uint8_t> stream{std::istreambuf_iterator<char>(in), {}};
+    const auto info = ParseStream(stream, name);
+    ASSERT_TRUE(info.ok()) << info.status().ToString();
+    ASSERT_EQ(info->version, 2);
+    std::vector<std::uint8_t> cpu(info->original_bytes), gpu(info->original_bytes, 0xA5);
+    ASSERT_TRUE(Decode(stream, cpu, name).ok());
+    const Status s = transport::cuda::DecodeOnGpu(stream, gpu, name);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    EXPECT_EQ(gpu, cpu) << name;
+  }
+}
+
 TEST(CodecGpu, FlagsABadSubStream) {
   GPU_OR_SKIP();
   const auto data = testing::NormalBf16(70000, 6, 0.02);
   auto stream = *Encode(DType::kBF16, data);
   const auto info = *ParseStream(stream, "w");
-  // Sub-stream 5 of block 1 claims one more bit (its lengths follow the block's 4464 raw bytes).
-  stream[info.header_bytes + info.block_offsets[1] + info.block_value_count(1) + 2 * 5] += 1;
+  // Every sub-stream of block 1 claims one more bit: the base length of the block's lengths
+  // region (a head word after the block's 4464 raw bytes, docs/CODEC.md).
+  stream[info.header_bytes + info.block_offsets[1] + info.block_value_count(1)] += 1;
   std::vector<std::uint8_t> out(data.size());
   const Status s = transport::cuda::DecodeOnGpu(stream, out, "t.safetensors: w");
   EXPECT_EQ(s.code(), Code::kCorrupt) << s.ToString();

@@ -1,6 +1,6 @@
 // `hoist pack`: every packed tensor of every family's tiny preset decodes to the original bytes
 // (read by the tests' own safetensors reader), through planner::ReadPackedIndex and
-// tools::ReadPackedTensor; exactly the row-parallel BF16 tensors (o_proj, down_proj, expert
+// tools::ReadPackedTensor; exactly the row-parallel BF16/FP8 tensors (o_proj, down_proj, expert
 // down_proj: picked here by name, not by the planner's rules) are column stripes, and each
 // stripe's stream alone decodes to those columns of the original; row blocks tile
 // tensor-parallel row slices; damaged packed data and bad input are refused with an error naming
@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -64,10 +66,12 @@ bool EndsWith(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
-// The independent rule: row-parallel weights of a 16-bit dtype whose row `tp` divides.
+// The independent rule: row-parallel weights of a coded dtype (BF16, F16, FP8) whose row `tp`
+// divides.
 bool ShouldStripe(const testtools::StTensor& t, std::uint64_t tp) {
-  return tp > 1 && (t.dtype == "BF16" || t.dtype == "F16") && t.shape.size() == 2 &&
-         t.shape[1] % tp == 0 &&
+  return tp > 1 &&
+         (t.dtype == "BF16" || t.dtype == "F16" || t.dtype == "F8_E4M3" || t.dtype == "F8_E5M2") &&
+         t.shape.size() == 2 && t.shape[1] % tp == 0 &&
          (EndsWith(t.name, ".o_proj.weight") || EndsWith(t.name, ".down_proj.weight"));
 }
 
@@ -161,14 +165,7 @@ TEST(Pack, EveryTensorOfEveryFamilyDecodesToTheOriginal) {
     const int striped = CheckPacked(dir.Sub("model"), dir.Sub("packed"), 8);
     EXPECT_EQ(static_cast<int>(summary.striped), striped);
     EXPECT_TRUE(summary.note.empty()) << summary.note;
-    // DeepSeek's row-parallel weights are FP8 (stored, not striped); the others have some.
-    if (preset == "deepseek-v3-tiny") {
-      EXPECT_EQ(striped, 0);
-      EXPECT_TRUE(
-          Index(dir.Sub("packed"))["tensors"].contains("model.layers.0.self_attn.o_proj.weight"));
-    } else {
-      EXPECT_GE(striped, 4);  // o_proj and down_proj of two layers at least
-    }
+    EXPECT_GE(striped, 4);  // o_proj and down_proj of two layers at least (DeepSeek's: FP8)
     EXPECT_TRUE(std::filesystem::exists(dir.Sub("packed/config.json")));
     EXPECT_TRUE(std::filesystem::exists(dir.Sub("packed/packed-00002.bin")));
     EXPECT_FALSE(std::filesystem::exists(dir.Sub("packed/model.safetensors.index.json")));
@@ -190,6 +187,59 @@ TEST(Pack, CodedTensorsShrink) {
   // sub-stream lengths per block): 72% holds for realistic sizes (tests/codec), here the streams
   // alone stay under 80%.
   EXPECT_LT(static_cast<double>(stream_bytes) / static_cast<double>(bf16_bytes), 0.8);
+}
+
+// The entropy bound of FP8 under its split, computed here: 1 raw bit (the sign) and the entropy
+// of the other 7 bits, per value, in bytes.
+double Fp8Bound(const std::vector<std::uint8_t>& data) {
+  std::vector<double> counts(128, 0);
+  for (std::uint8_t b : data) ++counts[b & 0x7F];
+  const double n = static_cast<double>(data.size());
+  double bits = n;
+  for (double c : counts) bits -= c > 0 ? c * std::log2(c / n) : 0;
+  return bits / 8;
+}
+
+// Block-quantized FP8 weights (hoist-mkckpt's) are coded, striped where row-parallel, below 87%
+// of their bytes; the summary's FP8 line holds the sizes and the bound computed here.
+TEST(Pack, Fp8WeightsAreCodedAndTheSummaryHoldsTheirBound) {
+  ScratchDir dir("hoist-pack");
+  MakeModel("qwen3-fp8-tiny", dir.Sub("model"), 0);
+  const PackSummary summary = PackInto(dir.Sub("model"), dir.Sub("packed"), 8);
+  const auto original = ReadCheckpoint(dir.Sub("model"));
+  const auto index = planner::ReadPackedIndex(dir.Sub("packed"));
+  ASSERT_TRUE(index.ok()) << index.status().ToString();
+  std::uint64_t f8 = 0, f8_bytes = 0, packed_bytes = 0;
+  double bound = 0;
+  for (const planner::PackedTensorEntry& e : index->tensors) {
+    if (e.dtype != "F8_E4M3") continue;
+    ++f8;
+    f8_bytes += e.original_bytes;
+    bound += Fp8Bound(original.at(e.name).data);
+    for (const planner::PackedStreamEntry& s : e.streams) {
+      packed_bytes += s.bytes;
+      EXPECT_EQ(s.header[7], static_cast<char>(codec::Method::kHuffman)) << e.name;
+    }
+  }
+  ASSERT_GT(f8, 0u);
+  EXPECT_LT(static_cast<double>(packed_bytes), 0.87 * static_cast<double>(f8_bytes));
+  EXPECT_GT(static_cast<double>(packed_bytes), bound);
+  const auto it = std::find_if(summary.by_dtype.begin(), summary.by_dtype.end(),
+                               [](const PackSizes& d) { return d.name == "F8_E4M3"; });
+  ASSERT_NE(it, summary.by_dtype.end());
+  EXPECT_EQ(it->tensors, f8);
+  EXPECT_EQ(it->coded, f8);
+  EXPECT_EQ(it->original_bytes, f8_bytes);
+  EXPECT_EQ(it->packed_bytes, packed_bytes);
+  EXPECT_NEAR(it->bound_bytes, bound, 1e-6 * bound);
+  ASSERT_FALSE(summary.furthest.empty());
+  EXPECT_LE(summary.furthest.size(), 3u);
+  for (std::size_t i = 1; i < summary.furthest.size(); ++i) {
+    const auto excess = [](const PackSizes& t) {
+      return static_cast<double>(t.packed_bytes) - t.bound_bytes;
+    };
+    EXPECT_GE(excess(summary.furthest[i - 1]), excess(summary.furthest[i]));
+  }
 }
 
 TEST(Pack, StripesFollowTheTpMultiple) {

@@ -1,6 +1,7 @@
 // The CUDA decoder of packed loads (Device::CreateDecoder .. DestroyDecoder and the batched kernel
-// of codec/cuda/codec_decode.cu) against the CPU reference: fresh BF16/F16 tensors encoded
-// with codec::Encode (several block sizes, 32/64/100/256 sub-streams, odd-sized last blocks),
+// of codec/cuda/codec_decode.cu) against the CPU reference: fresh BF16/F16 and block-quantized
+// FP8 (E4M3, E5M2) tensors encoded with codec::Encode (several block sizes, 32/64/100/128/256
+// sub-streams, odd-sized last blocks; FP8 copies at odd arena offsets and pitches),
 // jobs built by hand for whole, row-sliced, column-sliced and strided copies, blocks at unaligned
 // slot offsets; the arena must equal codec::Decode + ForEachKeptRun byte for byte, a damaged
 // block must be reported by tensor and block. The GPU tests skip where no CUDA device is visible;
@@ -55,8 +56,12 @@ Tensor MakeTensor(const std::string& name, codec::DType dtype, std::uint64_t row
   t.dtype = dtype;
   t.rows = rows;
   t.cols = cols;
-  t.data = dtype == codec::DType::kBF16 ? codec::testing::NormalBf16(rows * cols, seed, 0.02)
-                                        : codec::testing::NormalF16(rows * cols, seed, 0.02);
+  if (dtype == codec::DType::kF8E4M3 || dtype == codec::DType::kF8E5M2) {
+    t.data = codec::testing::BlockQuantizedF8(dtype, rows, cols, seed);
+  } else {
+    t.data = dtype == codec::DType::kBF16 ? codec::testing::NormalBf16(rows * cols, seed, 0.02)
+                                          : codec::testing::NormalF16(rows * cols, seed, 0.02);
+  }
   codec::EncodeOptions o;
   o.block_values = block_values;
   o.sub_streams = sub_streams;
@@ -110,12 +115,14 @@ void AddJobs(Case& c, const Copy& copy) {
 Case MakeCase() {
   using codec::DType;
   Case c;
-  c.tensors.push_back(MakeTensor("a", DType::kBF16, 50, 1000, 4096, 256, 1));   // last block 848
-  c.tensors.push_back(MakeTensor("b", DType::kF16, 37, 301, 1000, 32, 2));      // last 137
-  c.tensors.push_back(MakeTensor("c", DType::kBF16, 300, 40, 1024, 64, 3));     // last 736
-  c.tensors.push_back(MakeTensor("d", DType::kF16, 40, 203, 4000, 256, 4));     // last 120 < T
-  c.tensors.push_back(MakeTensor("e", DType::kBF16, 400, 500, 65536, 256, 5));  // last 3392
-  c.tensors.push_back(MakeTensor("f", DType::kBF16, 90, 77, 2000, 100, 6));     // last 930
+  c.tensors.push_back(MakeTensor("a", DType::kBF16, 50, 1000, 4096, 256, 1));    // last block 848
+  c.tensors.push_back(MakeTensor("b", DType::kF16, 37, 301, 1000, 32, 2));       // last 137
+  c.tensors.push_back(MakeTensor("c", DType::kBF16, 300, 40, 1024, 64, 3));      // last 736
+  c.tensors.push_back(MakeTensor("d", DType::kF16, 40, 203, 4000, 256, 4));      // last 120 < T
+  c.tensors.push_back(MakeTensor("e", DType::kBF16, 400, 500, 65536, 256, 5));   // last 3392
+  c.tensors.push_back(MakeTensor("f", DType::kBF16, 90, 77, 2000, 100, 6));      // last 930
+  c.tensors.push_back(MakeTensor("g", DType::kF8E4M3, 300, 700, 4096, 128, 7));  // last 1104
+  c.tensors.push_back(MakeTensor("h", DType::kF8E5M2, 64, 333, 1000, 32, 8));    // last 312
   c.copies = {
       {0, 0, 0, 50, 1000, 2000},           // whole tensor, contiguous
       {0, 7, 0, 16, 1000, 2000, true},     // rows 7..22: starts mid-block (first < 0)
@@ -128,13 +135,18 @@ Case MakeCase() {
       {4, 101, 17, 232, 463, 1000, true},  // 64 Ki-value blocks
       {5, 2, 10, 80, 60, 120},             // T 100 > pitch 77 (not a multiple of 32)
       {5, 50, 0, 40, 77, 154},             // the last rows, contiguous
+      {6, 0, 0, 300, 700, 700},            // FP8: whole tensor, contiguous
+      {6, 11, 100, 200, 251, 253, true},   // FP8 columns, odd width and arena pitch
+      {7, 0, 0, 64, 333, 333},             // E5M2, whole
+      {7, 5, 3, 40, 100, 101, true},       // E5M2 columns, pitch 333 > T 32
   };
   PlaceBlocks(c);
   std::uint64_t at = 0;
   for (std::size_t i = 0; i < c.copies.size(); ++i) {
     Copy& copy = c.copies[i];
-    copy.dst = (at + 15) / 16 * 16 + (i % 2) * 2;  // some copies at 2 mod 4
-    at = copy.dst + (copy.rows - 1) * copy.dst_pitch + 2 * copy.width + 6;
+    const std::uint64_t vb = codec::DTypeSize(c.tensors[copy.tensor].dtype);
+    copy.dst = (at + 15) / 16 * 16 + (i % 2) * (vb == 1 ? 1 : 2);  // some at 2 mod 4, or odd
+    at = copy.dst + (copy.rows - 1) * copy.dst_pitch + vb * copy.width + 6;
     AddJobs(c, copy);
   }
   for (const Tensor& t : c.tensors) {
@@ -161,8 +173,9 @@ std::vector<std::uint8_t> ExpectedArena(const Case& c) {
   for (const DecodeJob& j : c.set.jobs) {
     const std::uint8_t* values =
         decoded[j.stream].data() + c.set.streams[j.stream].block_first_byte(j.block);
-    ForEachKeptRun(j, 2, [&](std::uint64_t k0, std::uint64_t k1, std::uint64_t at) {
-      std::memcpy(arena.data() + at, values + 2 * k0, 2 * (k1 - k0));
+    const std::uint32_t vb = ValueBytes(c.set.streams[j.stream]);
+    ForEachKeptRun(j, vb, [&](std::uint64_t k0, std::uint64_t k1, std::uint64_t at) {
+      std::memcpy(arena.data() + at, values + vb * k0, vb * (k1 - k0));
     });
   }
   return arena;
@@ -173,9 +186,10 @@ std::vector<std::uint8_t> DirectArena(const Case& c) {
   std::vector<std::uint8_t> arena = c.initial;
   for (const Copy& copy : c.copies) {
     const Tensor& t = c.tensors[copy.tensor];
+    const std::uint64_t vb = codec::DTypeSize(t.dtype);
     for (std::uint64_t r = 0; r < copy.rows; ++r) {
       std::memcpy(arena.data() + copy.dst + r * copy.dst_pitch,
-                  t.data.data() + 2 * ((copy.row0 + r) * t.cols + copy.col0), 2 * copy.width);
+                  t.data.data() + vb * ((copy.row0 + r) * t.cols + copy.col0), vb * copy.width);
     }
   }
   return arena;
@@ -195,9 +209,9 @@ void ExpectSameArena(const std::vector<std::uint8_t>& got, const std::vector<std
 // bad sub-stream (no code, a code past its end, bits left over): the GPU must notice it too.
 std::uint64_t SubStreamBreakingBit(const Case& c, const DecodeJob& j) {
   const codec::StreamInfo& info = c.set.streams[j.stream];
-  const std::uint64_t head = (j.values + 3) / 4 * 4 + (2 * info.sub_streams + 3) / 4 * 4;
+  const std::uint64_t head = info.min_block_head_bytes(j.values);  // coded words after it
   std::vector<std::uint8_t> block(c.slot.begin() + j.src, c.slot.begin() + j.src + j.bytes);
-  std::vector<std::uint8_t> out(2 * std::uint64_t{j.values});
+  std::vector<std::uint8_t> out(ValueBytes(info) * std::uint64_t{j.values});
   for (std::uint64_t bit = 8 * head; bit < 8 * std::uint64_t{j.bytes}; ++bit) {
     block[bit / 8] ^= static_cast<std::uint8_t>(1u << (bit % 8));
     const Status s = codec::DecodeBlockBytes(info, j.block, block, out, "x");
@@ -228,6 +242,9 @@ TEST(DecoderCudaFixture, JobsCoverExactlyTheirCopies) {
   EXPECT_TRUE(any([&](const DecodeJob& j) { return j.values < T(j); }));
   EXPECT_TRUE(any([](const DecodeJob& j) { return j.rows == 1; }));
   EXPECT_TRUE(any([](const DecodeJob& j) { return j.dst % 4 == 2; }));
+  EXPECT_TRUE(any([&](const DecodeJob& j) {  // FP8 at an odd arena byte
+    return ValueBytes(c.set.streams[j.stream]) == 1 && j.dst % 2 == 1;
+  }));
 }
 
 std::unique_ptr<Device> OpenGpuOrSkip() {
@@ -375,7 +392,8 @@ TEST(DecoderCuda, RefusesBadArguments) {
           codec::Encode(codec::DType::kF32, std::vector<std::uint8_t>(64, 1)).value(), "f32")
           .value();
   EXPECT_EQ(dev->CreateDecoder(stored).status().code(), Code::kInvalidArgument);
-  DecodeSet odd = c.set;  // an odd arena offset
+  DecodeSet odd = c.set;  // an odd arena offset of a BF16 stream
+  ASSERT_EQ(odd.streams[odd.jobs[0].stream].dtype, codec::DType::kBF16);
   odd.jobs[0].dst += 1;
   EXPECT_EQ(dev->CreateDecoder(odd).status().code(), Code::kInvalidArgument);
   DecodeSet short_tables = c.set;  // tables out of step with the streams
