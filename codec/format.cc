@@ -72,6 +72,32 @@ Status Bad(std::string_view name, std::uint64_t offset, const std::string& what)
                          ": " + what);
 }
 
+// Sub-streams and the longest code (bytes [20, 24)): in range for a coded stream, 0 for a stored
+// one (ParseFixed read the method and block size first).
+Status ParseCoding(const std::uint8_t* p, std::string_view name, StreamInfo& info) {
+  const bool coded = info.method == Method::kHuffman;
+  info.sub_streams = Load<std::uint16_t>(p + 20);
+  info.max_code_len = p[22];
+  if (p[23] != 0) return Bad(name, 23, "reserved byte is not zero");
+  if (coded) {
+    if (info.sub_streams < 1 || info.sub_streams > layout::kMaxSubStreams) {
+      return Bad(name, 20, std::to_string(info.sub_streams) + " sub-streams");
+    }
+    if (info.max_code_len < 1 || info.max_code_len > kLutBits) {
+      return Bad(name, 22, "maximum code length " + std::to_string(info.max_code_len));
+    }
+    const std::uint64_t per_stream = (info.block_values + info.sub_streams - 1) / info.sub_streams;
+    if (per_stream * info.max_code_len > 0xFFFF) {
+      return Bad(name, 16,
+                 "sub-streams of " + std::to_string(per_stream) +
+                     " values cannot have 16-bit bit lengths");
+    }
+  } else if (info.sub_streams != 0 || info.max_code_len != 0) {
+    return Bad(name, 20, "stored stream with sub-streams or a code length");
+  }
+  return Status::Ok();
+}
+
 // The fixed fields (bytes [0, 40) and the code lengths).
 Status ParseFixed(std::span<const std::uint8_t> s, std::string_view name, StreamInfo& info) {
   if (s.size() < layout::kFixedHeaderBytes) {
@@ -118,25 +144,7 @@ Status ParseFixed(std::span<const std::uint8_t> s, std::string_view name, Stream
   if (info.block_values < 1 || info.block_values > layout::kMaxBlockValues) {
     return Bad(name, 16, "block size " + std::to_string(info.block_values) + " values");
   }
-  info.sub_streams = Load<std::uint16_t>(p + 20);
-  info.max_code_len = p[22];
-  if (p[23] != 0) return Bad(name, 23, "reserved byte is not zero");
-  if (coded) {
-    if (info.sub_streams < 1 || info.sub_streams > layout::kMaxSubStreams) {
-      return Bad(name, 20, std::to_string(info.sub_streams) + " sub-streams");
-    }
-    if (info.max_code_len < 1 || info.max_code_len > kLutBits) {
-      return Bad(name, 22, "maximum code length " + std::to_string(info.max_code_len));
-    }
-    const std::uint64_t per_stream = (info.block_values + info.sub_streams - 1) / info.sub_streams;
-    if (per_stream * info.max_code_len > 0xFFFF) {
-      return Bad(name, 16,
-                 "sub-streams of " + std::to_string(per_stream) +
-                     " values cannot have 16-bit bit lengths");
-    }
-  } else if (info.sub_streams != 0 || info.max_code_len != 0) {
-    return Bad(name, 20, "stored stream with sub-streams or a code length");
-  }
+  HOIST_RETURN_IF_ERROR(ParseCoding(p, name, info));
   const std::uint64_t blocks = (info.values + info.block_values - 1) / info.block_values;
   if (Load<std::uint32_t>(p + 24) != blocks) {
     return Bad(name, 24,

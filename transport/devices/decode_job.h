@@ -4,7 +4,7 @@
 // memory and decodes them there. What it decodes is a DecodeSet, built on the host
 // (transport/packed/packed.h): the streams involved (their parsed headers: code table, sub-stream
 // count, dtype) and the jobs. A job is one codec block and one copy of the plan: the block's
-// values that fall inside the copy's source rectangle land in the arena. Stored streams (F32, FP8,
+// values that fall inside the copy's source rectangle land in the arena. Stored streams (F32,
 // incompressible data) become jobs too on the host backend, whose decoder checks every block's
 // checksum (transport::StoredBytes::kCheckedBlocks); for the CUDA backend, whose decoder takes
 // Huffman streams only, their bytes are ordinary copies (kCopies).
