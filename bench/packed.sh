@@ -8,6 +8,7 @@
 #   - daemon restore from a host cache (packed: compressed cache decoded on the GPU);
 #   - on 2 GPUs: mpirun -np 2 tp 2, per rank.
 #   bench/packed.sh   (env: RUNS_HOT=5 RUNS_COLD=3 HF=1 (make and use the transformers checkpoint),
+#                      FP8=1 (also block-quantized FP8 checkpoints: DeepSeek-V3 shape, quantized HF),
 #                      MODELS=/tmp/hoist-models BUILD_DIR=build-bench OUT AUX, RESTORE_GAP=seconds
 #                      between ctl release and ctl restore (default 0),
 #                      STAGES="env readers tests codec ceilings hot cold verify restore tp2 ab": a call under the
@@ -42,6 +43,19 @@ if [[ "${HF:-1}" == 1 ]]; then
     python3 bench/make_hf_qwen3.py "$hf" 2>&1 | tail -2 >&2 || log "transformers checkpoint FAILED"
   fi
   [[ -f "$hf/config.json" ]] && models+=("$hf")
+fi
+# FP8=1: FP8 checkpoints too (issue 43), in folders of their own so that copies made before FP8
+# was coded (uniform FP8 bytes, stored) are not reused: hoist-mkckpt's DeepSeek-V3 shape
+# (block-quantized E4M3), and the transformers checkpoint block-quantized (bench/fp8_fixture.py).
+if [[ "${FP8:-0}" == 1 ]]; then
+  dsq="$MODELS/deepseek-v3-small-fp8q"; hfq="$MODELS/qwen3-4b-hf-fp8q"
+  [[ -f "$dsq/config.json" ]] || $build/tools/hoist-mkckpt --preset deepseek-v3-small --out "$dsq" \
+    --seed 3 > /dev/null
+  models+=("$dsq")
+  if [[ -f "$hf/config.json" && ! -f "$hfq/config.json" ]]; then
+    python3 bench/fp8_fixture.py quantize "$hf" "$hfq" || log "fp8_fixture quantize FAILED"
+  fi
+  [[ -f "$hfq/config.json" ]] && models+=("$hfq")
 fi
 
 pack() {  # model: writes model-packed once (again when this hoist refuses it: an older format)
