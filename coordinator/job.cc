@@ -80,12 +80,6 @@ Result<std::vector<proto::Hello>> CollectHellos(Comm& comm, const JobOptions& o)
   return hellos;
 }
 
-std::uint64_t CopyBytes(const proto::RankPlan& rp) {
-  std::uint64_t n = 0;
-  for (const proto::Copy& c : rp.copies()) n += c.width() * c.rows();
-  return n;
-}
-
 // Rank 0: the compact plan (planner/plan_set.h), with the NCCL ids its dedup groups need.
 proto::JobStart Plan(const JobOptions& o, const std::vector<proto::Hello>& hellos, bool mpi_world) {
   proto::JobStart start;
@@ -123,8 +117,8 @@ proto::JobStart Plan(const JobOptions& o, const std::vector<proto::Hello>& hello
       nodes.insert(dir->Node(r));
       if (dir->dedup()) groups.insert(dir->Group(r));
       if (mpi_world) {  // alone, a process shows its own rank's progress
-        start.set_copy_bytes(start.copy_bytes() +
-                             CopyBytes(plan->ranks(static_cast<int>(dir->ClassOf(r)))));
+        start.set_payload_bytes(start.payload_bytes() +
+                                plan->ranks(static_cast<int>(dir->ClassOf(r))).payload_bytes());
       }
     }
   }
@@ -207,7 +201,7 @@ Status PlanAndSend(Comm& comm, const JobOptions& o, bool mpi_world, Started* s) 
   HOIST_ASSIGN_OR_RETURN(const planner::RankDirectory dir, planner::RankDirectory::Of(compact));
   const proto::LoadPlan header = planner::PlanHeader(compact);
   proto::JobStart others = s->start;  // rank 0's host only, no progress total
-  others.clear_copy_bytes();
+  others.clear_payload_bytes();
   if (others.hosts_size() > 1) others.mutable_hosts()->DeleteSubrange(1, others.hosts_size() - 1);
   const std::string base = others.SerializeAsString();
   const planner::ViewWriter views(compact, dir);
@@ -289,7 +283,7 @@ DriverSetup MakeDriverSetup(const Started& started, int my_rank, bool mpi_world)
   const proto::LoadPlan& plan = started.start.plan();
   setup.ranks_running = mpi_world ? static_cast<int>(planner::PlanWorld(plan)) : 1;
   const proto::RankPlan* mine = planner::FindRank(plan, static_cast<std::uint32_t>(my_rank));
-  setup.total_bytes = mpi_world ? started.start.copy_bytes() : mine ? CopyBytes(*mine) : 0;
+  setup.total_bytes = mpi_world ? started.start.payload_bytes() : mine ? mine->payload_bytes() : 0;
   setup.started = &started;
   setup.my_rank = my_rank;
   return setup;

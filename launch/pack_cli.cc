@@ -74,16 +74,18 @@ int PackCommand::Run() {
   if (!summary->note.empty()) {
     std::printf("hoist pack: %s\n", Printable(summary->note).c_str());
   }
+  const auto pct = [&](std::uint64_t n) {
+    return Percent(static_cast<double>(n), summary->original_bytes);
+  };
   std::printf(
-      "hoist pack: %llu tensors (%llu in column stripes), %llu bytes -> %llu (%.1f%%) "
-      "in %.2f s: %s\n",
+      "hoist pack: %llu tensors (%llu in column stripes), %llu bytes coded to %llu (%.1f%%), "
+      "%llu on disk (%.1f%%, streams aligned to 4 KiB) in %.2f s: %s\n",
       static_cast<unsigned long long>(summary->tensors),
       static_cast<unsigned long long>(summary->striped),
       static_cast<unsigned long long>(summary->original_bytes),
-      static_cast<unsigned long long>(summary->packed_bytes),
-      100.0 * static_cast<double>(summary->packed_bytes) /
-          static_cast<double>(std::max<std::uint64_t>(1, summary->original_bytes)),
-      secs, Printable(o.out_dir).c_str());
+      static_cast<unsigned long long>(summary->coded_bytes), pct(summary->coded_bytes),
+      static_cast<unsigned long long>(summary->packed_bytes), pct(summary->packed_bytes), secs,
+      Printable(o.out_dir).c_str());
   PrintSizes(*summary);
   return kExitOk;
 }

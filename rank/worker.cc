@@ -569,8 +569,7 @@ Result<LoadedRank> Load(const proto::LoadPlan& plan, std::uint32_t rank, const L
   rep.set_device(out.device->Name());
   HOIST_RETURN_IF_ERROR(Execute(plan, rp, o, opening, residency, ahead, staged_ahead, &out));
   transport::PhaseRecorder(&rep, o.origin)
-      .Record(Phase::kTotal, t_start, Clock::now(),
-              plan.packed_size() > 0 ? rp.payload_bytes() : rep.bytes_h2d());
+      .Record(Phase::kTotal, t_start, Clock::now(), rp.payload_bytes());
   SetStage(o, LoadStage::kDone);
   return out;
 }

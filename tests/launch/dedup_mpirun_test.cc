@@ -133,6 +133,7 @@ class DedupMpirunTest : public ::testing::Test {
       // Small exchange steps: many groups in flight while the pipeline reads on.
       const RunResult r = RunCommand(Argv(s, dedup, out, {"--dedup-step-kib", "64"}), 240);
       ASSERT_EQ(r.exit_code, 0) << r.output;
+      std::uint64_t payload = 0;  // every rank's tensors, however their bytes arrived
       for (int rank = 0; rank < 4; ++rank) {
         hoist::testref::RefOptions ref{.tp = s.tp, .ep = s.ep, .rank = rank};
         const auto want = hoist::testref::ReferenceRankTensors(Model(s.preset).string(), ref);
@@ -140,6 +141,7 @@ class DedupMpirunTest : public ::testing::Test {
         const auto got = ReadDump(dump);
         ASSERT_EQ(got.size(), want.size()) << "rank " << rank;
         for (const auto& [tname, w] : want) {
+          payload += w.data.size();
           auto it = got.find(tname);
           ASSERT_NE(it, got.end()) << "rank " << rank << " lacks " << tname;
           EXPECT_EQ(it->second.shape, w.shape) << tname;
@@ -152,6 +154,8 @@ class DedupMpirunTest : public ::testing::Test {
       }
       std::ifstream rj(out / "report.json");
       reports[dedup] = nlohmann::json::parse(rj);
+      // One payload figure whatever the dedup mode (README, "The byte figures").
+      EXPECT_EQ(reports[dedup]["payload_bytes"].get<std::uint64_t>(), payload);
     }
 
     const auto& none = reports["none"];

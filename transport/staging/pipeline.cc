@@ -365,6 +365,7 @@ class Runner {
                                                 static_cast<std::uint8_t>(f.value()), f.bytes(),
                                                 cx_.stream));
       cx_.rep.bytes_filled += f.bytes();
+      cx_.AddProgress(f.bytes());  // payload, as the progress total counts it
     }
     if (cx_.o.mode == ReadMode::kPageable) return PageableExecutor(cx_).Run();
     if (cx_.o.mode == ReadMode::kRegistered) return RegisteredExecutor(cx_).Run();

@@ -209,9 +209,11 @@ TEST(Pack, Fp8WeightsAreCodedAndTheSummaryHoldsTheirBound) {
   const auto original = ReadCheckpoint(dir.Sub("model"));
   const auto index = planner::ReadPackedIndex(dir.Sub("packed"));
   ASSERT_TRUE(index.ok()) << index.status().ToString();
-  std::uint64_t f8 = 0, f8_bytes = 0, packed_bytes = 0;
+  std::uint64_t f8 = 0, f8_bytes = 0, packed_bytes = 0, all_streams = 0, all_bytes = 0;
   double bound = 0;
   for (const planner::PackedTensorEntry& e : index->tensors) {
+    all_bytes += e.original_bytes;
+    for (const planner::PackedStreamEntry& s : e.streams) all_streams += s.bytes;
     if (e.dtype != "F8_E4M3") continue;
     ++f8;
     f8_bytes += e.original_bytes;
@@ -222,6 +224,10 @@ TEST(Pack, Fp8WeightsAreCodedAndTheSummaryHoldsTheirBound) {
     }
   }
   ASSERT_GT(f8, 0u);
+  // The summary's two totals: the streams the index lists, and the files (at least as large).
+  EXPECT_EQ(summary.original_bytes, all_bytes);
+  EXPECT_EQ(summary.coded_bytes, all_streams);
+  EXPECT_GE(summary.packed_bytes, summary.coded_bytes);
   EXPECT_LT(static_cast<double>(packed_bytes), 0.87 * static_cast<double>(f8_bytes));
   EXPECT_GT(static_cast<double>(packed_bytes), bound);
   const auto it = std::find_if(summary.by_dtype.begin(), summary.by_dtype.end(),
