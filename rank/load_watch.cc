@@ -23,6 +23,7 @@ void LoadWatch::ArenaReady(transport::Device& dev, const transport::DeviceBuffer
     signal_ = std::move(signal).value();
     signal_->Raise(static_cast<std::uint32_t>(landed_));
     arena_ = arena;
+    device_ = {dev.Caps().gpu, dev.Caps().ordinal, dev.Name()};
     arena_ready_ = true;
   }
   cv_.notify_all();
@@ -32,7 +33,7 @@ void LoadWatch::Landed(int groups) {
   {
     std::lock_guard lock(mu_);
     if (groups <= landed_ || ended_) return;
-    landed_ = std::min(groups, groups_);
+    landed_ = groups;
     if (signal_) signal_->Raise(static_cast<std::uint32_t>(landed_));
   }
   cv_.notify_all();
@@ -44,7 +45,7 @@ void LoadWatch::Ended(const Status& status) {
     if (ended_) return;
     ended_ = true;
     status_ = status;
-    if (status.ok()) landed_ = groups_;
+    if (status.ok()) landed_ = kAll;
     if (signal_) signal_->Release();
   }
   cv_.notify_all();
@@ -88,6 +89,11 @@ bool LoadWatch::ended() const {
 Status LoadWatch::status() const {
   std::lock_guard lock(mu_);
   return status_;
+}
+
+LoadWatch::DeviceInfo LoadWatch::device() const {
+  std::lock_guard lock(mu_);
+  return device_;
 }
 
 transport::DeviceSignal* LoadWatch::signal() const {

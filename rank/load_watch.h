@@ -23,6 +23,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -37,14 +38,23 @@ struct LoadedRank;  // rank/worker.h
 
 class LoadWatch {
  public:
-  explicit LoadWatch(int groups) : groups_(groups) {}
+  static constexpr int kAll = 1 << 30;  // landed() once the load succeeded
+  LoadWatch() = default;
   ~LoadWatch();
+
+  // What ArenaReady saw of the device.
+  struct DeviceInfo {
+    bool gpu = false;
+    int ordinal = -1;
+    std::string name;
+  };
 
   // Worker: the arena exists at `arena` on `dev` (creates the signal on dev).
   void ArenaReady(transport::Device& dev, const transport::DeviceBuffer& arena);
   // Worker: layer groups [0, groups) have landed.
   void Landed(int groups);
-  // Worker: the load ended with `status` (OK: every group landed). Releases the signal.
+  // Worker: the load ended with `status` (OK: every group landed, landed() is kAll). Releases
+  // the signal.
   void Ended(const Status& status);
   // Worker: a failed load's device and arena, kept until TakeOrphan.
   void Orphan(std::unique_ptr<LoadedRank> loaded);
@@ -60,20 +70,21 @@ class LoadWatch {
   Result<transport::DeviceBuffer> AwaitArena();
   // Blocks until `groups` groups landed or the load ended; the load's error if it failed.
   Status WaitLanded(int groups);
-  int groups() const { return groups_; }
   int landed() const;
   bool ended() const;
   // Once ended(): the load's status.
   Status status() const;
+  // Once AwaitArena returned the arena: the device it is on.
+  DeviceInfo device() const;
   // The signal (nullptr until ArenaReady).
   transport::DeviceSignal* signal() const;
 
  private:
-  const int groups_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool arena_ready_ = false;
   transport::DeviceBuffer arena_;
+  DeviceInfo device_;
   int landed_ = 0;
   bool ended_ = false;
   Status status_;
