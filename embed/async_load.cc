@@ -200,8 +200,8 @@ Status Model::StreamWait(void* stream, int layer) const {
   if (state_->watch == nullptr) return Status::Ok();  // complete: nothing to wait for
   transport::DeviceSignal* signal = state_->watch->signal();
   if (signal == nullptr) return Status::Internal("the load has no readiness signal");
-  const std::uint32_t value = layer < 0 ? transport::DeviceSignal::kReleased
-                                        : static_cast<std::uint32_t>(layer + 1);
+  const std::uint32_t value =
+      layer < 0 ? transport::DeviceSignal::kReleased : static_cast<std::uint32_t>(layer + 1);
   return signal->EnqueueWait(stream, value);
 }
 

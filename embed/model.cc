@@ -188,7 +188,8 @@ Status TakeLoadedRank(coordinator::JobResult* result, ModelState* state) {
     state->phases.push_back({p.name(), p.seconds(), p.bytes()});
   }
   if (state->arena != nullptr && state->arena != lr.arena.ptr) {
-    return Status::Internal("rank " + std::to_string(my_rank) + ": the arena moved during the load");
+    return Status::Internal("rank " + std::to_string(my_rank) +
+                            ": the arena moved during the load");
   }
   state->arena = lr.arena.ptr;
   state->arena_bytes = lr.arena.bytes;
@@ -319,9 +320,9 @@ Result<Model> Attach(const std::string& socket_path, const AttachOptions& option
   state->rank = static_cast<int>(a.rank());
   state->world = static_cast<int>(a.world());
   state->device_name = state->device->Name();
-  HOIST_ASSIGN_OR_RETURN(state->tensors, internal::BuildTensorTable(a.tensors(), imported->ptr,
-                                                                    imported->bytes, socket_path,
-                                                                    &state->layers));
+  HOIST_ASSIGN_OR_RETURN(state->tensors,
+                         internal::BuildTensorTable(a.tensors(), imported->ptr, imported->bytes,
+                                                    socket_path, &state->layers));
   const Clock::time_point t2 = Clock::now();
   auto phase = [](transport::Phase p, Clock::time_point from, Clock::time_point to,
                   std::uint64_t bytes) {

@@ -320,8 +320,9 @@ void BindAsync(py::class_<hoist::Model, ModelPtr>& model) {
              if (t == nullptr) throw py::key_error(name);
              return t->layer;
            })
-      .def("wait", [](hoist::Model& m) { Unlocked([&] { return m.Wait(); }); },
-           "wait for every byte and the job's verdict (collective under MPI)")
+      .def(
+          "wait", [](hoist::Model& m) { Unlocked([&] { return m.Wait(); }); },
+          "wait for every byte and the job's verdict (collective under MPI)")
       .def("progress",
            [](const hoist::Model& m) {
              const hoist::LoadProgress p = m.progress();
@@ -334,9 +335,10 @@ void BindAsync(py::class_<hoist::Model, ModelPtr>& model) {
              return d;
            })
       .def("layer_ready", &hoist::Model::LayerReady, py::arg("layer"))
-      .def("wait_layer",
-           [](const hoist::Model& m, int layer) { Unlocked([&] { return m.WaitLayer(layer); }); },
-           py::arg("layer"))
+      .def(
+          "wait_layer",
+          [](const hoist::Model& m, int layer) { Unlocked([&] { return m.WaitLayer(layer); }); },
+          py::arg("layer"))
       .def(
           "stream_wait",
           [](const hoist::Model& m, std::uintptr_t stream, int layer) {
@@ -384,14 +386,13 @@ void BindModel(py::module_& mod) {
            })
       .def("tensors", &Convert, py::arg("to") = "auto",
            "dict name -> tensor: auto (torch on CUDA, numpy on host), torch, numpy or dlpack")
-      .def("release",
-           [](hoist::Model& m) {
-             hoist::Status s = [&] {
-               py::gil_scoped_release nogil;  // a pending model's release is cancel + wait
-               return m.Release();
-             }();
-             if (!s.ok()) Throw(s);
-           });
+      .def("release", [](hoist::Model& m) {
+        hoist::Status s = [&] {
+          py::gil_scoped_release nogil;  // a pending model's release is cancel + wait
+          return m.Release();
+        }();
+        if (!s.ok()) Throw(s);
+      });
   BindAsync(model);
 }
 
@@ -411,7 +412,9 @@ void BindLoad(py::module_& mod) {
   mod.def(
       "load_model_async",
       [](const std::string& model, const std::string& topology, int rank, const py::object& comm,
-         const py::kwargs& options) { return LoadModelAs(true, model, topology, rank, comm, options); },
+         const py::kwargs& options) {
+        return LoadModelAs(true, model, topology, rank, comm, options);
+      },
       py::arg("model") = "", py::arg("topology") = "", py::arg("rank") = 0,
       py::arg("comm") = py::none(), load_model_async_doc.c_str());
   mod.def("attach_model", &AttachModel, py::arg("path"), py::arg("timeout_ms") = 10000,
