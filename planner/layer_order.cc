@@ -8,7 +8,7 @@
 namespace hoist::planner {
 namespace {
 
-// The groups of tensors [begin, end) of a list of names.
+// The layer groups of a list of tensor names.
 template <class Names>
 LayerGroups Group(const Names& names) {
   std::map<int, int> layers;  // layer number -> group (filled below)
@@ -35,7 +35,7 @@ LayerGroups Group(const Names& names) {
   return g;
 }
 
-// The latest group among the tensors a copy writes (tensors sorted by arena offset in `order`).
+// The groups of the tensors a copy writes (tensors sorted by arena offset in `order_`).
 class CopyGroups {
  public:
   CopyGroups(const proto::RankPlan& rp, const LayerGroups& groups) : rp_(rp), groups_(groups) {
@@ -46,8 +46,17 @@ class CopyGroups {
     });
   }
 
+  // The latest group among the tensors `c` writes (0 for an empty copy).
   int Of(const proto::Copy& c) const {
-    if (c.width() == 0 || c.rows() == 0) return 0;
+    int group = 0;
+    ForEach(c, [&](int g) { group = std::max(group, g); });
+    return group;
+  }
+
+  // Calls fn with the group of every tensor `c` writes.
+  template <class F>
+  void ForEach(const proto::Copy& c, const F& fn) const {
+    if (c.width() == 0 || c.rows() == 0) return;
     const std::uint64_t begin = c.dst_offset();
     const std::uint64_t end = c.dst_offset() + (c.rows() - 1) * c.dst_pitch() + c.width();
     // The first tensor that ends after `begin`, then every one that starts before `end`.
@@ -55,13 +64,11 @@ class CopyGroups {
       return off < rp_.tensors(t).arena_offset();
     });
     if (it != order_.begin()) --it;
-    int group = 0;
     for (; it != order_.end() && rp_.tensors(*it).arena_offset() < end; ++it) {
       const proto::TensorOut& t = rp_.tensors(*it);
       if (t.arena_offset() + t.bytes() <= begin) continue;
-      group = std::max(group, groups_.of_tensor[static_cast<std::size_t>(*it)]);
+      fn(groups_.of_tensor[static_cast<std::size_t>(*it)]);
     }
-    return group;
   }
 
  private:
@@ -120,8 +127,10 @@ std::vector<int> CopiesUntilGroupLands(const proto::RankPlan& rank_plan,
   const CopyGroups of(rank_plan, groups);
   std::vector<int> need(groups.names.size(), 0);
   for (int i = 0; i < rank_plan.copies_size(); ++i) {
-    int& n = need[static_cast<std::size_t>(of.Of(rank_plan.copies(i)))];
-    n = std::max(n, i + 1);
+    of.ForEach(rank_plan.copies(i), [&](int g) {
+      int& n = need[static_cast<std::size_t>(g)];
+      n = std::max(n, i + 1);
+    });
   }
   for (std::size_t g = 1; g < need.size(); ++g) need[g] = std::max(need[g], need[g - 1]);
   return need;
