@@ -36,7 +36,11 @@ LoadOptions HostOptions(const std::string& dir, int tp, int rank) {
   return o;
 }
 
-// Holds every streaming load of this process once its arena exists, until Release() (or the
+// The streaming hold is a test hook (HOIST_TEST_HOOKS builds: tools/test.sh's).
+#define REQUIRE_TEST_HOOKS() \
+  if (!HOIST_TEST_HOOKS) GTEST_SKIP() << "needs a build with HOIST_TEST_HOOKS"
+
+// Holds every streaming load of this process once its arena exists, until Open() (or the
 // destructor) creates the gate file.
 class StreamingGate {
  public:
@@ -83,6 +87,7 @@ bool AllBytes(const Tensor& t, unsigned char value) {
 }
 
 TEST(EmbedAsync, AddressesBeforeBytesThenTheReference) {
+  REQUIRE_TEST_HOOKS();
   const std::string dir = Fixtures::Get().Dir("qwen3-tiny");
   StreamingGate gate;
   Result<Model> m = LoadAsync(HostOptions(dir, 2, 1));
@@ -152,6 +157,7 @@ TEST(EmbedAsync, LayersLandInOrderWithFinalBytes) {
 }
 
 TEST(EmbedAsync, CancelSurfacesAtWaitAndGivesTheArenaBack) {
+  REQUIRE_TEST_HOOKS();
   Blocks blocks;
   {
     StreamingGate gate;
@@ -184,6 +190,7 @@ TEST(EmbedAsync, CancelSurfacesAtWaitAndGivesTheArenaBack) {
 }
 
 TEST(EmbedAsync, AShardTruncatedWhileStreamingFailsAtWaitNamingRankAndFile) {
+  REQUIRE_TEST_HOOKS();
   const std::string src = Fixtures::Get().Dir("qwen3-tiny");
   const std::string dir = Fixtures::Get().root() + "/truncated";
   std::filesystem::remove_all(dir);
@@ -213,6 +220,7 @@ TEST(EmbedAsync, AShardTruncatedWhileStreamingFailsAtWaitNamingRankAndFile) {
 }
 
 TEST(EmbedAsync, CApi) {
+  REQUIRE_TEST_HOOKS();
   const std::string dir = Fixtures::Get().Dir("qwen3-tiny");
   StreamingGate gate;
   hoist_load_options o = HOIST_LOAD_OPTIONS_INITIALIZER;
