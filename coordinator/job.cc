@@ -15,6 +15,7 @@
 #include "coordinator/report.h"
 #include "planner/checkpoint.h"
 #include "planner/io_stats.h"
+#include "planner/layer_order.h"
 #include "planner/plan_builder.h"
 #include "planner/plan_set.h"
 #include "proto/control.pb.h"
@@ -480,43 +481,96 @@ int ExpectedGpu(const planner::PlanOptions& plan, int rank, int fallback) {
   return fallback;
 }
 
-Result<JobResult> RunJob(Comm& comm, JobOptions options) {
-  const bool mpi_world = comm.size() > 1 || LaunchedByMpi();
-  HOIST_RETURN_IF_ERROR(CheckWorld(comm, options, mpi_world));
+// What lives between BeginJob and FinishJob: the options (the driver reads them), the start (the
+// load reads its plan), this rank and its load.
+struct JobInFlight::State {
+  JobOptions options;
+  Started started;
+  int my_rank = 0;
+  bool mpi_world = false;
+  Status load_error;
+  std::unique_ptr<rank::RankJob> load;
+};
+
+JobInFlight::JobInFlight(std::unique_ptr<State> state) : state_(std::move(state)) {}
+JobInFlight::~JobInFlight() = default;
+const proto::LoadPlan& JobInFlight::plan() const { return state_->started.start.plan(); }
+int JobInFlight::rank() const { return state_->my_rank; }
+rank::RankJob* JobInFlight::load() { return state_->load.get(); }
+const Status& JobInFlight::load_error() const { return state_->load_error; }
+bool JobInFlight::ExchangesBytes() const {
+  return state_->mpi_world && plan().dedup() != proto::DEDUP_NONE;
+}
+
+namespace {
+
+// Async loads: this rank's own copies in layer order (its view holds its plan among `ranks`).
+void OrderMyCopies(int my_rank, proto::LoadPlan* plan) {
+  if (plan->dedup() != proto::DEDUP_NONE) return;
+  for (proto::RankPlan& rp : *plan->mutable_ranks()) {
+    if (planner::FindRank(*plan, static_cast<std::uint32_t>(my_rank)) == &rp) {
+      planner::OrderCopiesByLayer(&rp);
+    }
+  }
+}
+
+}  // namespace
+
+Result<std::unique_ptr<JobInFlight>> BeginJob(Comm& comm, JobOptions options) {
+  auto st = std::make_unique<JobInFlight::State>();
+  st->mpi_world = comm.size() > 1 || LaunchedByMpi();
+  HOIST_RETURN_IF_ERROR(CheckWorld(comm, options, st->mpi_world));
   rank::WarmHostTopology();
-  PrepareDeviceBesidePlanning(comm, mpi_world, &options);
+  PrepareDeviceBesidePlanning(comm, st->mpi_world, &options);
+  st->options = std::move(options);
+  const JobOptions& o = st->options;
 
   // 1. Hello, plan once on rank 0, and every rank's start.
-  HOIST_ASSIGN_OR_RETURN(const Started started, StartJob(comm, options, mpi_world));
-  HOIST_ASSIGN_OR_RETURN(const int my_rank,
-                         PlanRank(comm, options, started.start.plan(), mpi_world));
+  HOIST_ASSIGN_OR_RETURN(st->started, StartJob(comm, o, st->mpi_world));
+  HOIST_ASSIGN_OR_RETURN(st->my_rank, PlanRank(comm, o, st->started.start.plan(), st->mpi_world));
+  if (o.order_by_layer) OrderMyCopies(st->my_rank, st->started.start.mutable_plan());
 #if HOIST_TEST_HOOKS
-  if (options.hooks.after_plan) options.hooks.after_plan(my_rank);
+  if (o.hooks.after_plan) o.hooks.after_plan(st->my_rank);
 #endif
 
   // 2. This rank's load, through the rank entry point (which opens its peer for a dedup plan).
-  rank::LoadOptions load = options.load;
-  load.prepared = options.prepared.get();
-  Result<std::unique_ptr<rank::RankJob>> job =
-      rank::RankJob::Open(started.start, static_cast<std::uint32_t>(my_rank), std::move(load),
-                          options.exchange, mpi_world ? comm.mpi_handle() : nullptr, options.hooks);
+  rank::LoadOptions load = o.load;
+  load.prepared = o.prepared.get();
+  Result<std::unique_ptr<rank::RankJob>> job = rank::RankJob::Open(
+      st->started.start, static_cast<std::uint32_t>(st->my_rank), std::move(load), o.exchange,
+      st->mpi_world ? comm.mpi_handle() : nullptr, o.hooks);
+  if (job.ok()) {
+    st->load = std::move(job).value();
+  } else {
+    st->load_error = job.status();
+  }
+  return std::make_unique<JobInFlight>(std::move(st));
+}
 
+Result<JobResult> FinishJob(Comm& comm, JobInFlight& job) {
+  JobInFlight::State& st = job.state();
+  const JobOptions& o = st.options;
   // 3. The control loop until every rank finished; rank 0 gets every report with the last
   // message. A load that could not start is reported as this rank's failure.
-  Driver driver(comm, options, MakeDriverSetup(started, my_rank, mpi_world));
-  HOIST_RETURN_IF_ERROR(driver.Run(job.ok() ? job->get() : nullptr, job.status()));
+  Driver driver(comm, o, MakeDriverSetup(st.started, st.my_rank, st.mpi_world));
+  HOIST_RETURN_IF_ERROR(driver.Run(st.load.get(), st.load_error));
 
   // 4. Rank 0: blame the first rank that failed on its own.
   JobResult result;
-  result.plan = started.start.plan();
+  result.plan = st.started.start.plan();
   result.local = std::move(driver.local());
   result.failure = driver.failure();
   if (comm.rank() == 0) {
     result.reports = std::move(driver.reports());
     result.failure = Blame(result.reports);
-    result.wall_s = Seconds(options.load.origin, Clock::now());
+    result.wall_s = Seconds(o.load.origin, Clock::now());
   }
   return result;
+}
+
+Result<JobResult> RunJob(Comm& comm, JobOptions options) {
+  HOIST_ASSIGN_OR_RETURN(std::unique_ptr<JobInFlight> job, BeginJob(comm, std::move(options)));
+  return FinishJob(comm, *job);
 }
 
 }  // namespace hoist::coordinator

@@ -68,6 +68,9 @@ struct JobOptions {
   // Tests (HOIST_TEST_HOOKS builds; empty otherwise): where the CLI's --inject-* flags make this
   // rank fail, stop, die or misbehave (rank/test_hooks.h).
   rank::TestHooks hooks;
+  // Loads that stream behind their caller (BeginJob, hoist::LoadAsync): this rank's copies are
+  // ordered by layer (planner/layer_order.h) unless its plan runs a dedup exchange.
+  bool order_by_layer = false;
 };
 
 struct JobResult {
@@ -96,7 +99,40 @@ int ExpectedGpu(const planner::PlanOptions& plan, int rank, int fallback);
 
 // Runs the job on `comm`. The Status is not OK when the job could not run to its end (planning
 // failed, the world does not match the plan, a rank went silent); load failures are in
-// JobResult::failure with the reports.
+// JobResult::failure with the reports. RunJob is FinishJob(BeginJob(...)).
 Result<JobResult> RunJob(Comm& comm, JobOptions options);
+
+// A job begun on this rank: planned (collective: hello, plan, each rank's start), this rank's
+// load running on its worker thread. Nothing of it talks to other ranks until FinishJob, which
+// runs the control loop (collective) until every rank finished. Between the two, only this rank's
+// worker runs (it makes no MPI call: a plan that forwards bytes between ranks needs the control
+// thread, so callers finish such a job at once, see ExchangesBytes). Destroying an unfinished
+// JobInFlight cancels and joins its load without telling the other ranks (they end by timeout):
+// callers finish it. Threading: the Comm's thread, except load()->Cancel (any thread).
+class JobInFlight {
+ public:
+  struct State;
+  explicit JobInFlight(std::unique_ptr<State> state);
+  ~JobInFlight();
+  // This rank's view of the plan and its rank in it.
+  const proto::LoadPlan& plan() const;
+  int rank() const;
+  // This rank's load, or nullptr when it could not start (load_error() says why).
+  rank::RankJob* load();
+  const Status& load_error() const;
+  // Whether this rank's load forwards bytes to or from peers (a dedup exchange).
+  bool ExchangesBytes() const;
+  State& state() { return *state_; }
+
+ private:
+  std::unique_ptr<State> state_;
+};
+
+// Steps 1-2 of RunJob: the world check, planning and this rank's load started. Collective.
+Result<std::unique_ptr<JobInFlight>> BeginJob(Comm& comm, JobOptions options);
+// The rest: the control loop until every rank finished, then (rank 0) the blame. Collective.
+// Once per job; afterwards `job`'s load is finished (its result moved into the JobResult).
+// job.load()->Cancel may be called from another thread meanwhile.
+Result<JobResult> FinishJob(Comm& comm, JobInFlight& job);
 
 }  // namespace hoist::coordinator

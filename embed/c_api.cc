@@ -205,7 +205,7 @@ int SetSized(hoist_load_options* o, const char* key, const char* value) {
                                      (near.empty() ? "" : " (did you mean '" + near + "'?)")));
 }
 
-int LoadWhole(const hoist_load_options& whole, hoist_model** out) {
+int LoadWhole(const hoist_load_options& whole, hoist_model** out, bool async = false) {
   hoist::LoadOptions lo;
   if (hoist::Status s = hoist::internal::FromC(whole, &lo); !s.ok()) return Report(s);
   if (whole.allocate != nullptr) {
@@ -222,10 +222,18 @@ int LoadWhole(const hoist_load_options& whole, hoist_model** out) {
       dealloc(p, bytes, device, user);
     };
   }
-  hoist::Result<hoist::Model> m = hoist::Load(lo);
+  hoist::Result<hoist::Model> m = async ? hoist::LoadAsync(lo) : hoist::Load(lo);
   if (!m.ok()) return Report(m.status());
   *out = new hoist_model{std::move(m).value()};
   return Report(hoist::Status::Ok());
+}
+
+// The model's layer group `layer`, checked.
+hoist::Status CheckLayer(const hoist_model* m, int layer, bool all_allowed) {
+  const int n = static_cast<int>(m->model.layers().size());
+  if ((all_allowed && layer == -1) || (layer >= 0 && layer < n)) return hoist::Status::Ok();
+  return hoist::Status::InvalidArgument("layer group " + std::to_string(layer) +
+                                        " is not among the " + std::to_string(n) + " of the model");
 }
 
 }  // namespace
@@ -350,6 +358,78 @@ int hoist_model_release(hoist_model* m) {
   hoist::Status s = m->model.Release();
   delete m;
   return Report(s);
+}
+
+int hoist_load_async(const hoist_load_options* o, hoist_model** out) {
+  if (o == nullptr || out == nullptr) return Null("options or out");
+  *out = nullptr;
+  if (!hoist::internal::IsSizedOptions(o)) {
+    return Report(hoist::Status::InvalidArgument(
+        "hoist_load_async needs options from HOIST_LOAD_OPTIONS_INITIALIZER (with their size)"));
+  }
+  return LoadWhole(hoist::internal::WholeOptions(*o), out, /*async=*/true);
+}
+
+int hoist_model_wait(hoist_model* m) {
+  if (m == nullptr) return Null("model");
+  return Report(m->model.Wait());
+}
+
+int hoist_model_cancel(hoist_model* m) {
+  if (m == nullptr) return Null("model");
+  m->model.Cancel();
+  return Report(hoist::Status::Ok());
+}
+
+int hoist_model_pending(const hoist_model* m, int* pending) {
+  if (m == nullptr || pending == nullptr) return Null("model or pending");
+  *pending = m->model.pending() ? 1 : 0;
+  return Report(hoist::Status::Ok());
+}
+
+int hoist_model_progress(const hoist_model* m, uint64_t* bytes_done, uint64_t* bytes_total,
+                         int* layers_ready, int* layers) {
+  if (m == nullptr) return Null("model");
+  const hoist::LoadProgress p = m->model.progress();
+  if (bytes_done) *bytes_done = p.bytes_done;
+  if (bytes_total) *bytes_total = p.bytes_total;
+  if (layers_ready) *layers_ready = p.layers_ready;
+  if (layers) *layers = p.layers;
+  return Report(hoist::Status::Ok());
+}
+
+int hoist_model_layer_name(const hoist_model* m, int layer, const char** name) {
+  if (m == nullptr || name == nullptr) return Null("model or name");
+  if (hoist::Status s = CheckLayer(m, layer, false); !s.ok()) return Report(s);
+  *name = m->model.layers()[static_cast<std::size_t>(layer)].c_str();
+  return Report(hoist::Status::Ok());
+}
+
+int hoist_model_tensor_layer(const hoist_model* m, size_t index, int* layer) {
+  if (m == nullptr || layer == nullptr) return Null("model or layer");
+  if (index >= m->model.tensors().size()) {
+    return Report(hoist::Status::NotFound("no tensor " + std::to_string(index)));
+  }
+  *layer = m->model.tensors()[index].layer;
+  return Report(hoist::Status::Ok());
+}
+
+int hoist_model_layer_ready(const hoist_model* m, int layer, int* ready) {
+  if (m == nullptr || ready == nullptr) return Null("model or ready");
+  if (hoist::Status s = CheckLayer(m, layer, false); !s.ok()) return Report(s);
+  *ready = m->model.LayerReady(layer) ? 1 : 0;
+  return Report(hoist::Status::Ok());
+}
+
+int hoist_model_wait_layer(const hoist_model* m, int layer) {
+  if (m == nullptr) return Null("model");
+  return Report(m->model.WaitLayer(layer));
+}
+
+int hoist_model_stream_wait(const hoist_model* m, int layer, void* stream) {
+  if (m == nullptr) return Null("model");
+  if (hoist::Status s = CheckLayer(m, layer, true); !s.ok()) return Report(s);
+  return Report(m->model.StreamWait(stream, layer));
 }
 
 const char* hoist_last_error(void) { return g_last_error.c_str(); }

@@ -10,6 +10,7 @@
 #include "embed/resolve_options.h"
 #include "hoist/hoist.h"
 #include "planner/dtype.h"
+#include "planner/layer_order.h"
 #include "planner/plan_set.h"
 #include "transport/timing/phase.h"
 
@@ -19,6 +20,7 @@ namespace internal {
 using Clock = std::chrono::steady_clock;
 
 ModelState::~ModelState() {
+  if (job != nullptr) (void)FinishJob(true);  // cancel + the job's end (collective, bounded)
   Status s = Free();
   if (!s.ok()) spdlog::warn("hoist: releasing the weights: {}", s.ToString());
 }
@@ -31,6 +33,11 @@ Status ModelState::Free() {
   if (loaded) {
     if (loaded->device) result = loaded->device->Free(loaded->arena);
     loaded.reset();  // destroys the device (synchronises its streams) before the engine frees
+  }
+  if (std::unique_ptr<rank::LoadedRank> orphan = watch ? watch->TakeOrphan() : nullptr) {
+    Status s = orphan->device ? orphan->device->Free(orphan->arena) : Status::Ok();
+    if (result.ok()) result = s;
+    orphan.reset();  // a failed asynchronous load's device, before the engine frees its block
   }
   if (engine_block != nullptr && allocator.deallocate) {
     allocator.deallocate(engine_block, engine_bytes, engine_device);
@@ -51,11 +58,16 @@ Status ModelState::Free() {
 
 Result<std::vector<Tensor>> BuildTensorTable(
     const google::protobuf::RepeatedPtrField<proto::TensorOut>& outs, void* base,
-    std::uint64_t arena_bytes, const std::string& where) {
+    std::uint64_t arena_bytes, const std::string& where, std::vector<std::string>* layers) {
+  std::vector<std::string> names;
+  for (const proto::TensorOut& o : outs) names.push_back(o.name());
+  planner::LayerGroups groups = planner::GroupNamesByLayer(names);
+  if (layers != nullptr) *layers = std::move(groups.names);
   std::vector<Tensor> table;
   table.reserve(outs.size());
   for (const proto::TensorOut& o : outs) {
     Tensor t;
+    t.layer = groups.of_tensor[table.size()];
     t.name = o.name();
     t.dtype = o.dtype();
     t.element_size = DTypeSize(o.dtype());
@@ -106,6 +118,95 @@ Result<config::ResolvedJob> ResolveLoadOptions(const LoadOptions& options) {
   return config::ResolveJobSpec(ToJobSpec(options));
 }
 
+Result<PreparedLoad> PrepareLoad(const LoadOptions& options, ModelState* state) {
+  const Clock::time_point origin = Clock::now();
+  HOIST_ASSIGN_OR_RETURN(config::ResolvedJob resolved, ResolveLoadOptions(options));
+  PreparedLoad p;
+  p.job = std::move(resolved.job);
+  if (options.mpi_comm != nullptr || coordinator::MpiActive()) {
+    HOIST_ASSIGN_OR_RETURN(p.comm, coordinator::WrapMpiComm(options.mpi_comm));
+  } else {
+    p.comm = coordinator::CreateSoloComm();
+  }
+  if (p.comm->rank() == 0) {
+    for (const std::string& w : resolved.warnings) spdlog::warn("hoist: {}", w);
+  }
+  if (options.allocator.allocate) {
+    if (!options.allocator.deallocate) {
+      return Status::InvalidArgument("the engine allocator has allocate but no deallocate");
+    }
+    state->allocator = options.allocator;
+    p.job.load.allocate_arena = [state](transport::Device& dev,
+                                        std::uint64_t bytes) -> Result<transport::DeviceBuffer> {
+      const int ordinal = dev.Caps().ordinal;
+      void* ptr = state->allocator.allocate(bytes, ordinal);
+      if (ptr == nullptr) {
+        return Status::ResourceExhausted("the engine allocator returned null for the " +
+                                         std::to_string(bytes) + "-byte arena");
+      }
+      state->engine_block = ptr;
+      state->engine_bytes = bytes;
+      state->engine_device = ordinal;
+      if (reinterpret_cast<std::uintptr_t>(ptr) % 256 != 0) {
+        return Status::InvalidArgument("the engine allocator returned memory not aligned to 256");
+      }
+      transport::DeviceBuffer b{ptr, bytes};
+      HOIST_RETURN_IF_ERROR(dev.AdoptArena(b));
+      return b;
+    };
+  }
+  p.job.load.origin = origin;
+  p.job.init_s = 0;
+  return p;
+}
+
+Status JobVerdict(coordinator::Comm& comm, const Status& mine, double timeout_s) {
+  // Every rank learns whether the job as a whole succeeded (rank 0 has everyone's reports).
+  Status failure = mine;
+  if (comm.size() > 1) {
+    std::string verdict = comm.rank() == 0 && !failure.ok() ? failure.ToString() : "";
+    HOIST_RETURN_IF_ERROR(comm.Broadcast(&verdict, timeout_s));
+    if (failure.ok() && !verdict.empty()) failure = Status::Aborted("the job failed: " + verdict);
+  }
+  return failure;
+}
+
+void DescribeDevice(const transport::Device& dev, ModelState* state) {
+  state->type = dev.Caps().gpu ? DeviceType::kCuda : DeviceType::kHost;
+  state->ordinal = dev.Caps().ordinal;
+  state->device_name = dev.Name();
+}
+
+Status TakeLoadedRank(coordinator::JobResult* result, ModelState* state) {
+  if (!result->local) return Status::Internal("the load left no arena");
+  rank::LoadedRank& lr = *result->local;
+  const int my_rank = static_cast<int>(lr.report.rank());
+  state->rank = my_rank;
+  state->world = static_cast<int>(planner::PlanWorld(result->plan));
+  DescribeDevice(*lr.device, state);
+  for (const proto::Phase& p : lr.report.phases()) {
+    state->phases.push_back({p.name(), p.seconds(), p.bytes()});
+  }
+  if (state->arena != nullptr && state->arena != lr.arena.ptr) {
+    return Status::Internal("rank " + std::to_string(my_rank) +
+                            ": the arena moved during the load");
+  }
+  state->arena = lr.arena.ptr;
+  state->arena_bytes = lr.arena.bytes;
+  if (state->tensors.empty()) {
+    const proto::RankPlan* mine =
+        planner::FindRank(result->plan, static_cast<std::uint32_t>(my_rank));
+    if (mine == nullptr) {
+      return Status::Internal("rank " + std::to_string(my_rank) + " is not in its plan");
+    }
+    HOIST_ASSIGN_OR_RETURN(state->tensors,
+                           BuildTensorTable(mine->tensors(), lr.arena.ptr, lr.arena.bytes,
+                                            "rank " + std::to_string(my_rank), &state->layers));
+  }
+  state->loaded.emplace(std::move(lr));
+  return Status::Ok();
+}
+
 }  // namespace internal
 
 using internal::Clock;
@@ -150,87 +251,22 @@ const std::vector<Phase>& Model::phases() const {
 
 Status Model::Release() {
   if (!state_) return Status::Ok();
+  if (state_->job != nullptr) {  // streaming: cancel, then end the job with the other ranks
+    (void)state_->FinishJob(true);
+  }
   std::shared_ptr<ModelState> s = std::move(state_);
   if (s.use_count() == 1) return s->Free();
   return Status::Ok();  // DLPack exports still hold the weights; the last one frees them
 }
 
 Result<Model> Load(const LoadOptions& options) {
-  const Clock::time_point origin = Clock::now();
-  HOIST_ASSIGN_OR_RETURN(config::ResolvedJob resolved, internal::ResolveLoadOptions(options));
-  coordinator::JobOptions& job = resolved.job;
-
-  std::unique_ptr<coordinator::Comm> comm;
-  if (options.mpi_comm != nullptr || coordinator::MpiActive()) {
-    HOIST_ASSIGN_OR_RETURN(comm, coordinator::WrapMpiComm(options.mpi_comm));
-  } else {
-    comm = coordinator::CreateSoloComm();
-  }
-  if (comm->rank() == 0) {
-    for (const std::string& w : resolved.warnings) spdlog::warn("hoist: {}", w);
-  }
-
   auto state = std::make_shared<ModelState>();
-  if (options.allocator.allocate) {
-    if (!options.allocator.deallocate) {
-      return Status::InvalidArgument("the engine allocator has allocate but no deallocate");
-    }
-    state->allocator = options.allocator;
-    ModelState* raw = state.get();
-    job.load.allocate_arena = [raw](transport::Device& dev,
-                                    std::uint64_t bytes) -> Result<transport::DeviceBuffer> {
-      const int ordinal = dev.Caps().ordinal;
-      void* p = raw->allocator.allocate(bytes, ordinal);
-      if (p == nullptr) {
-        return Status::ResourceExhausted("the engine allocator returned null for the " +
-                                         std::to_string(bytes) + "-byte arena");
-      }
-      raw->engine_block = p;
-      raw->engine_bytes = bytes;
-      raw->engine_device = ordinal;
-      if (reinterpret_cast<std::uintptr_t>(p) % 256 != 0) {
-        return Status::InvalidArgument("the engine allocator returned memory not aligned to 256");
-      }
-      transport::DeviceBuffer b{p, bytes};
-      HOIST_RETURN_IF_ERROR(dev.AdoptArena(b));
-      return b;
-    };
-  }
-  job.load.origin = origin;
-  job.init_s = 0;
-
-  const double timeout_s = job.exchange.timeout_s;
-  HOIST_ASSIGN_OR_RETURN(coordinator::JobResult result, coordinator::RunJob(*comm, std::move(job)));
-  // Every rank learns whether the job as a whole succeeded (rank 0 has everyone's reports).
-  Status failure = result.failure;
-  if (comm->size() > 1) {
-    std::string verdict = comm->rank() == 0 && !failure.ok() ? failure.ToString() : "";
-    HOIST_RETURN_IF_ERROR(comm->Broadcast(&verdict, timeout_s));
-    if (failure.ok() && !verdict.empty()) failure = Status::Aborted("the job failed: " + verdict);
-  }
-  HOIST_RETURN_IF_ERROR(failure);
-  if (!result.local) return Status::Internal("the load left no arena");
-
-  rank::LoadedRank& lr = *result.local;
-  const int my_rank = static_cast<int>(lr.report.rank());
-  state->rank = my_rank;
-  state->world = static_cast<int>(planner::PlanWorld(result.plan));
-  state->type = lr.device->Caps().gpu ? DeviceType::kCuda : DeviceType::kHost;
-  state->ordinal = lr.device->Caps().ordinal;
-  state->device_name = lr.device->Name();
-  state->arena = lr.arena.ptr;
-  state->arena_bytes = lr.arena.bytes;
-  for (const proto::Phase& p : lr.report.phases()) {
-    state->phases.push_back({p.name(), p.seconds(), p.bytes()});
-  }
-  const proto::RankPlan* mine = planner::FindRank(result.plan, static_cast<std::uint32_t>(my_rank));
-  if (mine == nullptr) {
-    return Status::Internal("rank " + std::to_string(my_rank) + " is not in its plan");
-  }
-  HOIST_ASSIGN_OR_RETURN(state->tensors,
-                         internal::BuildTensorTable(mine->tensors(), lr.arena.ptr, lr.arena.bytes,
-                                                    "rank " + std::to_string(my_rank)));
-  state->loaded.emplace(std::move(lr));
+  HOIST_ASSIGN_OR_RETURN(internal::PreparedLoad p, internal::PrepareLoad(options, state.get()));
+  const double timeout_s = p.job.exchange.timeout_s;
+  HOIST_ASSIGN_OR_RETURN(coordinator::JobResult result,
+                         coordinator::RunJob(*p.comm, std::move(p.job)));
+  HOIST_RETURN_IF_ERROR(internal::JobVerdict(*p.comm, result.failure, timeout_s));
+  HOIST_RETURN_IF_ERROR(internal::TakeLoadedRank(&result, state.get()));
   return Model(std::move(state));
 }
 
@@ -284,8 +320,9 @@ Result<Model> Attach(const std::string& socket_path, const AttachOptions& option
   state->rank = static_cast<int>(a.rank());
   state->world = static_cast<int>(a.world());
   state->device_name = state->device->Name();
-  HOIST_ASSIGN_OR_RETURN(state->tensors, internal::BuildTensorTable(a.tensors(), imported->ptr,
-                                                                    imported->bytes, socket_path));
+  HOIST_ASSIGN_OR_RETURN(state->tensors,
+                         internal::BuildTensorTable(a.tensors(), imported->ptr, imported->bytes,
+                                                    socket_path, &state->layers));
   const Clock::time_point t2 = Clock::now();
   auto phase = [](transport::Phase p, Clock::time_point from, Clock::time_point to,
                   std::uint64_t bytes) {

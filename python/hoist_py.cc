@@ -205,17 +205,22 @@ hoist::LoadOptions Options(const std::string& model, const std::string& topology
   return o;
 }
 
-ModelPtr LoadModel(const std::string& model, const std::string& topology, int rank,
-                   const py::object& comm, const py::kwargs& options) {
+ModelPtr LoadModelAs(bool async, const std::string& model, const std::string& topology, int rank,
+                     const py::object& comm, const py::kwargs& options) {
   hoist::LoadOptions o = Options(model, topology, rank, options);
   const std::optional<MPI_Comm> mpi_comm = ToMpiComm(comm);
   if (mpi_comm) o.mpi_comm = &*mpi_comm;
   hoist::Result<hoist::Model> m = [&] {
     py::gil_scoped_release nogil;
-    return hoist::Load(o);
+    return async ? hoist::LoadAsync(o) : hoist::Load(o);
   }();
   if (!m.ok()) Throw(m.status());
   return std::make_shared<hoist::Model>(std::move(m).value());
+}
+
+ModelPtr LoadModel(const std::string& model, const std::string& topology, int rank,
+                   const py::object& comm, const py::kwargs& options) {
+  return LoadModelAs(false, model, topology, rank, comm, options);
 }
 
 // The options as the docstring lists them, from the table.
@@ -295,10 +300,61 @@ void BindTensor(py::module_& mod) {
       });
 }
 
+// Calls fn without the GIL and raises its Status.
+template <class F>
+void Unlocked(const F& fn) {
+  hoist::Status s = [&] {
+    py::gil_scoped_release nogil;
+    return fn();
+  }();
+  if (!s.ok()) Throw(s);
+}
+
+// The asynchronous side of Model (hoist::LoadAsync; include/hoist/hoist.h).
+void BindAsync(py::class_<hoist::Model, ModelPtr>& model) {
+  model.def_property_readonly("pending", &hoist::Model::pending)
+      .def_property_readonly("layers", &hoist::Model::layers)
+      .def("layer_of",
+           [](const hoist::Model& m, const std::string& name) {
+             const hoist::Tensor* t = m.Find(name);
+             if (t == nullptr) throw py::key_error(name);
+             return t->layer;
+           })
+      .def(
+          "wait", [](hoist::Model& m) { Unlocked([&] { return m.Wait(); }); },
+          "wait for every byte and the job's verdict (collective under MPI)")
+      .def("progress",
+           [](const hoist::Model& m) {
+             const hoist::LoadProgress p = m.progress();
+             py::dict d;
+             d["bytes_done"] = p.bytes_done;
+             d["bytes_total"] = p.bytes_total;
+             d["layers_ready"] = p.layers_ready;
+             d["layers"] = p.layers;
+             d["ended"] = p.ended;
+             return d;
+           })
+      .def("layer_ready", &hoist::Model::LayerReady, py::arg("layer"))
+      .def(
+          "wait_layer",
+          [](const hoist::Model& m, int layer) { Unlocked([&] { return m.WaitLayer(layer); }); },
+          py::arg("layer"))
+      .def(
+          "stream_wait",
+          [](const hoist::Model& m, std::uintptr_t stream, int layer) {
+            Unlocked([&] { return m.StreamWait(reinterpret_cast<void*>(stream), layer); });
+          },
+          py::arg("stream") = 0, py::arg("layer") = -1,
+          "order work on a CUDA stream (its cudaStream_t as an int, e.g. torch's "
+          "stream.cuda_stream; 0: the legacy default) after layer `layer` (-1: every byte) landed, "
+          "without blocking; on the host backend it blocks until then")
+      .def("cancel", &hoist::Model::Cancel);
+}
+
 // The Model class: a loaded or attached model.
 void BindModel(py::module_& mod) {
-  py::class_<hoist::Model, ModelPtr>(mod, "Model")
-      .def_property_readonly("rank", &hoist::Model::rank)
+  py::class_<hoist::Model, ModelPtr> model(mod, "Model");
+  model.def_property_readonly("rank", &hoist::Model::rank)
       .def_property_readonly("world", &hoist::Model::world)
       .def_property_readonly("device",
                              [](const hoist::Model& m) {
@@ -331,9 +387,13 @@ void BindModel(py::module_& mod) {
       .def("tensors", &Convert, py::arg("to") = "auto",
            "dict name -> tensor: auto (torch on CUDA, numpy on host), torch, numpy or dlpack")
       .def("release", [](hoist::Model& m) {
-        hoist::Status s = m.Release();
+        hoist::Status s = [&] {
+          py::gil_scoped_release nogil;  // a pending model's release is cancel + wait
+          return m.Release();
+        }();
         if (!s.ok()) Throw(s);
       });
+  BindAsync(model);
 }
 
 // Load_model and load.
@@ -344,6 +404,19 @@ void BindLoad(py::module_& mod) {
       OptionsDoc();
   mod.def("load_model", &LoadModel, py::arg("model") = "", py::arg("topology") = "",
           py::arg("rank") = 0, py::arg("comm") = py::none(), load_model_doc.c_str());
+  static const std::string load_model_async_doc =
+      "load_model_async(model='', topology='', rank=0, comm=None, **options): like load_model, "
+      "but returns once the arena exists (every tensor's address final) while the bytes stream "
+      "in; Model.wait() (collective under MPI) before trusting values" +
+      OptionsDoc();
+  mod.def(
+      "load_model_async",
+      [](const std::string& model, const std::string& topology, int rank, const py::object& comm,
+         const py::kwargs& options) {
+        return LoadModelAs(true, model, topology, rank, comm, options);
+      },
+      py::arg("model") = "", py::arg("topology") = "", py::arg("rank") = 0,
+      py::arg("comm") = py::none(), load_model_async_doc.c_str());
   mod.def("attach_model", &AttachModel, py::arg("path"), py::arg("timeout_ms") = 10000,
           "attach to a `hoist serve` rank's socket; returns a Model");
   static const std::string load_doc =

@@ -15,6 +15,7 @@
 
 #include "planner/plan_set.h"
 #include "rank/exchange.h"
+#include "rank/load_watch.h"
 #include "rank/verify.h"
 #include "transport/staging/pipeline.h"
 #include "transport/timing/phase.h"
@@ -457,6 +458,18 @@ Result<Ahead> PrepareAhead(const proto::LoadPlan& plan, const proto::RankPlan& r
   return p;
 }
 
+// A watched load (LoadWiring::watch): the arena exists, before any byte moves into it. The
+// watch's test hold and injected failure run here.
+Status AnnounceArena(const LoadOptions& o, transport::Device& dev,
+                     const transport::DeviceBuffer& arena) {
+  if (o.watch == nullptr) return Status::Ok();
+  o.watch->ArenaReady(dev, arena);
+  static const std::atomic<bool> kNever{false};
+  if (o.watch->hold) o.watch->hold(o.cancel != nullptr ? *o.cancel : kNever);
+  HOIST_RETURN_IF_ERROR(o.watch->inject_failure);
+  return Cancelled(o);
+}
+
 Status Execute(const proto::LoadPlan& plan, const proto::RankPlan& rp, const LoadOptions& o,
                SourceOpening& opening, ResidencyProbe& residency, Ahead& ahead,
                const transport::PhaseTiming& staged_ahead, LoadedRank* out) {
@@ -473,7 +486,10 @@ Status Execute(const proto::LoadPlan& plan, const proto::RankPlan& rp, const Loa
   SetStage(o, LoadStage::kArena);
   ArenaAllocation arena(dev, o, rp.arena_bytes(), /*beside=*/!exchange, &out->arena);
   HOIST_RETURN_IF_ERROR(arena.Start());
-  if (!arena.beside()) HOIST_RETURN_IF_ERROR(arena.Ready(&rep));
+  if (!arena.beside()) {
+    HOIST_RETURN_IF_ERROR(arena.Ready(&rep));
+    HOIST_RETURN_IF_ERROR(AnnounceArena(o, dev, out->arena));
+  }
 
   // Beside the read, the stage stays "allocating the arena" until the first copy into it can go.
   if (!arena.beside()) SetStage(o, LoadStage::kReading);
@@ -494,11 +510,16 @@ Status Execute(const proto::LoadPlan& plan, const proto::RankPlan& rp, const Loa
     if (arena.beside()) {
       po.arena_ready = [&] {
         Status ready = arena.Ready(&rep);
+        if (ready.ok()) ready = AnnounceArena(o, dev, out->arena);
         SetStage(o, LoadStage::kReading);
         return ready;
       };
     }
-    HOIST_RETURN_IF_ERROR(Read(dev, out->arena, plan, rp, o, sources.files, po, &pr, &xr));
+    LandingWatcher landing(dev, exchange ? nullptr : o.watch);
+    HOIST_RETURN_IF_ERROR(landing.Attach(rp, &po));
+    const Status read = Read(dev, out->arena, plan, rp, o, sources.files, po, &pr, &xr);
+    landing.Stop();
+    HOIST_RETURN_IF_ERROR(read);
     if (o.close_in_background) {
       // Unmapping a large, fully faulted-in mapping costs ~3 ms per GiB of page-table teardown;
       // the weights are on the device already, so release the read-only mappings off the path.
@@ -531,7 +552,8 @@ Status Execute(const proto::LoadPlan& plan, const proto::RankPlan& rp, const Loa
   return Status::Ok();
 }
 
-Result<LoadedRank> Load(const proto::LoadPlan& plan, std::uint32_t rank, const LoadOptions& o) {
+Status Load(const proto::LoadPlan& plan, std::uint32_t rank, const LoadOptions& o,
+            LoadedRank* loaded) {
   Clock::time_point t_start = Clock::now();
   const proto::RankPlan* found = planner::FindRank(plan, rank);
   if (found == nullptr) {
@@ -545,7 +567,7 @@ Result<LoadedRank> Load(const proto::LoadPlan& plan, std::uint32_t rank, const L
                      : std::string()));
   }
   const proto::RankPlan& rp = *found;
-  LoadedRank out;
+  LoadedRank& out = *loaded;
   proto::RankReport& rep = out.report;
   rep.set_rank(rank);
   rep.set_node(rp.node());
@@ -571,7 +593,7 @@ Result<LoadedRank> Load(const proto::LoadPlan& plan, std::uint32_t rank, const L
   transport::PhaseRecorder(&rep, o.origin)
       .Record(Phase::kTotal, t_start, Clock::now(), rp.payload_bytes());
   SetStage(o, LoadStage::kDone);
-  return out;
+  return Status::Ok();
 }
 
 }  // namespace
@@ -672,9 +694,18 @@ Result<PreparedDevice> PrepareDevice(DeviceKind kind, int gpu, Clock::time_point
 
 Result<LoadedRank> LoadRank(const proto::LoadPlan& plan, std::uint32_t rank,
                             const LoadOptions& options) {
-  Result<LoadedRank> r = Load(plan, rank, options);
-  if (!r.ok()) return Status(r.status()).Annotate("rank " + std::to_string(rank));
-  return r;
+  auto out = std::make_unique<LoadedRank>();
+  Status s = Load(plan, rank, options, out.get());
+  if (!s.ok()) s = s.Annotate("rank " + std::to_string(rank));
+  if (options.watch != nullptr) {
+    // Tensors an engine bound while the bytes streamed stay valid memory after a failure.
+    if (!s.ok() && out->device != nullptr && out->arena.ptr != nullptr) {
+      options.watch->Orphan(std::move(out));
+    }
+    options.watch->Ended(s);
+  }
+  if (!s.ok()) return s;
+  return std::move(*out);
 }
 
 }  // namespace hoist::rank

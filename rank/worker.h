@@ -96,7 +96,8 @@ constexpr std::string_view LoadStageName(LoadStage stage) {
   return NameOfEnum(kLoadStageNames, stage);
 }
 
-class Exchange;  // rank/exchange.h
+class Exchange;   // rank/exchange.h
+class LoadWatch;  // rank/load_watch.h
 
 // The driver side of a dedup exchange (rank/rank_job.h implements it): the load hands over the
 // Exchange it created and waits while the driver thread completes it.
@@ -159,6 +160,10 @@ struct LoadWiring {
   // Dedup plans: where the exchange runs (rank/rank_job.h). nullptr or without a peer: the rank
   // reads every one of its copies itself (e.g. a single rank run without mpirun).
   ExchangeHost* exchange = nullptr;
+  // A load streaming behind its caller (rank/load_watch.h): told when the arena exists, as layer
+  // groups land (not with an exchange: then only at the end) and when the load ended; a failed
+  // load's device and arena are left in it. nullptr: none.
+  LoadWatch* watch = nullptr;
 };
 
 // What LoadRank takes: the settings and the wiring, each also usable alone (config/ fills the

@@ -342,9 +342,10 @@ class CausalLM(nn.Module):
         logits = self.par.all_gather_tp(F.linear(h, self.lm_head.weight))
         return logits[:, :self.cfg.vocab].float()
 
-    def generate(self, prompt, steps):
+    def generate(self, prompt, steps, on_first_token=None):
         """Greedy: (tokens, prefill logits [P, V], logits of each chosen token [steps, V]).
-        Rank 0's choice is broadcast so every rank follows the same sequence."""
+        Rank 0's choice is broadcast so every rank follows the same sequence. on_first_token() is
+        called once the first token is on the host."""
         cache = self.new_cache()
         device = self.lm_head.weight.device
         ids = torch.tensor(prompt, dtype=torch.int64, device=device)
@@ -356,6 +357,8 @@ class CausalLM(nn.Module):
             if self.par.world > 1:
                 dist.broadcast(nxt, src=0)
             tokens.append(int(nxt.item()))
+            if on_first_token is not None and len(tokens) == 1:
+                on_first_token()
             if i + 1 == steps:
                 break
             step_logits.append(self.forward(nxt, pos, cache)[-1])

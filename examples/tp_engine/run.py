@@ -15,7 +15,16 @@ DeepSeek-V2 (MLA); config.json's architectures picks one, and the hoist layout i
 --model is a folder or a Hugging Face repo id (owner/name[@revision]) in the local cache; it
 gives config.json and, without --attach, the weights. Rank 0 prints the tokens; --out FILE.npz
 writes tokens, the prompt's logits and each chosen token's logits (float32, padded vocab rows
-dropped). Exit codes: 0 ok, 1 a load or run failure, 2 a usage error (bad sizes or flags)."""
+dropped). Exit codes: 0 ok, 1 a load or run failure, 2 a usage error (bad sizes or flags).
+
+--overlap (embedded loads): hoist.load_model_async returns once the arena exists; the engine binds
+its parameters to the pending tensors (zero copy: needs --dtype bfloat16, as the checkpoint), runs
+its warm-up while the bytes stream, then orders its stream after the last byte (stream_wait on
+CUDA) and waits for hoist's verdict before decoding. The warm-up (both modes, --warmup-sizes):
+for each batch size, every 2-D weight's projection of a zero batch, captured as one CUDA graph per
+size on GPUs (plain calls on the CPU); results discarded. It stands in for an engine's graph
+capture and compilation: the example's own decode (a growing KV cache) does not replay these
+graphs. Rank 0 prints its start-up line items as `phase NAME SECONDS` lines (bench/overlap.sh)."""
 import argparse
 import json
 import os
@@ -29,6 +38,7 @@ import torch.distributed as dist
 import hoist
 import hoist.torch
 import models
+import startup
 from layers import Parallel
 
 DEFAULT_PROMPT = "3,17,92,250,511,7,800,42"
@@ -52,6 +62,12 @@ def parse_args(argv):
                    help="point parameters at hoist's memory where dtype/device match")
     p.add_argument("--threads", type=int, default=None, help="hoist fill threads")
     p.add_argument("--out", default="", help="rank 0 writes tokens and logits here (.npz)")
+    p.add_argument("--overlap", action="store_true",
+                   help="warm up while the weights stream (hoist.load_model_async)")
+    p.add_argument("--warmup-sizes", default="1,2,4,8,16,32,64,128",
+                   help="batch sizes of the warm-up (comma-separated; empty: none)")
+    p.add_argument("--warmup-repeats", type=int, default=1,
+                   help="times each batch size's warm-up is captured (a longer warm-up)")
     return p.parse_args(argv)
 
 
@@ -84,12 +100,38 @@ def fail(log, code, msg):
     os._exit(code)  # without waiting for peers that may be stuck in a collective
 
 
-def start(args, log, rank, world, local, launcher):
+def load_weights(args, engine, log, rank, world, tp, launcher, share, phases):
+    """hoist filling the engine: attached, embedded, or (--overlap) embedded asynchronously, the
+    parameters bound to the pending tensors. Returns (report, pending hoist model or None)."""
+    if args.attach:
+        return hoist.torch.load_into(engine, attach=os.path.join(
+            args.attach, f"rank-{rank}.sock"), share=share), None
+    comm = {"world": "world", "solo": None}.get(
+        args.hoist_comm, "world" if launcher == "mpirun" else None)
+    options = dict(topology=args.topology, tp=tp, ep=args.ep or None,
+                   dp=None if args.ep else world // tp, placement=args.placement, rank=rank,
+                   layout=engine.LAYOUT, comm=comm,
+                   device="cuda" if args.device == "cuda" else "host", threads=args.threads)
+    if not args.overlap:
+        return hoist.torch.load_into(engine, model=args.model, share=share, **options), None
+    pending = hoist.load_model_async(args.model, **options)
+    phases.since("hoist_plan_arena", "hoist")
+    report = hoist.torch.load_into(engine, weights=pending, share=True)
+    log(f"hoist: {len(report.shared)} parameters bound to pending tensors "
+        f"({len(pending.layers)} layer groups streaming)")
+    return report, pending
+
+
+def start(args, log, rank, world, local, launcher, phases):
     """torch.distributed, the model skeleton, then hoist filling it. Returns the engine."""
     backend = "nccl" if args.device == "cuda" else "gloo"
     device = torch.device(f"cuda:{local}" if args.device == "cuda" else "cpu")
+    phases.mark("cuda")
     if args.device == "cuda":
         torch.cuda.set_device(device)
+        torch.cuda.init()
+        torch.zeros(1, device=device)
+        phases.since("cuda_context", "cuda")
     if world > 1:
         dist.init_process_group(backend, rank=rank, world_size=world)
     log(f"torch.distributed: {backend}, world {world} ({launcher})")
@@ -109,20 +151,25 @@ def start(args, log, rank, world, local, launcher):
         log(cfg.layer_map())
 
     share = {"auto": "auto", "yes": True, "no": False}[args.share]
+    if args.overlap and args.attach:
+        fail(log, 2, "--overlap is for embedded loads (an attach maps resident weights)")
+    phases.mark("hoist")
     try:
-        if args.attach:
-            report = hoist.torch.load_into(engine, attach=os.path.join(
-                args.attach, f"rank-{rank}.sock"), share=share)
-        else:
-            comm = args.hoist_comm
-            comm = {"world": "world", "solo": None}.get(
-                comm, "world" if launcher == "mpirun" else None)
-            report = hoist.torch.load_into(
-                engine, model=args.model, topology=args.topology, tp=tp, ep=args.ep or None,
-                dp=None if args.ep else world // tp, placement=args.placement, rank=rank,
-                layout=engine.LAYOUT, comm=comm,
-                device="cuda" if args.device == "cuda" else "host", threads=args.threads,
-                share=share)
+        report, pending = load_weights(args, engine, log, rank, world, tp, launcher, share,
+                                       phases)
+        sizes = [int(x) for x in args.warmup_sizes.split(",") if x.strip()]
+        if not pending:
+            phases.since("weights", "hoist")
+            phases.items.setdefault("hoist_plan_arena", phases.items["weights"])
+        phases.mark("warm")
+        engine.graphs = startup.warm_up(engine, sizes, args.warmup_repeats, device)
+        phases.since("warm_up", "warm")
+        if pending:
+            if device.type == "cuda":  # the decode's stream waits for the last byte on the GPU
+                pending.stream_wait(torch.cuda.current_stream().cuda_stream)
+            pending.wait()  # collective: every rank's verdict
+            phases.since("weights", "hoist")
+            engine.hoist_weights = pending
     except hoist.torch.LoadIntoError as e:
         fail(log, 1, str(e))
     except RuntimeError as e:  # hoist's Status: InvalidArgument is a usage error
@@ -144,7 +191,8 @@ def main(argv):
     args = parse_args(argv)
     rank, world, local, launcher = launch_env()
     log = Log(rank)
-    engine = start(args, log, rank, world, local, launcher)
+    phases = startup.Phases()
+    engine = start(args, log, rank, world, local, launcher, phases)
     try:
         prompt = [int(x) for x in args.prompt.split(",") if x.strip()]
     except ValueError:
@@ -152,9 +200,16 @@ def main(argv):
     if not prompt or min(prompt) < 0 or max(prompt) >= engine.cfg.vocab:
         fail(log, 2, f"--prompt ids must lie in [0, {engine.cfg.vocab})")
     t0 = time.perf_counter()
-    tokens, prefill, steps = engine.generate(prompt, args.tokens)
+    phases.mark("decode")
+
+    def first_token():
+        phases.since("first_token", "decode")
+        phases.total()
+
+    tokens, prefill, steps = engine.generate(prompt, args.tokens, on_first_token=first_token)
     log(f"decoded {len(tokens)} tokens in {time.perf_counter() - t0:.3f}s")
     if rank == 0:
+        phases.print(log)
         print("tokens: " + " ".join(str(t) for t in tokens), flush=True)
         if args.out:
             np.savez(args.out, tokens=np.array(tokens, dtype=np.int64),

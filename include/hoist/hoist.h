@@ -21,6 +21,8 @@
 // tensor, rank or socket in the message; nothing throws or exits.
 // Threading: Load under MPI is collective over the communicator (call it on every rank, from the
 // thread that owns MPI); a Model may be read from any thread; Release from one thread.
+// LoadAsync streams on a hoist thread that makes no MPI call; LoadAsync and Wait (and Release of a
+// pending model) run the collective parts on the calling thread.
 #pragma once
 
 #include <cstdint>
@@ -52,6 +54,18 @@ struct Tensor {
   std::uint64_t bytes = 0;
   std::uint64_t arena_offset = 0;  // data == arena base + arena_offset
   int element_size = 0;            // bytes per element
+  int layer = 0;                   // its layer group: Model::layers()[layer]
+};
+
+// How far an asynchronous load (LoadAsync) has come on this rank. A complete model (Load, Attach,
+// or after Wait) reports everything done.
+struct LoadProgress {
+  std::uint64_t bytes_done = 0;   // bytes handed to the device so far (landed within one staging
+                                  // ring of it); bytes_total once this rank's load succeeded
+  std::uint64_t bytes_total = 0;  // the bytes this rank's copies move
+  int layers_ready = 0;           // leading layer groups whose bytes have landed (LayerReady)
+  int layers = 0;                 // layer groups (Model::layers())
+  bool ended = false;             // this rank's load ended (Wait still gives the job's verdict)
 };
 
 // The engine's arena allocator (optional): hoist asks for one block of `bytes` on `device`
@@ -109,8 +123,39 @@ class Model {
   // Where the time went (load: the rank's phases; attach: connect/map).
   const std::vector<Phase>& phases() const;
 
+  // ---- Loads that stream behind the engine (LoadAsync; docs/EMBEDDING.md, "Addresses first").
+  // A model from Load or Attach is complete: pending() is false, Wait returns OK at once, every
+  // layer is ready and the waits below return at once.
+  //
+  // The layer groups in load order: "embeddings", "layer 0" .. "layer N-1", "head" (final norm,
+  // LM head and anything outside the layers); Tensor::layer indexes it.
+  const std::vector<std::string>& layers() const;
+  // True until Wait returned (whatever it returned).
+  bool pending() const;
+  // Waits for every byte and the job's verdict: OK, or the error of the rank that failed first
+  // ("rank 1 on host-b failed: ..."; Aborted "load cancelled ..." after Cancel). Collective
+  // under MPI (every rank must call it, from the thread that called LoadAsync, within
+  // peer_timeout_s of the first). Idempotent: later calls return the same Status. Only after an
+  // OK Wait (or the stream wait below) may the engine trust a tensor's values.
+  Status Wait();
+  LoadProgress progress() const;
+  // Host side, this rank only (no other rank is asked): whether layer group `layer` has landed;
+  // WaitLayer blocks until it has (OK) or this rank's load failed (its error). A landed layer's
+  // bytes are final (a group holding a tensor transposed after landing lands at the end).
+  bool LayerReady(int layer) const;
+  Status WaitLayer(int layer) const;
+  // Orders the engine's work on `stream` after layer group `layer` (-1: after this rank's whole
+  // load) landed, without blocking the host: CUDA: `stream` is a cudaStream_t (nullptr: the legacy
+  // default stream) and a device-side wait is enqueued on it (cuStreamWaitValue32 on a word of
+  // mapped host memory); host backend: blocks the calling thread until then. A failed or cancelled
+  // load releases the wait too (no stream waits forever): call Wait before trusting values.
+  Status StreamWait(void* stream, int layer = -1) const;
+  // Stops the streaming as soon as it can (any thread); Wait then returns Aborted.
+  void Cancel();
+
   // Frees the arena (or unmaps the daemon's and detaches) unless DLPack tensors still hold it,
-  // then invalidates this handle. Errors from freeing are returned. Idempotent.
+  // then invalidates this handle. Errors from freeing are returned. Idempotent. On a pending
+  // model it is Cancel then Wait (so collective under MPI) first; the destructor does the same.
   Status Release();
 
   // Internal: shared with DLPack exports.
@@ -123,6 +168,16 @@ class Model {
 
 // Loads this process's part of the job (plan on rank 0, broadcast, load, gather).
 Result<Model> Load(const LoadOptions& options);
+// Like Load, but returns once the plan is known and this rank's arena is allocated: every tensor's
+// address, shape and dtype is final, and its bytes stream in behind the engine, layer group by
+// layer group (Model::layers). The model is pending() until Wait. The engine may record addresses,
+// capture graphs and run kernels whose results it discards; it may trust values only after Wait
+// returned OK or its stream passed StreamWait (docs/EMBEDDING.md). Collective under MPI like Load
+// (and Wait is too). An error before the arena exists (bad options, planning, a file changed since
+// planning, the device) is returned here, after this rank has taken part in the job's end; later
+// errors surface at Wait. A plan that forwards bytes between ranks (dedup) loads synchronously
+// here (the exchange needs the MPI thread), so the model comes back complete.
+Result<Model> LoadAsync(const LoadOptions& options);
 // Shorthand: Load with a topology file only.
 Result<Model> LoadTopology(const std::string& topology_file);
 

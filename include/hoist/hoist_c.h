@@ -147,8 +147,39 @@ int hoist_model_rank(const hoist_model* model, int* rank, int* world);
 /* A DLPack export of tensor `index` (hoist/hoist_dlpack.h; raw != 0: unsigned-integer dtypes). */
 int hoist_model_dlpack(const hoist_model* model, size_t index, int raw,
                        struct DLManagedTensor** out);
-/* Releases the weights and frees the handle (NULL is a no-op). */
+/* Releases the weights and frees the handle (NULL is a no-op). A pending model (below) is
+ * cancelled and waited for first (collective under MPI). */
 int hoist_model_release(hoist_model* model);
+
+/* Loads that stream behind the engine (hoist::LoadAsync; docs/EMBEDDING.md, "Addresses first").
+ * hoist_load_async returns once this rank's arena exists: every tensor's address, shape and dtype
+ * is final while its bytes stream in, layer group by layer group ("embeddings", "layer 0" ..
+ * "layer N-1", "head"). Values may be trusted only after hoist_model_wait returned HOIST_OK (or
+ * work on a stream that passed hoist_model_stream_wait). hoist_load_async and hoist_model_wait are
+ * collective under MPI (every rank, from the thread that owns MPI); hoist_model_wait gives the
+ * job's verdict, naming the rank that failed, and returns it again on later calls. A model from
+ * hoist_load or hoist_attach is complete: these calls return at once. */
+int hoist_load_async(const hoist_load_options* options, hoist_model** out);
+int hoist_model_wait(hoist_model* model);
+/* Stops the streaming (any thread); hoist_model_wait then returns HOIST_ABORTED. */
+int hoist_model_cancel(hoist_model* model);
+/* 1 while hoist_model_wait has not returned. */
+int hoist_model_pending(const hoist_model* model, int* pending);
+/* Bytes handed to the device so far and in all, leading layer groups landed and groups in all;
+ * any pointer may be NULL. */
+int hoist_model_progress(const hoist_model* model, uint64_t* bytes_done, uint64_t* bytes_total,
+                         int* layers_ready, int* layers);
+/* Layer group `layer`'s name (owned by the model), and the group of tensor `index`. */
+int hoist_model_layer_name(const hoist_model* model, int layer, const char** name);
+int hoist_model_tensor_layer(const hoist_model* model, size_t index, int* layer);
+/* This rank only, on the host: whether group `layer` landed (its bytes final), and a blocking wait
+ * for it (HOIST_OK, or this rank's load error). */
+int hoist_model_layer_ready(const hoist_model* model, int layer, int* ready);
+int hoist_model_wait_layer(const hoist_model* model, int layer);
+/* Orders work on `stream` (a cudaStream_t; NULL: the legacy default stream) after group `layer`
+ * (-1: every byte) landed, without blocking the host (CUDA); on the host backend it blocks until
+ * then. A failed load releases the wait too: check hoist_model_wait. */
+int hoist_model_stream_wait(const hoist_model* model, int layer, void* stream);
 /* The message of this thread's last failed call ("" when none). */
 const char* hoist_last_error(void);
 

@@ -33,7 +33,7 @@ _flags = _sys.getdlopenflags()
 _sys.setdlopenflags(_flags | _os.RTLD_GLOBAL)
 try:
     from hoist._hoist import (Model, Tensor, attach, attach_model, load, load_model,  # noqa: F401
-                              mpi_finalize, mpi_init, mpi_world, resolve_model)
+                              load_model_async, mpi_finalize, mpi_init, mpi_world, resolve_model)
 finally:
     _sys.setdlopenflags(_flags)
 
@@ -41,5 +41,5 @@ finally:
 # otherwise.
 _atexit.register(mpi_finalize)
 
-__all__ = ["Model", "Tensor", "attach", "attach_model", "load", "load_model", "mpi_finalize",
-           "mpi_init", "mpi_world", "resolve_model"]
+__all__ = ["Model", "Tensor", "attach", "attach_model", "load", "load_model", "load_model_async",
+           "mpi_finalize", "mpi_init", "mpi_world", "resolve_model"]

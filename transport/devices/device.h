@@ -103,6 +103,33 @@ using EventId = int;
 using DecoderId = int;
 struct DecodeSet;  // transport/devices/decode_job.h
 
+// A 32-bit counter that a load raises from the host and that an engine's work can wait on (an
+// asynchronous load's readiness, include/hoist/hoist.h): the counter only grows, and Release()
+// raises it to kReleased, which satisfies every wait (a failed or cancelled load releases its
+// waiters; the engine learns of the failure from the host-side wait).
+//
+// CUDA (transport/devices/cuda/): a word of mapped pinned host memory; EnqueueWait puts a
+// `value >= v` wait (cuStreamWaitValue32) on the engine's cudaStream_t without blocking the
+// host, so the engine's next kernels run once the counter reaches v. Host backend: there are no
+// device streams; EnqueueWait blocks the calling thread until the counter reaches v (the host
+// backend's "kernels" are the caller's own code, which then runs after the bytes landed).
+// Ownership: independent of the Device that made it (it may outlive it). Threading: any thread.
+class DeviceSignal {
+ public:
+  static constexpr std::uint32_t kReleased = 0x7fffffffu;
+  virtual ~DeviceSignal() = default;
+  // Raises the counter to `value` (never lowers it).
+  virtual void Raise(std::uint32_t value) = 0;
+  void Release() { Raise(kReleased); }
+  virtual std::uint32_t Value() const = 0;
+  // Orders the work on `stream` (CUDA: a cudaStream_t, nullptr the legacy default stream;
+  // ignored on the host) after the counter reached `value`.
+  virtual Status EnqueueWait(void* stream, std::uint32_t value) = 0;
+};
+
+// The host backend's signal (also the default of Device::CreateSignal).
+std::unique_ptr<DeviceSignal> MakeHostSignal();
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -174,6 +201,9 @@ class Device {
   // Makes `stream` wait (on the device, without blocking the caller) until the latest recording
   // of `event` completed; a never-recorded event is no wait.
   virtual Status StreamWait(StreamId stream, EventId event);
+
+  // A readiness counter engines can wait on (DeviceSignal above). The default is the host's.
+  virtual Result<std::unique_ptr<DeviceSignal>> CreateSignal();
 
   // Decoding codec blocks into arenas (packed checkpoints, transport/devices/decode_job.h).
   // Defaults return Unsupported, so a backend without a decoder still builds.

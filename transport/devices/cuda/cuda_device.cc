@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "codec/layout.h"
+#include "transport/devices/cuda/cuda_signal.h"
 #include "transport/devices/decode_job.h"
 #include "transport/devices/device.h"
 #include "transport/devices/host_memory.h"
@@ -483,6 +484,10 @@ class CudaDevice final : public Device {
     HOIST_ASSIGN_OR_RETURN(cudaStream_t s, GetStream(stream));
     HOIST_RETURN_IF_ERROR(Current());
     return Check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+  }
+
+  Result<std::unique_ptr<DeviceSignal>> CreateSignal() override {
+    return CreateCudaSignal(ordinal_);
   }
 
   Status StreamWait(StreamId stream, EventId event) override {
