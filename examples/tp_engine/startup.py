@@ -75,11 +75,15 @@ def warm_up(engine, sizes, repeats, device):
                     step()  # allocations and cuBLAS handles outside the capture
                 torch.cuda.current_stream().wait_stream(side)
                 g = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(g):
+                # thread_local: hoist's own threads keep calling CUDA (event queries, copies)
+                # while this thread captures; the default (global) mode would invalidate it.
+                with torch.cuda.graph(g, capture_error_mode="thread_local"):
                     outs = step()
                 graphs.append((g, inputs, outs))
             else:
                 step()
     if device.type == "cuda":
-        torch.cuda.synchronize()
+        # This stream only: torch.cuda.synchronize() would wait for hoist's copy streams too,
+        # i.e. for the weights, which is what the warm-up must not do.
+        torch.cuda.current_stream().synchronize()
     return graphs
