@@ -75,10 +75,14 @@ def warm_up(engine, sizes, repeats, device):
                     step()  # allocations and cuBLAS handles outside the capture
                 torch.cuda.current_stream().wait_stream(side)
                 g = torch.cuda.CUDAGraph()
-                # thread_local: hoist's own threads keep calling CUDA (event queries, copies)
-                # while this thread captures; the default (global) mode would invalidate it.
-                with torch.cuda.graph(g, capture_error_mode="thread_local"):
+                # capture_begin on a side stream rather than `with torch.cuda.graph(g)`, whose
+                # entry synchronizes the whole device (hoist's copy streams too, i.e. waits for
+                # the weights); thread_local: hoist's threads keep calling CUDA meanwhile.
+                with torch.cuda.stream(side):
+                    g.capture_begin(capture_error_mode="thread_local")
                     outs = step()
+                    g.capture_end()
+                torch.cuda.current_stream().wait_stream(side)
                 graphs.append((g, inputs, outs))
             else:
                 step()
