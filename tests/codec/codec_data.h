@@ -152,4 +152,15 @@ inline std::vector<std::uint8_t> RoundTrip(DType dtype, const std::vector<std::u
   return stream;
 }
 
+// The entropy bound of FP8 under its split (computed here, not by the codec): one raw bit (the
+// sign) and the entropy of the other 7 bits, per value, in bytes.
+inline double Fp8BoundBytes(const std::vector<std::uint8_t>& data) {
+  std::vector<double> counts(128, 0);
+  for (std::uint8_t b : data) ++counts[b & 0x7F];
+  const double n = static_cast<double>(data.size());
+  double bits = n;
+  for (double c : counts) bits -= c > 0 ? c * std::log2(c / n) : 0;
+  return bits / 8;
+}
+
 }  // namespace hoist::codec::testing

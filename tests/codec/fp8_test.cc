@@ -19,17 +19,8 @@ namespace hoist::codec {
 namespace {
 
 using testing::BlockQuantizedF8;
+using testing::Fp8BoundBytes;
 using testing::RoundTrip;
-
-// Bytes of the FP8 split's bound: one raw bit (the sign) and the entropy of the low 7 bits.
-double Fp8BoundBytes(const std::vector<std::uint8_t>& data) {
-  std::vector<double> counts(128, 0);
-  for (std::uint8_t b : data) ++counts[b & 0x7F];
-  const double n = static_cast<double>(data.size());
-  double bits = n;
-  for (double c : counts) bits -= c > 0 ? c * std::log2(c / n) : 0;
-  return bits / 8;
-}
 
 Method MethodOf(const std::vector<std::uint8_t>& stream) {
   auto info = ParseStream(stream, "w");

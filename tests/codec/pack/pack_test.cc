@@ -17,6 +17,7 @@
 #include "codec/checksum.h"
 #include "codec/codec.h"
 #include "planner/safetensors.h"
+#include "tests/codec/codec_data.h"
 #include "tests/launch/mpirun_util.h"
 #include "tests/test_paths.h"
 #include "tests/tools/test_util.h"
@@ -189,17 +190,6 @@ TEST(Pack, CodedTensorsShrink) {
   EXPECT_LT(static_cast<double>(stream_bytes) / static_cast<double>(bf16_bytes), 0.8);
 }
 
-// The entropy bound of FP8 under its split, computed here: 1 raw bit (the sign) and the entropy
-// of the other 7 bits, per value, in bytes.
-double Fp8Bound(const std::vector<std::uint8_t>& data) {
-  std::vector<double> counts(128, 0);
-  for (std::uint8_t b : data) ++counts[b & 0x7F];
-  const double n = static_cast<double>(data.size());
-  double bits = n;
-  for (double c : counts) bits -= c > 0 ? c * std::log2(c / n) : 0;
-  return bits / 8;
-}
-
 // Block-quantized FP8 weights (hoist-mkckpt's) are coded, striped where row-parallel, below 87%
 // of their bytes; the summary's FP8 line holds the sizes and the bound computed here.
 TEST(Pack, Fp8WeightsAreCodedAndTheSummaryHoldsTheirBound) {
@@ -217,7 +207,7 @@ TEST(Pack, Fp8WeightsAreCodedAndTheSummaryHoldsTheirBound) {
     if (e.dtype != "F8_E4M3") continue;
     ++f8;
     f8_bytes += e.original_bytes;
-    bound += Fp8Bound(original.at(e.name).data);
+    bound += codec::testing::Fp8BoundBytes(original.at(e.name).data);
     for (const planner::PackedStreamEntry& s : e.streams) {
       packed_bytes += s.bytes;
       EXPECT_EQ(s.header[7], static_cast<char>(codec::Method::kHuffman)) << e.name;
