@@ -13,6 +13,7 @@ cd "$root"
 OUT="${OUT:-/tmp/hoist-engine-check}"; mkdir -p "$OUT"
 PYTHON="${PYTHON:-python3}"
 source tools/env.sh
+source bench/build_python.sh
 export NCCL_NVLS_ENABLE=0
 say() { echo "[engine_check.sh $(date +%T)] $*" >&2; }
 
@@ -23,14 +24,7 @@ fi
 if [[ -z "$build" || ! -d "$build/python/pkg/hoist" ]]; then
   build="${build:-build-bench}"
   say "no hoist Python package under $build/python/pkg/hoist: building it (log: $OUT/engine_check_build.log)"
-  extra=()
-  [[ -d .gpu-deps/include ]] && extra+=("-DCMAKE_INCLUDE_PATH=$root/.gpu-deps/include")
-  "$PYTHON" -m pybind11 --cmakedir > /dev/null 2>&1 &&
-    extra+=("-Dpybind11_DIR=$("$PYTHON" -m pybind11 --cmakedir)")
-  gen=(); command -v ninja > /dev/null && gen=(-G Ninja)
-  if ! { cmake -S . -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DHOIST_BUILD_TESTS=OFF \
-           -DHOIST_PYTHON="$(command -v "$PYTHON")" "${extra[@]}" > "$OUT/engine_check_build.log" 2>&1 &&
-         cmake --build "$build" --target hoist_python -j "$(nproc)" >> "$OUT/engine_check_build.log" 2>&1; }; then
+  if ! build_python "$build" "$OUT/engine_check_build.log" hoist_python; then
     say "building hoist's Python module failed:"; grep -E "error|hoist: " "$OUT/engine_check_build.log" | head -20 >&2
     tail -20 "$OUT/engine_check_build.log" >&2
     exit 2

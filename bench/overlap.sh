@@ -21,6 +21,7 @@ MODEL="${MODEL:-/tmp/hoist-overlap-model/qwen3-4b}"
 WARMUP_SIZES="${WARMUP_SIZES:-1,2,4,8,16,32,64,128}"
 WARMUP_REPEATS="${WARMUP_REPEATS:-2}"
 source tools/env.sh
+source bench/build_python.sh
 say() { echo "[overlap.sh $(date +%T)] $*" >&2; }
 
 build="${BUILD:-}"
@@ -30,14 +31,7 @@ fi
 if [[ -z "$build" ]]; then
   build=build-bench
   say "building hoist_python and hoist-mkckpt into $build (log: $OUT/build.log)"
-  extra=()
-  [[ -d .gpu-deps/include ]] && extra+=("-DCMAKE_INCLUDE_PATH=$root/.gpu-deps/include")
-  "$PYTHON" -m pybind11 --cmakedir > /dev/null 2>&1 &&
-    extra+=("-Dpybind11_DIR=$("$PYTHON" -m pybind11 --cmakedir)")
-  gen=(); command -v ninja > /dev/null && gen=(-G Ninja)
-  if ! { cmake -S . -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DHOIST_BUILD_TESTS=OFF \
-           -DHOIST_PYTHON="$(command -v "$PYTHON")" "${extra[@]}" > "$OUT/build.log" 2>&1 &&
-         cmake --build "$build" --target hoist_python hoist-mkckpt -j "$(nproc)" >> "$OUT/build.log" 2>&1; }; then
+  if ! build_python "$build" "$OUT/build.log" hoist_python hoist-mkckpt; then
     say "build failed:"; tail -20 "$OUT/build.log" >&2; exit 2
   fi
 fi
