@@ -507,9 +507,11 @@ namespace {
 // Async loads: this rank's own copies in layer order (its view holds its plan among `ranks`).
 void OrderMyCopies(int my_rank, proto::LoadPlan* plan) {
   if (plan->dedup() != proto::DEDUP_NONE) return;
+  const proto::RankPlan* mine = planner::FindRank(*plan, static_cast<std::uint32_t>(my_rank));
   for (proto::RankPlan& rp : *plan->mutable_ranks()) {
-    if (planner::FindRank(*plan, static_cast<std::uint32_t>(my_rank)) == &rp) {
+    if (&rp == mine) {
       planner::OrderCopiesByLayer(&rp);
+      return;
     }
   }
 }

@@ -83,7 +83,7 @@ int PackCommand::Run() {
       static_cast<unsigned long long>(summary->tensors),
       static_cast<unsigned long long>(summary->striped),
       static_cast<unsigned long long>(summary->original_bytes),
-      static_cast<unsigned long long>(summary->coded_bytes), pct(summary->coded_bytes),
+      static_cast<unsigned long long>(summary->coded_bytes()), pct(summary->coded_bytes()),
       static_cast<unsigned long long>(summary->packed_bytes), pct(summary->packed_bytes), secs,
       Printable(o.out_dir).c_str());
   PrintSizes(*summary);

@@ -446,7 +446,6 @@ Result<PackSummary> PackCheckpoint(const PackOptions& o) {
     ++summary.tensors;
     summary.striped += striped ? 1 : 0;
     summary.original_bytes += t.bytes;
-    for (const EncodedStream& e : streams) summary.coded_bytes += e.bytes.size();
   }
   HOIST_RETURN_IF_ERROR(writer.Close());
   summary.packed_bytes = writer.total();

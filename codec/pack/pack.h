@@ -62,12 +62,18 @@ struct PackSizes {
 struct PackSummary {
   std::uint64_t tensors = 0;
   std::uint64_t original_bytes = 0;  // the tensors' bytes
-  std::uint64_t coded_bytes = 0;     // their codec streams' (hoist plan's "packed:" ratio)
   std::uint64_t packed_bytes = 0;    // the shard files' (streams aligned to 4 KiB)
   std::uint64_t striped = 0;         // tensors written as column stripes
   std::string note;                  // why nothing is striped (no family rules), else empty
   std::vector<PackSizes> by_dtype;   // in name order
   std::vector<PackSizes> furthest;   // the (at most 3) tensors most bytes above their bound
+
+  // The codec streams' bytes over every dtype (hoist plan's "packed:" ratio).
+  std::uint64_t coded_bytes() const {
+    std::uint64_t n = 0;
+    for (const PackSizes& d : by_dtype) n += d.packed_bytes;
+    return n;
+  }
 };
 
 Result<PackSummary> PackCheckpoint(const PackOptions& options);

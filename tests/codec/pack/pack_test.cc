@@ -216,8 +216,8 @@ TEST(Pack, Fp8WeightsAreCodedAndTheSummaryHoldsTheirBound) {
   ASSERT_GT(f8, 0u);
   // The summary's two totals: the streams the index lists, and the files (at least as large).
   EXPECT_EQ(summary.original_bytes, all_bytes);
-  EXPECT_EQ(summary.coded_bytes, all_streams);
-  EXPECT_GE(summary.packed_bytes, summary.coded_bytes);
+  EXPECT_EQ(summary.coded_bytes(), all_streams);
+  EXPECT_GE(summary.packed_bytes, summary.coded_bytes());
   EXPECT_LT(static_cast<double>(packed_bytes), 0.87 * static_cast<double>(f8_bytes));
   EXPECT_GT(static_cast<double>(packed_bytes), bound);
   const auto it = std::find_if(summary.by_dtype.begin(), summary.by_dtype.end(),
