@@ -1,7 +1,12 @@
 // XXH64 as specified in xxHash's doc/xxhash_spec.md (little-endian reads).
 #include "codec/checksum.h"
 
+#include <algorithm>
+#include <array>
 #include <cstring>
+
+#include "codec/lane_sum.h"
+#include "codec/layout.h"
 
 namespace hoist::codec {
 namespace {
@@ -64,6 +69,50 @@ std::uint64_t Xxh64(const void* data, std::size_t size, std::uint64_t seed) {
   h *= kP3;
   h ^= h >> 32;
   return h;
+}
+
+namespace {
+
+// Values in chunks of `lanes`, so that the inner loop runs over independent lanes (it vectorizes).
+template <typename V>
+std::uint32_t Lanes(const std::uint8_t* data, std::uint64_t values, std::uint32_t lanes) {
+  std::array<std::uint32_t, layout::kMaxSubStreams> h;
+  for (std::uint32_t t = 0; t < lanes; ++t) h[t] = lane::Seed(t);
+  for (std::uint64_t k = 0; k < values; k += lanes) {
+    const std::uint32_t m = static_cast<std::uint32_t>(std::min<std::uint64_t>(lanes, values - k));
+    const std::uint8_t* p = data + k * sizeof(V);
+    for (std::uint32_t t = 0; t < m; ++t) {
+      V v;
+      std::memcpy(&v, p + t * sizeof(V), sizeof(V));
+      h[t] = lane::Round(h[t], v);
+    }
+  }
+  std::uint32_t sum = 0;
+  for (std::uint32_t t = 0; t < lanes; ++t) sum ^= lane::Finish(h[t]);
+  return sum;
+}
+
+}  // namespace
+
+std::uint32_t LaneChecksum(const std::uint8_t* data, std::uint64_t values,
+                           std::uint32_t value_bytes, std::uint32_t lanes) {
+  lanes = std::clamp<std::uint32_t>(lanes, 1, layout::kMaxSubStreams);
+  switch (value_bytes) {
+    case 2:
+      return Lanes<std::uint16_t>(data, values, lanes);
+    case 4:
+      return Lanes<std::uint32_t>(data, values, lanes);
+    default:
+      return Lanes<std::uint8_t>(data, values, lanes);
+  }
+}
+
+std::uint32_t BlockChecksum(std::uint16_t version, std::uint32_t sub_streams,
+                            std::uint32_t value_bytes, const std::uint8_t* data,
+                            std::uint64_t bytes) {
+  if (version < layout::kLaneSumVersion) return static_cast<std::uint32_t>(Xxh64(data, bytes));
+  const std::uint32_t lanes = sub_streams != 0 ? sub_streams : lane::kStoredLanes;
+  return LaneChecksum(data, bytes / value_bytes, value_bytes, lanes);
 }
 
 }  // namespace hoist::codec

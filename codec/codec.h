@@ -9,8 +9,9 @@
 // sub-streams (256 by default: sub-stream t holds values t, t+256, t+512, ...) with their bit
 // lengths stored, so 256 GPU threads decode one block side by side. F32 and anything else are
 // stored (raw bytes, still blocked and checksummed), and so is data that coding does not shrink.
-// Encode writes format 3; the parser and decoders read formats 2 (BF16/F16 only, u16 sub-stream
-// lengths) and 3.
+// Encode writes format 4; the parser and decoders read formats 2 (BF16/F16 only, u16 sub-stream
+// lengths), 3 (XXH64 block checksums) and 4 (lane block checksums, codec/lane_sum.h, which the
+// GPU decoder recomputes as it decodes).
 //
 // Failure: Encode returns InvalidArgument for bad options or a byte count that is not a whole
 // number of values. Parsing and decoding never trust the stream: every field, offset, code
@@ -34,7 +35,7 @@
 
 namespace hoist::codec {
 
-inline constexpr std::uint16_t kFormatVersion = 3;      // what Encode writes
+inline constexpr std::uint16_t kFormatVersion = 4;      // what Encode writes
 inline constexpr std::uint16_t kOldestReadVersion = 2;  // the oldest the parser reads
 inline constexpr char kMagic[4] = {'H', 'C', 'D', 'C'};
 
@@ -84,7 +85,7 @@ struct StreamInfo {
   std::uint64_t header_checksum = 0;   // XXH64 of header bytes [0, header_bytes - 8), verified
   CodeLengths code_lengths{};
   std::vector<std::uint64_t> block_offsets;    // block_count + 1 entries
-  std::vector<std::uint32_t> block_checksums;  // low 32 bits of XXH64 of each block's bytes
+  std::vector<std::uint32_t> block_checksums;  // each block's (codec::BlockChecksum)
   std::uint64_t max_block_bit_words = 0;       // at least the largest block's coded bits, in 32-bit
                                                // words (exact for format 2; format 3 counts the
                                                // block's length fields too)

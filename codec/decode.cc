@@ -238,7 +238,8 @@ Status DecodeBlockBytes(const StreamInfo& info, std::uint32_t b,
   } else {
     HOIST_RETURN_IF_ERROR(DecodeHuffmanBlock(info, bytes.data(), size, at, b, out.data(), name));
   }
-  if (static_cast<std::uint32_t>(Xxh64(out.data(), n)) != info.block_checksums[b]) {
+  if (BlockChecksum(info.version, info.sub_streams, DTypeSize(info.dtype), out.data(), n) !=
+      info.block_checksums[b]) {
     return Bad(name, at,
                "block " + std::to_string(b) + " checksum mismatch (decoded bytes " +
                    std::to_string(info.block_first_byte(b)) + ".." +

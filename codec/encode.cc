@@ -248,7 +248,9 @@ Result<std::vector<std::uint8_t>> Encode(DType dtype, std::span<const std::uint8
     const std::uint64_t first = b * o.block_values;
     const std::uint64_t count = std::min<std::uint64_t>(o.block_values, values - first);
     const std::uint8_t* src = data.data() + first * elem;
-    Store<std::uint32_t>(sums + 4 * b, static_cast<std::uint32_t>(Xxh64(src, count * elem)));
+    Store<std::uint32_t>(
+        sums + 4 * b, BlockChecksum(kFormatVersion, method == Method::kHuffman ? o.sub_streams : 0,
+                                    elem, src, count * elem));
     std::uint8_t* dst = out.data() + header + offsets[b];
     if (method == Method::kHuffman) {
       EncodeHuffmanBlock(plan, first, count, dst);

@@ -34,6 +34,9 @@ constexpr std::uint64_t HeaderBytes(std::uint64_t block_count) {
 // stores a u32 head word (base | width << 16) and one `width`-bit field per sub-stream (length =
 // base + field), padded to 4 bytes.
 inline constexpr std::uint16_t kU16LengthsVersion = 2;  // the last format with u16 lengths
+// The first format whose block checksums are lane checksums (codec/lane_sum.h); 2 and 3 store the
+// low 32 bits of each block's XXH64.
+inline constexpr std::uint16_t kLaneSumVersion = 4;
 inline constexpr std::uint64_t kLengthsHeadBytes = 4;
 inline constexpr std::uint32_t kMaxLengthWidth = 16;
 

@@ -391,10 +391,7 @@ Result<std::unique_ptr<HostCache>> HostCache::CapturePacked(transport::Device& d
                                                             const HostCacheOptions& options) {
   HOIST_ASSIGN_OR_RETURN(const transport::PackedStreams streams,
                          transport::PackedStreams::FromPlan(plan));
-  HOIST_ASSIGN_OR_RETURN(
-      const transport::PackedWork work,
-      streams.Translate(rank_plan, device.Caps().gpu ? transport::StoredBytes::kCopies
-                                                     : transport::StoredBytes::kCheckedBlocks));
+  HOIST_ASSIGN_OR_RETURN(const transport::PackedWork work, streams.Translate(rank_plan));
   HOIST_ASSIGN_OR_RETURN(std::unique_ptr<PackedCacheLayout> layout,
                          Layout(work, rank_plan, options));
   const std::uint64_t total = layout->base.back();

@@ -430,14 +430,7 @@ struct Ahead {
   transport::PackedStreams streams;
   std::optional<transport::PackedWork> work;
   std::optional<transport::CutAhead> cut;
-  transport::StoredBytes stored = transport::StoredBytes::kCopies;  // how `work` serves them
 };
-
-// Stored streams are checked block by block where the device's decoder can check them (the host
-// backend); the CUDA decoder takes coded streams only (transport/packed/packed.h).
-transport::StoredBytes StoredBytesFor(bool gpu) {
-  return gpu ? transport::StoredBytes::kCopies : transport::StoredBytes::kCheckedBlocks;
-}
 
 Result<Ahead> PrepareAhead(const proto::LoadPlan& plan, const proto::RankPlan& rp,
                            const LoadOptions& o, bool exchange) {
@@ -448,9 +441,7 @@ Result<Ahead> PrepareAhead(const proto::LoadPlan& plan, const proto::RankPlan& r
   transport::PipelineOptions po = PipelineFor(o, /*threads=*/1, /*ranks_on_node=*/1);
   po.read_depth_bytes = 0;  // the cut of the ring as given
   if (!p.streams.empty()) {
-    // Before the device is open: `auto` is taken for a GPU (Execute translates again if not).
-    p.stored = StoredBytesFor(o.device != DeviceKind::kHost);
-    HOIST_ASSIGN_OR_RETURN(p.work, p.streams.Translate(rp, p.stored));
+    HOIST_ASSIGN_OR_RETURN(p.work, p.streams.Translate(rp));
     p.cut = transport::CutPackedAhead(*p.work, po);
   } else if (transport::Staged(o.pipeline.mode)) {
     p.cut = transport::CutPlanAhead(rp, po);
@@ -499,11 +490,6 @@ Status Execute(const proto::LoadPlan& plan, const proto::RankPlan& rp, const Loa
     HOIST_ASSIGN_OR_RETURN(transport::SourceSet sources, opening.Take(o.origin, &rep));
     if (!sources.note.empty()) spdlog::warn("{}", sources.note);
     transport::PipelineOptions po = PipelineFor(o, threads, RanksOnNode(plan, rp));
-    if (ahead.work && ahead.stored != StoredBytesFor(dev.Caps().gpu)) {  // `auto` found no GPU
-      ahead.stored = StoredBytesFor(dev.Caps().gpu);
-      HOIST_ASSIGN_OR_RETURN(ahead.work, ahead.streams.Translate(rp, ahead.stored));
-      ahead.cut = transport::CutPackedAhead(*ahead.work, po);
-    }
     po.packed = &ahead.streams;
     po.packed_work = ahead.work ? &*ahead.work : nullptr;
     po.cut_ahead = ahead.cut ? &*ahead.cut : nullptr;

@@ -5,13 +5,14 @@
 
 #include "codec/checksum.h"
 #include "codec/cuda/codec_decode.h"
+#include "codec/lane_sum.h"
 #include "codec/layout.h"
 
 namespace hoist::transport::cuda {
 namespace {
 
 constexpr std::uint32_t kLutWords = codec::kLutEntries / 2;  // u16 entries, two per word
-constexpr std::uint32_t kScanWords = 33;                     // 32 warp sums + the total
+constexpr std::uint32_t kScanWords = 34;  // 32 warp sums, the total, the lane checksum
 
 struct Params {
   const std::uint8_t* stream;
@@ -183,13 +184,15 @@ struct GridOut {
   }
 };
 
-// Decodes values k = t, t + T, ... < n of the thread's sub-stream; false on a bit pattern
-// without a code, a code past the sub-stream's end or bits left over. The raw bytes are loaded
-// kAhead values ahead of their use, so that several global loads are in flight per thread.
+// Decodes values k = t, t + T, ... < n of the thread's sub-stream, folding each into lane t's
+// checksum state *h; false on a bit pattern without a code, a code past the sub-stream's end or
+// bits left over. The raw bytes are loaded kAhead values ahead of their use, so that several
+// global loads are in flight per thread.
 template <class R, std::uint32_t kAhead, class Out>
 __device__ __forceinline__ bool DecodeSubStream(BitReader& reader, const std::uint16_t* lut,
                                                 const std::uint8_t* raw, std::uint32_t t,
-                                                std::uint32_t T, std::uint32_t n, Out& out) {
+                                                std::uint32_t T, std::uint32_t n, Out& out,
+                                                std::uint32_t* h) {
   std::uint32_t ahead[kAhead];
 #pragma unroll
   for (std::uint32_t u = 0; u < kAhead; ++u) {
@@ -210,8 +213,10 @@ __device__ __forceinline__ bool DecodeSubStream(BitReader& reader, const std::ui
       if (k >= n) break;
       std::uint32_t sym = 0;
       if (!reader.Next(lut, &sym)) return false;
-      out.Put(k, R::Join(sym, now[u]));
+      const typename R::Value v = R::Join(sym, now[u]);
+      out.Put(k, v);
       out.Step();
+      *h = codec::lane::Round(*h, v);
     }
   }
   return reader.Done();
@@ -299,7 +304,8 @@ __global__ void __launch_bounds__(1024, 2) DecodeKernel(Params p) {
     BitReader reader(bits, start, my_bits);
     using V = typename R::Value;
     RangeOut<V> out{reinterpret_cast<V*>(p.out), static_cast<std::int64_t>(first), 0, n};
-    ok = DecodeSubStream<R, 4>(reader, lut, block, t, T, n, out);
+    std::uint32_t h = 0;  // unused: this path's checksum is the host's (DecodeOnGpu)
+    ok = DecodeSubStream<R, 4>(reader, lut, block, t, T, n, out, &h);
   }
   if (!ok) atomicCAS(p.error, 0, static_cast<int>(b) + 1);
 }
@@ -387,31 +393,31 @@ __device__ void StageJob(const uint4* lut, const std::uint8_t* words, std::uint3
 
 template <class R>
 __device__ bool DecodeJobValues(const CodecJob& j, std::uint8_t* arena, BitReader& reader,
-                                const std::uint16_t* lut, const std::uint8_t* raw,
-                                std::uint32_t T) {
+                                const std::uint16_t* lut, const std::uint8_t* raw, std::uint32_t T,
+                                std::uint32_t* h) {
   using V = typename R::Value;
   const std::uint32_t t = threadIdx.x;
   RangeOut<V> range;
   if (MakeRangeOut(j, arena, &range)) {
-    return DecodeSubStream<R, 4>(reader, lut, raw, t, T, j.values, range);
+    return DecodeSubStream<R, 4>(reader, lut, raw, t, T, j.values, range, h);
   }
   GridOut<V> grid = MakeGridOut<V>(j, arena, t, T);
-  return DecodeSubStream<R, 1>(reader, lut, raw, t, T, j.values, grid);
+  return DecodeSubStream<R, 1>(reader, lut, raw, t, T, j.values, grid, h);
 }
 
 // The row of a coded dtype (codec/split.h) picks the decode loop; false for any other dtype.
 __device__ bool DecodeJobRow(std::uint32_t dtype, const CodecJob& j, std::uint8_t* arena,
                              BitReader& reader, const std::uint16_t* lut, const std::uint8_t* raw,
-                             std::uint32_t T) {
+                             std::uint32_t T, std::uint32_t* h) {
   switch (static_cast<codec::DType>(dtype)) {
     case codec::DType::kBF16:
-      return DecodeJobValues<Bf16Row>(j, arena, reader, lut, raw, T);
+      return DecodeJobValues<Bf16Row>(j, arena, reader, lut, raw, T, h);
     case codec::DType::kF16:
-      return DecodeJobValues<F16Row>(j, arena, reader, lut, raw, T);
+      return DecodeJobValues<F16Row>(j, arena, reader, lut, raw, T, h);
     case codec::DType::kF8E4M3:
-      return DecodeJobValues<E4M3Row>(j, arena, reader, lut, raw, T);
+      return DecodeJobValues<E4M3Row>(j, arena, reader, lut, raw, T, h);
     case codec::DType::kF8E5M2:
-      return DecodeJobValues<E5M2Row>(j, arena, reader, lut, raw, T);
+      return DecodeJobValues<E5M2Row>(j, arena, reader, lut, raw, T, h);
     default:
       return false;
   }
@@ -433,6 +439,98 @@ __device__ __forceinline__ std::uint32_t RawBitsOf(std::uint32_t dtype) {
   }
 }
 
+// The XOR of every thread's x; *word must have been zeroed before a barrier every thread passed.
+// Every thread must call it; all get the result.
+__device__ std::uint32_t BlockXor(std::uint32_t x, std::uint32_t* word) {
+  for (int o = 16; o > 0; o >>= 1) x ^= __shfl_xor_sync(0xFFFFFFFFu, x, o);
+  if ((threadIdx.x & 31) == 0) atomicXor(word, x);
+  __syncthreads();
+  return *word;
+}
+
+// The little-endian value at p (any address).
+template <class V>
+__device__ __forceinline__ V LoadValue(const std::uint8_t* p) {
+  if (reinterpret_cast<std::uintptr_t>(p) % sizeof(V) == 0) return *reinterpret_cast<const V*>(p);
+  V v = 0;
+  for (std::uint32_t i = 0; i < sizeof(V); ++i) v |= static_cast<V>(V{p[i]} << (8 * i));
+  return v;
+}
+
+// Lane l of a stored block (values l, l + L, ... < n, L = lane::kStoredLanes): placed by `out`
+// (made for thread l of L), folded into the lane's state.
+template <class V, class Out>
+__device__ std::uint32_t StoredLane(const std::uint8_t* block, std::uint32_t l, std::uint32_t n,
+                                    Out& out) {
+  std::uint32_t h = codec::lane::Seed(l);
+  for (std::uint32_t k = l; k < n; k += codec::lane::kStoredLanes) {
+    const V v = LoadValue<V>(block + std::uint64_t{k} * sizeof(V));
+    out.Put(k, v);
+    out.Step();
+    h = codec::lane::Round(h, v);
+  }
+  return h;
+}
+
+// A stored block's job: this thread's lanes (threadIdx.x, + blockDim.x, ...), their values placed
+// by the copy's rule; returns the XOR of those lanes' finished states.
+template <class V>
+__device__ std::uint32_t StoredJob(const CodecJob& j, const std::uint8_t* block,
+                                   std::uint8_t* arena) {
+  constexpr std::uint32_t L = codec::lane::kStoredLanes;
+  std::uint32_t sum = 0;
+  RangeOut<V> range;
+  const bool is_range = MakeRangeOut(j, arena, &range);
+  for (std::uint32_t l = threadIdx.x; l < L; l += blockDim.x) {
+    std::uint32_t h;
+    if (is_range) {
+      h = StoredLane<V>(block, l, j.values, range);
+    } else {
+      GridOut<V> grid = MakeGridOut<V>(j, arena, l, L);
+      h = StoredLane<V>(block, l, j.values, grid);
+    }
+    sum ^= codec::lane::Finish(h);
+  }
+  return sum;
+}
+
+// Bytes a value of a stored stream's dtype (codec::DTypeSize, on the device).
+__device__ __forceinline__ std::uint32_t StoredValueBytes(std::uint32_t dtype) {
+  switch (static_cast<codec::DType>(dtype)) {
+    case codec::DType::kBF16:
+    case codec::DType::kF16:
+      return 2;
+    case codec::DType::kF32:
+      return 4;
+    default:
+      return 1;
+  }
+}
+
+// A stored stream's job: its values as they are, checked against job.checksum when the stream
+// is `checked`. A job whose bytes are not its values fails (uniform over the block).
+__device__ void StoredJobKernel(const JobArgs& a, const CodecJob& j, const CodecJobStream& s,
+                                std::uint32_t* sum_word, int bad) {
+  const std::uint32_t vb = StoredValueBytes(s.dtype);
+  if (std::uint64_t{j.values} * vb != j.bytes) {
+    if (threadIdx.x == 0) atomicCAS(a.error, 0, bad);
+    return;
+  }
+  if (threadIdx.x == 0) *sum_word = 0;
+  __syncthreads();
+  const std::uint8_t* block = a.src + j.src;
+  std::uint32_t mine;
+  if (vb == 4) {
+    mine = StoredJob<std::uint32_t>(j, block, a.arena);
+  } else if (vb == 2) {
+    mine = StoredJob<std::uint16_t>(j, block, a.arena);
+  } else {
+    mine = StoredJob<std::uint8_t>(j, block, a.arena);
+  }
+  const std::uint32_t sum = BlockXor(mine, sum_word);
+  if (s.checked && threadIdx.x == 0 && sum != j.checksum) atomicCAS(a.error, 0, bad);
+}
+
 __global__ void __launch_bounds__(1024, 2) JobKernel(JobArgs a) {
   extern __shared__ uint4 smem4[];
   std::uint32_t* lut_words = reinterpret_cast<std::uint32_t*>(smem4);
@@ -443,6 +541,7 @@ __global__ void __launch_bounds__(1024, 2) JobKernel(JobArgs a) {
   const CodecJob j = a.jobs[blockIdx.x];
   const CodecJobStream s = a.streams[j.stream];
   const int bad = static_cast<int>(a.first + blockIdx.x) + 1;
+  if (s.stored) return StoredJobKernel(a, j, s, scan + 33, bad);  // uniform over the block
   const std::uint32_t t = threadIdx.x, T = s.sub_streams, n = j.values;
   const std::uint8_t* block = a.src + j.src;
   const std::uint64_t lengths_at = Align4Wide((std::uint64_t{n} * RawBitsOf(s.dtype) + 7) / 8);
@@ -457,16 +556,22 @@ __global__ void __launch_bounds__(1024, 2) JobKernel(JobArgs a) {
   const std::uint32_t word_count = static_cast<std::uint32_t>((j.bytes - head) / 4);
   StageJob(a.luts + std::uint64_t{j.stream} * (kLutWords / 4), block + head, word_count, lut_words,
            bits);
+  if (t == 0) scan[33] = 0;  // the lane checksum's word (the scan's barriers publish it)
   const std::uint32_t my_bits = t < T ? lengths.Of(t) : 0;
   const std::uint32_t start = BlockExclusiveScan(my_bits, scan, scan + 32);  // syncs
   const std::uint32_t total = scan[32];
 
   bool ok = total <= 32u * word_count;
+  std::uint32_t h = codec::lane::Seed(t);
   if (ok && t < T) {
     BitReader reader(bits, start, my_bits);
-    ok = DecodeJobRow(s.dtype, j, a.arena, reader, lut, block, T);
+    ok = DecodeJobRow(s.dtype, j, a.arena, reader, lut, block, T, &h);
   }
   if (!ok) atomicCAS(a.error, 0, bad);
+  if (s.checked) {  // uniform over the block
+    const std::uint32_t sum = BlockXor(t < T ? codec::lane::Finish(h) : 0, scan + 33);
+    if (t == 0 && sum != j.checksum) atomicCAS(a.error, 0, bad);
+  }
 }
 
 Status CudaFailed(const char* what, cudaError_t e) {

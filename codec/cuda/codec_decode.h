@@ -18,9 +18,9 @@
 // been validated by codec::ParseStream on the host (the kernel trusts block offsets); the kernel
 // itself checks every sub-stream (a bit length past the block, a bit pattern with no code, a
 // code overrunning its sub-stream, bits left over) and on failure stores 1 + the index of a bad
-// block in *d_error (atomicCAS from 0), writing garbage, never outside `out` or the stream. It
-// does not recompute checksums: CodecDecodeError reports the flag; byte equality is proven on
-// the host (codec::Decode, or --verify).
+// block in *d_error (atomicCAS from 0), writing garbage, never outside `out` or the stream. This
+// whole-stream path does not recompute checksums (DecodeOnGpu compares the result's XXH64 on the
+// host); the batched jobs of packed loads do (below).
 // Ownership: the caller owns every device buffer; d_lut holds the 4096-entry table of
 // codec::StreamInfo::lut (8 KiB), uploaded by the caller (UploadCodecLut). Threading: calls are
 // enqueued on `cuda_stream`; buffers must stay alive until it completes.
@@ -65,7 +65,11 @@ Status DecodeOnGpu(std::span<const std::uint8_t> stream, std::span<std::uint8_t>
 // d >= 0, r = d / pitch < rows and c = d % pitch < width, and is written (v = 1 or 2 bytes) at
 // arena + dst + r * dst_pitch + c * v: the rule of transport::ForEachKeptRun, whose DecodeJob
 // this mirrors (so that this file needs no transport header). Every value is decoded (and its
-// sub-stream checked) whether it is kept or not.
+// sub-stream checked) whether it is kept or not, and for a stream of format 4 (`checked`) thread t
+// folds the values it decodes into lane t of the block's lane checksum (codec/lane_sum.h), which
+// the block's threads then XOR together and compare with job.checksum. A stored stream's job
+// (`stored`) reads its values straight from the block, lane l (of lane::kStoredLanes) on thread
+// l mod blockDim, with the same rule for where they land and the same check.
 //
 // The kernel: blockDim = CodecJobSet::threads (>= every stream's sub-stream count T, a multiple
 // of 32); threads t >= T of a job's stream take no values. It stages the stream's table and the
@@ -78,8 +82,8 @@ Status DecodeOnGpu(std::span<const std::uint8_t> stream, std::span<std::uint8_t>
 // Failure: a job whose bytes cannot hold its layout (raw bits and lengths, coded words beyond
 // max_words), a stream whose dtype has no row or whose length fields are over 16 bits, a sub-stream
 // past the coded bits, a bit pattern with no code, a code overrunning its sub-stream or bits left
-// over: atomicCAS(error, 0, 1 + the job's index in the set). Such a job may have written garbage
-// into its kept values, never elsewhere. Checksums are not computed.
+// over, a checksum mismatch: atomicCAS(error, 0, 1 + the job's index in the set). Such a job may
+// have written garbage into its kept values, never elsewhere.
 struct CodecJob {
   std::uint64_t src = 0;        // the block's first byte, relative to `src` of the launch
   std::uint64_t dst = 0;        // arena byte of the copy's element (0, 0); value-aligned
@@ -88,17 +92,20 @@ struct CodecJob {
   std::uint64_t pitch = 0;      // source row length in values (0: nothing is kept)
   std::uint64_t width = 0;      // values kept per row
   std::uint64_t rows = 0;
-  std::uint32_t bytes = 0;   // the block's encoded bytes
-  std::uint32_t values = 0;  // values in the block
-  std::uint32_t stream = 0;  // index into the stream arrays
-  std::uint32_t block = 0;   // unused by the kernel (the caller's errors)
+  std::uint32_t bytes = 0;     // the block's encoded bytes
+  std::uint32_t values = 0;    // values in the block
+  std::uint32_t stream = 0;    // index into the stream arrays
+  std::uint32_t block = 0;     // unused by the kernel (the caller's errors)
+  std::uint32_t checksum = 0;  // the block's lane checksum (checked when its stream is `checked`)
 };
 
 struct CodecJobStream {
-  std::uint32_t sub_streams = 0;    // T, 1 .. 1024
-  std::uint8_t dtype = 0;           // codec::DType of a coded row: BF16, F16, F8_E4M3, F8_E5M2
+  std::uint32_t sub_streams = 0;    // T, 1 .. 1024 (a stored stream: 0)
+  std::uint8_t dtype = 0;           // codec::DType: a coded row (BF16, F16, F8_E4M3, F8_E5M2), or
+                                    // for a stored stream any dtype of 1, 2 or 4 bytes a value
   std::uint8_t packed_lengths = 0;  // 1: format 3 (head word and fields), 0: format 2 (u16s)
-  std::uint16_t reserved = 0;
+  std::uint8_t stored = 0;          // 1: the blocks are the values as they are (codec kStored)
+  std::uint8_t checked = 0;         // 1: format 4: every job checks its block's lane checksum
 };
 
 // Device arrays of one set of jobs, allocated and uploaded by the caller (CudaDevice).

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iterator>
 #include <numeric>
+#include <utility>
 
 #include "codec/codec.h"
 #include "codec/split.h"
@@ -127,17 +128,22 @@ TEST(CodecFp8, UniformBytesAreStoredAndHuffmanCanBeRefused) {
   EXPECT_EQ(MethodOf(stream), Method::kStored);
 }
 
-// Streams of format 2 (the previous hoist: u16 sub-stream lengths) still decode: their own
-// block and tensor checksums prove the bytes, and re-encoding them (format 3) decodes alike.
-TEST(CodecFp8, Format2StreamsStillDecode) {
-  for (const char* name : {"bf16_normal", "f16_normal", "bf16_zeros", "bf16_one_value"}) {
+// Streams of formats 2 (u16 sub-stream lengths) and 3 (XXH64 block checksums), written by earlier
+// hoists, still decode: their own block and tensor checksums prove the bytes, and re-encoding
+// them (format 4) decodes alike.
+TEST(CodecFp8, Format2And3StreamsStillDecode) {
+  const std::pair<const char*, int> files[] = {{"bf16_normal", 2},      {"f16_normal", 2},
+                                               {"bf16_zeros", 2},       {"bf16_one_value", 2},
+                                               {"bf16_normal_v3", 3},   {"f8_e4m3_quantized", 3},
+                                               {"f8_e5m2_quantized", 3}};
+  for (const auto& [name, version] : files) {
     SCOPED_TRACE(name);
     std::ifstream in(hoist::testing::SourceDir() + "/tests/fuzz/codec_corpus/" + name,
                      std::ios::binary);
     const std::vector<std::uint8_t> stream{std::istreambuf_iterator<char>(in), {}};
     auto info = ParseStream(stream, name);
     ASSERT_TRUE(info.ok()) << info.status().ToString();
-    EXPECT_EQ(info->version, 2);
+    EXPECT_EQ(info->version, version);
     if (std::string(name).find("normal") != std::string::npos) {
       EXPECT_EQ(info->method, Method::kHuffman);
     }

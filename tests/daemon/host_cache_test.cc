@@ -179,9 +179,8 @@ TEST(PackedHostCache, RestoresMatchTheReferenceWhenTheDecoderIsSlowToMake) {
   }
 }
 
-// On the host backend a stored stream's bytes are whole blocks that the decoder checks
-// (transport::StoredBytes::kCheckedBlocks): the cache holds the blocks the copies touch, and a
-// restore runs the decoder (the CUDA backend caches and copies the stored bytes alone).
+// A stored stream's bytes are whole blocks that the decoder checks: the cache holds the blocks
+// the copies touch, and a restore runs the decoder.
 TEST(PackedHostCache, StoredTensorsAreCheckedBlocksOnTheHost) {
   Packed p = MakeCheckpoint();
   PlanWriter w(p);

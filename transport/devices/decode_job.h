@@ -5,9 +5,8 @@
 // (transport/packed/packed.h): the streams involved (their parsed headers: code table, sub-stream
 // count, dtype) and the jobs. A job is one codec block and one copy of the plan: the block's
 // values that fall inside the copy's source rectangle land in the arena. Stored streams (F32,
-// incompressible data) become jobs too on the host backend, whose decoder checks every block's
-// checksum (transport::StoredBytes::kCheckedBlocks); for the CUDA backend, whose decoder takes
-// Huffman streams only, their bytes are ordinary copies (kCopies).
+// incompressible data) become jobs too, so every decoder (the host's and the GPU's) checks each
+// block it places against the block's checksum (the GPU's from codec format 4 on).
 //
 // The rule (ForEachKeptRun is its reference, used by the host backend; the CUDA kernel repeats it
 // per value): value k of the block (0 <= k < values) is element d = first + k of the copy's
@@ -41,6 +40,7 @@ struct DecodeJob {
   std::uint32_t values = 0;     // values in the block
   std::uint32_t stream = 0;     // index into DecodeSet::streams
   std::uint32_t block = 0;      // block index within its stream (checksums, errors)
+  std::uint32_t checksum = 0;   // the stream's block_checksums[block], for the GPU decoder
 };
 
 // Built before the load's clock (transport/packed/packed.h: with the plan, while the device opens),

@@ -146,9 +146,8 @@ Status DecodeTensor(const PackedStreams::Tensor& t, const std::string& path,
 class Translator {
  public:
   Translator(const PackedStreams& p, const std::vector<std::string>& paths,
-             const std::vector<bool>& packed, const std::vector<std::size_t>& first,
-             StoredBytes stored, PackedWork* w)
-      : p_(p), paths_(paths), packed_(packed), first_(first), stored_(stored), w_(*w) {}
+             const std::vector<bool>& packed, const std::vector<std::size_t>& first, PackedWork* w)
+      : p_(p), paths_(paths), packed_(packed), first_(first), w_(*w) {}
 
   Status Add(int i, const proto::Copy& c) {
     if (c.width() == 0 || c.rows() == 0) return Status::Ok();
@@ -258,24 +257,13 @@ class Translator {
     return Status::Ok();
   }
 
-  // The part r of stream s of tensor ti: a copy of stored bytes (StoredBytes::kCopies), or a
-  // unit of the blocks it touches, each a job that checks its block.
+  // The part r of stream s of tensor ti: a unit of the blocks it touches, each a job that checks
+  // its block (stored streams too).
   Status Stream(std::int64_t ti, std::size_t s, Region r) {
     const PackedStreams::Tensor& t = p_.tensors()[ti];
     const PackedStreams::Stream& st = t.streams[s];
     const codec::StreamInfo& info = st.info;
     const std::uint64_t payload = st.offset + info.header_bytes;
-    if (info.method == codec::Method::kStored && stored_ == StoredBytes::kCopies) {
-      proto::Copy* out = w_.plan.add_copies();
-      out->set_file(t.file);
-      out->set_src_offset(payload + r.start * t.value_bytes);
-      out->set_src_pitch(r.pitch * t.value_bytes);
-      out->set_width(r.width * t.value_bytes);
-      out->set_rows(r.rows);
-      out->set_dst_offset(r.dst);
-      out->set_dst_pitch(r.dst_pitch);
-      return Status::Ok();
-    }
     // A stored stream of plain bytes (a dtype the codec does not know) counts bytes: the
     // region, in the tensor's values, in the stream's.
     const std::uint64_t per = t.value_bytes / codec::DTypeSize(info.dtype);
@@ -306,6 +294,7 @@ class Translator {
       j.dst_pitch = r.dst_pitch;
       j.stream = index;
       j.block = b;
+      j.checksum = info.block_checksums[b];
       w_.decode.max_block_bytes = std::max<std::uint64_t>(w_.decode.max_block_bytes, j.bytes);
       w_.decode.jobs.push_back(j);
     }
@@ -329,7 +318,6 @@ class Translator {
   const std::vector<std::string>& paths_;
   const std::vector<bool>& packed_;
   const std::vector<std::size_t>& first_;
-  const StoredBytes stored_;
   PackedWork& w_;
   std::map<std::pair<std::int64_t, std::size_t>, std::size_t> index_;
 };
@@ -369,8 +357,7 @@ Result<PackedStreams> PackedStreams::FromPlan(const proto::LoadPlan& plan) {
   return p;
 }
 
-Result<PackedWork> PackedStreams::Translate(const proto::RankPlan& logical,
-                                            StoredBytes stored) const {
+Result<PackedWork> PackedStreams::Translate(const proto::RankPlan& logical) const {
   PackedWork w;
   w.plan = logical;
   w.plan.clear_copies();
@@ -379,7 +366,7 @@ Result<PackedWork> PackedStreams::Translate(const proto::RankPlan& logical,
   w.decode.jobs.reserve(blocks_);
   w.decode.streams.reserve(streams_);
   w.decode.luts.reserve(streams_ * codec::kLutEntries);
-  Translator tr(*this, paths_, packed_, file_first_, stored, &w);
+  Translator tr(*this, paths_, packed_, file_first_, &w);
   for (int i = 0; i < logical.copies_size(); ++i) {
     HOIST_RETURN_IF_ERROR(tr.Add(i, logical.copies(i)));
     w.copies_end.push_back(static_cast<std::size_t>(w.plan.copies_size()));

@@ -8,9 +8,8 @@
 // Translation rules: a logical copy is cut at tensor boundaries; within a tensor it becomes a
 // rectangle of values (rows of `width` values `pitch` apart). For each of the tensor's streams
 // (all columns, or one column stripe) the part of the rectangle it holds becomes one unit
-// holding every block that the part touches, with one job per block (a stored stream too, unless
-// StoredBytes::kCopies asks for one 2-D copy from its payload instead). Blocks shared by two
-// copies are moved once per copy.
+// holding every block that the part touches, with one job per block (a stored stream too: every
+// decoder checks each block it places). Blocks shared by two copies are moved once per copy.
 //
 // Failure: FromPlan returns Corrupt naming the file, tensor and byte offset of a stream header
 // that does not parse (codec::ParseHeader), disagrees with its tensor, or whose identity
@@ -37,13 +36,6 @@
 
 namespace hoist::transport {
 
-// How Translate serves the bytes of stored (uncoded) streams. kCheckedBlocks: like coded ones,
-// as units of the whole blocks a copy touches, each block a job whose decoder checks the block's
-// checksum before placing its kept bytes (the host backend's decoder does; the CUDA decoder
-// refuses stored streams). kCopies: plain copies from the shard, unchecked at load time (the
-// CUDA backend, until its decoder can check them: docs/PACKED.md, "Integrity").
-enum class StoredBytes { kCheckedBlocks, kCopies };
-
 class PackedStreams {
  public:
   // The plan's packed tensors (none: an empty PackedStreams that translates nothing).
@@ -53,8 +45,7 @@ class PackedStreams {
   bool IsPacked(std::uint32_t file) const { return file < packed_.size() && packed_[file]; }
 
   // The pipeline's work for `logical` (a RankPlan, or a dedup read plan, of this plan).
-  Result<PackedWork> Translate(const proto::RankPlan& logical,
-                               StoredBytes stored = StoredBytes::kCheckedBlocks) const;
+  Result<PackedWork> Translate(const proto::RankPlan& logical) const;
 
   // Logical bytes [offset, offset + bytes) of packed file `file` into dst, decoded on the host
   // (each tensor touched is read and decoded whole).

@@ -526,10 +526,7 @@ Status RunPipeline(Device& device, const DeviceBuffer& arena, const proto::RankP
                   report ? report : &local, options.packed_work)
         .Run();
   }
-  HOIST_ASSIGN_OR_RETURN(
-      PackedWork work,
-      options.packed->Translate(
-          plan, device.Caps().gpu ? StoredBytes::kCopies : StoredBytes::kCheckedBlocks));
+  HOIST_ASSIGN_OR_RETURN(PackedWork work, options.packed->Translate(plan));
   return Runner(device, arena, work.plan, sources, options, report ? report : &local, &work).Run();
 }
 

@@ -1,11 +1,13 @@
 // The CUDA decoder of packed loads (Device::CreateDecoder .. DestroyDecoder and the batched kernel
 // of codec/cuda/codec_decode.cu) against the CPU reference: fresh BF16/F16 and block-quantized
 // FP8 (E4M3, E5M2) tensors encoded with codec::Encode (several block sizes, 32/64/100/128/256
-// sub-streams, odd-sized last blocks; FP8 copies at odd arena offsets and pitches),
-// jobs built by hand for whole, row-sliced, column-sliced and strided copies, blocks at unaligned
-// slot offsets; the arena must equal codec::Decode + ForEachKeptRun byte for byte, a damaged
-// block must be reported by tensor and block. The GPU tests skip where no CUDA device is visible;
-// the fixture's own check (its jobs cover exactly their copies) runs everywhere.
+// sub-streams, odd-sized last blocks; FP8 copies at odd arena offsets and pitches), and stored
+// streams (F32, and BF16 that coding would not shrink), jobs built by hand for whole, row-sliced,
+// column-sliced and strided copies, blocks at unaligned slot offsets; the arena must equal
+// codec::Decode + ForEachKeptRun byte for byte, a damaged block must be reported by tensor and
+// block: one that breaks a sub-stream, and one that only the block's checksum can tell (a raw
+// byte of a coded block, a byte of a stored block). The GPU tests skip where no CUDA device is
+// visible; the fixture's own check (its jobs cover exactly their copies) runs everywhere.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -71,6 +73,25 @@ Tensor MakeTensor(const std::string& name, codec::DType dtype, std::uint64_t row
   return t;
 }
 
+// A stored stream of random values (F32, or BF16 written with coding off).
+Tensor MakeStoredTensor(const std::string& name, codec::DType dtype, std::uint64_t rows,
+                        std::uint64_t cols, std::uint32_t block_values, std::uint64_t seed) {
+  Tensor t;
+  t.name = "shard-" + std::to_string(seed) + ".safetensors: " + name;
+  t.dtype = dtype;
+  t.rows = rows;
+  t.cols = cols;
+  t.data.resize(rows * cols * codec::DTypeSize(dtype));
+  for (auto& b : t.data) b = static_cast<std::uint8_t>(codec::testing::SplitMix(seed));
+  codec::EncodeOptions o;
+  o.block_values = block_values;
+  o.allow_huffman = false;
+  t.stream = codec::Encode(dtype, t.data, o).value();
+  t.info = codec::ParseStream(t.stream, t.name).value();
+  EXPECT_EQ(t.info.method, codec::Method::kStored) << t.name;
+  return t;
+}
+
 // Every block of every tensor once, 0..3 bytes apart so that many sit at unaligned addresses.
 void PlaceBlocks(Case& c) {
   std::uint64_t gap = 0;
@@ -108,6 +129,7 @@ void AddJobs(Case& c, const Copy& copy) {
     j.values = static_cast<std::uint32_t>(n);
     j.stream = static_cast<std::uint32_t>(copy.tensor);
     j.block = b;
+    j.checksum = t.info.block_checksums[b];
     c.set.jobs.push_back(j);
   }
 }
@@ -123,6 +145,8 @@ Case MakeCase() {
   c.tensors.push_back(MakeTensor("f", DType::kBF16, 90, 77, 2000, 100, 6));      // last 930
   c.tensors.push_back(MakeTensor("g", DType::kF8E4M3, 300, 700, 4096, 128, 7));  // last 1104
   c.tensors.push_back(MakeTensor("h", DType::kF8E5M2, 64, 333, 1000, 32, 8));    // last 312
+  c.tensors.push_back(MakeStoredTensor("i", DType::kF32, 70, 130, 4096, 9));     // last 908
+  c.tensors.push_back(MakeStoredTensor("j", DType::kBF16, 33, 517, 1000, 10));   // last 61
   c.copies = {
       {0, 0, 0, 50, 1000, 2000},           // whole tensor, contiguous
       {0, 7, 0, 16, 1000, 2000, true},     // rows 7..22: starts mid-block (first < 0)
@@ -139,13 +163,17 @@ Case MakeCase() {
       {6, 11, 100, 200, 251, 253, true},   // FP8 columns, odd width and arena pitch
       {7, 0, 0, 64, 333, 333},             // E5M2, whole
       {7, 5, 3, 40, 100, 101, true},       // E5M2 columns, pitch 333 > T 32
+      {8, 0, 0, 70, 130, 130},             // stored F32, whole
+      {8, 9, 7, 50, 77, 80, true},         // stored F32 columns
+      {9, 0, 0, 33, 517, 517},             // stored BF16, whole
+      {9, 2, 300, 30, 200, 201, true},     // stored BF16 columns, pitch 517 > 256 lanes
   };
   PlaceBlocks(c);
   std::uint64_t at = 0;
   for (std::size_t i = 0; i < c.copies.size(); ++i) {
     Copy& copy = c.copies[i];
     const std::uint64_t vb = codec::DTypeSize(c.tensors[copy.tensor].dtype);
-    copy.dst = (at + 15) / 16 * 16 + (i % 2) * (vb == 1 ? 1 : 2);  // some at 2 mod 4, or odd
+    copy.dst = (at + 15) / 16 * 16 + (i % 2) * (vb == 1 ? 1 : vb == 2 ? 2 : 0);  // 2 mod 4, odd
     at = copy.dst + (copy.rows - 1) * copy.dst_pitch + vb * copy.width + 6;
     AddJobs(c, copy);
   }
@@ -245,6 +273,12 @@ TEST(DecoderCudaFixture, JobsCoverExactlyTheirCopies) {
   EXPECT_TRUE(any([&](const DecodeJob& j) {  // FP8 at an odd arena byte
     return ValueBytes(c.set.streams[j.stream]) == 1 && j.dst % 2 == 1;
   }));
+  for (codec::DType d : {codec::DType::kF32, codec::DType::kBF16}) {  // stored streams' jobs
+    EXPECT_TRUE(any([&](const DecodeJob& j) {
+      const codec::StreamInfo& s = c.set.streams[j.stream];
+      return s.method == codec::Method::kStored && s.dtype == d && j.pitch > j.width;
+    }));
+  }
 }
 
 std::unique_ptr<Device> OpenGpuOrSkip() {
@@ -351,7 +385,7 @@ TEST(DecoderCuda, ReportsADamagedBlockThenResets) {
   const Status s = dev->DecoderStatus(gpu.decoder);
   EXPECT_EQ(s.code(), Code::kCorrupt) << s.ToString();
   EXPECT_NE(s.message().find(c.tensors[2].name + ": codec stream: block " +
-                             std::to_string(j.block) + " does not decode on the GPU"),
+                             std::to_string(j.block) + " is damaged"),
             std::string::npos)
       << s.ToString();
   const Status again = dev->DecoderStatus(gpu.decoder);
@@ -364,6 +398,49 @@ TEST(DecoderCuda, ReportsADamagedBlockThenResets) {
   EXPECT_TRUE(clean.ok()) << clean.ToString();
   c.slot = intact;
   ExpectSameArena(gpu.Arena(), ExpectedArena(c));
+}
+
+// Damage that leaves every sub-stream well-formed: a flipped raw (sign/mantissa) bit of a coded
+// block, and a flipped byte of a stored block. The CPU decoder refuses both by the block's
+// checksum; the GPU must too, naming the tensor and block, and then decode the intact bytes.
+TEST(DecoderCuda, ChecksumsCatchWhatTheSubStreamsCannot) {
+  GPU_OR_SKIP(dev);
+  const Case c = MakeCase();
+  ASSERT_FALSE(::testing::Test::HasFailure());
+  const auto first_job_of = [&](std::size_t tensor) {
+    for (std::size_t i = 0; i < c.set.jobs.size(); ++i) {
+      if (c.set.jobs[i].stream == tensor) return i;
+    }
+    return c.set.jobs.size();
+  };
+  for (std::size_t tensor : {std::size_t{0}, std::size_t{6}, std::size_t{8}, std::size_t{9}}) {
+    SCOPED_TRACE(c.tensors[tensor].name);
+    const std::size_t bad = first_job_of(tensor);
+    ASSERT_LT(bad, c.set.jobs.size());
+    const DecodeJob& j = c.set.jobs[bad];
+    Case damaged = c;
+    damaged.slot[j.src + 5] ^= 0x10;  // a raw byte of a coded block, a value of a stored one
+    std::vector<std::uint8_t> block(damaged.slot.begin() + j.src,
+                                    damaged.slot.begin() + j.src + j.bytes);
+    std::vector<std::uint8_t> out(ValueBytes(c.set.streams[j.stream]) * std::uint64_t{j.values});
+    const Status cpu = codec::DecodeBlockBytes(c.set.streams[j.stream], j.block, block, out, "x");
+    ASSERT_NE(cpu.message().find("checksum mismatch"), std::string::npos) << cpu.ToString();
+
+    OnGpu gpu(*dev);
+    const Status set = gpu.Set(damaged);
+    DECODER_OR_SKIP(set);
+    ASSERT_TRUE(gpu.Decode(c.set.jobs.size() / 2, c.set.jobs.size()).ok());
+    const Status s = dev->DecoderStatus(gpu.decoder);
+    EXPECT_EQ(s.code(), Code::kCorrupt) << s.ToString();
+    EXPECT_NE(s.message().find(c.tensors[tensor].name + ": codec stream: block " +
+                               std::to_string(j.block) + " is damaged"),
+              std::string::npos)
+        << s.ToString();
+    ASSERT_TRUE(gpu.Upload(c.slot, gpu.slot).ok());
+    ASSERT_TRUE(gpu.Decode(0, c.set.jobs.size()).ok());
+    const Status clean = dev->DecoderStatus(gpu.decoder);
+    EXPECT_TRUE(clean.ok()) << clean.ToString();
+  }
 }
 
 TEST(DecoderCuda, RefusesBadArguments) {
@@ -386,12 +463,9 @@ TEST(DecoderCuda, RefusesBadArguments) {
       Code::kInvalidArgument);
   EXPECT_EQ(dev->DecoderStatus(gpu.decoder + 100).code(), Code::kInvalidArgument);
 
-  DecodeSet stored = c.set;  // a stored (F32) stream cannot be a job's
-  stored.streams[0] =
-      codec::ParseStream(
-          codec::Encode(codec::DType::kF32, std::vector<std::uint8_t>(64, 1)).value(), "f32")
-          .value();
-  EXPECT_EQ(dev->CreateDecoder(stored).status().code(), Code::kInvalidArgument);
+  DecodeSet wide = c.set;  // more sub-streams than a CUDA block has threads
+  wide.streams[0].sub_streams = 2048;
+  EXPECT_EQ(dev->CreateDecoder(wide).status().code(), Code::kInvalidArgument);
   DecodeSet odd = c.set;  // an odd arena offset of a BF16 stream
   ASSERT_EQ(odd.streams[odd.jobs[0].stream].dtype, codec::DType::kBF16);
   odd.jobs[0].dst += 1;

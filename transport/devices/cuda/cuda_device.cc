@@ -23,6 +23,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "codec/lane_sum.h"
 #include "codec/layout.h"
 #include "transport/devices/cuda/cuda_signal.h"
 #include "transport/devices/decode_job.h"
@@ -57,9 +58,10 @@ std::string P(const void* p) {
 }
 
 #if HOIST_HAVE_CUDA_DECODE
-// What the kernel cannot take: a stream that is not Huffman BF16/F16/F8 with 1..1024
-// sub-streams, a job naming no stream or an arena offset that is not value-aligned, more jobs than
-// the error flag can name, tables out of step with the streams.
+// What the kernel cannot take: a stream that is neither Huffman BF16/F16/F8 with 1..1024
+// sub-streams nor stored values of 1, 2 or 4 bytes, a job naming no stream or an arena offset that
+// is not value-aligned, more jobs than the error flag can name, tables out of step with the
+// streams.
 Status CheckDecodeSet(const std::string& device, const DecodeSet& set) {
   const auto bad = [&](const std::string& what) {
     return Status::InvalidArgument(device + ": decode set: " + what);
@@ -76,9 +78,13 @@ Status CheckDecodeSet(const std::string& device, const DecodeSet& set) {
   for (std::size_t i = 0; i < set.streams.size(); ++i) {
     const codec::StreamInfo& info = set.streams[i];
     const codec::Split split = info.split();
-    if (info.method != codec::Method::kHuffman || split.symbol_bits == 0 || split.value_bytes > 2 ||
-        info.sub_streams == 0 || info.sub_streams > 1024) {
-      return bad(set.names[i] + ": not a Huffman-coded BF16/F16/F8 stream of 1..1024 sub-streams");
+    const std::uint32_t v = codec::DTypeSize(info.dtype);
+    const bool stored = info.method == codec::Method::kStored && (v == 1 || v == 2 || v == 4);
+    if (!stored && (info.method != codec::Method::kHuffman || split.symbol_bits == 0 ||
+                    split.value_bytes > 2 || info.sub_streams == 0 || info.sub_streams > 1024)) {
+      return bad(set.names[i] +
+                 ": neither a Huffman-coded BF16/F16/F8 stream of 1..1024 sub-streams nor a "
+                 "stored one of 1, 2 or 4 bytes a value");
     }
   }
   if (set.jobs.size() >= 0x7FFFFFFFu) return bad(std::to_string(set.jobs.size()) + " jobs");
@@ -102,12 +108,13 @@ static_assert(sizeof(DecodeJob) == sizeof(cuda::CodecJob) && HOIST_SAME_FIELD(sr
                   HOIST_SAME_FIELD(dst) && HOIST_SAME_FIELD(dst_pitch) && HOIST_SAME_FIELD(first) &&
                   HOIST_SAME_FIELD(pitch) && HOIST_SAME_FIELD(width) && HOIST_SAME_FIELD(rows) &&
                   HOIST_SAME_FIELD(bytes) && HOIST_SAME_FIELD(values) && HOIST_SAME_FIELD(stream) &&
-                  HOIST_SAME_FIELD(block),
+                  HOIST_SAME_FIELD(block) && HOIST_SAME_FIELD(checksum),
               "cuda::CodecJob must mirror transport::DecodeJob");
 #undef HOIST_SAME_FIELD
 
 // The kernel's per-stream parameters, its block size (the largest sub-stream count rounded up to
-// 32) and the largest job's coded words; the jobs and tables are the set's own arrays.
+// 32; a stored stream counts as codec::lane::kStoredLanes) and the largest job's coded words; the
+// jobs and tables are the set's own arrays.
 struct DecodeArrays {
   std::vector<cuda::CodecJobStream> streams;
   std::uint32_t threads = 32;
@@ -118,12 +125,17 @@ DecodeArrays MakeDecodeArrays(const DecodeSet& set) {
   DecodeArrays a;
   a.streams.reserve(set.streams.size());
   for (const codec::StreamInfo& info : set.streams) {
+    const bool stored = info.method == codec::Method::kStored;
     a.streams.push_back(
         {info.sub_streams, static_cast<std::uint8_t>(info.dtype),
-         static_cast<std::uint8_t>(info.version > codec::layout::kU16LengthsVersion ? 1 : 0), 0});
-    a.threads = std::max(a.threads, (info.sub_streams + 31) / 32 * 32);
+         static_cast<std::uint8_t>(info.version > codec::layout::kU16LengthsVersion ? 1 : 0),
+         static_cast<std::uint8_t>(stored ? 1 : 0),
+         static_cast<std::uint8_t>(info.version >= codec::layout::kLaneSumVersion ? 1 : 0)});
+    const std::uint32_t lanes = stored ? codec::lane::kStoredLanes : info.sub_streams;
+    a.threads = std::max(a.threads, (lanes + 31) / 32 * 32);
   }
   for (const DecodeJob& j : set.jobs) {
+    if (set.streams[j.stream].method == codec::Method::kStored) continue;  // no coded words
     const std::uint64_t head = set.streams[j.stream].min_block_head_bytes(j.values);
     if (j.bytes >= head) a.max_words = std::max<std::uint64_t>(a.max_words, (j.bytes - head) / 4);
   }
@@ -565,8 +577,10 @@ class CudaDevice final : public Device {
     const DecodeJob& j = set->jobs[index];
     return Status::Corrupt(set->names[j.stream] + ": codec stream: block " +
                            std::to_string(j.block) +
-                           " does not decode on the GPU (a bit pattern without a code, a code "
-                           "past its sub-stream's end, bits left over, or a block too short; job " +
+                           " is damaged: on the GPU it does not decode or fails its checksum (a "
+                           "bit pattern without a code, a code past its sub-stream's end, bits "
+                           "left over, a block too short, or decoded values that differ from the "
+                           "packed ones; job " +
                            std::to_string(index) + ")");
   }
 
