@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Damaged packed copies on a device (docs/PACKED.md, "Integrity"): for each preset, hoist-mkckpt
 # writes a checkpoint and `hoist pack` a packed copy, which must load on DEVICE with --verify and
-# give the original's dump; then, one at a time, a byte inside a block's payload is flipped (a
+# give the original's dump (--dump folders); then, one at a time, a byte inside a block's payload is flipped (a
 # stored stream's value, a coded stream's raw sign/mantissa byte): the load must fail with exit 1
 # and a message naming the tensor, and the copy is restored before the next flip. Checks that
 # need no GPU run in CI (tests/transport/packed); this is the GPU's side of them.
@@ -47,11 +47,14 @@ for preset in ${PRESETS:-qwen3-tiny qwen3-fp8-tiny}; do
   m=$WORK/$preset p=$WORK/$preset-packed
   "$mkckpt" --preset "$preset" --out "$m" --seed 3 > /dev/null
   "$hoist" pack --model "$m" --out "$p" > /dev/null
-  "$hoist" load --model "$m" --device "$DEVICE" --dump "$WORK/want.bin" --log-level warn
-  rc=0; "$hoist" load --model "$p" --device "$DEVICE" --verify --dump "$WORK/got.bin" \
-    --log-level warn || rc=$?
-  [[ $rc == 0 ]] && cmp -s "$WORK/want.bin" "$WORK/got.bin" || rc=1
+  rm -rf "$WORK/want" "$WORK/got"
+  "$hoist" load --model "$m" --device "$DEVICE" --dump "$WORK/want" --log-level warn \
+    > "$WORK/out.txt" 2>&1
+  rc=0; "$hoist" load --model "$p" --device "$DEVICE" --verify --dump "$WORK/got" \
+    --log-level warn > "$WORK/out.txt" 2>&1 || rc=$?
+  [[ $rc == 0 ]] && diff -rq "$WORK/want" "$WORK/got" > /dev/null || rc=1
   check "$preset: the packed copy loads on $DEVICE, verified, equal to the original" $rc
+  [[ $rc == 0 ]] || tail -5 "$WORK/out.txt"
   for method in 0 1; do
     read -r tensor file at < <(pick "$p" $method) || { echo "note: $preset has no stream of" \
       "method $method"; continue; }
