@@ -162,8 +162,10 @@ def start(args, log, rank, world, local, launcher, phases):
             phases.since("weights", "hoist")
             phases.items.setdefault("hoist_plan_arena", phases.items["weights"])
         phases.mark("warm")
-        engine.graphs = startup.warm_up(engine, sizes, args.warmup_repeats, device)
+        times = startup.HostTimes()
+        engine.graphs = startup.warm_up(engine, sizes, args.warmup_repeats, device, times)
         phases.since("warm_up", "warm")
+        log(f"warm-up host seconds: {times}")
         if pending:
             if device.type == "cuda":  # the decode's stream waits for the last byte on the GPU
                 pending.stream_wait(torch.cuda.current_stream().cuda_stream)
