@@ -7,7 +7,8 @@ with decoder_sparse_step 2 and mlp_only_layers [1] (experts exactly where vLLM p
 for Mixtral, GPT-OSS (BF16 experts, hoist's hf layout) and DeepSeek-V2 (MLA) checkpoints with
 transformers' exact tensor names (tests/data/hf) at tp 1, 2 and ep 2, under mpirun (hoist plans
 once over MPI_COMM_WORLD) and torchrun (each rank loads its part alone), from a Hugging Face repo
-id in a fake hub cache, and attached to `hoist serve` without a copy.
+id in a fake hub cache, attached to `hoist serve` without a copy, and with --overlap (warm-up on
+pending tensors) equal bit for bit to the synchronous run.
 
 Needs HOIST_BIN, HOIST_MKCKPT (ctest sets them), PYTHONPATH at the hoist package, PyTorch with
 gloo, mpirun. Every child process runs under a timeout."""
@@ -212,6 +213,26 @@ class TpEngineTest(unittest.TestCase):
             got, out = self.run_engine(Fixture.models["dense"], tp, "--tp", str(tp))
             self.assert_matches_reference(got, "dense")
             self.assertIn(f"loaded rank 1/{tp}", out)
+
+    def test_overlap_warms_up_on_pending_weights(self):
+        """--overlap (bf16, so that the parameters can be bound to hoist's pending tensors): the
+        warm-up runs before the last byte, then the same tokens and logits, bit for bit, as the
+        synchronous bf16 run, at tp 1 and 2; every start-up line item is printed (the example's
+        phases, and the warm-up's host seconds by call)."""
+        for tp, launcher in ((1, "single"), (2, "mpirun")):
+            args = ("--tp", str(tp), "--dtype", "bfloat16")
+            want, _ = self.run_engine(Fixture.models["dense"], tp, *args, launcher=launcher)
+            got, out = self.run_engine(Fixture.models["dense"], tp, *args, "--overlap",
+                                       launcher=launcher)
+            self.assertEqual(got["tokens"].tolist(), want["tokens"].tolist())
+            self.assertGreater(len(set(got["tokens"].tolist())), 1, "degenerate tokens")
+            for key in ("prefill", "steps"):
+                np.testing.assert_array_equal(got[key], want[key], key)
+            self.assertIn("parameters bound to pending tensors", out)
+            self.assertIn("warm-up host seconds: alloc", out)
+            for phase in ("process_start", "hoist_plan_arena", "weights", "warm_up",
+                          "first_token", "total"):
+                self.assertRegex(out, rf"phase {phase} \d+\.\d+", phase)
 
     def test_dense_replicated_kv_heads(self):
         for tp in (1, 4):  # 2 kv heads: at tp 4 each rank holds one, shared by two ranks
