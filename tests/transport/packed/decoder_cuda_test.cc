@@ -14,6 +14,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "codec/codec.h"
@@ -50,46 +51,49 @@ struct Case {
   std::vector<std::uint8_t> initial;  // the arena before decoding (random bytes)
 };
 
-Tensor MakeTensor(const std::string& name, codec::DType dtype, std::uint64_t rows,
-                  std::uint64_t cols, std::uint32_t block_values, std::uint32_t sub_streams,
-                  std::uint64_t seed) {
+// Tensor `name` of `data` (rows x cols values), encoded with `o`; the stream must use `method`.
+Tensor Encoded(const std::string& name, codec::DType dtype, std::uint64_t rows, std::uint64_t cols,
+               std::uint64_t seed, std::vector<std::uint8_t> data, const codec::EncodeOptions& o,
+               codec::Method method) {
   Tensor t;
   t.name = "shard-" + std::to_string(seed) + ".safetensors: " + name;
   t.dtype = dtype;
   t.rows = rows;
   t.cols = cols;
+  t.data = std::move(data);
+  t.stream = codec::Encode(dtype, t.data, o).value();
+  t.info = codec::ParseStream(t.stream, t.name).value();
+  EXPECT_EQ(t.info.method, method) << t.name;
+  return t;
+}
+
+// A coded stream of weights (normal BF16/F16, block-quantized FP8).
+Tensor MakeTensor(const std::string& name, codec::DType dtype, std::uint64_t rows,
+                  std::uint64_t cols, std::uint32_t block_values, std::uint32_t sub_streams,
+                  std::uint64_t seed) {
+  std::vector<std::uint8_t> data;
   if (dtype == codec::DType::kF8E4M3 || dtype == codec::DType::kF8E5M2) {
-    t.data = codec::testing::BlockQuantizedF8(dtype, rows, cols, seed);
+    data = codec::testing::BlockQuantizedF8(dtype, rows, cols, seed);
   } else {
-    t.data = dtype == codec::DType::kBF16 ? codec::testing::NormalBf16(rows * cols, seed, 0.02)
-                                          : codec::testing::NormalF16(rows * cols, seed, 0.02);
+    data = dtype == codec::DType::kBF16 ? codec::testing::NormalBf16(rows * cols, seed, 0.02)
+                                        : codec::testing::NormalF16(rows * cols, seed, 0.02);
   }
   codec::EncodeOptions o;
   o.block_values = block_values;
   o.sub_streams = sub_streams;
-  t.stream = codec::Encode(dtype, t.data, o).value();
-  t.info = codec::ParseStream(t.stream, t.name).value();
-  EXPECT_EQ(t.info.method, codec::Method::kHuffman) << t.name;
-  return t;
+  return Encoded(name, dtype, rows, cols, seed, std::move(data), o, codec::Method::kHuffman);
 }
 
 // A stored stream of random values (F32, or BF16 written with coding off).
 Tensor MakeStoredTensor(const std::string& name, codec::DType dtype, std::uint64_t rows,
                         std::uint64_t cols, std::uint32_t block_values, std::uint64_t seed) {
-  Tensor t;
-  t.name = "shard-" + std::to_string(seed) + ".safetensors: " + name;
-  t.dtype = dtype;
-  t.rows = rows;
-  t.cols = cols;
-  t.data.resize(rows * cols * codec::DTypeSize(dtype));
-  for (auto& b : t.data) b = static_cast<std::uint8_t>(codec::testing::SplitMix(seed));
+  std::vector<std::uint8_t> data(rows * cols * codec::DTypeSize(dtype));
+  std::uint64_t state = seed;
+  for (auto& b : data) b = static_cast<std::uint8_t>(codec::testing::SplitMix(state));
   codec::EncodeOptions o;
   o.block_values = block_values;
   o.allow_huffman = false;
-  t.stream = codec::Encode(dtype, t.data, o).value();
-  t.info = codec::ParseStream(t.stream, t.name).value();
-  EXPECT_EQ(t.info.method, codec::Method::kStored) << t.name;
-  return t;
+  return Encoded(name, dtype, rows, cols, seed, std::move(data), o, codec::Method::kStored);
 }
 
 // Every block of every tensor once, 0..3 bytes apart so that many sit at unaligned addresses.
