@@ -21,7 +21,7 @@ def main():
     torch.zeros(1, device="cuda")  # the CUDA context exists before the clock starts
     torch.cuda.synchronize()
     t0 = time.perf_counter()
-    w = hoist.attach(sock)
+    w = hoist.attach(sock).tensors()
     torch.cuda.synchronize()
     attach_ms = (time.perf_counter() - t0) * 1e3
     src = {}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU benchmark of issue 42 (addresses first, bytes later): the example engine's time to first
 # token (examples/tp_engine/run.py, bf16, 8 greedy tokens, one GPU) loading synchronously against
-# --overlap (hoist.load_model_async: its warm-up runs while the weights stream), cold (the page
+# --overlap (hoist.load_async: its warm-up runs while the weights stream), cold (the page
 # cache dropped before each run; needs root) and hot, RUNS runs each, on the qwen3-4b shape
 # (hoist-mkckpt --family qwen3 --preset qwen3-4b, 8.04 GB, written once to MODEL). Prints and writes
 # the median of every start-up line item (process_start, cuda_context, hoist_plan_arena, weights,

@@ -164,7 +164,7 @@ Status CheckLoadNumbers(const Merged& m) {
 Status ResolveLoadNumbers(const Merged& m, coordinator::JobOptions* job) {
   HOIST_RETURN_IF_ERROR(CheckLoadNumbers(m));
   const JobOptionSet& o = m.set;
-  transport::PipelineSettings* l = &job->load.pipeline;
+  transport::PipelineSettings* l = &job->load.settings.pipeline;
   l->slots = *o.slots > 0 ? *o.slots : transport::kDefaultSlots;
   l->slot_bytes = *o.slot_mib > 0 ? static_cast<std::uint64_t>(*o.slot_mib) << 20
                                   : transport::kDefaultSlotBytes;
@@ -223,7 +223,7 @@ Result<ResolvedJob> ResolveJobSpec(const JobSpec& s) {
                                    " is out of range: the plan has " + std::to_string(world) +
                                    " ranks, so the rank must be 0 to " + std::to_string(world - 1));
   }
-  rank::LoadSettings& l = job.load;
+  rank::LoadSettings& l = job.load.settings;
   HOIST_RETURN_IF_ERROR(ResolveLoadChoices(m.set, &l));
   HOIST_RETURN_IF_ERROR(CheckPackedReadMode(job.model_dir, l.pipeline.mode));
   HOIST_RETURN_IF_ERROR(ResolveLoadNumbers(m, &job));
@@ -235,7 +235,7 @@ Result<ResolvedJob> ResolveJobSpec(const JobSpec& s) {
 
 std::string DescribeJob(const coordinator::JobOptions& j) {
   const planner::PlanOptions& p = j.plan;
-  const rank::LoadSettings& l = j.load;
+  const rank::LoadSettings& l = j.load.settings;
   const transport::PipelineSettings& ring = l.pipeline;
   std::string out = "model_dir=" + j.model_dir + "\n";
   auto add = [&out](const char* name, auto v) {

@@ -63,7 +63,7 @@ proto::Hello MyHello(const Comm& comm, const JobOptions& o) {
   h.set_node(static_cast<std::uint32_t>(comm.node()));
   h.set_local_rank(static_cast<std::uint32_t>(comm.local_rank()));
   h.set_host(comm.host());
-  h.set_gpu(rank::ResolveOrdinal(o.load.device, 0) >= 0);
+  h.set_gpu(rank::ResolveOrdinal(o.load.settings.device, 0) >= 0);
   return h;
 }
 
@@ -266,8 +266,8 @@ void PrepareDeviceBesidePlanning(const Comm& comm, bool mpi_world, JobOptions* o
   const int rank = mpi_world ? comm.rank() : o->solo_rank;
   const int gpu = ExpectedGpu(o->plan, rank, mpi_world ? comm.local_rank() : o->solo_rank);
   o->prepared = std::make_shared<std::future<Result<rank::PreparedDevice>>>(
-      std::async(std::launch::async, rank::PrepareDevice, o->load.device, gpu, o->load.origin,
-                 rank::RingOf(o->load)));
+      std::async(std::launch::async, rank::PrepareDevice, o->load.settings.device, gpu,
+                 o->load.wiring.origin, rank::RingOf(o->load.settings)));
 }
 
 // What the driver needs besides the options: the progress total and who runs, and what
@@ -368,7 +368,7 @@ class Driver {
     const Started& st = *setup_.started;
     const proto::RankPlan* rp =
         planner::FindRank(st.start.plan(), static_cast<std::uint32_t>(my_rank_));
-    const Clock::time_point origin = o_.load.origin;
+    const Clock::time_point origin = o_.load.wiring.origin;
     report->set_rank(static_cast<std::uint32_t>(my_rank_));
     report->set_host(comm_.host());
     if (rp != nullptr) {
@@ -537,7 +537,7 @@ Result<std::unique_ptr<JobInFlight>> BeginJob(Comm& comm, JobOptions options) {
 
   // 2. This rank's load, through the rank entry point (which opens its peer for a dedup plan).
   rank::LoadOptions load = o.load;
-  load.prepared = o.prepared.get();
+  load.wiring.prepared = o.prepared.get();
   Result<std::unique_ptr<rank::RankJob>> job = rank::RankJob::Open(
       st->started.start, static_cast<std::uint32_t>(st->my_rank), std::move(load), o.exchange,
       st->mpi_world ? comm.mpi_handle() : nullptr, o.hooks);
@@ -565,7 +565,7 @@ Result<JobResult> FinishJob(Comm& comm, JobInFlight& job) {
   if (comm.rank() == 0) {
     result.reports = std::move(driver.reports());
     result.failure = Blame(result.reports);
-    result.wall_s = Seconds(o.load.origin, Clock::now());
+    result.wall_s = Seconds(o.load.wiring.origin, Clock::now());
   }
   return result;
 }

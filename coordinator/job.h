@@ -49,6 +49,9 @@ struct Progress {
 struct JobOptions {
   std::string model_dir;
   planner::PlanOptions plan;
+  // The rank's load: its settings as config/ resolved them (plain values), and its wiring (the
+  // clock origin, the engine's allocator, a watch) set by the caller; RunJob adds the prepared
+  // device and the RankJob its counters and exchange.
   rank::LoadOptions load;
   rank::ExchangeOptions exchange;  // timeout_s also bounds every control-plane wait
   // The topology's node names by node index (plan.locations' nodes); empty without a nodes

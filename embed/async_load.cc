@@ -116,7 +116,7 @@ Result<Model> LoadAsync(const LoadOptions& options) {
   state->watch = std::make_shared<rank::LoadWatch>();
   const bool mpi_world = p.comm->size() > 1 || coordinator::LaunchedByMpi();
   internal::InstallTestHooks(state->watch.get(), mpi_world ? p.comm->rank() : options.rank);
-  p.job.load.watch = state->watch.get();
+  p.job.load.wiring.watch = state->watch.get();
   p.job.order_by_layer = true;
   state->timeout_s = p.job.exchange.timeout_s;
   state->comm = std::move(p.comm);

@@ -136,8 +136,8 @@ Result<PreparedLoad> PrepareLoad(const LoadOptions& options, ModelState* state) 
       return Status::InvalidArgument("the engine allocator has allocate but no deallocate");
     }
     state->allocator = options.allocator;
-    p.job.load.allocate_arena = [state](transport::Device& dev,
-                                        std::uint64_t bytes) -> Result<transport::DeviceBuffer> {
+    p.job.load.wiring.allocate_arena =
+        [state](transport::Device& dev, std::uint64_t bytes) -> Result<transport::DeviceBuffer> {
       const int ordinal = dev.Caps().ordinal;
       void* ptr = state->allocator.allocate(bytes, ordinal);
       if (ptr == nullptr) {
@@ -155,7 +155,7 @@ Result<PreparedLoad> PrepareLoad(const LoadOptions& options, ModelState* state) 
       return b;
     };
   }
-  p.job.load.origin = origin;
+  p.job.load.wiring.origin = origin;
   p.job.init_s = 0;
   return p;
 }

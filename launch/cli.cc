@@ -228,8 +228,8 @@ std::shared_ptr<std::future<Result<rank::PreparedDevice>>> StartDeviceEarly(
                                mpi ? coordinator::LauncherLocalRank() : job.solo_rank);
   if (gpu < 0) return nullptr;  // unknown before MPI: RunJob opens it beside planning
   return std::make_shared<std::future<Result<rank::PreparedDevice>>>(
-      std::async(std::launch::async, rank::PrepareDevice, job.load.device, gpu, origin,
-                 rank::RingOf(job.load)));
+      std::async(std::launch::async, rank::PrepareDevice, job.load.settings.device, gpu, origin,
+                 rank::RingOf(job.load.settings)));
 }
 
 int RunLoad(const config::JobSpec& spec, const LoadFlags& l, const std::string& log_level,
@@ -274,8 +274,8 @@ int RunLoad(const config::JobSpec& spec, const LoadFlags& l, const std::string& 
   }
 #endif
   job.prepared = prepared;
-  job.load.dump_dir = l.dump;
-  job.load.origin = origin;
+  job.load.settings.dump_dir = l.dump;
+  job.load.wiring.origin = origin;
   if (!l.no_progress) job.progress = ProgressPrinter();  // rank 0 calls it
   job.init_s = std::chrono::duration<double>(init_end - origin).count();
 

@@ -146,7 +146,7 @@ int ServeCommands::RunServe(int* argc, char*** argv, std::chrono::steady_clock::
     return Fail(s, comm->rank() != 0);
   }
   coordinator::JobOptions& job = resolved->job;
-  job.load.origin = origin;
+  job.load.wiring.origin = origin;
   job.init_s = std::chrono::duration<double>(init_end - origin).count();
   if (Result<rank::Admission> a = rank::PrepareSocketDir(dir, so.allow_uids); !a.ok()) {
     // The directory is the user's choice (flag, topology or default): a configuration error.

@@ -1,13 +1,15 @@
-// The extension `hoist._hoist` (pybind11), re-exported by the package `hoist` (python/hoist/):
-// hoist.load(...) and hoist.attach(path) return a dict of tensors through DLPack, with no copy:
-// torch tensors on the GPU (torch.from_dlpack), numpy arrays on the host backend (BF16 and FP8
-// tensors, which numpy lacks, as uint16 / uint8 views of the same bytes). load_model /
-// attach_model return the Model itself (tensors with __dlpack__).
+// The extension `hoist._hoist` (pybind11), re-exported by the package `hoist` (python/hoist/).
+// It binds the public API only (include/hoist/, libhoist.so), one Python name per call:
+// hoist.load (hoist::Load), hoist.load_async (hoist::LoadAsync) and hoist.attach (hoist::Attach)
+// each return a Model; Model.tensors() is its dict of tensors through DLPack, with no copy: torch
+// tensors on the GPU (torch.from_dlpack), numpy arrays on the host backend (BF16 and FP8 tensors,
+// which numpy lacks, as uint16 / uint8 views of the same bytes); Model[name] is one tensor with
+// __dlpack__.
 //
-// Keywords: model, topology, rank, comm (and to=) plus every job option of config/option_table.h's
-// table under its own name (hoist/job_options.h: tp=2, read="direct", pinning="mallochost",
-// slot_mib=32, dedup="node", verify=True, ...); None or absent leaves it to the topology file,
-// else the default. An unknown keyword is a TypeError naming the nearest option.
+// Keywords: model, topology, rank, comm plus every job option (hoist::JobOptions(), the names of
+// hoist/job_options.h: tp=2, read="direct", pinning="mallochost", slot_mib=32, dedup="node",
+// verify=True, ...); None or absent leaves it to the topology file, else the default. An unknown
+// keyword is a TypeError naming the nearest option.
 //
 // Communicator: load(comm=None) loads over MPI_COMM_WORLD when the process has initialised MPI
 // (e.g. mpi4py), else alone as `rank`; comm="world" initialises MPI first when needed (hoist then
@@ -22,8 +24,6 @@
 #include <mpi.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
 
 #include <memory>
 #include <optional>
@@ -31,17 +31,10 @@
 #include <variant>
 #include <vector>
 
-#include "config/job_spec.h"
-#include "config/option_table.h"
-#include "embed/resolve_options.h"
 #include "hoist/hoist.h"
 #include "hoist/hoist_dlpack.h"
-#include "planner/hub.h"
-#include "util/suggest.h"
-#include "util/terminal.h"
 
 namespace py = pybind11;
-namespace config = hoist::config;
 
 namespace {
 
@@ -156,51 +149,51 @@ py::dict Convert(const ModelPtr& model, const std::string& to) {
   return out;
 }
 
-// One job option (config/option_table.h) from a Python keyword: str, int (not bool), a number,
-// bool; None leaves it unset. TypeError naming the keyword otherwise.
-void SetKeyword(const config::OptionInfo& info, const py::handle& value, hoist::LoadOptions* o) {
-  if (value.is_none()) return;
-  const std::string name(info.name);
+// A Python keyword's value as the job option `info`'s type: str, int (not bool), a number (int
+// or float), bool. TypeError naming the keyword otherwise.
+hoist::JobOptionValue KeywordValue(const hoist::JobOptionInfo& info, const py::handle& value) {
   auto wrong = [&](const char* want) {
-    return py::type_error("hoist: keyword " + name + " takes " + want + ", not " +
+    return py::type_error("hoist: keyword " + std::string(info.name) + " takes " + want + ", not " +
                           std::string(py::str(value.get_type().attr("__name__"))));
   };
   const bool is_bool = py::isinstance<py::bool_>(value);
   const bool is_int = py::isinstance<py::int_>(value) && !is_bool;
-  const config::OptionField field = info.field(*o);
-  if (auto* s = std::get_if<std::optional<std::string>*>(&field)) {
-    if (!py::isinstance<py::str>(value)) throw wrong("a str");
-    **s = value.cast<std::string>();
-  } else if (auto* i = std::get_if<std::optional<int>*>(&field)) {
-    if (!is_int) throw wrong("an int");
-    **i = value.cast<int>();
-  } else if (auto* d = std::get_if<std::optional<double>*>(&field)) {
-    if (!is_int && !py::isinstance<py::float_>(value)) throw wrong("a number");
-    **d = value.cast<double>();
-  } else if (auto* b = std::get_if<std::optional<bool>*>(&field)) {
-    if (!is_bool) throw wrong("a bool");
-    **b = value.cast<bool>();
+  switch (info.type) {
+    case hoist::JobOptionType::kString:
+      if (!py::isinstance<py::str>(value)) throw wrong("a str");
+      return value.cast<std::string>();
+    case hoist::JobOptionType::kInt:
+      if (!is_int) throw wrong("an int");
+      return value.cast<std::int64_t>();
+    case hoist::JobOptionType::kDouble:
+      if (!is_int && !py::isinstance<py::float_>(value)) throw wrong("a number");
+      return value.cast<double>();
+    case hoist::JobOptionType::kBool:
+      if (!is_bool) throw wrong("a bool");
+      return value.cast<bool>();
   }
+  throw wrong("a value");
 }
 
-// The job options among the keywords; TypeError naming an unknown one and the nearest option.
+// The job options among the keywords (None leaves one unset); TypeError naming an unknown one and
+// the nearest option.
 hoist::LoadOptions Options(const std::string& model, const std::string& topology, int rank,
                            const py::kwargs& options) {
   hoist::LoadOptions o;
   if (!model.empty()) o.model = model;
   o.topology_file = topology;
   o.rank = rank;
-  std::vector<std::string> names;
-  for (const config::OptionInfo& info : config::kOptions) names.emplace_back(info.name);
   for (const auto& [key, value] : options) {
     const std::string k = py::str(key);
-    const config::OptionInfo* info = config::FindOption(k);
+    const hoist::JobOptionInfo* info = hoist::FindJobOption(k);
     if (info == nullptr) {
-      const std::string near = hoist::Nearest(k, names);
+      const std::string near = hoist::NearestJobOption(k);
       throw py::type_error("hoist: unknown keyword '" + k + "'" +
                            (near.empty() ? "" : " (did you mean '" + near + "'?)"));
     }
-    SetKeyword(*info, value, &o);
+    if (value.is_none()) continue;
+    const hoist::Status s = hoist::SetJobOption(&o, k, KeywordValue(*info, value));
+    if (!s.ok()) Throw(s);
   }
   return o;
 }
@@ -218,16 +211,11 @@ ModelPtr LoadModelAs(bool async, const std::string& model, const std::string& to
   return std::make_shared<hoist::Model>(std::move(m).value());
 }
 
-ModelPtr LoadModel(const std::string& model, const std::string& topology, int rank,
-                   const py::object& comm, const py::kwargs& options) {
-  return LoadModelAs(false, model, topology, rank, comm, options);
-}
-
 // The options as the docstring lists them, from the table.
 std::string OptionsDoc() {
   std::string doc =
       "\n\nJob options (keywords; None or absent: the topology file's, else the default):";
-  for (const config::OptionInfo& o : config::kOptions) {
+  for (const hoist::JobOptionInfo& o : hoist::JobOptions()) {
     doc += "\n  " + std::string(o.name) + ": " + std::string(o.help);
     if (!o.choices.empty()) doc += " (" + std::string(o.choices) + ")";
     if (!o.default_is.empty()) doc += "; default " + std::string(o.default_is);
@@ -246,19 +234,6 @@ ModelPtr AttachModel(const std::string& path, int timeout_ms) {
   if (!m.ok()) Throw(m.status());
   return std::make_shared<hoist::Model>(std::move(m).value());
 }
-
-}  // namespace
-
-// The module's log lines: stdout, as spdlog's default logger, coloured only where
-// LogColoursAllowed (not under mpirun, whose forwarding would carry the escapes into a pipe).
-static void SetUpModuleLogging() {
-  if (spdlog::get("hoist") != nullptr) return;  // the embedding program set up its own
-  spdlog::set_default_logger(spdlog::stdout_color_mt("hoist", hoist::LogColoursAllowed()
-                                                                  ? spdlog::color_mode::automatic
-                                                                  : spdlog::color_mode::never));
-}
-
-namespace {
 
 // The Tensor class: a model's tensor, exported through DLPack.
 void BindTensor(py::module_& mod) {
@@ -294,7 +269,8 @@ void BindTensor(py::module_& mod) {
       .def("__repr__", [](const PyTensor& p) {
         std::string s = "hoist.Tensor(" + p.t().name + ", " + p.t().dtype + ", [";
         for (std::size_t i = 0; i < p.t().shape.size(); ++i) {
-          s += (i ? ", " : "") + std::to_string(p.t().shape[i]);
+          if (i > 0) s += ", ";
+          s += std::to_string(p.t().shape[i]);
         }
         return s + "])";
       });
@@ -396,50 +372,47 @@ void BindModel(py::module_& mod) {
   BindAsync(model);
 }
 
-// Load_model and load.
+// load and load_async (hoist::Load, hoist::LoadAsync), each returning a Model.
 void BindLoad(py::module_& mod) {
-  static const std::string load_model_doc =
-      "load_model(model='', topology='', rank=0, comm=None, **options): load this process's rank "
-      "of a checkpoint; returns a Model" +
-      OptionsDoc();
-  mod.def("load_model", &LoadModel, py::arg("model") = "", py::arg("topology") = "",
-          py::arg("rank") = 0, py::arg("comm") = py::none(), load_model_doc.c_str());
-  static const std::string load_model_async_doc =
-      "load_model_async(model='', topology='', rank=0, comm=None, **options): like load_model, "
-      "but returns once the arena exists (every tensor's address final) while the bytes stream "
-      "in; Model.wait() (collective under MPI) before trusting values" +
+  static const std::string load_doc =
+      "load(model='', topology='', rank=0, comm=None, **options): load this process's rank of a "
+      "checkpoint; returns a Model (Model.tensors(): a dict of torch tensors on CUDA, numpy "
+      "arrays on the host backend)" +
       OptionsDoc();
   mod.def(
-      "load_model_async",
+      "load",
+      [](const std::string& model, const std::string& topology, int rank, const py::object& comm,
+         const py::kwargs& options) {
+        return LoadModelAs(false, model, topology, rank, comm, options);
+      },
+      py::arg("model") = "", py::arg("topology") = "", py::arg("rank") = 0,
+      py::arg("comm") = py::none(), load_doc.c_str());
+  static const std::string load_async_doc =
+      "load_async(model='', topology='', rank=0, comm=None, **options): like load, but returns "
+      "once the arena exists (every tensor's address final) while the bytes stream in; "
+      "Model.wait() (collective under MPI) before trusting values" +
+      OptionsDoc();
+  mod.def(
+      "load_async",
       [](const std::string& model, const std::string& topology, int rank, const py::object& comm,
          const py::kwargs& options) {
         return LoadModelAs(true, model, topology, rank, comm, options);
       },
       py::arg("model") = "", py::arg("topology") = "", py::arg("rank") = 0,
-      py::arg("comm") = py::none(), load_model_async_doc.c_str());
-  mod.def("attach_model", &AttachModel, py::arg("path"), py::arg("timeout_ms") = 10000,
-          "attach to a `hoist serve` rank's socket; returns a Model");
-  static const std::string load_doc =
-      "load(model='', topology='', rank=0, comm=None, to='auto', **options): load and return a "
-      "dict of tensors (torch on CUDA, numpy on the host backend)" +
-      OptionsDoc();
-  mod.def(
-      "load",
-      [](const std::string& model, const std::string& topology, int rank, const py::object& comm,
-         const std::string& to, const py::kwargs& options) {
-        return Convert(LoadModel(model, topology, rank, comm, options), to);
-      },
-      py::arg("model") = "", py::arg("topology") = "", py::arg("rank") = 0,
-      py::arg("comm") = py::none(), py::arg("to") = "auto", load_doc.c_str());
+      py::arg("comm") = py::none(), load_async_doc.c_str());
+  mod.def("attach", &AttachModel, py::arg("path"), py::arg("timeout_ms") = 10000,
+          "attach to a `hoist serve` rank's socket; returns a Model whose tensors map the daemon's "
+          "arena without a copy");
 }
 
-// The internals the tests use: the option table and a resolution without a load.
+// The internals the tests use: the option table and a resolution without a load, both through
+// the public API (hoist::JobOptions, hoist::DescribeLoad).
 void BindInternals(py::module_& mod) {
   mod.def(
       "_options",
       []() {
         py::list out;
-        for (const config::OptionInfo& o : config::kOptions) {
+        for (const hoist::JobOptionInfo& o : hoist::JobOptions()) {
           static const char* kTypes[] = {"str", "int", "float", "bool"};
           py::dict d;
           d["name"] = std::string(o.name);
@@ -455,34 +428,25 @@ void BindInternals(py::module_& mod) {
         }
         return out;
       },
-      "internal (tests): the job options' table, config/option_table.h");
+      "internal (tests): the job options' table (hoist::JobOptions)");
   mod.def(
       "_resolve",
       [](const std::string& model, const std::string& topology, int rank,
          const py::kwargs& options) {
-        hoist::Result<config::ResolvedJob> r =
-            hoist::internal::ResolveLoadOptions(Options(model, topology, rank, options));
+        hoist::Result<std::string> r = hoist::DescribeLoad(Options(model, topology, rank, options));
         if (!r.ok()) Throw(r.status());
-        return config::DescribeJob(r->job);
+        return *r;
       },
       py::arg("model") = "", py::arg("topology") = "", py::arg("rank") = 0,
       "internal (tests): what load(...) would run with these options, without loading");
 }
 
-// Attach, resolve_model and the MPI helpers.
-void BindAttachAndMpi(py::module_& mod) {
-  mod.def(
-      "attach",
-      [](const std::string& path, int timeout_ms, const std::string& to) {
-        return Convert(AttachModel(path, timeout_ms), to);
-      },
-      py::arg("path"), py::arg("timeout_ms") = 10000, py::arg("to") = "auto",
-      "attach to a `hoist serve` rank and return a dict of tensors, mapped without a copy");
+// resolve_model and the MPI helpers.
+void BindHubAndMpi(py::module_& mod) {
   mod.def(
       "resolve_model",
       [](const std::string& model) {
-        hoist::Result<std::string> r =
-            hoist::planner::ResolveModelPath(model, hoist::planner::HubEnv::FromProcess());
+        hoist::Result<std::string> r = hoist::ResolveModel(model);
         if (!r.ok()) throw std::invalid_argument(r.status().message());
         return *r;
       },
@@ -507,7 +471,7 @@ void BindAttachAndMpi(py::module_& mod) {
 }  // namespace
 
 PYBIND11_MODULE(_hoist, mod) {
-  SetUpModuleLogging();
+  hoist::LogToStdout();  // unless the embedding program set up its own "hoist" logger
   mod.doc() =
       "hoist: safetensors weights into device memory, in-process or from a resident "
       "`hoist serve` rank, as zero-copy tensors (DLPack)";
@@ -516,5 +480,5 @@ PYBIND11_MODULE(_hoist, mod) {
   BindModel(mod);
   BindLoad(mod);
   BindInternals(mod);
-  BindAttachAndMpi(mod);
+  BindHubAndMpi(mod);
 }

@@ -16,10 +16,10 @@ RankJob::RankJob(const proto::LoadPlan& plan, LoadOptions options,
       peer_(std::move(peer)),
       exchange_options_(std::move(exchange)),
       peer_started_(peer_started) {
-  options_.progress = &progress_;
-  options_.stage = &stage_;
-  options_.cancel = &cancel_;
-  options_.exchange = this;
+  options_.wiring.progress = &progress_;
+  options_.wiring.stage = &stage_;
+  options_.wiring.cancel = &cancel_;
+  options_.wiring.exchange = this;
 }
 
 std::unique_ptr<RankJob> RankJob::Start(const proto::LoadPlan& plan, std::uint32_t rank,
@@ -62,12 +62,12 @@ Result<std::unique_ptr<transport::Peer>> OpenPeer(const proto::JobStart& start, 
   const int world = static_cast<int>(planner::PlanWorld(plan));
   if (start.peer() == "mpi") return transport::CreateMpiPeer(group, world, mpi_comm);
   if (start.peer() == "cuda-ipc") {
-    return transport::CreateCudaIpcPeer(group, RankOrdinal(load, rp), world, mpi_comm);
+    return transport::CreateCudaIpcPeer(group, RankOrdinal(load.settings, rp), world, mpi_comm);
   }
   if (static_cast<int>(rp.peer_group()) >= start.peer_ids_size()) {
     return Status::Corrupt("no NCCL id for peer group " + std::to_string(rp.peer_group()));
   }
-  return transport::CreateNcclPeer(group, RankOrdinal(load, rp),
+  return transport::CreateNcclPeer(group, RankOrdinal(load.settings, rp),
                                    start.peer_ids(static_cast<int>(rp.peer_group())),
                                    exchange.timeout_s);
 }
@@ -193,7 +193,7 @@ Result<LoadedRank> RankJob::Finish() {
     }
   }
   if (r.ok() && peer_ready_) {
-    transport::PhaseRecorder(&r->report, options_.origin)
+    transport::PhaseRecorder(&r->report, options_.wiring.origin)
         .Record(transport::Phase::kPeerInit, peer_started_, *peer_ready_);
   }
   return r;

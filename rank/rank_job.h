@@ -58,7 +58,7 @@ class RankJob final : private ExchangeHost {
 
   // Starts plan.ranks(rank)'s load (`plan` must outlive the RankJob). `peer` (dedup plans; nullptr
   // otherwise) was created at `peer_started` and may still be setting up.
-  // options.progress/stage/cancel/exchange are the RankJob's own and are overwritten.
+  // options.wiring.progress/stage/cancel/exchange are the RankJob's own and are overwritten.
   static std::unique_ptr<RankJob> Start(const proto::LoadPlan& plan, std::uint32_t rank,
                                         LoadOptions options, std::unique_ptr<transport::Peer> peer,
                                         ExchangeOptions exchange, Clock::time_point peer_started);

@@ -38,11 +38,12 @@ void RecordTiming(const transport::PhaseRecorder& rec, Phase phase, const transp
 }
 
 void SetStage(const LoadOptions& o, LoadStage s) {
-  if (o.stage != nullptr) o.stage->store(s);
+  if (o.wiring.stage != nullptr) o.wiring.stage->store(s);
 }
 
 Status Cancelled(const LoadOptions& o) {
-  if (o.cancel != nullptr && o.cancel->load()) return Status::Aborted("load cancelled");
+  if (o.wiring.cancel != nullptr && o.wiring.cancel->load())
+    return Status::Aborted("load cancelled");
   return Status::Ok();
 }
 
@@ -85,14 +86,15 @@ Result<std::unique_ptr<transport::Device>> TakeDevice(const LoadOptions& o,
                                                       proto::RankReport* rep,
                                                       Clock::time_point* t_start,
                                                       transport::PhaseTiming* staging) {
-  const int want = WantedGpu(o, rp);
-  const int ordinal = RankOrdinal(o, rp);
-  if (o.prepared != nullptr && o.prepared->valid()) {
-    const bool waits = o.prepared->wait_for(std::chrono::seconds(0)) != std::future_status::ready;
-    Result<PreparedDevice> prepared = o.prepared->get();
+  const int want = WantedGpu(o.settings, rp);
+  const int ordinal = RankOrdinal(o.settings, rp);
+  if (o.wiring.prepared != nullptr && o.wiring.prepared->valid()) {
+    const bool waits =
+        o.wiring.prepared->wait_for(std::chrono::seconds(0)) != std::future_status::ready;
+    Result<PreparedDevice> prepared = o.wiring.prepared->get();
     if (!prepared.ok()) return std::move(prepared).status();
     if (prepared->ordinal == ordinal) {
-      transport::PhaseRecorder(rep, o.origin)
+      transport::PhaseRecorder(rep, o.wiring.origin)
           .Record(Phase::kDeviceInit, prepared->start_s, prepared->seconds, prepared->seconds);
       *staging = prepared->staging;
       if (waits) *t_start = Clock::now();  // what ran before this ran while the device opened
@@ -101,7 +103,7 @@ Result<std::unique_ptr<transport::Device>> TakeDevice(const LoadOptions& o,
     spdlog::info("rank {}: plan asks for gpu {}, not the prepared device; reopening", rp.rank(),
                  want);
   }
-  const int count = o.device == DeviceKind::kHost ? 0 : transport::CudaDeviceCount();
+  const int count = o.settings.device == DeviceKind::kHost ? 0 : transport::CudaDeviceCount();
   if (ordinal >= 0 && count > 0 && ordinal != want) {
     spdlog::warn("plan gpu {} is not visible ({} GPUs); using cuda:{}", want, count, ordinal);
   }
@@ -119,7 +121,7 @@ NodeRanks NodeOf(const proto::LoadPlan& plan, const proto::RankPlan& rp, const L
       node.pci_bus_ids.push_back(dev.Caps().pci_bus_id);
       continue;
     }
-    const int ordinal = ResolveOrdinal(o.device, static_cast<int>(r.gpu()));
+    const int ordinal = ResolveOrdinal(o.settings.device, static_cast<int>(r.gpu()));
     Result<std::string> id = ordinal >= 0 ? transport::CudaPciBusId(ordinal) : std::string();
     node.pci_bus_ids.push_back(id.ok() ? *id : std::string());
   }
@@ -185,7 +187,8 @@ class ResidencyProbe {
                 proto::RankReport* rep) {
     if (!done_.valid()) {
       rep->set_bytes_resident_at_start(live);
-      transport::PhaseRecorder(rep, o.origin).Record(Phase::kResidency, start_, start_, live);
+      transport::PhaseRecorder(rep, o.wiring.origin)
+          .Record(Phase::kResidency, start_, start_, live);
       return Status::Ok();
     }
     HOIST_RETURN_IF_ERROR(done_.get());
@@ -196,7 +199,8 @@ class ResidencyProbe {
                                                       c->rows());
     }
     rep->set_bytes_resident_at_start(resident);
-    transport::PhaseRecorder(rep, o.origin).Record(Phase::kResidency, start_, end_, resident);
+    transport::PhaseRecorder(rep, o.wiring.origin)
+        .Record(Phase::kResidency, start_, end_, resident);
     return Status::Ok();
   }
 
@@ -211,7 +215,7 @@ class ResidencyProbe {
 Result<std::unique_ptr<ThreadBinding>> Place(const proto::LoadPlan& plan, const proto::RankPlan& rp,
                                              const LoadOptions& o, const transport::Device& dev,
                                              proto::RankReport* rep, int* threads) {
-  HOIST_ASSIGN_OR_RETURN(CpuPlan cpus, PlanCpus(o.cpu_bind, NodeOf(plan, rp, o, dev)));
+  HOIST_ASSIGN_OR_RETURN(CpuPlan cpus, PlanCpus(o.settings.cpu_bind, NodeOf(plan, rp, o, dev)));
   rep->set_cpus(cpus.list);
   rep->set_cpu_bind(std::string(CpuBindName(cpus.mode)));
   int available = std::max<int>(1, static_cast<int>(cpus.cpus.size()));
@@ -221,7 +225,8 @@ Result<std::unique_ptr<ThreadBinding>> Place(const proto::LoadPlan& plan, const 
     available = quota;
     quota_note = ", a CPU quota of " + std::to_string(quota) + " (cgroup)";
   }
-  *threads = o.pipeline.threads > 0 ? o.pipeline.threads : std::clamp(available, 1, 16);
+  *threads =
+      o.settings.pipeline.threads > 0 ? o.settings.pipeline.threads : std::clamp(available, 1, 16);
   spdlog::info("rank {}: {}{}; {} fill thread{}", rp.rank(), cpus.how, quota_note, *threads,
                *threads == 1 ? "" : "s");
   if (*threads > available) {
@@ -230,19 +235,19 @@ Result<std::unique_ptr<ThreadBinding>> Place(const proto::LoadPlan& plan, const 
         "(one per cpu) or set --threads {}",
         rp.rank(), *threads, available, cpus.list, quota_note, available);
   }
-  return ThreadBinding::Bind(cpus, o.bind_numa);
+  return ThreadBinding::Bind(cpus, o.settings.bind_numa);
 }
 
 // The run's options: the settings as config/ resolved them, the fill threads this rank placed,
 // and the wiring.
 transport::PipelineOptions PipelineFor(const LoadOptions& o, int threads, int ranks_on_node) {
   transport::PipelineOptions po;
-  static_cast<transport::PipelineSettings&>(po) = o.pipeline;
+  static_cast<transport::PipelineSettings&>(po) = o.settings.pipeline;
   po.threads = threads;
   po.ranks_on_node = ranks_on_node;
-  po.origin = o.origin;
-  po.progress = o.progress;
-  po.cancel = o.cancel;
+  po.origin = o.wiring.origin;
+  po.progress = o.wiring.progress;
+  po.cancel = o.wiring.cancel;
   return po;
 }
 
@@ -252,15 +257,16 @@ Status Read(transport::Device& dev, const transport::DeviceBuffer& arena,
             const proto::LoadPlan& plan, const proto::RankPlan& rp, const LoadOptions& o,
             const std::vector<transport::FileSources>& sources, transport::PipelineOptions po,
             transport::PipelineReport* pr, ExchangeReport* xr) {
-  if (!ExchangeActive(plan, o)) return transport::RunPipeline(dev, arena, rp, sources, po, pr);
-  Result<std::unique_ptr<Exchange>> x =
-      Exchange::Create(dev, arena, plan, rp, *o.exchange->peer(), o.exchange->exchange_options());
-  if (!x.ok()) return o.exchange->Finish(x.status());
+  if (!ExchangeActive(plan, o.wiring))
+    return transport::RunPipeline(dev, arena, rp, sources, po, pr);
+  Result<std::unique_ptr<Exchange>> x = Exchange::Create(
+      dev, arena, plan, rp, *o.wiring.exchange->peer(), o.wiring.exchange->exchange_options());
+  if (!x.ok()) return o.wiring.exchange->Finish(x.status());
   (*x)->AttachTo(&po);
-  o.exchange->Start(x->get());
+  o.wiring.exchange->Start(x->get());
   const Status reads = transport::RunPipeline(dev, arena, (*x)->read_plan(), sources, po, pr);
-  HOIST_RETURN_IF_ERROR(o.exchange->Finish(reads));
-  *xr = (*x)->Report(o.origin);
+  HOIST_RETURN_IF_ERROR(o.wiring.exchange->Finish(reads));
+  *xr = (*x)->Report(o.wiring.origin);
   return Status::Ok();
 }
 
@@ -278,9 +284,9 @@ transport::PhaseTiming StagingPhase(const transport::PhaseTiming& ahead,
 
 void AddPipelineReport(const transport::PipelineReport& pr, const transport::PhaseTiming& ahead,
                        const LoadOptions& o, proto::RankReport* rep) {
-  const double after_pipeline = Seconds(o.origin, Clock::now());
+  const double after_pipeline = Seconds(o.wiring.origin, Clock::now());
   const double read_start = pr.read.ran ? pr.read.start_s : after_pipeline;
-  const transport::PhaseRecorder rec(rep, o.origin);
+  const transport::PhaseRecorder rec(rep, o.wiring.origin);
   RecordTiming(rec, Phase::kSetup, pr.setup, read_start);
   RecordTiming(rec, Phase::kStagingAlloc, StagingPhase(ahead, pr.staging_alloc), read_start);
   RecordTiming(rec, Phase::kRead, pr.read, read_start);
@@ -321,8 +327,9 @@ class SourceOpening {
     auto open = [this, &files, &o, &rp] {
       a_ = Clock::now();
       Result<transport::SourceSet> r =
-          transport::OpenSources(files.paths, files.used, o.pipeline.mode, o.direct, o.wrap_source,
-                                 /*release_mapped_pages=*/RankOrdinal(o, rp) < 0);
+          transport::OpenSources(files.paths, files.used, o.settings.pipeline.mode,
+                                 o.settings.direct, o.wiring.wrap_source,
+                                 /*release_mapped_pages=*/RankOrdinal(o.settings, rp) < 0);
       z_ = Clock::now();
       return r;
     };
@@ -357,7 +364,11 @@ class ArenaAllocation {
  public:
   ArenaAllocation(transport::Device& dev, const LoadOptions& o, std::uint64_t bytes, bool beside,
                   transport::DeviceBuffer* arena)
-      : dev_(dev), o_(o), bytes_(bytes), beside_(beside && !o.allocate_arena), arena_(arena) {}
+      : dev_(dev),
+        o_(o),
+        bytes_(bytes),
+        beside_(beside && !o.wiring.allocate_arena),
+        arena_(arena) {}
   ~ArenaAllocation() {
     if (made_.valid()) (void)Keep(made_.get());
   }
@@ -369,7 +380,7 @@ class ArenaAllocation {
     if (!beside_) {
       a_ = Clock::now();
       Result<transport::DeviceBuffer> r =
-          o_.allocate_arena ? o_.allocate_arena(dev_, bytes_) : dev_.Allocate(bytes_);
+          o_.wiring.allocate_arena ? o_.wiring.allocate_arena(dev_, bytes_) : dev_.Allocate(bytes_);
       z_ = Clock::now();
       return Keep(std::move(r));
     }
@@ -386,7 +397,7 @@ class ArenaAllocation {
   // The arena is made (waits for the helper); records arena_alloc.
   Status Ready(proto::RankReport* rep) {
     Status s = made_.valid() ? Keep(made_.get()) : Status::Ok();
-    transport::PhaseRecorder(rep, o_.origin).Record(Phase::kArenaAlloc, a_, z_, bytes_);
+    transport::PhaseRecorder(rep, o_.wiring.origin).Record(Phase::kArenaAlloc, a_, z_, bytes_);
     HOIST_RETURN_IF_ERROR(s);
     return Cancelled(o_);
   }
@@ -443,7 +454,7 @@ Result<Ahead> PrepareAhead(const proto::LoadPlan& plan, const proto::RankPlan& r
   if (!p.streams.empty()) {
     HOIST_ASSIGN_OR_RETURN(p.work, p.streams.Translate(rp));
     p.cut = transport::CutPackedAhead(*p.work, po);
-  } else if (transport::Staged(o.pipeline.mode)) {
+  } else if (transport::Staged(o.settings.pipeline.mode)) {
     p.cut = transport::CutPlanAhead(rp, po);
   }
   return p;
@@ -453,11 +464,12 @@ Result<Ahead> PrepareAhead(const proto::LoadPlan& plan, const proto::RankPlan& r
 // watch's test hold and injected failure run here.
 Status AnnounceArena(const LoadOptions& o, transport::Device& dev,
                      const transport::DeviceBuffer& arena) {
-  if (o.watch == nullptr) return Status::Ok();
-  o.watch->ArenaReady(dev, arena);
+  if (o.wiring.watch == nullptr) return Status::Ok();
+  o.wiring.watch->ArenaReady(dev, arena);
   static const std::atomic<bool> kNever{false};
-  if (o.watch->hold) o.watch->hold(o.cancel != nullptr ? *o.cancel : kNever);
-  HOIST_RETURN_IF_ERROR(o.watch->inject_failure);
+  if (o.wiring.watch->hold)
+    o.wiring.watch->hold(o.wiring.cancel != nullptr ? *o.wiring.cancel : kNever);
+  HOIST_RETURN_IF_ERROR(o.wiring.watch->inject_failure);
   return Cancelled(o);
 }
 
@@ -466,8 +478,8 @@ Status Execute(const proto::LoadPlan& plan, const proto::RankPlan& rp, const Loa
                const transport::PhaseTiming& staged_ahead, LoadedRank* out) {
   transport::Device& dev = *out->device;
   proto::RankReport& rep = out->report;
-  const transport::PhaseRecorder rec(&rep, o.origin);
-  const bool exchange = ExchangeActive(plan, o);
+  const transport::PhaseRecorder rec(&rep, o.wiring.origin);
+  const bool exchange = ExchangeActive(plan, o.wiring);
   Clock::time_point a = Clock::now();
   int threads = 1;
   HOIST_ASSIGN_OR_RETURN(std::unique_ptr<ThreadBinding> binding,
@@ -487,7 +499,7 @@ Status Execute(const proto::LoadPlan& plan, const proto::RankPlan& rp, const Loa
   transport::PipelineReport pr;
   ExchangeReport xr;
   {
-    HOIST_ASSIGN_OR_RETURN(transport::SourceSet sources, opening.Take(o.origin, &rep));
+    HOIST_ASSIGN_OR_RETURN(transport::SourceSet sources, opening.Take(o.wiring.origin, &rep));
     if (!sources.note.empty()) spdlog::warn("{}", sources.note);
     transport::PipelineOptions po = PipelineFor(o, threads, RanksOnNode(plan, rp));
     po.packed = &ahead.streams;
@@ -501,12 +513,12 @@ Status Execute(const proto::LoadPlan& plan, const proto::RankPlan& rp, const Loa
         return ready;
       };
     }
-    LandingWatcher landing(dev, exchange ? nullptr : o.watch);
+    LandingWatcher landing(dev, exchange ? nullptr : o.wiring.watch);
     HOIST_RETURN_IF_ERROR(landing.Attach(rp, &po));
     const Status read = Read(dev, out->arena, plan, rp, o, sources.files, po, &pr, &xr);
     landing.Stop();
     HOIST_RETURN_IF_ERROR(read);
-    if (o.close_in_background) {
+    if (o.settings.close_in_background) {
       // Unmapping a large, fully faulted-in mapping costs ~3 ms per GiB of page-table teardown;
       // the weights are on the device already, so release the read-only mappings off the path.
       std::thread([s = std::move(sources)]() mutable { s.owned.clear(); }).detach();
@@ -515,23 +527,23 @@ Status Execute(const proto::LoadPlan& plan, const proto::RankPlan& rp, const Loa
   binding.reset();
   HOIST_RETURN_IF_ERROR(residency.Finish(rp, exchange, o, pr.bytes_resident, &rep));
   AddPipelineReport(pr, staged_ahead, o, &rep);
-  AddExchangeReport(plan, rp, exchange, xr, o.origin, &rep);
+  AddExchangeReport(plan, rp, exchange, xr, o.wiring.origin, &rep);
 
   a = Clock::now();
   std::uint64_t transposed = 0;
   HOIST_RETURN_IF_ERROR(TransposeArenaTensors(dev, out->arena, rp, &transposed));
   if (transposed > 0) rec.Record(Phase::kTranspose, a, Clock::now(), transposed);
-  if (o.verify) {
+  if (o.settings.verify) {
     SetStage(o, LoadStage::kVerify);
     a = Clock::now();
     HOIST_RETURN_IF_ERROR(VerifyArena(dev, out->arena, plan, rp));
     rec.Record(Phase::kVerify, a, Clock::now(), pr.bytes_h2d + pr.bytes_filled);
     rep.set_verified(true);
   }
-  if (!o.dump_dir.empty()) {
+  if (!o.settings.dump_dir.empty()) {
     SetStage(o, LoadStage::kDump);
     a = Clock::now();
-    HOIST_ASSIGN_OR_RETURN(std::string path, DumpArena(dev, out->arena, rp, o.dump_dir));
+    HOIST_ASSIGN_OR_RETURN(std::string path, DumpArena(dev, out->arena, rp, o.settings.dump_dir));
     rec.Record(Phase::kDump, a, Clock::now(), rp.payload_bytes());
     spdlog::info("rank {}: dumped {}", rp.rank(), path);
   }
@@ -559,16 +571,18 @@ Status Load(const proto::LoadPlan& plan, std::uint32_t rank, const LoadOptions& 
   rep.set_node(rp.node());
   rep.set_gpu(rp.gpu());
   rep.set_stopped_by(-1);
-  rep.set_read_mode(std::string(transport::ReadModeName(o.pipeline.mode)));
+  rep.set_read_mode(std::string(transport::ReadModeName(o.settings.pipeline.mode)));
   char host[256] = {0};
   if (::gethostname(host, sizeof host - 1) == 0) rep.set_host(host);
 
-  const bool exchange = ExchangeActive(plan, o);  // dedup: read only this rank's share
+  const bool exchange = ExchangeActive(plan, o.wiring);  // dedup: read only this rank's share
   HOIST_ASSIGN_OR_RETURN(Files files, CheckRankFiles(plan, rp, exchange));
   // (A packed plan's copies address logical bytes: no file probe; auto mode counts what it finds.)
   ResidencyProbe residency(
-      files, o.pipeline.threads > 0 ? o.pipeline.threads : transport::DefaultFillThreads(),
-      o.pipeline.mode != transport::ReadMode::kAuto && plan.packed_size() == 0);
+      files,
+      o.settings.pipeline.threads > 0 ? o.settings.pipeline.threads
+                                      : transport::DefaultFillThreads(),
+      o.settings.pipeline.mode != transport::ReadMode::kAuto && plan.packed_size() == 0);
   SetStage(o, LoadStage::kDevice);
   SourceOpening opening(files, o, rp);  // before the binding: the helper may use any core
   HOIST_ASSIGN_OR_RETURN(Ahead ahead, PrepareAhead(plan, rp, o, exchange));
@@ -576,7 +590,7 @@ Status Load(const proto::LoadPlan& plan, std::uint32_t rank, const LoadOptions& 
   HOIST_ASSIGN_OR_RETURN(out.device, TakeDevice(o, rp, &rep, &t_start, &staged_ahead));
   rep.set_device(out.device->Name());
   HOIST_RETURN_IF_ERROR(Execute(plan, rp, o, opening, residency, ahead, staged_ahead, &out));
-  transport::PhaseRecorder(&rep, o.origin)
+  transport::PhaseRecorder(&rep, o.wiring.origin)
       .Record(Phase::kTotal, t_start, Clock::now(), rp.payload_bytes());
   SetStage(o, LoadStage::kDone);
   return Status::Ok();
@@ -591,22 +605,22 @@ int RanksOnNode(const proto::LoadPlan& plan, const proto::RankPlan& rank_plan) {
   return std::max(1, static_cast<int>(on_node));
 }
 
-std::uint64_t ReadDepthFor(const LoadOptions& options, const proto::LoadPlan& plan,
+std::uint64_t ReadDepthFor(const LoadSettings& settings, const proto::LoadPlan& plan,
                            const proto::RankPlan& rank_plan) {
-  return transport::ReadDepthBytes(options.pipeline, RanksOnNode(plan, rank_plan));
+  return transport::ReadDepthBytes(settings.pipeline, RanksOnNode(plan, rank_plan));
 }
 
-bool ExchangeActive(const proto::LoadPlan& plan, const LoadOptions& options) {
-  return plan.dedup() != proto::DEDUP_NONE && options.exchange != nullptr &&
-         options.exchange->peer() != nullptr;
+bool ExchangeActive(const proto::LoadPlan& plan, const LoadWiring& wiring) {
+  return plan.dedup() != proto::DEDUP_NONE && wiring.exchange != nullptr &&
+         wiring.exchange->peer() != nullptr;
 }
 
-int WantedGpu(const LoadOptions& o, const proto::RankPlan& rp) {
-  return o.gpu >= 0 ? o.gpu : static_cast<int>(rp.gpu());
+int WantedGpu(const LoadSettings& s, const proto::RankPlan& rp) {
+  return s.gpu >= 0 ? s.gpu : static_cast<int>(rp.gpu());
 }
 
-int RankOrdinal(const LoadOptions& o, const proto::RankPlan& rp) {
-  return ResolveOrdinal(o.device, WantedGpu(o, rp));
+int RankOrdinal(const LoadSettings& s, const proto::RankPlan& rp) {
+  return ResolveOrdinal(s.device, WantedGpu(s, rp));
 }
 
 int ResolveOrdinal(DeviceKind kind, int gpu) {
@@ -616,13 +630,13 @@ int ResolveOrdinal(DeviceKind kind, int gpu) {
   return gpu % count;
 }
 
-StagingRing RingOf(const LoadOptions& o) {
+StagingRing RingOf(const LoadSettings& s) {
   StagingRing ring;
-  ring.slots = o.pipeline.slots;
-  ring.slot_bytes = o.pipeline.slot_bytes;
-  ring.kind = o.pipeline.staging;
-  ring.cpu_bind = o.cpu_bind;
-  ring.bind_numa = o.bind_numa;
+  ring.slots = s.pipeline.slots;
+  ring.slot_bytes = s.pipeline.slot_bytes;
+  ring.kind = s.pipeline.staging;
+  ring.cpu_bind = s.cpu_bind;
+  ring.bind_numa = s.bind_numa;
   return ring;
 }
 
@@ -683,12 +697,12 @@ Result<LoadedRank> LoadRank(const proto::LoadPlan& plan, std::uint32_t rank,
   auto out = std::make_unique<LoadedRank>();
   Status s = Load(plan, rank, options, out.get());
   if (!s.ok()) s = s.Annotate("rank " + std::to_string(rank));
-  if (options.watch != nullptr) {
+  if (options.wiring.watch != nullptr) {
     // Tensors an engine bound while the bytes streamed stay valid memory after a failure.
     if (!s.ok() && out->device != nullptr && out->arena.ptr != nullptr) {
-      options.watch->Orphan(std::move(out));
+      options.wiring.watch->Orphan(std::move(out));
     }
-    options.watch->Ended(s);
+    options.wiring.watch->Ended(s);
   }
   if (!s.ok()) return s;
   return std::move(*out);

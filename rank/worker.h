@@ -81,7 +81,7 @@ Result<PreparedDevice> PrepareDevice(DeviceKind kind, int gpu,
 // backend (kHost, or kAuto without a visible GPU).
 int ResolveOrdinal(DeviceKind kind, int gpu);
 
-// What a rank is doing, for the progress display (LoadOptions::stage).
+// What a rank is doing, for the progress display (LoadWiring::stage).
 enum class LoadStage : int { kStarting, kDevice, kArena, kReading, kVerify, kDump, kDone };
 inline constexpr EnumName<LoadStage> kLoadStageNames[] = {
     {LoadStage::kStarting, "starting"},
@@ -166,28 +166,32 @@ struct LoadWiring {
   LoadWatch* watch = nullptr;
 };
 
-// What LoadRank takes: the settings and the wiring, each also usable alone (config/ fills the
-// settings; the caller that runs the load wires it).
-struct LoadOptions : LoadSettings, LoadWiring {};
+// What LoadRank takes: the settings, as config/ resolved them and taken as they are, and the
+// run's wiring, apart from them (config/ fills the settings; the caller that runs the load wires
+// it). Copying one copies the wiring's borrowed pointers, not what they point at.
+struct LoadOptions {
+  LoadSettings settings;
+  LoadWiring wiring;
+};
 
-// The ring `options` ask for (their defaults resolved), for PrepareDevice.
-StagingRing RingOf(const LoadOptions& options);
+// The ring `settings` ask for (their defaults resolved), for PrepareDevice.
+StagingRing RingOf(const LoadSettings& settings);
 
-// The GPU a rank of the plan loads into: options.gpu when set, else the plan's gpu for it
+// The GPU a rank of the plan loads into: settings.gpu when set, else the plan's gpu for it
 // (WantedGpu), as a CUDA ordinal (ResolveOrdinal: modulo the visible GPUs; -1 on the host).
-int WantedGpu(const LoadOptions& options, const proto::RankPlan& rank_plan);
-int RankOrdinal(const LoadOptions& options, const proto::RankPlan& rank_plan);
+int WantedGpu(const LoadSettings& settings, const proto::RankPlan& rank_plan);
+int RankOrdinal(const LoadSettings& settings, const proto::RankPlan& rank_plan);
 
 // The plan's ranks on the node of `rank_plan` (at least 1).
 int RanksOnNode(const proto::LoadPlan& plan, const proto::RankPlan& rank_plan);
 
 // The read depth of a wholly cold load of `rank_plan`: transport::ReadDepthBytes of the
 // settings, by the plan's ranks on its node.
-std::uint64_t ReadDepthFor(const LoadOptions& options, const proto::LoadPlan& plan,
+std::uint64_t ReadDepthFor(const LoadSettings& settings, const proto::LoadPlan& plan,
                            const proto::RankPlan& rank_plan);
 
 // True when a rank of `plan` runs an exchange: a dedup plan and a host with a peer.
-bool ExchangeActive(const proto::LoadPlan& plan, const LoadOptions& options);
+bool ExchangeActive(const proto::LoadPlan& plan, const LoadWiring& wiring);
 
 struct LoadedRank {
   std::unique_ptr<transport::Device> device;

@@ -17,7 +17,7 @@ gives config.json and, without --attach, the weights. Rank 0 prints the tokens; 
 writes tokens, the prompt's logits and each chosen token's logits (float32, padded vocab rows
 dropped). Exit codes: 0 ok, 1 a load or run failure, 2 a usage error (bad sizes or flags).
 
---overlap (embedded loads): hoist.load_model_async returns once the arena exists; the engine binds
+--overlap (embedded loads): hoist.load_async returns once the arena exists; the engine binds
 its parameters to the pending tensors (zero copy: needs --dtype bfloat16, as the checkpoint), runs
 its warm-up while the bytes stream, then orders its stream after the last byte (stream_wait on
 CUDA) and waits for hoist's verdict before decoding. The warm-up (both modes, --warmup-sizes):
@@ -63,7 +63,7 @@ def parse_args(argv):
     p.add_argument("--threads", type=int, default=None, help="hoist fill threads")
     p.add_argument("--out", default="", help="rank 0 writes tokens and logits here (.npz)")
     p.add_argument("--overlap", action="store_true",
-                   help="warm up while the weights stream (hoist.load_model_async)")
+                   help="warm up while the weights stream (hoist.load_async)")
     p.add_argument("--warmup-sizes", default="1,2,4,8,16,32,64,128",
                    help="batch sizes of the warm-up (comma-separated; empty: none)")
     p.add_argument("--warmup-repeats", type=int, default=1,
@@ -114,7 +114,7 @@ def load_weights(args, engine, log, rank, world, tp, launcher, share, phases):
                    device="cuda" if args.device == "cuda" else "host", threads=args.threads)
     if not args.overlap:
         return hoist.torch.load_into(engine, model=args.model, share=share, **options), None
-    pending = hoist.load_model_async(args.model, **options)
+    pending = hoist.load_async(args.model, **options)
     phases.since("hoist_plan_arena", "hoist")
     report = hoist.torch.load_into(engine, weights=pending, share=True)
     log(f"hoist: {len(report.shared)} parameters bound to pending tensors "

@@ -11,7 +11,9 @@
 //   const hoist::Tensor* w = m->Find("model.layers.0.self_attn.qkv_proj.weight");
 //
 // Output names, shapes and slicing are docs/LAYOUT.md's; DLPack export is in hoist/hoist_dlpack.h,
-// the C API in hoist/hoist_c.h, an MPI_Comm overload in hoist/hoist_mpi.h.
+// the C API in hoist/hoist_c.h, an MPI_Comm overload in hoist/hoist_mpi.h. The job options by
+// name (for bindings such as the Python module), a dry-run resolution, hub ids and logging set-up
+// are at the end of this file.
 //
 // Ownership: a Model owns its weights (the arena it loaded, or the mapping of a daemon's arena
 // plus the connection that keeps it attached). Release() gives them up now; the destructor does
@@ -32,6 +34,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "hoist/job_options.h"
@@ -193,5 +196,59 @@ Result<Model> Attach(const std::string& socket_path, const AttachOptions& option
 
 // Bytes per element of a safetensors dtype name (0 when unknown).
 int DTypeSize(std::string_view dtype);
+
+// ---- The job options by name, for a binding or an engine's own configuration layer (keywords,
+// a config file) that takes options as names and values rather than as LoadOptions fields. The
+// rows are hoist's one option table: the same names as the fields of hoist/job_options.h, the
+// topology file's keys and the command line's flags.
+enum class JobOptionType { kString, kInt, kDouble, kBool };
+
+struct JobOptionInfo {
+  std::string_view name;  // the field, key and keyword: "slot_mib"
+  JobOptionType type;
+  bool plan = false;             // shapes the plan (`hoist plan` takes it too)
+  std::string_view help;         // one line
+  std::string_view choices;      // "a | b | c"; empty for numbers and free strings
+  std::string_view default_is;   // as text; empty when none or when the help line says how
+  double lo = 0, hi = 0;         // numbers: the accepted range, inclusive
+  bool zero_is_default = false;  // numbers: 0 is accepted too, meaning the default
+};
+
+// Every job option, in the table's order. The rows live as long as the library.
+const std::vector<JobOptionInfo>& JobOptions();
+// The row named `name` (exact spelling), or nullptr.
+const JobOptionInfo* FindJobOption(std::string_view name);
+// The option name nearest to a misspelt `name` ("slot_mb" -> "slot_mib"), or "" when none is
+// close; for a message of the caller's own.
+std::string NearestJobOption(std::string_view name);
+
+// A value for SetJobOption: a string, a whole number, a number or a bool.
+using JobOptionValue = std::variant<std::string, std::int64_t, double, bool>;
+
+// Sets the option named `name` in `options` (a LoadOptions is a JobOptionSet) to `value`, which
+// must be of the option's type (a whole number also does for a number). InvalidArgument for an
+// unknown name (with the nearest one: "did you mean 'slot_mib'?"), a value of another type or a
+// whole number beyond an int. Ranges and choices are checked where fields are: by Load, or by
+// DescribeLoad below. Threading: writes only `options`.
+Status SetJobOption(JobOptionSet* options, std::string_view name, const JobOptionValue& value);
+
+// Resolves `options` as Load would (topology file, then defaults; every value checked) without
+// planning or loading anything: Load's InvalidArgument for options it would refuse, else the
+// resolved job as "name=value" lines, for logs and tests. The names and encodings are hoist's
+// internal ones and may change between versions; do not parse them.
+Result<std::string> DescribeLoad(const LoadOptions& options);
+
+// The folder a model path or Hugging Face repo id (owner/name[@revision]) names, as Load resolves
+// `model`: an existing folder as it is; a repo id found offline in the local hub cache
+// ($HF_HUB_CACHE, $HF_HOME/hub, ~/.cache/huggingface/hub, ...; never downloaded). InvalidArgument
+// for a repo id in no cache, naming every place looked. Threading: reads the environment.
+Result<std::string> ResolveModel(const std::string& model);
+
+// hoist's log lines (warnings, an asynchronous load's summary) to stdout through spdlog, coloured
+// only where a person reads the terminal (never under a launcher such as mpirun, nor with
+// NO_COLOR set). Does nothing when the program registered an spdlog logger named "hoist" itself,
+// or called this before. Without either, hoist logs through spdlog's default logger. Threading:
+// call once, before the first Load.
+void LogToStdout();
 
 }  // namespace hoist

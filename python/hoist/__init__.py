@@ -2,9 +2,11 @@
 rank, as zero-copy tensors (DLPack).
 
     import hoist
-    w = hoist.load("/models/qwen3-4b", tp=2, rank=0)    # dict name -> tensor
-    w = hoist.load("Qwen/Qwen3-4B@main", comm="world")  # a hub id, over MPI_COMM_WORLD
-    w = hoist.attach("/run/hoist/rank-0.sock")          # zero copy
+    m = hoist.load("/models/qwen3-4b", tp=2, rank=0)    # a Model
+    w = m.tensors()                                     # dict name -> tensor
+    m = hoist.load("Qwen/Qwen3-4B@main", comm="world")  # a hub id, over MPI_COMM_WORLD
+    m = hoist.attach("/run/hoist/rank-0.sock")          # zero copy
+    m = hoist.load_async("/models/qwen3-4b")            # addresses now, bytes behind; m.wait()
 
     import hoist.torch                                  # fill an nn.Module in place
     hoist.torch.load_into(module, model="/models/qwen3-4b", tp=2, rank=0)
@@ -32,8 +34,8 @@ except ImportError as _e:
 _flags = _sys.getdlopenflags()
 _sys.setdlopenflags(_flags | _os.RTLD_GLOBAL)
 try:
-    from hoist._hoist import (Model, Tensor, attach, attach_model, load, load_model,  # noqa: F401
-                              load_model_async, mpi_finalize, mpi_init, mpi_world, resolve_model)
+    from hoist._hoist import (Model, Tensor, attach, load, load_async,  # noqa: F401
+                              mpi_finalize, mpi_init, mpi_world, resolve_model)
 finally:
     _sys.setdlopenflags(_flags)
 
@@ -41,5 +43,5 @@ finally:
 # otherwise.
 _atexit.register(mpi_finalize)
 
-__all__ = ["Model", "Tensor", "attach", "attach_model", "load", "load_model", "load_model_async",
-           "mpi_finalize", "mpi_init", "mpi_world", "resolve_model"]
+__all__ = ["Model", "Tensor", "attach", "load", "load_async", "mpi_finalize", "mpi_init",
+           "mpi_world", "resolve_model"]

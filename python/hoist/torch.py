@@ -204,7 +204,7 @@ def load_into(module, model=None, *, weights=None, attach=None, topology="", ran
 
       weights=   a hoist.Model already loaded or attached (kept: the caller owns it);
       attach=    a `hoist serve` rank's socket path (zero copy where dtype and device match);
-      model= / topology=  an embedded load of this process's rank (**options: hoist.load_model's
+      model= / topology=  an embedded load of this process's rank (**options: hoist.load's
                  job options, e.g. tp, ep, dp, layout, read, threads, verify; comm=None, "world"
                  or an mpi4py communicator; rank defaults to torch.distributed's rank; device
                  defaults to "host" for a module on the CPU, hoist's auto otherwise).
@@ -217,7 +217,7 @@ def load_into(module, model=None, *, weights=None, attach=None, topology="", ran
                          "topology=")
     owned = weights is None
     if attach is not None:
-        hmodel = _hoist.attach_model(attach, timeout_ms=timeout_ms)
+        hmodel = _hoist.attach(attach, timeout_ms=timeout_ms)
         where = f"attached to {attach}"
     elif weights is not None:
         hmodel = weights
@@ -225,9 +225,9 @@ def load_into(module, model=None, *, weights=None, attach=None, topology="", ran
     else:
         if device is None and _module_device(module).type == "cpu":
             device = "host"
-        hmodel = _hoist.load_model(model or "", topology=topology or "",
-                                   rank=_default_rank() if rank is None else rank, device=device,
-                                   comm=comm, **options)
+        hmodel = _hoist.load(model or "", topology=topology or "",
+                             rank=_default_rank() if rank is None else rank, device=device,
+                             comm=comm, **options)
         where = f"{model or topology}"
     if isinstance(hmodel, dict):
         tensors, rank_note, info = hmodel, "", (-1, 0, {})

@@ -1,4 +1,4 @@
-"""hoist.load_model_async on the host backend: tensors are pending (final addresses, the host
+"""hoist.load_async on the host backend: tensors are pending (final addresses, the host
 arena's 0xCD fill, no byte landed) while a test hook holds the streaming, and after wait() they
 equal an independent reference read from the safetensors files here (tensor-parallel slicing,
 hf layout) at the same addresses; cancel surfaces at wait. Under mpirun (2 ranks, this file
@@ -61,7 +61,7 @@ class AsyncLoadTest(unittest.TestCase):
         del os.environ["HOIST_TEST_HOLD_STREAMING"]
 
     def test_pending_then_reference(self):
-        m = hoist.load_model_async(self.model, tp=2, rank=1, device="host", layout="hf")
+        m = hoist.load_async(self.model, tp=2, rank=1, device="host", layout="hf")
         self.assertTrue(m.pending)
         self.assertEqual(m.layers[0], "embeddings")
         self.assertEqual(m.layers[-1], "head")
@@ -86,7 +86,7 @@ class AsyncLoadTest(unittest.TestCase):
         m.release()
 
     def test_cancel_surfaces_at_wait(self):
-        m = hoist.load_model_async(self.model, tp=2, rank=0, device="host", layout="hf")
+        m = hoist.load_async(self.model, tp=2, rank=0, device="host", layout="hf")
         m.cancel()
         with self.assertRaisesRegex(RuntimeError, "rank 0.*cancelled"):
             m.wait()
@@ -106,20 +106,20 @@ def mpi_child(model):
     """Each rank of `mpirun -np 2`: three collective loads, checked."""
     full = read_safetensors(model)
     t = unittest.TestCase()
-    m = hoist.load_model_async(model, tp=2, comm="world", device="host", layout="hf")
+    m = hoist.load_async(model, tp=2, comm="world", device="host", layout="hf")
     rank = m.rank
     m.wait()
     check(t, m, full, 2, rank)
     m.release()
 
     os.environ["HOIST_TEST_FAIL_STREAMING_RANK"] = "1"
-    m = hoist.load_model_async(model, tp=2, comm="world", device="host", layout="hf")
+    m = hoist.load_async(model, tp=2, comm="world", device="host", layout="hf")
     with t.assertRaisesRegex(RuntimeError, "rank 1.*injected failure while streaming"):
         m.wait()
     m.release()
     del os.environ["HOIST_TEST_FAIL_STREAMING_RANK"]
 
-    m = hoist.load_model_async(model, dp=2, dedup="node", comm="world", device="host",
+    m = hoist.load_async(model, dp=2, dedup="node", comm="world", device="host",
                                layout="hf")
     t.assertFalse(m.pending)  # forwarding needs the MPI thread: loaded before returning
     check(t, m, full, 1, 0)

@@ -1,6 +1,7 @@
-"""The `hoist` Python module on the host backend (numpy): hoist.load and hoist.attach return
-numpy arrays that equal an independent reference computed here from the safetensors files
-(vLLM's tensor-parallel slicing, hf layout), and attach maps the daemon's bytes without a copy.
+"""The `hoist` Python module on the host backend (numpy): the Models hoist.load and hoist.attach
+return give (Model.tensors()) numpy arrays that equal an independent reference computed here from
+the safetensors files (vLLM's tensor-parallel slicing, hf layout), and attach maps the daemon's
+bytes without a copy.
 
 Needs HOIST_BIN and HOIST_MKCKPT (ctest sets them) and PYTHONPATH pointing at the module."""
 import json
@@ -85,11 +86,11 @@ class HoistModuleTest(unittest.TestCase):
 
     def test_load_matches_reference(self):
         for rank in (0, 1):
-            t = hoist.load(self.model, tp=2, rank=rank, device="host", layout="hf", threads=2)
-            self.check(t, rank)
+            m = hoist.load(self.model, tp=2, rank=rank, device="host", layout="hf", threads=2)
+            self.check(m.tensors(), rank)
 
     def test_model_object_and_dlpack(self):
-        m = hoist.load_model(self.model, tp=2, rank=1, device="host", layout="hf")
+        m = hoist.load(self.model, tp=2, rank=1, device="host", layout="hf")
         self.assertEqual((m.rank, m.world, m.device, m.attached), (1, 2, "host", False))
         w = m["model.norm.weight"]
         self.assertEqual(w.dtype, "BF16")
@@ -104,7 +105,7 @@ class HoistModuleTest(unittest.TestCase):
     def test_bf16_reaches_numpy_as_bits(self):
         """numpy has no bfloat16: np.from_dlpack(t) fails, Tensor.numpy() and Tensor.raw() give the
         bits as uint16 without a copy, and the documented widening gives the float32 values."""
-        m = hoist.load_model(self.model, device="host", layout="hf", threads=2)
+        m = hoist.load(self.model, device="host", layout="hf", threads=2)
         t = m["model.layers.1.self_attn.o_proj.weight"]
         self.assertEqual(t.dtype, "BF16")
         with self.assertRaises((RuntimeError, BufferError, TypeError)):
@@ -135,7 +136,7 @@ class HoistModuleTest(unittest.TestCase):
             model = None
             while time.time() < deadline:
                 try:
-                    model = hoist.attach_model(path)
+                    model = hoist.attach(path)
                     break
                 except RuntimeError:
                     time.sleep(0.05)
@@ -148,7 +149,7 @@ class HoistModuleTest(unittest.TestCase):
             # Zero copy: the numpy array's memory is the mapping of the daemon's arena.
             w = model["model.layers.0.self_attn.o_proj.weight"]
             self.assertEqual(tensors[w.name].ctypes.data, w.data_ptr)
-            self.check(hoist.attach(path), 1)
+            self.check(hoist.attach(path).tensors(), 1)
         finally:
             p.send_signal(signal.SIGTERM)
             self.assertEqual(p.wait(timeout=30), 0)
@@ -178,7 +179,7 @@ class HoistModuleTest(unittest.TestCase):
             self.assertEqual(hoist.resolve_model("tiny-org/Qwen3-Tiny"), snap)
             self.assertEqual(hoist.resolve_model(f"tiny-org/Qwen3-Tiny@{commit}"), snap)
             self.check(hoist.load("tiny-org/Qwen3-Tiny@main", tp=2, rank=1, device="host",
-                                  layout="hf"), 1)
+                                  layout="hf").tensors(), 1)
             with self.assertRaises(RuntimeError) as e:
                 hoist.load("tiny-org/Absent", device="host")
             self.assertTrue(str(e.exception).startswith("InvalidArgument"), str(e.exception))

@@ -1,5 +1,5 @@
-"""The job options of hoist.load / hoist.load_model are the table's (config/option_table.h, exposed as
-hoist._hoist._options()): every entry is a keyword, and a value given as a keyword resolves as the
+"""The job options of hoist.load / hoist.load_async are the table's (config/option_table.h,
+exposed as hoist._hoist._options()): every entry is a keyword, and a value given as a keyword resolves as the
 same value given in a topology file (which the C++ tests compare with the command line and the
 C and C++ APIs), and differently from the default. Unknown keywords and wrong types are TypeError
 naming them.
@@ -70,7 +70,7 @@ class OptionsTest(unittest.TestCase):
     def test_the_docstrings_list_every_option(self):
         for o in _hoist._options():
             self.assertIn("\n  " + o["name"] + ": ", hoist.load.__doc__)
-            self.assertIn("\n  " + o["name"] + ": ", hoist.load_model.__doc__)
+            self.assertIn("\n  " + o["name"] + ": ", hoist.load_async.__doc__)
 
     def test_unknown_keywords_and_wrong_types_are_type_errors(self):
         with self.assertRaises(TypeError) as e:

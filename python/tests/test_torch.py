@@ -2,7 +2,8 @@
 fused-layout names and shapes (values equal to hoist.load's, which test_hoist.py checks against
 an independent reference), shares memory without a copy where dtype and device match, converts
 where they differ, follows tied parameters, and rejects a wrong module with every problem named
-before writing anything. Also the package layout: `import hoist` keeps hoist.load / attach.
+before writing anything. Also the package layout: `import hoist` keeps hoist.load / load_async /
+attach, one name per call.
 
 Needs HOIST_BIN and HOIST_MKCKPT (ctest sets them), PYTHONPATH at the package and PyTorch."""
 import os
@@ -47,7 +48,7 @@ def setUpModule():
         subprocess.run([os.environ["HOIST_MKCKPT"], "--preset", preset, "--out", path, "--seed",
                         "5", "--threads", "2"], check=True, stdout=subprocess.DEVNULL)
         Fixture.models[preset] = path
-    m = hoist.load_model(Fixture.models["qwen3-moe-tiny"], tp=2, rank=1, device="host")
+    m = hoist.load(Fixture.models["qwen3-moe-tiny"], tp=2, rank=1, device="host")
     Fixture.moe = {k: v.clone() for k, v in hoist.torch.as_torch(m).items()}
     m.release()
 
@@ -64,9 +65,11 @@ class LoadIntoTest(unittest.TestCase):
         return {k: list(v.shape) for k, v in self.moe.items()}
 
     def test_package_keeps_the_module_api(self):
-        for name in ("load", "load_model", "attach", "attach_model", "Model", "Tensor",
-                     "resolve_model", "mpi_init", "mpi_world"):
+        for name in ("load", "load_async", "attach", "Model", "Tensor", "resolve_model",
+                     "mpi_init", "mpi_world"):
             self.assertTrue(hasattr(hoist, name), name)
+        for name in ("load_model", "load_model_async", "attach_model"):  # one name per call
+            self.assertFalse(hasattr(hoist, name), name)
         self.assertEqual(hoist.mpi_world(), (0, 1))  # nothing initialised MPI here
         self.assertIn("qkv_proj", " ".join(self.moe))  # the fused layout by default
 
@@ -87,7 +90,7 @@ class LoadIntoTest(unittest.TestCase):
 
     def test_zero_copy_when_dtype_and_device_match(self):
         mod = module_like(self.shapes(), torch.bfloat16)
-        m = hoist.load_model(self.models["qwen3-moe-tiny"], tp=2, rank=1, device="host")
+        m = hoist.load(self.models["qwen3-moe-tiny"], tp=2, rank=1, device="host")
         r = hoist.torch.load_into(mod, weights=m, share=True)
         self.assertEqual((len(r.shared), len(r.copied)), (len(self.moe), 0))
         name = "model.layers.0.self_attn.qkv_proj.weight"
@@ -105,7 +108,7 @@ class LoadIntoTest(unittest.TestCase):
         self.assertTrue(all(float(t.min()) == 7.0 for t in mod32.state_dict().values()))
 
     def test_tied_parameters_are_one_entry(self):
-        m = hoist.load_model(self.models["qwen3-tiny"], tp=2, rank=0, device="host")
+        m = hoist.load(self.models["qwen3-tiny"], tp=2, rank=0, device="host")
         want = {k: v.clone() for k, v in hoist.torch.as_torch(m).items()}
         self.assertNotIn("lm_head.weight", want)  # tied: hoist loads no lm_head
         shapes = {k: list(v.shape) for k, v in want.items()}

@@ -40,11 +40,11 @@ TEST_F(JobSpecTest, TheFileFillsWhatTheFlagsLeaveUnset) {
   EXPECT_EQ(j.plan.layout, proto::LAYOUT_HF);
   EXPECT_EQ(j.plan.dedup, proto::DEDUP_NODE);
   EXPECT_DOUBLE_EQ(j.exchange.timeout_s, 7);
-  EXPECT_EQ(j.load.pipeline.mode, transport::ReadMode::kBuffered);
-  EXPECT_EQ(j.load.pipeline.slots, 3);
-  EXPECT_EQ(j.load.pipeline.slot_bytes, 2ull << 20);
-  EXPECT_EQ(j.load.pipeline.threads, 5);
-  EXPECT_TRUE(j.load.verify);
+  EXPECT_EQ(j.load.settings.pipeline.mode, transport::ReadMode::kBuffered);
+  EXPECT_EQ(j.load.settings.pipeline.slots, 3);
+  EXPECT_EQ(j.load.settings.pipeline.slot_bytes, 2ull << 20);
+  EXPECT_EQ(j.load.settings.pipeline.threads, 5);
+  EXPECT_TRUE(j.load.settings.verify);
 }
 
 TEST_F(JobSpecTest, BadValuesAreNamed) {
@@ -124,10 +124,10 @@ TEST(JobSpecRanges, ZeroMeansTheDefault) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   // The ring's default is resolved here, once; the fill threads (the rank's cpus) and the chunk
   // (a rule of the slot size) stay 0 for the rank to decide.
-  EXPECT_EQ(r->job.load.pipeline.slots, transport::kDefaultSlots);
-  EXPECT_EQ(r->job.load.pipeline.slot_bytes, transport::kDefaultSlotBytes);
-  EXPECT_EQ(r->job.load.pipeline.threads, 0);
-  EXPECT_EQ(r->job.load.pipeline.chunk_bytes, 0u);
+  EXPECT_EQ(r->job.load.settings.pipeline.slots, transport::kDefaultSlots);
+  EXPECT_EQ(r->job.load.settings.pipeline.slot_bytes, transport::kDefaultSlotBytes);
+  EXPECT_EQ(r->job.load.settings.pipeline.threads, 0);
+  EXPECT_EQ(r->job.load.settings.pipeline.chunk_bytes, 0u);
   EXPECT_EQ(r->job.plan.dedup_step_bytes, planner::PlanOptions().dedup_step_bytes);
 }
 
@@ -137,13 +137,14 @@ TEST(JobSpecRanges, TheReadDepthIsLeftUnsetUnlessGiven) {
   JobSpec s = WithModel();
   Result<ResolvedJob> r = ResolveJobSpec(s);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_FALSE(r->job.load.pipeline.read_depth_bytes.has_value());
+  EXPECT_FALSE(r->job.load.settings.pipeline.read_depth_bytes.has_value());
   for (int mib : {0, 3, 262144}) {
     s.read_depth_mib = mib;
     r = ResolveJobSpec(s);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
-    ASSERT_TRUE(r->job.load.pipeline.read_depth_bytes.has_value()) << mib;
-    EXPECT_EQ(*r->job.load.pipeline.read_depth_bytes, static_cast<std::uint64_t>(mib) << 20);
+    ASSERT_TRUE(r->job.load.settings.pipeline.read_depth_bytes.has_value()) << mib;
+    EXPECT_EQ(*r->job.load.settings.pipeline.read_depth_bytes, static_cast<std::uint64_t>(mib)
+                                                                   << 20);
   }
   s.read_depth_mib = 262145;
   ExpectRefused(s, "--read-depth-mib 262145 is out of range: the ring's depth in MiB");
@@ -235,7 +236,7 @@ TEST_F(JobSpecTest, RangesFromTheFileNameTheFileAndKey) {
   s.threads = 8;
   Result<ResolvedJob> r = ResolveJobSpec(s);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(r->job.load.pipeline.threads, 8);
+  EXPECT_EQ(r->job.load.settings.pipeline.threads, 8);
   ExpectRefused(write("model: /m\nstaging: {slots: 5000}\n"),
                 p + ": staging.slots 5000 is out of range");
   ExpectRefused(write("model: /m\nstaging: {slot_mib: -1}\n"),

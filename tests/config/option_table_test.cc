@@ -187,9 +187,9 @@ TEST_F(OptionFileTest, TheDeprecatedStagingMappingWorksAndWarns) {
   ASSERT_TRUE(old_r.ok()) << old_r.status().ToString();
   ASSERT_TRUE(new_r.ok()) << new_r.status().ToString();
   EXPECT_EQ(DescribeJob(old_r->job), DescribeJob(new_r->job));
-  EXPECT_EQ(new_r->job.load.pipeline.slots, 3);
-  EXPECT_EQ(new_r->job.load.pipeline.slot_bytes, 2u << 20);
-  EXPECT_EQ(new_r->job.load.pipeline.threads, 5);
+  EXPECT_EQ(new_r->job.load.settings.pipeline.slots, 3);
+  EXPECT_EQ(new_r->job.load.settings.pipeline.slot_bytes, 2u << 20);
+  EXPECT_EQ(new_r->job.load.settings.pipeline.threads, 5);
   EXPECT_TRUE(new_r->warnings.empty());
   ASSERT_EQ(old_r->warnings.size(), 1u);
   EXPECT_EQ(old_r->warnings[0],

@@ -4,6 +4,8 @@
 // command line also do: tests/config/option_table_test.cc, tests/launch/job_flags_test.cc).
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <iterator>
 #include <string>
 
 #include "config/option_table.h"
@@ -70,7 +72,7 @@ TEST(EmbedOptions, CApiFieldsUseTheirSentinels) {
                unset.pinning || unset.slots || unset.read_depth_mib);
   c.ep = 0;              // explicit "off", not unset
   c.read_depth_mib = 0;  // likewise: the ring only, not the node's default
-  c.numa = 0;  // explicit false
+  c.numa = 0;            // explicit false
   c.verify = 1;
   c.pinning = "mallochost";
   c.peer_timeout_s = 2.5;
@@ -104,6 +106,64 @@ TEST(EmbedOptions, CApiRefusesUnknownKeysAndBadValuesNamingThem) {
   EXPECT_EQ(hoist_load_options_set(nullptr, "tp", "2"), HOIST_INVALID_ARGUMENT);
   EXPECT_EQ(hoist_load_options_set(&c, "numa", "false"), HOIST_OK);
   EXPECT_EQ(c.numa, 0);
+}
+
+// The public by-name entry points (include/hoist/hoist.h: JobOptions, FindJobOption,
+// SetJobOption, DescribeLoad), which the Python module uses: the table's rows as they are, and a
+// value set by name resolves as the table's own accessor resolves its text.
+JobOptionValue SampleValue(const config::OptionInfo& o, const std::string& text) {
+  switch (o.type) {
+    case config::OptionType::kString:
+      return text;
+    case config::OptionType::kInt:
+      return static_cast<std::int64_t>(std::stoll(text));
+    case config::OptionType::kDouble:
+      return std::stod(text);
+    case config::OptionType::kBool:
+      return text == "true" || text == "1";
+  }
+  return text;
+}
+
+TEST(EmbedOptions, EveryOptionIsSetByNameThroughThePublicApi) {
+  ASSERT_EQ(JobOptions().size(), std::size(config::kOptions));
+  for (const config::OptionInfo& o : config::kOptions) {
+    SCOPED_TRACE(std::string(o.name));
+    const JobOptionInfo* info = FindJobOption(o.name);
+    ASSERT_NE(info, nullptr);
+    EXPECT_EQ(info->name, o.name);
+    EXPECT_EQ(static_cast<int>(info->type), static_cast<int>(o.type));
+    EXPECT_EQ(info->choices, o.choices);
+    EXPECT_EQ(info->default_is, o.default_is);
+    const std::string text = testing::SampleText(o, kOtherModel);
+    LoadOptions lo;
+    lo.model = kModel;
+    ASSERT_TRUE(SetJobOption(&lo, o.name, SampleValue(o, text)).ok());
+    Result<std::string> got = DescribeLoad(lo);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(*got, testing::ResolvedThroughTable(o, text, kModel));
+  }
+}
+
+TEST(EmbedOptions, SetJobOptionRefusesUnknownNamesAndOtherTypes) {
+  LoadOptions o;
+  EXPECT_EQ(FindJobOption("slot_mb"), nullptr);
+  EXPECT_EQ(NearestJobOption("slot_mb"), "slot_mib");
+  EXPECT_EQ(NearestJobOption("zzzzzzzz"), "");
+  Status s = SetJobOption(&o, "slot_mb", std::int64_t{3});
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("unknown option 'slot_mb' (did you mean 'slot_mib'?)"),
+            std::string::npos)
+      << s.ToString();
+  EXPECT_FALSE(SetJobOption(&o, "tp", std::string("2")).ok());
+  EXPECT_FALSE(SetJobOption(&o, "verify", std::int64_t{1}).ok());
+  EXPECT_FALSE(SetJobOption(&o, "tp", std::int64_t{1} << 40).ok());
+  EXPECT_FALSE(o.tp || o.verify);                                         // untouched
+  ASSERT_TRUE(SetJobOption(&o, "peer_timeout_s", std::int64_t{7}).ok());  // a whole number will do
+  EXPECT_EQ(o.peer_timeout_s, 7.0);
+  o.model = kModel;
+  o.threads = 100000;  // DescribeLoad checks ranges as Load does
+  EXPECT_EQ(DescribeLoad(o).status().code(), Code::kInvalidArgument);
 }
 
 }  // namespace

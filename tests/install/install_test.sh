@@ -40,7 +40,7 @@ PY
 py="$(python3 -c "
 import hoist, os
 assert hoist.__file__.startswith(os.environ[\"VIRTUAL_ENV\"]), hoist.__file__
-w = hoist.load(\"model\", device=\"host\")
+w = hoist.load(\"model\", device=\"host\").tensors()
 print(\"norm bytes:\", \" \".join(\"%02x\" % b for b in w[\"model.norm.weight\"].tobytes()[:8]))
 " | grep "^norm bytes: " | cut -d" " -f3-)"
 cmake -S consumer-src -B consumer-build -DCMAKE_PREFIX_PATH="$VIRTUAL_ENV" >/dev/null

@@ -48,11 +48,11 @@ TEST_F(JobFlagsTest, FlagsOverrideTheFile) {
   EXPECT_EQ(j.plan.dp, 1);
   EXPECT_EQ(j.plan.layout, proto::LAYOUT_FUSED);
   EXPECT_EQ(j.plan.dedup, proto::DEDUP_JOB);
-  EXPECT_EQ(j.load.pipeline.mode, transport::ReadMode::kDirect);
-  EXPECT_EQ(j.load.pipeline.threads, 9);
-  EXPECT_EQ(j.load.pipeline.slots, 3);  // not given: still the file's
-  EXPECT_EQ(j.load.pipeline.chunk_bytes, 64u << 10);
-  EXPECT_FALSE(j.load.bind_numa);
+  EXPECT_EQ(j.load.settings.pipeline.mode, transport::ReadMode::kDirect);
+  EXPECT_EQ(j.load.settings.pipeline.threads, 9);
+  EXPECT_EQ(j.load.settings.pipeline.slots, 3);  // not given: still the file's
+  EXPECT_EQ(j.load.settings.pipeline.chunk_bytes, 64u << 10);
+  EXPECT_FALSE(j.load.settings.bind_numa);
   EXPECT_EQ(j.solo_rank, 3);
 }
 

@@ -196,14 +196,14 @@ class ExchangeTest : public ::testing::Test {
 
   static LoadOptions Small() {
     LoadOptions o;
-    o.pipeline.mode = transport::ReadMode::kBuffered;
-    o.device = DeviceKind::kHost;
-    o.pipeline.slots = 3;
-    o.pipeline.slot_bytes = 16 << 10;
-    o.pipeline.threads = 2;
-    o.bind_numa = false;
-    o.verify = true;
-    o.close_in_background = false;
+    o.settings.pipeline.mode = transport::ReadMode::kBuffered;
+    o.settings.device = DeviceKind::kHost;
+    o.settings.pipeline.slots = 3;
+    o.settings.pipeline.slot_bytes = 16 << 10;
+    o.settings.pipeline.threads = 2;
+    o.settings.bind_numa = false;
+    o.settings.verify = true;
+    o.settings.close_in_background = false;
     return o;
   }
 
@@ -317,7 +317,7 @@ TEST_F(ExchangeTest, AReadFaultInAStepStopsTheGroup) {
         Tweak t;
         t.options = [victim](int r, LoadOptions* o) {
           if (r != victim) return;
-          o->wrap_source = [](std::unique_ptr<transport::Source> s) {
+          o->wiring.wrap_source = [](std::unique_ptr<transport::Source> s) {
             transport::FaultSpec f;
             f.eio_after = 0;
             return transport::WrapFaulty(std::move(s), f);

@@ -104,13 +104,13 @@ TEST_P(LoadReferenceTest, EveryRankMatchesTheReferenceByteForByte) {
   for (int r = 0; r < world; ++r) {
     SCOPED_TRACE("rank " + std::to_string(r));
     LoadOptions o;
-    o.pipeline.mode = c.mode;
-    o.device = DeviceKind::kHost;
-    o.pipeline.slots = 3;
-    o.pipeline.slot_bytes = 16384;
-    o.pipeline.threads = 3;
-    o.pipeline.chunk_bytes = 5000;
-    o.verify = true;  // the independent verifier agrees on real plans too
+    o.settings.pipeline.mode = c.mode;
+    o.settings.device = DeviceKind::kHost;
+    o.settings.pipeline.slots = 3;
+    o.settings.pipeline.slot_bytes = 16384;
+    o.settings.pipeline.threads = 3;
+    o.settings.pipeline.chunk_bytes = 5000;
+    o.settings.verify = true;  // the independent verifier agrees on real plans too
     Result<LoadedRank> lr = testtransport::WithWatchdog(
         [&] { return LoadRank(*plan, static_cast<std::uint32_t>(r), o); });
     if (!lr.ok() && lr.status().code() == Code::kUnsupported &&
@@ -248,8 +248,8 @@ TEST(TransposedExpertsTest, VerifyChecksThemAsTransposedAndCatchesAFlippedByte) 
   auto plan = planner::BuildLoadPlan(*ckpt, po);
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   LoadOptions o;
-  o.device = DeviceKind::kHost;
-  o.verify = true;
+  o.settings.device = DeviceKind::kHost;
+  o.settings.verify = true;
   Result<LoadedRank> lr = LoadRank(*plan, 1, o);
   ASSERT_TRUE(lr.ok()) << lr.status().ToString();
   EXPECT_TRUE(lr->report.verified());

@@ -100,12 +100,12 @@ Fixture MakeFixture() {
 
 LoadOptions Small(transport::ReadMode mode) {
   LoadOptions o;
-  o.pipeline.mode = mode;
-  o.device = DeviceKind::kHost;
-  o.pipeline.slots = 3;
-  o.pipeline.slot_bytes = 4096;
-  o.pipeline.threads = 3;
-  o.pipeline.chunk_bytes = 1500;
+  o.settings.pipeline.mode = mode;
+  o.settings.device = DeviceKind::kHost;
+  o.settings.pipeline.slots = 3;
+  o.settings.pipeline.slot_bytes = 4096;
+  o.settings.pipeline.threads = 3;
+  o.settings.pipeline.chunk_bytes = 1500;
   return o;
 }
 
@@ -241,7 +241,7 @@ TEST(LoadRankTest, FileChangedSincePlanningIsNamed) {
 TEST(LoadRankTest, VerifyPassesAndCatchesACorruptedByte) {
   Fixture fx = MakeFixture();
   LoadOptions o = Small(transport::ReadMode::kMmap);
-  o.verify = true;
+  o.settings.verify = true;
   auto lr = LoadRank(fx.plan, 1, o);
   ASSERT_TRUE(lr.ok()) << lr.status().ToString();
   EXPECT_TRUE(lr->report.verified());
@@ -280,7 +280,7 @@ TEST(LoadRankTest, VerifyPassesAndCatchesACorruptedByte) {
 TEST(LoadRankTest, DumpRoundTripsThroughASafetensorsReader) {
   Fixture fx = MakeFixture();
   LoadOptions o = Small(transport::ReadMode::kAuto);
-  o.dump_dir = fx.dir->Sub("dump");
+  o.settings.dump_dir = fx.dir->Sub("dump");
   auto lr = LoadRank(fx.plan, 1, o);
   ASSERT_TRUE(lr.ok()) << lr.status().ToString();
   std::ifstream in(fx.dir->Sub("dump/rank-1.safetensors"), std::ios::binary);
@@ -328,7 +328,7 @@ TEST(LoadRankTest, InjectedFaultsNameRankFileAndOffsetAndNeverHang) {
       LoadOptions o = Small(mode);
       transport::FaultSpec spec;
       spec.eio_after = n;
-      o.wrap_source = [spec](std::unique_ptr<transport::Source> in) {
+      o.wiring.wrap_source = [spec](std::unique_ptr<transport::Source> in) {
         return transport::WrapFaulty(std::move(in), spec);
       };
       auto r = WithWatchdog([&] { return LoadRank(fx.plan, 1, o); });
@@ -358,7 +358,7 @@ TEST(LoadRankTest, BadRequestsFailCleanly) {
 
   if (transport::CudaDeviceCount() == 0) {
     LoadOptions o = Small(transport::ReadMode::kMmap);
-    o.device = DeviceKind::kCuda;
+    o.settings.device = DeviceKind::kCuda;
     auto c = LoadRank(fx.plan, 0, o);
     ASSERT_FALSE(c.ok());
     EXPECT_NE(c.status().message().find("cuda"), std::string::npos) << c.status().ToString();
@@ -386,16 +386,16 @@ TEST(LoadRankTest, ARingMadeAheadIsOnlyMadeWhereTheDeviceKeepsIt) {
 TEST(LoadRankTest, ALoadTakesThePreparedDeviceAndReportsItsRing) {
   Fixture fx = MakeFixture();
   LoadOptions o = Small(transport::ReadMode::kAuto);
-  o.cpu_bind = CpuBind::kNone;
+  o.settings.cpu_bind = CpuBind::kNone;
   PreparedDevice p;
-  p.device = transport::OpenHostDevice(o.pipeline.slots * o.pipeline.slot_bytes);
+  p.device = transport::OpenHostDevice(o.settings.pipeline.slots * o.settings.pipeline.slot_bytes);
   p.ordinal = -1;
-  p.staging = MakeRingAhead(*p.device, RingOf(o), o.origin);
+  p.staging = MakeRingAhead(*p.device, RingOf(o.settings), o.wiring.origin);
   ASSERT_TRUE(p.staging.ran);
   std::promise<Result<PreparedDevice>> promise;
   promise.set_value(std::move(p));
   std::future<Result<PreparedDevice>> future = promise.get_future();
-  o.prepared = &future;
+  o.wiring.prepared = &future;
   auto lr = WithWatchdog([&] { return LoadRank(fx.plan, 1, o); });
   ASSERT_TRUE(lr.ok()) << lr.status().ToString();
   const auto ref = testtransport::ReferenceArena(fx.plan, fx.plan.ranks(1));
@@ -411,7 +411,7 @@ TEST(LoadRankTest, ALoadTakesThePreparedDeviceAndReportsItsRing) {
 TEST(LoadRankTest, DefaultsWorkOnTheHostDevice) {
   Fixture fx = MakeFixture();
   LoadOptions o;
-  o.device = DeviceKind::kAuto;  // no GPU here: the host backend
+  o.settings.device = DeviceKind::kAuto;  // no GPU here: the host backend
   if (transport::CudaDeviceCount() > 0) GTEST_SKIP() << "GPU present";
   auto lr = LoadRank(fx.plan, 0, o);
   ASSERT_TRUE(lr.ok()) << lr.status().ToString();
@@ -433,9 +433,9 @@ TEST(ReadDepthTest, UnsetDependsOnTheRanksOfTheNode) {
   }
   const std::uint64_t kGiB = 1ull << 30;
   const std::uint64_t want[] = {kGiB, kGiB, 2 * kGiB, kGiB, kGiB, kGiB};
-  LoadOptions unset;
+  LoadSettings unset;
   for (int r = 0; r < 6; ++r) EXPECT_EQ(ReadDepthFor(unset, plan, plan.ranks(r)), want[r]) << r;
-  LoadOptions given;
+  LoadSettings given;
   for (std::uint64_t depth : {std::uint64_t{0}, std::uint64_t{3} << 20}) {
     given.pipeline.read_depth_bytes = depth;
     for (int r = 0; r < 6; ++r) EXPECT_EQ(ReadDepthFor(given, plan, plan.ranks(r)), depth) << r;
