@@ -167,10 +167,10 @@ Case MakeCase() {
       {6, 11, 100, 200, 251, 253, true},   // FP8 columns, odd width and arena pitch
       {7, 0, 0, 64, 333, 333},             // E5M2, whole
       {7, 5, 3, 40, 100, 101, true},       // E5M2 columns, pitch 333 > T 32
-      {8, 0, 0, 70, 130, 130},             // stored F32, whole
-      {8, 9, 7, 50, 77, 80, true},         // stored F32 columns
-      {9, 0, 0, 33, 517, 517},             // stored BF16, whole
-      {9, 2, 300, 30, 200, 201, true},     // stored BF16 columns, pitch 517 > 256 lanes
+      {8, 0, 0, 70, 130, 4 * 130},         // stored F32, whole
+      {8, 9, 7, 50, 77, 4 * 80, true},     // stored F32 columns
+      {9, 0, 0, 33, 517, 2 * 517},         // stored BF16, whole
+      {9, 2, 300, 30, 200, 402, true},     // stored BF16 columns, pitch 517 > 256 lanes
   };
   PlaceBlocks(c);
   std::uint64_t at = 0;
