@@ -597,7 +597,15 @@ class CudaDevice final : public Device {
     return FreeDecoder(d);
   }
 
+  // cudaMemcpy from pageable memory may return before its DMA has landed (it returns once the
+  // bytes are staged), which work on a non-blocking stream would not wait for: the copy is
+  // complete only after the legacy stream it ran on is synchronized.
   Status CopySync(const Copy2D& op) override {
+    HOIST_RETURN_IF_ERROR(CopySyncIssue(op));
+    return Check(cudaStreamSynchronize(nullptr), "cudaStreamSynchronize after a copy");
+  }
+
+  Status CopySyncIssue(const Copy2D& op) {
     if (op.width == 0 || op.rows == 0) return Status::Ok();
     HOIST_RETURN_IF_ERROR(Current());
     if (op.rows == 1) {
