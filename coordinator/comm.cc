@@ -314,4 +314,9 @@ Result<std::unique_ptr<Comm>> WrapMpiComm(const void* mpi_comm) {
 
 std::unique_ptr<Comm> CreateSoloComm() { return std::make_unique<SoloComm>(); }
 
+Result<std::unique_ptr<Comm>> CreateLaunchComm(int* argc, char*** argv) {
+  if (LaunchedByMpi()) return CreateMpiComm(argc, argv);
+  return CreateSoloComm();
+}
+
 }  // namespace hoist::coordinator

@@ -83,4 +83,7 @@ bool MpiActive();
 // A world of one.
 std::unique_ptr<Comm> CreateSoloComm();
 
+// The command line's world: CreateMpiComm when LaunchedByMpi, else CreateSoloComm.
+Result<std::unique_ptr<Comm>> CreateLaunchComm(int* argc, char*** argv);
+
 }  // namespace hoist::coordinator

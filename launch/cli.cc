@@ -248,14 +248,9 @@ int RunLoad(const config::JobSpec& spec, const LoadFlags& l, const std::string& 
   std::shared_ptr<std::future<Result<rank::PreparedDevice>>> prepared =
       StartDeviceEarly(resolved->job, origin);
   rank::WarmHostTopology();
-  std::unique_ptr<coordinator::Comm> comm;
-  if (coordinator::LaunchedByMpi()) {
-    Result<std::unique_ptr<coordinator::Comm>> c = coordinator::CreateMpiComm(argc, argv);
-    if (!c.ok()) return Fail(c.status());
-    comm = std::move(c).value();
-  } else {
-    comm = coordinator::CreateSoloComm();
-  }
+  Result<std::unique_ptr<coordinator::Comm>> launched = coordinator::CreateLaunchComm(argc, argv);
+  if (!launched.ok()) return Fail(launched.status());
+  std::unique_ptr<coordinator::Comm> comm = std::move(launched).value();
   const Clock::time_point init_end = Clock::now();
   // Alone, the process is the plan rank --rank names (its log lines say so); under mpirun, its
   // MPI rank.

@@ -133,14 +133,9 @@ int ServeCommands::RunServe(int* argc, char*** argv, std::chrono::steady_clock::
   if (Status s = ResolveServe(resolved->topology, &so, &dir); !s.ok()) {
     return Fail(s, !PrintsSharedErrors());
   }
-  std::unique_ptr<coordinator::Comm> comm;
-  if (coordinator::LaunchedByMpi()) {
-    Result<std::unique_ptr<coordinator::Comm>> c = coordinator::CreateMpiComm(argc, argv);
-    if (!c.ok()) return Fail(c.status());
-    comm = std::move(c).value();
-  } else {
-    comm = coordinator::CreateSoloComm();
-  }
+  Result<std::unique_ptr<coordinator::Comm>> launched = coordinator::CreateLaunchComm(argc, argv);
+  if (!launched.ok()) return Fail(launched.status());
+  std::unique_ptr<coordinator::Comm> comm = std::move(launched).value();
   const auto init_end = std::chrono::steady_clock::now();
   if (Status s = SetUpLogging(log_level, comm->rank(), comm->host()); !s.ok()) {
     return Fail(s, comm->rank() != 0);
