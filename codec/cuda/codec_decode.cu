@@ -494,24 +494,11 @@ __device__ std::uint32_t StoredJob(const CodecJob& j, const std::uint8_t* block,
   return sum;
 }
 
-// Bytes a value of a stored stream's dtype (codec::DTypeSize, on the device).
-__device__ __forceinline__ std::uint32_t StoredValueBytes(std::uint32_t dtype) {
-  switch (static_cast<codec::DType>(dtype)) {
-    case codec::DType::kBF16:
-    case codec::DType::kF16:
-      return 2;
-    case codec::DType::kF32:
-      return 4;
-    default:
-      return 1;
-  }
-}
-
 // A stored stream's job: its values as they are, checked against job.checksum when the stream
 // is `checked`. A job whose bytes are not its values fails (uniform over the block).
 __device__ void StoredJobKernel(const JobArgs& a, const CodecJob& j, const CodecJobStream& s,
                                 std::uint32_t* sum_word, int bad) {
-  const std::uint32_t vb = StoredValueBytes(s.dtype);
+  const std::uint32_t vb = s.stored_value_bytes;
   if (std::uint64_t{j.values} * vb != j.bytes) {
     if (threadIdx.x == 0) atomicCAS(a.error, 0, bad);
     return;
@@ -541,7 +528,7 @@ __global__ void __launch_bounds__(1024, 2) JobKernel(JobArgs a) {
   const CodecJob j = a.jobs[blockIdx.x];
   const CodecJobStream s = a.streams[j.stream];
   const int bad = static_cast<int>(a.first + blockIdx.x) + 1;
-  if (s.stored) return StoredJobKernel(a, j, s, scan + 33, bad);  // uniform over the block
+  if (s.stored_value_bytes != 0) return StoredJobKernel(a, j, s, scan + 33, bad);  // uniform
   const std::uint32_t t = threadIdx.x, T = s.sub_streams, n = j.values;
   const std::uint8_t* block = a.src + j.src;
   const std::uint64_t lengths_at = Align4Wide((std::uint64_t{n} * RawBitsOf(s.dtype) + 7) / 8);

@@ -68,8 +68,8 @@ Status DecodeOnGpu(std::span<const std::uint8_t> stream, std::span<std::uint8_t>
 // sub-stream checked) whether it is kept or not, and for a stream of format 4 (`checked`) thread t
 // folds the values it decodes into lane t of the block's lane checksum (codec/lane_sum.h), which
 // the block's threads then XOR together and compare with job.checksum. A stored stream's job
-// (`stored`) reads its values straight from the block, lane l (of lane::kStoredLanes) on thread
-// l mod blockDim, with the same rule for where they land and the same check.
+// (`stored_value_bytes`) reads its values straight from the block, lane l (of lane::kStoredLanes)
+// on thread l mod blockDim, with the same rule for where they land and the same check.
 //
 // The kernel: blockDim = CodecJobSet::threads (>= every stream's sub-stream count T, a multiple
 // of 32); threads t >= T of a job's stream take no values. It stages the stream's table and the
@@ -104,8 +104,9 @@ struct CodecJobStream {
   std::uint8_t dtype = 0;           // codec::DType: a coded row (BF16, F16, F8_E4M3, F8_E5M2), or
                                     // for a stored stream any dtype of 1, 2 or 4 bytes a value
   std::uint8_t packed_lengths = 0;  // 1: format 3 (head word and fields), 0: format 2 (u16s)
-  std::uint8_t stored = 0;          // 1: the blocks are the values as they are (codec kStored)
-  std::uint8_t checked = 0;         // 1: format 4: every job checks its block's lane checksum
+  std::uint8_t stored_value_bytes = 0;  // a stored stream (codec kStored: the blocks are its
+                                        // values as they are): its value size, 1, 2 or 4; coded: 0
+  std::uint8_t checked = 0;             // 1: format 4: every job checks its block's lane checksum
 };
 
 // Device arrays of one set of jobs, allocated and uploaded by the caller (CudaDevice).

@@ -129,7 +129,7 @@ DecodeArrays MakeDecodeArrays(const DecodeSet& set) {
     a.streams.push_back(
         {info.sub_streams, static_cast<std::uint8_t>(info.dtype),
          static_cast<std::uint8_t>(info.version > codec::layout::kU16LengthsVersion ? 1 : 0),
-         static_cast<std::uint8_t>(stored ? 1 : 0),
+         static_cast<std::uint8_t>(stored ? codec::DTypeSize(info.dtype) : 0),
          static_cast<std::uint8_t>(info.version >= codec::layout::kLaneSumVersion ? 1 : 0)});
     const std::uint32_t lanes = stored ? codec::lane::kStoredLanes : info.sub_streams;
     a.threads = std::max(a.threads, (lanes + 31) / 32 * 32);
