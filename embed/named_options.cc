@@ -40,9 +40,9 @@ const char* TypeWord(JobOptionType t) {
   return kWords[static_cast<int>(t)];
 }
 
+// JobOptionValue's alternatives are in JobOptionType's order.
 const char* ValueWord(const JobOptionValue& v) {
-  static const char* kWords[] = {"a string", "a whole number", "a number", "a bool"};
-  return kWords[v.index()];
+  return TypeWord(static_cast<JobOptionType>(v.index()));
 }
 
 // `value` into `field`, when its type is the field's (an int64 also fills a double).
