@@ -211,10 +211,11 @@ class ResidencyProbe {
 };
 
 // Places the fill threads and binds the calling thread (threads it starts inherit). Sets the
-// report's cpus and cpu_bind, and *threads when the caller left it to the placement.
+// report's cpus and cpu_bind, *threads (when the caller left it to the placement) and *cores, the
+// CPUs they run on (the cpuset, narrowed by a cgroup quota).
 Result<std::unique_ptr<ThreadBinding>> Place(const proto::LoadPlan& plan, const proto::RankPlan& rp,
                                              const LoadOptions& o, const transport::Device& dev,
-                                             proto::RankReport* rep, int* threads) {
+                                             proto::RankReport* rep, int* threads, int* cores) {
   HOIST_ASSIGN_OR_RETURN(CpuPlan cpus, PlanCpus(o.settings.cpu_bind, NodeOf(plan, rp, o, dev)));
   rep->set_cpus(cpus.list);
   rep->set_cpu_bind(std::string(CpuBindName(cpus.mode)));
@@ -225,15 +226,16 @@ Result<std::unique_ptr<ThreadBinding>> Place(const proto::LoadPlan& plan, const 
     available = quota;
     quota_note = ", a CPU quota of " + std::to_string(quota) + " (cgroup)";
   }
+  *cores = available;
   *threads =
       o.settings.pipeline.threads > 0 ? o.settings.pipeline.threads : std::clamp(available, 1, 16);
   spdlog::info("rank {}: {}{}; {} fill thread{}", rp.rank(), cpus.how, quota_note, *threads,
                *threads == 1 ? "" : "s");
   if (*threads > available) {
     spdlog::warn(
-        "rank {}: {} fill threads on {} cpus ({}{}): they will share cores; leave threads unset "
-        "(one per cpu) or set --threads {}",
-        rp.rank(), *threads, available, cpus.list, quota_note, available);
+        "rank {}: {} fill threads on {} cpus ({}{}): {} at a time copy cached bytes, the rest "
+        "only add depth to cold reads; leave threads unset (one per cpu) or set --threads {}",
+        rp.rank(), *threads, available, cpus.list, quota_note, available, available);
   }
   return ThreadBinding::Bind(cpus, o.settings.bind_numa);
 }
@@ -481,9 +483,9 @@ Status Execute(const proto::LoadPlan& plan, const proto::RankPlan& rp, const Loa
   const transport::PhaseRecorder rec(&rep, o.wiring.origin);
   const bool exchange = ExchangeActive(plan, o.wiring);
   Clock::time_point a = Clock::now();
-  int threads = 1;
+  int threads = 1, cores = 0;
   HOIST_ASSIGN_OR_RETURN(std::unique_ptr<ThreadBinding> binding,
-                         Place(plan, rp, o, dev, &rep, &threads));
+                         Place(plan, rp, o, dev, &rep, &threads, &cores));
   rec.Record(Phase::kBind, a, Clock::now());
 
   SetStage(o, LoadStage::kArena);
@@ -502,6 +504,7 @@ Status Execute(const proto::LoadPlan& plan, const proto::RankPlan& rp, const Loa
     HOIST_ASSIGN_OR_RETURN(transport::SourceSet sources, opening.Take(o.wiring.origin, &rep));
     if (!sources.note.empty()) spdlog::warn("{}", sources.note);
     transport::PipelineOptions po = PipelineFor(o, threads, RanksOnNode(plan, rp));
+    po.cores = cores;
     po.packed = &ahead.streams;
     po.packed_work = ahead.work ? &*ahead.work : nullptr;
     po.cut_ahead = ahead.cut ? &*ahead.cut : nullptr;

@@ -18,17 +18,20 @@ namespace hoist::transport::pipeline_internal {
 
 // Staged modes (buffered, mmap, direct, auto): T fill threads take tasks in order, read them into
 // the ring's slots, and the thread completing a slot's last task enqueues its copies; then the
-// ring drains and frees its staging.
+// ring drains and frees its staging. Threads beyond the rank's cores (options.cores) copy
+// resident bytes in turns, lowest task first (CoreGate).
 class StagedExecutor {
  public:
   StagedExecutor(RunContext& cx, Milestones& milestones)
       : cx_(cx),
         ring_(cx, milestones, static_cast<int>(std::min<std::uint64_t>(cx.slots, cx.cut.seqs()))),
-        reader_(cx) {}
+        gate_(cx.o.cores > 0 && cx.threads > cx.o.cores ? cx.o.cores : 0),
+        reader_(cx, gate_.open() ? nullptr : &gate_) {}
 
   Status Run() {
     if (cx_.cut.seqs() == 0) return Status::Ok();
     cx_.rep.slots = ring_.size();
+    cx_.rep.gated_cores = gate_.open() ? 0 : cx_.o.cores;
     HOIST_RETURN_IF_ERROR(ring_.CreateEvents());
     Status status = cx_.o.lazy_staging ? Status::Ok() : ring_.AllocateAll();
     std::vector<Lane> lanes(cx_.threads);
@@ -81,7 +84,7 @@ class StagedExecutor {
       Status s = ring_.Acquire(k, t.seq);
       if (!s.ok()) return ring_.Fail(std::move(s));
       const Clock::time_point a = Clock::now();
-      s = reader_.Read(t, ring_.buffer(k), &lane->cold, &lane->resident);
+      s = reader_.Read(t, i, ring_.buffer(k), &lane->cold, &lane->resident);
       const Clock::time_point z = Clock::now();
       if (!s.ok()) return ring_.Fail(std::move(s));
       lane->Add(cx_.Since(a), Seconds(a, z), t.bytes, t.seq);
@@ -111,6 +114,7 @@ class StagedExecutor {
 
   RunContext& cx_;
   SlotRing ring_;
+  CoreGate gate_;
   TaskReader reader_;
   std::atomic<std::size_t> next_{0};
 };

@@ -12,13 +12,13 @@
 // with one executor per mode family (staging/executors.h): staged (fill threads over the ring of
 // slots, staging/slot_ring.h), pageable, registered; they share staging/run_context.h.
 //
-// Read modes (transport/reading/read_modes.h: the modes and the sources each opens): buffered (pread), mmap (memcpy from the mapping), direct (O_DIRECT, several requests
-// in flight per thread), auto (each file's extent is asked once, a large one first in 64 sampled
-// windows: a file under 1% resident is read with O_DIRECT throughout, a fully resident one (or
-// one whose windows all are) through its mapping; otherwise per chunk, mmap
-// when at least half its bytes are resident, asked just before it is read); pageable (no staging:
-// synchronous copies straight from the mapping) and registered (the mapped file is registered, DMA
-// reads it directly).
+// Read modes (transport/reading/read_modes.h: the modes and the sources each opens): buffered
+// (pread), mmap (memcpy from the mapping), direct (O_DIRECT, several requests in flight per
+// thread), auto (each file's extent is asked once, a large one first in 64 sampled windows: a file
+// under 1% resident is read with O_DIRECT throughout, a fully resident one (or one whose windows
+// all are) through its mapping; otherwise per chunk, mmap when at least half its bytes are
+// resident, asked just before it is read); pageable (no staging: synchronous copies straight from
+// the mapping) and registered (the mapped file is registered, DMA reads it directly).
 //
 // Ownership: the pipeline allocates and frees its staging, streams and events; the arena and the
 // sources belong to the caller. Failure: the first error (read fault, device error, a copy outside
@@ -115,6 +115,11 @@ std::uint64_t ReadDepthBytes(const PipelineSettings& settings, int ranks_on_node
 struct PipelineOptions : PipelineSettings {
   // The plan's ranks on this run's node (ReadDepthBytes when read_depth_bytes is unset).
   int ranks_on_node = 1;
+  // The CPUs the fill threads run on (rank/ places them: the rank's cpuset, narrowed by a cgroup
+  // CPU quota); 0: unknown. When a staged run has more fill threads, at most this many copy
+  // resident bytes at once, the lowest task first; the others sleep (a cold O_DIRECT read takes no
+  // core: its depth is what extra threads are for).
+  int cores = 0;
   // When set, bytes handed to the DMA engine are added here as they go (relaxed atomics), so
   // another thread can show progress while the pipeline runs.
   std::atomic<std::uint64_t>* progress = nullptr;
@@ -185,6 +190,7 @@ struct PipelineReport {
   std::uint64_t tasks = 0;
   int slots = 0;
   int threads = 0;
+  int gated_cores = 0;  // threads beyond this many took turns copying resident bytes (0: no gate)
   std::uint64_t slot_bytes = 0;
   std::uint64_t chunk_bytes = 0;
   bool deep = false;  // the ring was widened for a wholly cold load (read_depth_bytes)

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "transport/packed/decoder_maker.h"
+#include "transport/staging/core_gate.h"
 #include "transport/staging/pipeline.h"
 #include "transport/staging/slot_plan.h"
 
@@ -410,11 +411,12 @@ class Milestones {
 // one, by asking the page cache just before reading. Threading: any number of fill threads.
 class TaskReader {
  public:
-  explicit TaskReader(const RunContext& cx) : cx_(cx) {}
+  // `gate` (borrowed, may be null): the cores that copies of resident bytes take a turn on.
+  TaskReader(const RunContext& cx, CoreGate* gate) : cx_(cx), gate_(gate) {}
 
-  // Reads task t into `slot`; *cold_bytes and *resident_bytes grow by what it read cold and
-  // what it found resident.
-  Status Read(const SlotTask& t, std::byte* slot, std::uint64_t* cold_bytes,
+  // Reads task t (the ticket it queues with at the core gate) into `slot`; *cold_bytes and
+  // *resident_bytes grow by what it read cold and what it found resident.
+  Status Read(const SlotTask& t, std::uint64_t ticket, std::byte* slot, std::uint64_t* cold_bytes,
               std::uint64_t* resident_bytes) const {
     thread_local std::vector<RowsRead> batch;
     thread_local std::vector<char> cold;
@@ -433,8 +435,13 @@ class TaskReader {
         if (is_cold) *cold_bytes += p.bytes();
       }
       const FileSources& fs = cx_.sources[first.file];
-      Source* src = is_cold ? fs.cold : fs.primary;
-      HOIST_RETURN_IF_ERROR(src->ReadMany(batch.data(), batch.size()));
+      if (is_cold || gate_ == nullptr) {  // a cold batch waits on the disk, not on a core
+        HOIST_RETURN_IF_ERROR(
+            (is_cold ? fs.cold : fs.primary)->ReadMany(batch.data(), batch.size()));
+      } else {
+        CoreGate::Pass core(*gate_, ticket);
+        HOIST_RETURN_IF_ERROR(fs.primary->ReadMany(batch.data(), batch.size()));
+      }
       i = j;
     }
     return Status::Ok();
@@ -462,6 +469,7 @@ class TaskReader {
   }
 
   const RunContext& cx_;
+  CoreGate* gate_;
 };
 
 }  // namespace hoist::transport::pipeline_internal

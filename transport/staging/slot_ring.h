@@ -25,7 +25,10 @@ namespace hoist::transport::pipeline_internal {
 class SlotRing {
  public:
   SlotRing(RunContext& cx, Milestones& milestones, int slots)
-      : cx_(cx), milestones_(milestones), slots_(slots) {
+      : cx_(cx),
+        milestones_(milestones),
+        slots_(slots),
+        sleep_waits_(cx.o.cores > 0 && cx.threads > cx.o.cores) {
     remaining_.assign(cx.cut.seqs(), 0);
     for (const SlotTask& t : cx.cut.tasks) ++remaining_[t.seq];
   }
@@ -66,7 +69,7 @@ class SlotRing {
     std::lock_guard lock(mu_);
     if (status_.ok()) status_ = std::move(s);
     failed_.store(true);
-    cv_.notify_all();
+    for (Slot& slot : slots_) slot.cv.notify_all();
   }
 
   Status status() {
@@ -89,14 +92,14 @@ class SlotRing {
         lock.lock();
         slot.waiting = false;
         if (!span.ok()) {
-          cv_.notify_all();
+          slot.cv.notify_all();
           return span.status();
         }
         cx_.h2d_spans.push_back(std::move(*span));
         slot.waited = need;
-        cv_.notify_all();
+        slot.cv.notify_all();
       } else {
-        cv_.wait(lock);
+        slot.cv.wait(lock);
       }
     }
     return Status::Ok();
@@ -132,7 +135,7 @@ class SlotRing {
     slots_[k].submitted = q;
     bytes_h2d_ += cx_.cut.seq_bytes[q];
     cx_.AddProgress(cx_.cut.seq_bytes[q]);
-    cv_.notify_all();
+    slots_[k].cv.notify_all();
     return Status::Ok();
   }
 
@@ -218,6 +221,7 @@ class SlotRing {
     std::int64_t submitted = -1;  // latest seq whose copies were enqueued
     std::int64_t waited = -1;     // latest seq whose completion was observed
     bool waiting = false;
+    std::condition_variable cv;  // this slot's waiters (Acquire, EnsureAllocated); under mu_
   };
 
   // Packed: one decode's events, its sequence (-1: none, or collected) and device slot.
@@ -346,7 +350,7 @@ class SlotRing {
     while (slot.buf.ptr == nullptr) {
       if (failed_.load()) return Status::Aborted("pipeline stopped");
       if (slot.allocating) {
-        cv_.wait(lock);
+        slot.cv.wait(lock);
         continue;
       }
       slot.allocating = true;
@@ -354,7 +358,7 @@ class SlotRing {
       Status s = AllocSlot(slot);
       lock.lock();
       slot.allocating = false;
-      cv_.notify_all();
+      slot.cv.notify_all();
       if (!s.ok()) return s;
     }
     return Status::Ok();
@@ -363,7 +367,7 @@ class SlotRing {
   // mu_ released. Waits for slot k's copies of sequence q (packed: its blocks are in their
   // device slot) and returns their span.
   Result<DeviceSpan> WaitSlot(int k, std::int64_t q) {
-    HOIST_RETURN_IF_ERROR(cx_.dev.Wait(ev_end_[k]));
+    HOIST_RETURN_IF_ERROR(sleep_waits_ ? cx_.dev.WaitAsleep(ev_end_[k]) : cx_.dev.Wait(ev_end_[k]));
     HOIST_ASSIGN_OR_RETURN(DeviceSpan s, cx_.SpanBetween(ev_start_[k], ev_end_[k], k, q));
     s.seconds = std::max(0.0, s.seconds);
     s.bytes = cx_.cut.seq_bytes[q];
@@ -379,7 +383,6 @@ class SlotRing {
   EventId flush_event_ = -1;                // packed: the copies before a flush of pending_
 
   std::mutex mu_;  // guards slots_, remaining_, status_, cx_.h2d_spans, alloc stats, bytes_h2d_
-  std::condition_variable cv_;
   std::mutex submit_mu_;  // one slot's ops are enqueued contiguously; guards submits_
   struct Timed {          // a submit: its sequence, from asking for the lock to its last call
     std::uint32_t seq;
@@ -389,6 +392,9 @@ class SlotRing {
   std::vector<Slot> slots_;
   std::vector<int> remaining_;  // tasks of each seq not yet read
   std::atomic<bool> failed_{false};
+  // More fill threads than cores: a slot's waiter sleeps at once rather than polling its event on
+  // a core that a fill thread needs.
+  const bool sleep_waits_;
   Status status_;
   Clock::time_point alloc_first_ = Clock::time_point::max();
   Clock::time_point alloc_last_ = Clock::time_point::min();

@@ -368,6 +368,37 @@ TEST(PipelineTest, RandomPlansAcrossSeeds) {
   }
 }
 
+// Fill threads beyond the cores (options.cores) take turns at the core gate: the same bytes in
+// every staged mode, the report says how many cores they shared; no gate when the threads fit.
+TEST(PipelineTest, ThreadsBeyondTheCoresTakeTurnsAndLoadTheSameBytes) {
+  const struct {
+    ReadMode mode;
+    Residence residence;
+  } kModes[] = {{ReadMode::kBuffered, Residence::kMeasured},
+                {ReadMode::kMmap, Residence::kMeasured},
+                {ReadMode::kAuto, Residence::kMeasured},
+                {ReadMode::kAuto, Residence::kHalf},
+                {ReadMode::kAuto, Residence::kAllCold}};
+  for (std::uint64_t seed = 21; seed <= 23; ++seed) {
+    Synth s = MakeSynth(seed, 80);
+    const auto ref = testtransport::ReferenceArena(s.plan, s.rp());
+    for (const auto& m : kModes) {
+      for (int cores : {1, 2, 3, 8}) {
+        SCOPED_TRACE("seed " + std::to_string(seed) + ", mode " +
+                     std::to_string(static_cast<int>(m.mode)) + ", cores " + std::to_string(cores));
+        PipelineOptions o = Tiny(m.mode, 500);
+        o.threads = 6;
+        o.cores = cores;
+        RunResult r = RunSynth(s, o, m.residence);
+        ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+        ASSERT_EQ(testtransport::FirstMismatch(ref, r.arena.data()), -1);
+        EXPECT_EQ(r.report.threads, 6);
+        EXPECT_EQ(r.report.gated_cores, cores < 6 ? cores : 0);
+      }
+    }
+  }
+}
+
 TEST(PipelineTest, EagerStagingAndMallocHostKindWork) {
   Synth s = MakeSynth(5);
   const auto ref = testtransport::ReferenceArena(s.plan, s.rp());
@@ -625,6 +656,26 @@ TEST(PipelineFaultTest, ManyThreadsWaitingOnSlotsAreReleased) {
     return WrapFaulty(std::move(in), spec);
   });
   ExpectNamedIoError(r, s, "Input/output error");
+}
+
+// A read fault behind the gate stops every thread with the named error (the thread that fails
+// hands its core on; none is left waiting).
+TEST(PipelineFaultTest, AFaultBehindTheCoreGateStopsEveryThread) {
+  Synth s = MakeSynth(24, 100);
+  for (std::int64_t n : {0, 9, 30}) {
+    SCOPED_TRACE("eio after " + std::to_string(n));
+    FaultSpec spec;
+    spec.eio_after = n;
+    spec.delay_us = 20;
+    PipelineOptions o = Tiny(ReadMode::kBuffered, 300);
+    o.slots = 2;
+    o.threads = 8;
+    o.cores = 1;
+    RunResult r = RunSynth(s, o, Residence::kMeasured, [spec](std::unique_ptr<Source> in) {
+      return WrapFaulty(std::move(in), spec);
+    });
+    ExpectNamedIoError(r, s, "Input/output error");
+  }
 }
 
 // ----- validation ------------------------------------------------------------------------------
