@@ -1,5 +1,5 @@
-// The fill threads' core gate (internal to transport/staging/): at most `cores` of them copy
-// resident bytes at once, the lowest task first.
+// The fill threads' core gate (internal to transport/staging/): at most `cores` of them work at
+// once (copy resident bytes, submit a slot), the lowest task first.
 //
 // Why: fill threads beyond the cores a rank owns (a user's --threads, a CPU quota) time-slice the
 // copies of every slot in flight, so the oldest slot, the one the DMA engine waits for, fills
@@ -8,7 +8,7 @@
 // copy ends, and the task the DMA engine needs soonest gets the core first. Reads that wait on a
 // disk (cold O_DIRECT batches) do not take a core: their depth is what the extra threads are for.
 //
-// Ownership: none (plain state). Failure: none; every Enter is matched by a Leave (Pass), so a
+// Ownership: none (plain state). Failure: none; every Enter is matched by a Leave (Hold), so a
 // failing thread still hands its core on. Threading: any number of threads; each waiter sleeps
 // on its own condition variable (no herd).
 #pragma once
@@ -61,16 +61,29 @@ class CoreGate {
     next->cv.notify_one();  // under the lock: `next` lives on its thread's stack until it wakes
   }
 
-  // A core held for one scope.
-  class Pass {
+  // A thread's hold on a core: taken and dropped as the thread's work needs a core or waits;
+  // dropped at the end of its scope.
+  class Hold {
    public:
-    Pass(CoreGate& gate, std::uint64_t ticket) : gate_(gate) { gate_.Enter(ticket); }
-    ~Pass() { gate_.Leave(); }
-    Pass(const Pass&) = delete;
-    Pass& operator=(const Pass&) = delete;
+    explicit Hold(CoreGate& gate) : gate_(gate) {}
+    ~Hold() { Drop(); }
+    Hold(const Hold&) = delete;
+    Hold& operator=(const Hold&) = delete;
+
+    void Take(std::uint64_t ticket) {
+      if (held_) return;
+      gate_.Enter(ticket);
+      held_ = true;
+    }
+    void Drop() {
+      if (!held_) return;
+      gate_.Leave();
+      held_ = false;
+    }
 
    private:
     CoreGate& gate_;
+    bool held_ = false;
   };
 
  private:

@@ -411,13 +411,13 @@ class Milestones {
 // one, by asking the page cache just before reading. Threading: any number of fill threads.
 class TaskReader {
  public:
-  // `gate` (borrowed, may be null): the cores that copies of resident bytes take a turn on.
-  TaskReader(const RunContext& cx, CoreGate* gate) : cx_(cx), gate_(gate) {}
+  explicit TaskReader(const RunContext& cx) : cx_(cx) {}
 
-  // Reads task t (the ticket it queues with at the core gate) into `slot`; *cold_bytes and
-  // *resident_bytes grow by what it read cold and what it found resident.
-  Status Read(const SlotTask& t, std::uint64_t ticket, std::byte* slot, std::uint64_t* cold_bytes,
-              std::uint64_t* resident_bytes) const {
+  // Reads task t into `slot` holding `core` (taken with `ticket`) except while a cold batch waits
+  // on the disk; *cold_bytes and *resident_bytes grow by what it read cold and what it found
+  // resident.
+  Status Read(const SlotTask& t, std::uint64_t ticket, CoreGate::Hold& core, std::byte* slot,
+              std::uint64_t* cold_bytes, std::uint64_t* resident_bytes) const {
     thread_local std::vector<RowsRead> batch;
     thread_local std::vector<char> cold;
     const std::vector<SlotPiece>& pieces = cx_.cut.pieces;
@@ -435,13 +435,10 @@ class TaskReader {
         if (is_cold) *cold_bytes += p.bytes();
       }
       const FileSources& fs = cx_.sources[first.file];
-      if (is_cold || gate_ == nullptr) {  // a cold batch waits on the disk, not on a core
-        HOIST_RETURN_IF_ERROR(
-            (is_cold ? fs.cold : fs.primary)->ReadMany(batch.data(), batch.size()));
-      } else {
-        CoreGate::Pass core(*gate_, ticket);
-        HOIST_RETURN_IF_ERROR(fs.primary->ReadMany(batch.data(), batch.size()));
-      }
+      if (is_cold) core.Drop();  // a cold batch waits on the disk, not on a core
+      const Status read = (is_cold ? fs.cold : fs.primary)->ReadMany(batch.data(), batch.size());
+      core.Take(ticket);
+      HOIST_RETURN_IF_ERROR(read);
       i = j;
     }
     return Status::Ok();
@@ -469,7 +466,6 @@ class TaskReader {
   }
 
   const RunContext& cx_;
-  CoreGate* gate_;
 };
 
 }  // namespace hoist::transport::pipeline_internal

@@ -1,5 +1,6 @@
 // The fill threads' core gate (transport/staging/core_gate.h): never more holders than cores,
-// waiters served lowest ticket first whatever order they arrived in, and an open gate never waits.
+// waiters served lowest ticket first whatever order they arrived in, holds dropped and taken
+// again, and an open gate never waits.
 #include "transport/staging/core_gate.h"
 
 #include <gtest/gtest.h>
@@ -31,7 +32,8 @@ TEST(CoreGateTest, NeverMoreHoldersThanCores) {
     for (int t = 0; t < 8; ++t) {
       threads.emplace_back([&, t] {
         for (int i = 0; i < 300; ++i) {
-          CoreGate::Pass pass(gate, static_cast<std::uint64_t>(i * 8 + t));
+          CoreGate::Hold core(gate);
+          core.Take(static_cast<std::uint64_t>(i * 8 + t));
           const int now = ++inside;
           int seen = most.load();
           while (now > seen && !most.compare_exchange_weak(seen, now)) {
@@ -60,7 +62,8 @@ TEST(CoreGateTest, LowestTicketFirst) {
   std::vector<std::thread> threads;
   for (std::uint64_t ticket : {7u, 3u, 9u, 1u, 5u}) {
     threads.emplace_back([&, ticket] {
-      CoreGate::Pass pass(gate, ticket);
+      CoreGate::Hold core(gate);
+      core.Take(ticket);
       std::lock_guard lock(mu);
       order.push_back(ticket);
     });
@@ -79,7 +82,8 @@ TEST(CoreGateTest, ALateLowTicketOvertakesTheQueue) {
   std::mutex mu;
   std::vector<std::uint64_t> order;
   auto run = [&](std::uint64_t ticket) {
-    CoreGate::Pass pass(gate, ticket);
+    CoreGate::Hold core(gate);
+    core.Take(ticket);
     std::lock_guard lock(mu);
     order.push_back(ticket);
   };
@@ -92,6 +96,29 @@ TEST(CoreGateTest, ALateLowTicketOvertakesTheQueue) {
   b.join();
   c.join();
   EXPECT_EQ(order, (std::vector<std::uint64_t>{11, 20, 30}));
+}
+
+// A hold dropped while its thread waits elsewhere (a cold read) lets another thread in, and is
+// taken again after it; taking a held core or dropping a free one changes nothing.
+TEST(CoreGateTest, AHoldDroppedAndTakenAgain) {
+  CoreGate gate(1);
+  CoreGate::Hold a(gate);
+  a.Take(1);
+  a.Take(1);  // held: no second Enter (would wait forever on one core)
+  std::atomic<bool> b_in{false};
+  std::thread b([&] {
+    CoreGate::Hold h(gate);
+    h.Take(2);
+    b_in = true;
+  });
+  WaitForWaiters(gate, 1);
+  EXPECT_FALSE(b_in.load());
+  a.Drop();
+  a.Drop();  // free: no second Leave
+  b.join();
+  EXPECT_TRUE(b_in.load());
+  a.Take(3);  // b's hold ended with its scope: the core is free again
+  EXPECT_EQ(gate.waiting(), 0);
 }
 
 TEST(CoreGateTest, AnOpenGateNeverWaits) {
