@@ -233,8 +233,9 @@ Result<std::unique_ptr<ThreadBinding>> Place(const proto::LoadPlan& plan, const 
                *threads == 1 ? "" : "s");
   if (*threads > available) {
     spdlog::warn(
-        "rank {}: {} fill threads on {} cpus ({}{}): {} at a time copy cached bytes, the rest "
-        "only add depth to cold reads; leave threads unset (one per cpu) or set --threads {}",
+        "rank {}: --threads {} on {} cpus ({}{}): {} fill threads run, one per cpu (more would "
+        "only slice the cores; a wholly cold load still reads with a thread per slot); leave "
+        "threads unset or set --threads {}",
         rp.rank(), *threads, available, cpus.list, quota_note, available, available);
   }
   return ThreadBinding::Bind(cpus, o.settings.bind_numa);

@@ -18,23 +18,17 @@ namespace hoist::transport::pipeline_internal {
 
 // Staged modes (buffered, mmap, direct, auto): T fill threads take tasks in order, read them into
 // the ring's slots, and the thread completing a slot's last task enqueues its copies; then the
-// ring drains and frees its staging. Threads beyond the rank's cores (options.cores) copy
-// resident bytes in turns, lowest task first (CoreGate).
+// ring drains and frees its staging.
 class StagedExecutor {
  public:
-  // Cores the gate leaves to the threads that hand slots on (see GateCores).
-  static constexpr int kGateSpareCores = 1;
-
   StagedExecutor(RunContext& cx, Milestones& milestones)
       : cx_(cx),
         ring_(cx, milestones, static_cast<int>(std::min<std::uint64_t>(cx.slots, cx.cut.seqs()))),
-        gate_(GateCores(cx.threads, cx.o.cores)),
         reader_(cx) {}
 
   Status Run() {
     if (cx_.cut.seqs() == 0) return Status::Ok();
     cx_.rep.slots = ring_.size();
-    cx_.rep.gated_cores = GateCores(cx_.threads, cx_.o.cores);
     HOIST_RETURN_IF_ERROR(ring_.CreateEvents());
     Status status = cx_.o.lazy_staging ? Status::Ok() : ring_.AllocateAll();
     std::vector<Lane> lanes(cx_.threads);
@@ -86,12 +80,8 @@ class StagedExecutor {
       const int k = static_cast<int>(t.seq % ring_.size());
       Status s = ring_.Acquire(k, t.seq);
       if (!s.ok()) return ring_.Fail(std::move(s));
-      // The core is held from the read through the submit: the thread that completes a slot
-      // enqueues its copies without waiting behind another thread's fill.
-      CoreGate::Hold core(gate_);
-      core.Take(i);
       const Clock::time_point a = Clock::now();
-      s = reader_.Read(t, i, core, ring_.buffer(k), &lane->cold, &lane->resident);
+      s = reader_.Read(t, ring_.buffer(k), &lane->cold, &lane->resident);
       const Clock::time_point z = Clock::now();
       if (!s.ok()) return ring_.Fail(std::move(s));
       lane->Add(cx_.Since(a), Seconds(a, z), t.bytes, t.seq);
@@ -100,14 +90,6 @@ class StagedExecutor {
         if (!s.ok()) return ring_.Fail(std::move(s));
       }
     }
-  }
-
-  // The core gate's size: none (0) while the threads fit the cores; else the cores less one
-  // (at least one), which stays free for the threads that wake to hand slots on (a slot's
-  // waiter, the device's own threads).
-  static int GateCores(int threads, int cores) {
-    if (cores <= 0 || threads <= cores) return 0;
-    return std::max(1, cores - kGateSpareCores);
   }
 
   void ReportRead(const std::vector<Lane>& lanes) {
@@ -129,7 +111,6 @@ class StagedExecutor {
 
   RunContext& cx_;
   SlotRing ring_;
-  CoreGate gate_;
   TaskReader reader_;
   std::atomic<std::size_t> next_{0};
 };

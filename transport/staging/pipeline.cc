@@ -170,6 +170,10 @@ class Runner {
     }
     if (o.slots < 1) return Status::InvalidArgument("pipeline: slots must be >= 1");
     if (o.slot_bytes < 1) return Status::InvalidArgument("pipeline: slot bytes must be >= 1");
+    if (o.cores > 0 && cx_.threads > o.cores) {  // beyond the cores a thread only slices them
+      cx_.rep.threads_asked = cx_.threads;
+      cx_.threads = o.cores;
+    }
     cx_.staged = Staged(o.mode);
     cx_.slots = o.slots;
     cx_.slot_bytes = o.slot_bytes;

@@ -116,9 +116,11 @@ struct PipelineOptions : PipelineSettings {
   // The plan's ranks on this run's node (ReadDepthBytes when read_depth_bytes is unset).
   int ranks_on_node = 1;
   // The CPUs the fill threads run on (rank/ places them: the rank's cpuset, narrowed by a cgroup
-  // CPU quota); 0: unknown. When a staged run has more fill threads, at most this many less one
-  // (at least one) copy resident bytes and submit slots at once, the lowest task first; the others
-  // sleep (a cold O_DIRECT read takes no core: its depth is what extra threads are for).
+  // CPU quota); 0: unknown. A run asked for more fill threads runs this many: threads beyond the
+  // cores only time-slice them, so the slot the DMA engine waits for fills slowest (an H100, tp 2
+  // rank on 8 cores, hot: 8 threads 81 ms, 16 threads 171 ms, 16 threads behind a ticket-ordered
+  // gate of 7 or 8 cores 102 ms). A wholly cold load's deep ring still runs a thread per slot
+  // (Deepen): its threads wait on the disk, not on the cores.
   int cores = 0;
   // When set, bytes handed to the DMA engine are added here as they go (relaxed atomics), so
   // another thread can show progress while the pipeline runs.
@@ -190,7 +192,7 @@ struct PipelineReport {
   std::uint64_t tasks = 0;
   int slots = 0;
   int threads = 0;
-  int gated_cores = 0;  // fill threads took turns on this many cores (0: no gate)
+  int threads_asked = 0;  // the fill threads asked, when more than options.cores (0: not capped)
   std::uint64_t slot_bytes = 0;
   std::uint64_t chunk_bytes = 0;
   bool deep = false;  // the ring was widened for a wholly cold load (read_depth_bytes)

@@ -25,7 +25,6 @@
 #include <vector>
 
 #include "transport/packed/decoder_maker.h"
-#include "transport/staging/core_gate.h"
 #include "transport/staging/pipeline.h"
 #include "transport/staging/slot_plan.h"
 
@@ -413,11 +412,10 @@ class TaskReader {
  public:
   explicit TaskReader(const RunContext& cx) : cx_(cx) {}
 
-  // Reads task t into `slot` holding `core` (taken with `ticket`) except while a cold batch waits
-  // on the disk; *cold_bytes and *resident_bytes grow by what it read cold and what it found
-  // resident.
-  Status Read(const SlotTask& t, std::uint64_t ticket, CoreGate::Hold& core, std::byte* slot,
-              std::uint64_t* cold_bytes, std::uint64_t* resident_bytes) const {
+  // Reads task t into `slot`; *cold_bytes and *resident_bytes grow by what it read cold and
+  // what it found resident.
+  Status Read(const SlotTask& t, std::byte* slot, std::uint64_t* cold_bytes,
+              std::uint64_t* resident_bytes) const {
     thread_local std::vector<RowsRead> batch;
     thread_local std::vector<char> cold;
     const std::vector<SlotPiece>& pieces = cx_.cut.pieces;
@@ -435,10 +433,8 @@ class TaskReader {
         if (is_cold) *cold_bytes += p.bytes();
       }
       const FileSources& fs = cx_.sources[first.file];
-      if (is_cold) core.Drop();  // a cold batch waits on the disk, not on a core
-      const Status read = (is_cold ? fs.cold : fs.primary)->ReadMany(batch.data(), batch.size());
-      core.Take(ticket);
-      HOIST_RETURN_IF_ERROR(read);
+      Source* src = is_cold ? fs.cold : fs.primary;
+      HOIST_RETURN_IF_ERROR(src->ReadMany(batch.data(), batch.size()));
       i = j;
     }
     return Status::Ok();
