@@ -12,6 +12,8 @@
 #include <map>
 #include <thread>
 
+#include "transport/peers/peer.h"
+
 namespace hoist::coordinator {
 namespace {
 
@@ -201,6 +203,20 @@ class SoloComm final : public Comm {
 };
 
 }  // namespace
+
+Result<Message> Await(Comm& comm, int from, Channel channel, double timeout_s,
+                      const std::string& what) {
+  const auto deadline = DeadlineAfter(timeout_s);
+  for (int spin = 0;; ++spin) {
+    HOIST_ASSIGN_OR_RETURN(std::optional<Message> m, comm.TryRecv(from, channel));
+    if (m) return std::move(*m);
+    if (std::chrono::steady_clock::now() > deadline) {
+      return Status::Aborted(what + ": nothing within " + std::to_string(timeout_s) + " s (" +
+                             transport::kPeerFailureNote + ")");
+    }
+    Backoff(spin);
+  }
+}
 
 Status Comm::Broadcast(std::string* data, double timeout_s) {
   if (size() == 1) return Status::Ok();

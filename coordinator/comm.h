@@ -24,7 +24,7 @@
 namespace hoist::coordinator {
 
 // Message channels: messages of one channel between two ranks arrive in send order.
-enum class Channel : int { kHello = 1, kPlan = 2, kControl = 3, kCollective = 4 };
+enum class Channel : int { kHello = 1, kPlan = 2, kControl = 3, kCollective = 4, kProbe = 5 };
 
 struct Message {
   int from = 0;
@@ -59,6 +59,11 @@ class Comm {
 
   [[noreturn]] virtual void Abort(int exit_code) = 0;
 };
+
+// Waits for one message from `from` (-1: any rank) on `channel`, bounded by timeout_s (Aborted
+// "<what>: nothing within ..." when none came).
+Result<Message> Await(Comm& comm, int from, Channel channel, double timeout_s,
+                      const std::string& what);
 
 // True when this process was started by mpirun / a PMIx launcher.
 bool LaunchedByMpi();

@@ -12,6 +12,7 @@
 
 #include "coordinator/control.h"
 #include "coordinator/hosts.h"
+#include "coordinator/link_probe.h"
 #include "coordinator/report.h"
 #include "planner/checkpoint.h"
 #include "planner/io_stats.h"
@@ -40,37 +41,32 @@ double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-// Waits for one message from `from` on `channel`, bounded by timeout_s.
-Result<Message> Await(Comm& comm, int from, Channel channel, double timeout_s,
-                      const std::string& what) {
-  const Clock::time_point deadline =
-      Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                         std::chrono::duration<double>(std::max(0.0, timeout_s)));
-  for (int spin = 0;; ++spin) {
-    HOIST_ASSIGN_OR_RETURN(std::optional<Message> m, comm.TryRecv(from, channel));
-    if (m) return std::move(*m);
-    if (Clock::now() > deadline) {
-      return Status::Aborted(what + ": nothing within " + std::to_string(timeout_s) + " s (" +
-                             transport::kPeerFailureNote + ")");
-    }
-    if (spin > 64) std::this_thread::sleep_for(std::chrono::microseconds(spin < 256 ? 20 : 500));
-  }
+// Whether `--dedup auto` measures the hosts before the plan (coordinator/link_probe.h): an MPI
+// job over several hosts. Every rank knows it alike.
+bool ProbesHosts(const Comm& comm, const JobOptions& o, bool mpi_world) {
+  return mpi_world && o.plan.dedup == proto::DEDUP_AUTO && comm.nodes() > 1 && comm.size() > 1;
 }
 
-// What a rank tells rank 0 before the plan.
-proto::Hello MyHello(const Comm& comm, const JobOptions& o) {
+// What a rank tells rank 0 before the plan; a host's first rank measures its storage when the
+// hosts are probed.
+proto::Hello MyHello(const Comm& comm, const JobOptions& o, bool probe) {
   proto::Hello h;
   h.set_node(static_cast<std::uint32_t>(comm.node()));
   h.set_local_rank(static_cast<std::uint32_t>(comm.local_rank()));
   h.set_host(comm.host());
   h.set_gpu(rank::ResolveOrdinal(o.load.settings.device, 0) >= 0);
+  if (probe && comm.local_rank() == 0) {
+    const StorageRate storage = MeasureStorage(o.model_dir);
+    h.set_storage_gib_s(storage.gib_s);
+    h.set_storage_cached(storage.cached);
+  }
   return h;
 }
 
 // Rank 0: every rank's hello, in rank order.
-Result<std::vector<proto::Hello>> CollectHellos(Comm& comm, const JobOptions& o) {
+Result<std::vector<proto::Hello>> CollectHellos(Comm& comm, const JobOptions& o, bool probe) {
   std::vector<proto::Hello> hellos(static_cast<std::size_t>(comm.size()));
-  hellos[0] = MyHello(comm, o);
+  hellos[0] = MyHello(comm, o, probe);
   for (int got = 1; got < comm.size(); ++got) {
     HOIST_ASSIGN_OR_RETURN(Message m, Await(comm, -1, Channel::kHello, o.exchange.timeout_s,
                                             "rank 0 waiting for every rank to start"));
@@ -82,9 +78,11 @@ Result<std::vector<proto::Hello>> CollectHellos(Comm& comm, const JobOptions& o)
 }
 
 // Rank 0: the compact plan (planner/plan_set.h), with the NCCL ids its dedup groups need.
-proto::JobStart Plan(const JobOptions& o, const std::vector<proto::Hello>& hellos, bool mpi_world) {
+proto::JobStart Plan(const JobOptions& o, const std::vector<proto::Hello>& hellos, bool mpi_world,
+                     const planner::HostRates& rates) {
   proto::JobStart start;
   planner::PlanOptions po = o.plan;
+  po.host_rates = rates;
   bool all_gpu = true;
   std::set<bool> kinds;
   for (const proto::Hello& h : hellos) {
@@ -157,8 +155,12 @@ struct Started {
 };
 
 // Ranks other than 0: hello to rank 0, then its start (bounded wait).
-Status ReceiveStart(Comm& comm, const JobOptions& o, Started* s) {
-  HOIST_RETURN_IF_ERROR(comm.Send(0, Channel::kHello, MyHello(comm, o).SerializeAsString()));
+Status ReceiveStart(Comm& comm, const JobOptions& o, bool mpi_world, Started* s) {
+  const bool probe = ProbesHosts(comm, o, mpi_world);
+  HOIST_RETURN_IF_ERROR(comm.Send(0, Channel::kHello, MyHello(comm, o, probe).SerializeAsString()));
+  if (probe && comm.local_rank() == 0) {  // another host's first rank (rank 0's host is node 0)
+    HOIST_RETURN_IF_ERROR(AnswerLinkProbe(comm, o.exchange.timeout_s));
+  }
   HOIST_ASSIGN_OR_RETURN(
       Message m, Await(comm, 0, Channel::kPlan, o.exchange.timeout_s, "waiting for rank 0's plan"));
   s->plan_start = Clock::now();
@@ -188,9 +190,19 @@ std::string WithPlan(const std::string& start, const std::string& plan) {
 // plan (planner::RankView's bytes, put together by planner::ViewWriter), made and sent one rank
 // at a time, so no rank receives (and rank 0 never holds) the whole world's plans.
 Status PlanAndSend(Comm& comm, const JobOptions& o, bool mpi_world, Started* s) {
-  HOIST_ASSIGN_OR_RETURN(std::vector<proto::Hello> hellos, CollectHellos(comm, o));
+  const bool probe = ProbesHosts(comm, o, mpi_world);
+  HOIST_ASSIGN_OR_RETURN(std::vector<proto::Hello> hellos, CollectHellos(comm, o, probe));
   s->plan_start = Clock::now();
-  s->start = Plan(o, hellos, mpi_world);
+  // A failed probe (a host's first rank silent) fails the start on every rank, like a plan error.
+  const Result<planner::HostRates> rates =
+      probe ? MeasureHostRates(comm, hellos, o.exchange.timeout_s) : planner::HostRates{};
+  if (rates.ok()) {
+    s->start = Plan(o, hellos, mpi_world, *rates);
+  } else {
+    s->start.set_ok(false);
+    s->start.set_error_code(static_cast<std::uint32_t>(rates.status().code()));
+    s->start.set_error(rates.status().message());
+  }
   if (!s->start.ok()) {
     const std::string wire = s->start.SerializeAsString();
     s->wire_bytes = wire.size();
@@ -230,7 +242,7 @@ Result<Started> StartJob(Comm& comm, const JobOptions& o, bool mpi_world) {
   Started s;
   s.plan_start = Clock::now();
   HOIST_RETURN_IF_ERROR(comm.rank() == 0 ? PlanAndSend(comm, o, mpi_world, &s)
-                                         : ReceiveStart(comm, o, &s));
+                                         : ReceiveStart(comm, o, mpi_world, &s));
   s.plan_end = Clock::now();
   if (!s.start.ok()) {
     const Code code = static_cast<Code>(s.start.error_code());

@@ -325,15 +325,62 @@ Status ChooseAutoDedup(const DedupOptions& options, std::uint64_t world, const D
 
 }  // namespace
 
+namespace {
+
+std::string GibS(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GiB/s", v);
+  return buf;
+}
+
+// Across nodes: JOB where the measured rates say forwarding between hosts beats reading and it
+// saves enough over the node choice already in *plan; else the node choice stays, and the reason
+// says why each node reads its own copy.
+Status ChooseAcrossHosts(const DedupOptions& options, std::uint64_t nodes,
+                         const DedupApplier& apply, proto::LoadPlan* plan) {
+  const HostRates& r = options.rates;
+  const std::string across = "; across its " + std::to_string(nodes) + " nodes ";
+  const std::string own = across + "each node reads its own copy from storage";
+  if (!r.measured()) {
+    plan->set_dedup_reason(plan->dedup_reason() + own +
+                           ", since a network between hosts is taken to be slower than reading "
+                           "(--dedup job forwards between them)");
+    return Status::Ok();
+  }
+  const std::string net = "the network between hosts measured " + GibS(r.net_gib_s);
+  if (r.cached || r.net_gib_s <= r.storage_gib_s) {
+    plan->set_dedup_reason(plan->dedup_reason() + own + ": " + net + ", " +
+                           (r.cached
+                                ? std::string("and every host has the checkpoint in its "
+                                              "page cache")
+                                : "not faster than reading storage at " + GibS(r.storage_gib_s)));
+    return Status::Ok();
+  }
+  DedupOptions job = options;
+  job.mode = proto::DEDUP_JOB;
+  proto::LoadPlan with_job = *plan;
+  HOIST_RETURN_IF_ERROR(apply(job, &with_job));
+  const double now = static_cast<double>(plan->storage_bytes());
+  const double saved = now > 0 ? 1.0 - static_cast<double>(with_job.storage_bytes()) / now : 0;
+  const std::string figures = net + ", faster than reading storage at " + GibS(r.storage_gib_s);
+  if (saved < kAutoDedupMinSaving) {
+    plan->set_dedup_reason(plan->dedup_reason() + own + ": " + figures +
+                           ", but forwarding between them would save only " + Percent(saved) +
+                           " of the bytes read");
+    return Status::Ok();
+  }
+  *plan = std::move(with_job);
+  plan->set_dedup_reason("auto: job (" + figures + ": reads " + Percent(saved) +
+                         " fewer bytes from storage than each node reading its own copy)");
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status ApplyAutoDedup(const DedupOptions& options, std::uint64_t world, std::uint64_t nodes,
                       const DedupApplier& apply, proto::LoadPlan* plan) {
   HOIST_RETURN_IF_ERROR(ChooseAutoDedup(options, world, apply, plan));
-  if (nodes > 1) {
-    plan->set_dedup_reason(plan->dedup_reason() + "; across its " + std::to_string(nodes) +
-                           " nodes each node reads its own copy from storage, since a network "
-                           "between hosts is taken to be slower than reading (--dedup job "
-                           "forwards between them)");
-  }
+  if (nodes > 1) return ChooseAcrossHosts(options, nodes, apply, plan);
   return Status::Ok();
 }
 

@@ -40,6 +40,15 @@ namespace hoist::planner {
 // step costs one group of transfers; 64 MiB keeps the first forward early and the tail short.
 inline constexpr std::uint64_t kDefaultDedupStepBytes = 64ull << 20;
 
+// What DEDUP_AUTO knows of a job's hosts, measured before the plan (coordinator/link_probe.h);
+// all zero where nothing was measured (`hoist plan`, one host, another mode).
+struct HostRates {
+  double net_gib_s = 0;      // the slowest link from rank 0's host to another host
+  double storage_gib_s = 0;  // the slowest storage read of the hosts that read it uncached
+  bool cached = false;       // every host has the checkpoint in its page cache
+  bool measured() const { return net_gib_s > 0 && (cached || storage_gib_s > 0); }
+};
+
 struct DedupOptions {
   proto::Dedup mode = proto::DEDUP_NONE;
   // Shared bytes per exchange step and group (>= 1).
@@ -47,6 +56,7 @@ struct DedupOptions {
   // DEDUP_AUTO: the ranks load into GPUs that reach each other directly (NVLink or PCIe
   // peer-to-peer), so forwarding a byte costs no host memory bandwidth.
   bool gpu_peers = false;
+  HostRates rates{};  // DEDUP_AUTO across hosts
 };
 
 // Below this share of a node's bytes saved, DEDUP_AUTO keeps every rank reading its own bytes.
@@ -56,9 +66,12 @@ inline constexpr double kAutoDedupMinSaving = 0.10;
 // DEDUP_NONE) and, under NODE or JOB, their steps, own_reads and peer_group. DEDUP_AUTO becomes
 // NODE when the ranks load into GPUs with direct peer access and node dedup saves at least
 // kAutoDedupMinSaving of the bytes read from storage (replicas, replicated tensors), else NONE;
-// dedup_reason says which and why. AUTO never forwards between nodes (hosts): nothing measures
-// the network when the plan is made, and a page-cache or local-NVMe read outruns common
-// cluster links, so each node reads its own copy; the reason says so when the plan spans nodes.
+// dedup_reason says which and why. Across nodes (hosts) AUTO forwards between them (JOB) only
+// where options.rates were measured, the checkpoint is not in the page cache, the network
+// between hosts is faster than reading storage, and job dedup reads at least
+// kAutoDedupMinSaving fewer bytes than the node choice; otherwise each node reads its own copy
+// (a page-cache or local-NVMe read outruns common cluster links), and the reason gives the
+// figures, or says that nothing was measured.
 Status ApplyDedup(const DedupOptions& options, proto::LoadPlan* plan);
 
 // DEDUP_AUTO over either form of plan: `apply` carries out a mode (ApplyDedup on a built plan,

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "hoist/status.h"
+#include "planner/dedup.h"
 #include "proto/plan.pb.h"
 #include "util/enum_names.h"
 
@@ -69,6 +70,7 @@ struct PlanOptions {
   proto::Dedup dedup = proto::DEDUP_AUTO;
   std::uint64_t dedup_step_bytes = 64ull << 20;  // shared bytes per exchange step (per group)
   bool gpu_peers = false;
+  HostRates host_rates{};  // AUTO across hosts: measured before the plan (planner/dedup.h)
   UnexpectedTensors unexpected = UnexpectedTensors::kWarn;
 };
 
