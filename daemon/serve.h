@@ -4,6 +4,18 @@
 // is copied. With a host cache, `hoist ctl release` frees the device arena (keeping a pinned host
 // copy) and `restore` brings it back at DMA speed.
 //
+// Restores run on a thread of their own so that the loop keeps answering while the bytes land:
+// the loop allocates the new arena and exports its handle, the thread fills it (HostCache::Fill,
+// the packed layout's transposes, `--verify` when asked) and posts its end through the wake pipe.
+// Meanwhile an attach that allows it (AttachRequest.pending_ok) gets the new arena's handle and
+// table at once, marked pending, and learns the outcome through an AwaitRequest that the loop
+// answers when the restore ends (OK, or the restore's error naming the rank); an ordinary attach,
+// a release, another restore and an await wait (in order, per connection) for the end, so an
+// attach without pending_ok still returns only when the weights are resident. The `ctl restore`
+// that started it is answered at the end too. A failed restore's arena is freed once no client
+// that attached to it pending is still attached (until then it stays mapped for them); the daemon
+// stays released. The initial load happens before the daemon exists: attaches wait for it.
+//
 // Security: the socket directory and file admit exactly the daemon's uid and the allow-listed
 // uids (daemon/serve_access.h: 0700 / 0600 plus a POSIX ACL entry per listed uid; an existing
 // directory hoist did not create is never changed); every connection's peer uid (SO_PEERCRED)
@@ -15,17 +27,22 @@
 //
 // Ownership: the Daemon owns the LoadedRank (device, arena), the host cache and the socket.
 // Stop (RequestStop, e.g. from SIGTERM) closes the listening socket first (new clients are
-// refused), then the clients, frees the arena and the pinned cache and removes the socket file.
-// Threading: Serve() runs the whole loop on the calling thread; RequestStop() may be called from
-// any thread or a signal handler (it writes one byte to a pipe). GetStatus() is for the serving
-// thread or after Serve() returned.
+// refused), then the clients (those waiting for a restore see the connection close), cancels a
+// restore in flight (at its next step: a fill already on the device completes) and joins its
+// thread, frees the arenas and the pinned cache and removes the socket file.
+// Threading: Serve() runs the whole loop on the calling thread, plus at most one restore thread
+// that touches only its own arena, the host cache and the (thread-safe) device; RequestStop() may
+// be called from any thread or a signal handler (it writes one byte to a pipe). GetStatus() is
+// for the serving thread or after Serve() returned.
 #pragma once
 
 #include <poll.h>
 #include <sys/types.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,6 +63,15 @@ struct ServeOptions {
   std::uint32_t max_request_bytes = 64 << 10;  // 1 .. kMaxRequestKib KiB
   int request_timeout_ms = 5000;               // a partial request idle this long is dropped
   int max_clients = 1024;                      // connections beyond this are refused
+#if HOIST_TEST_HOOKS
+  // Tests: called on a restore's thread once its arena exists and its handle is exported, before
+  // any byte moves; it must return once `cancel` is set (the daemon stops). Unset: the
+  // environment's HOIST_TEST_HOLD_RESTORE=PATH holds until PATH exists.
+  std::function<void(const std::atomic<bool>& cancel)> hold_restore;
+  // Tests: the error a restore's fill returns instead of filling (OK: none). Unset: the
+  // environment's HOIST_TEST_FAIL_RESTORE=1 injects an IoError.
+  Status fail_restore;
+#endif
 };
 
 // The largest request limit: 1 GiB (a request is held in memory whole).
@@ -75,9 +101,10 @@ class Daemon {
 
  private:
   struct Client;
+  struct RestoreRun;  // a restore in flight: its arena, generation, thread and outcome
   Daemon(LoadedRank loaded, const proto::LoadPlan& plan, std::uint32_t rank, ServeOptions options);
   Status Bind();
-  Status ExportHandle();
+  Status ExportHandle(const transport::DeviceBuffer& arena);  // into handle_
   // One turn of Serve: the poll set (the wake pipe, the listening socket, the lingering refusals,
   // the clients) and the poll timeout (-1: none) the nearest deadline asks for.
   int PollSet(std::vector<pollfd>* pfds) const;
@@ -87,14 +114,29 @@ class Daemon {
   void Accept();
   void ReadFrom(Client& c);
   void Handle(Client& c, const std::string& body);
+  // One parsed request: answered now, or queued on the client (behind its earlier queued ones)
+  // while a restore runs and the request must see its end (MustWait).
+  void Dispatch(Client& c, const proto::DaemonRequest& req);
+  bool MustWait(const proto::DaemonRequest& req) const;
+  // Answers the queued requests of every client that no longer must wait.
+  void ServeWaiting();
+  // The wake pipe: true when a stop was asked (a restore's end is noticed through restoring_).
+  bool DrainWake();
   void Reply(Client& c, const proto::DaemonResponse& response, int fd = -1);
   void Flush(Client& c);
   void Drop(Client& c, const std::string& why);
   proto::DaemonResponse Attach(Client& c, const proto::AttachRequest& req, int* fd);
   proto::DaemonResponse Release();
-  proto::DaemonResponse Restore(const proto::RestoreRequest& req);
-  // ctl restore --verify: the arena against the checkpoint (rank/verify.h), into the reply.
-  Status Verify(const char* what, proto::RestoreReply* reply);
+  // Restores in place when resident (verify only) or starts a restore on its thread: then
+  // *started is set and the reply comes when it ends (the caller queues an await).
+  proto::DaemonResponse Restore(const proto::RestoreRequest& req, bool* started);
+  Status StartRestore(const proto::RestoreRequest& req);
+  void RunRestore(RestoreRun* run);  // the restore's thread
+  void FinishRestore();              // the loop, once the thread ended
+  void FreeUnusedFailedArenas();     // a failed restore's arena nobody is attached to
+  proto::DaemonResponse Await(const proto::AwaitRequest& req) const;
+  // ctl restore --verify: `arena` against the checkpoint (rank/verify.h), into the reply.
+  Status Verify(const transport::DeviceBuffer& arena, const char* what, proto::RestoreReply* reply);
   void Shutdown();
 
   LoadedRank loaded_;
@@ -112,7 +154,14 @@ class Daemon {
   // or a second passes, so that the peer's request arriving after the refusal does not reset the
   // connection and destroy the refusal before the peer reads it.
   std::vector<std::pair<int, std::chrono::steady_clock::time_point>> lingering_;
-  std::uint64_t generation_ = 1;
+  std::uint64_t generation_ = 1;  // the arena's; a restore takes the next when it starts
+  std::unique_ptr<RestoreRun> restoring_;
+  // The last restore that ended: its generation, outcome (fill or verify error) and reply.
+  std::uint64_t last_generation_ = 0;
+  Status last_status_;
+  proto::RestoreReply last_reply_;
+  // Arenas of failed restores that clients attached to while pending: (generation, arena).
+  std::vector<std::pair<std::uint64_t, transport::DeviceBuffer>> failed_arenas_;
   std::uint64_t attaches_served_ = 0, refused_ = 0, bad_requests_ = 0;
   double last_restore_s_ = 0, last_restore_gib_s_ = 0;
   bool shut_down_ = false;

@@ -223,9 +223,9 @@ int ServeCommands::RunCtl() {
         "  clients attached: %u (%u connections), attaches served %llu, refused %llu, "
         "bad requests %llu\n  generation %llu, %llu tensors",
         s.rank(), s.device().c_str(), s.socket().c_str(), s.model_dir().c_str(),
-        s.resident() ? "yes" : "no (released)", Gib(s.arena_bytes()).c_str(),
-        s.host_cache() ? Gib(s.host_cache_bytes()).c_str() : "off", s.clients_attached(),
-        s.connections(), static_cast<unsigned long long>(s.attaches_served()),
+        s.resident() ? "yes" : (s.restoring() ? "no (restoring)" : "no (released)"),
+        Gib(s.arena_bytes()).c_str(), s.host_cache() ? Gib(s.host_cache_bytes()).c_str() : "off",
+        s.clients_attached(), s.connections(), static_cast<unsigned long long>(s.attaches_served()),
         static_cast<unsigned long long>(s.refused()),
         static_cast<unsigned long long>(s.bad_requests()),
         static_cast<unsigned long long>(s.generation()),
