@@ -7,6 +7,9 @@
 // (coordinator::FinishJob: the control loop, rank 0's blame, the verdict's broadcast), so it is
 // collective. A plan that forwards bytes between ranks (dedup) needs the control loop while it
 // streams: LoadAsync then finishes the job before returning.
+// A model attached during a daemon's restore (hoist::Attach with pending_ok) is pending too: its
+// waits are one AwaitRequest on its connection (ModelState::AwaitDaemon), whole-model and
+// host-side.
 // Ownership, failure and threading: as hoist.h says for Model; Cancel may come from any thread.
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -108,6 +111,21 @@ Status ModelState::FinishJob(bool cancel) {
   return verdict;
 }
 
+Status ModelState::AwaitDaemon() {
+  std::lock_guard lock(attach_mu);
+  if (!pending.load()) return verdict;
+  if (connection == nullptr) return Status::FailedPrecondition("Wait on a released model");
+  proto::DaemonRequest req;
+  req.mutable_await_resident()->set_generation(awaited_generation);
+  // The restore's remaining time (a daemon that exits closes the connection at once).
+  connection->set_timeout_ms(wait_timeout_ms > 0 ? wait_timeout_ms : timeout_ms);
+  Result<proto::DaemonResponse> r = connection->Call(req);
+  connection->set_timeout_ms(timeout_ms);
+  verdict = r.ok() ? Status::Ok() : Status(r.status()).Annotate("waiting for the daemon's restore");
+  pending.store(false);
+  return verdict;
+}
+
 }  // namespace internal
 
 Result<Model> LoadAsync(const LoadOptions& options) {
@@ -154,6 +172,7 @@ bool Model::pending() const { return state_ && state_->pending.load(); }
 
 Status Model::Wait() {
   if (!state_) return Status::FailedPrecondition("Wait on a released or empty model");
+  if (state_->attached) return state_->AwaitDaemon();
   return state_->FinishJob(false);
 }
 
@@ -161,6 +180,14 @@ LoadProgress Model::progress() const {
   LoadProgress p;
   if (!state_) return p;
   p.layers = static_cast<int>(state_->layers.size());
+  if (state_->attached) {  // whole-model: nothing counts as landed until Wait said so
+    p.bytes_total = state_->arena_bytes;
+    p.ended = !state_->pending.load();
+    const bool landed = p.ended && state_->verdict.ok();
+    p.bytes_done = landed ? p.bytes_total : 0;
+    p.layers_ready = landed ? p.layers : 0;
+    return p;
+  }
   const rank::LoadWatch* w = state_->watch.get();
   p.bytes_total = state_->bytes_total != 0 ? state_->bytes_total : state_->arena_bytes;
   p.ended = w == nullptr || w->ended();
@@ -178,6 +205,7 @@ LoadProgress Model::progress() const {
 
 bool Model::LayerReady(int layer) const {
   if (!state_) return false;
+  if (state_->attached) return !state_->pending.load() && state_->verdict.ok();
   return state_->watch == nullptr || state_->watch->landed() > layer;
 }
 
@@ -187,6 +215,7 @@ Status Model::WaitLayer(int layer) const {
     return Status::InvalidArgument("layer group " + std::to_string(layer) + " is not among the " +
                                    std::to_string(state_->layers.size()) + " of this model");
   }
+  if (state_->attached) return state_->AwaitDaemon();  // whole-model
   if (state_->watch == nullptr) return Status::Ok();
   return state_->watch->WaitLanded(layer + 1);
 }
@@ -197,7 +226,8 @@ Status Model::StreamWait(void* stream, int layer) const {
     return Status::InvalidArgument("layer group " + std::to_string(layer) + " is not among the " +
                                    std::to_string(state_->layers.size()) + " of this model");
   }
-  if (state_->watch == nullptr) return Status::Ok();  // complete: nothing to wait for
+  if (state_->attached) return state_->AwaitDaemon();  // host-side: no event crosses the socket
+  if (state_->watch == nullptr) return Status::Ok();   // complete: nothing to wait for
   transport::DeviceSignal* signal = state_->watch->signal();
   if (signal == nullptr) return Status::Internal("the load has no readiness signal");
   const std::uint32_t value =
