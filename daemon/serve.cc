@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <optional>
 #include <thread>
 
 #include "daemon/serve_wire.h"
@@ -25,9 +26,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The wake pipe's bytes: a stop (RequestStop) and a restore's end (its thread).
+// The wake pipe's bytes: a stop (RequestStop), a restore's end (its thread), the initial load's
+// end (LoadEnded).
 constexpr char kWakeStop = 1;
 constexpr char kWakeRestored = 2;
+constexpr char kWakeLoaded = 3;
 
 std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
 
@@ -122,14 +125,15 @@ Daemon::Daemon(LoadedRank loaded, const proto::LoadPlan& plan, std::uint32_t ran
       plan_(plan),
       rank_plan_(*planner::FindRank(plan_, rank)),
       options_(std::move(options)),
-      self_uid_(::geteuid()) {}
+      self_uid_(::geteuid()),
+      device_(loaded_.device.get()) {}
 
-Result<std::unique_ptr<Daemon>> Daemon::Start(LoadedRank loaded, const proto::LoadPlan& plan,
-                                              std::uint32_t rank, const ServeOptions& options) {
+Status Daemon::CheckStart(const proto::LoadPlan& plan, std::uint32_t rank,
+                          const transport::DeviceBuffer& arena, const ServeOptions& options) {
   if (planner::FindRank(plan, rank) == nullptr) {
     return Status::InvalidArgument("serve: rank " + std::to_string(rank) + " is not in the plan");
   }
-  if (loaded.device == nullptr || loaded.arena.ptr == nullptr) {
+  if (arena.ptr == nullptr) {
     return Status::InvalidArgument("serve: rank " + std::to_string(rank) + " has no arena");
   }
   if (options.max_request_bytes < 1 || options.max_request_bytes > kMaxRequestKib * 1024) {
@@ -137,18 +141,95 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(LoadedRank loaded, const proto::Lo
         "serve: max_request_bytes " + std::to_string(options.max_request_bytes) +
         " is out of range: 1 to " + std::to_string(kMaxRequestKib * 1024));
   }
-  std::unique_ptr<Daemon> d(new Daemon(std::move(loaded), plan, rank, options));
-  InstallRestoreTestHooks(&d->options_);
-  if (::pipe2(d->wake_, O_CLOEXEC | O_NONBLOCK) != 0) return Status::IoError(Errno("serve: pipe2"));
-  HOIST_RETURN_IF_ERROR(d->ExportHandle(d->loaded_.arena));
-  if (options.host_cache) {
-    // A packed plan's cache holds the rank's compressed bytes, read from the files the load just
-    // read (page cache); a plain plan's, a copy of the arena.
-    HOIST_ASSIGN_OR_RETURN(
-        d->cache_, HostCache::Capture(*d->loaded_.device, d->loaded_.arena, plan, d->rank_plan_));
+  return Status::Ok();
+}
+
+Status Daemon::Open(const transport::DeviceBuffer& arena) {
+  InstallRestoreTestHooks(&options_);
+  if (::pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) return Status::IoError(Errno("serve: pipe2"));
+  return ExportHandle(arena);
+}
+
+Status Daemon::CaptureCache() {
+  if (!options_.host_cache) return Status::Ok();
+  // A packed plan's cache holds the rank's compressed bytes, read from the files the load just
+  // read (page cache); a plain plan's, a copy of the arena.
+  HOIST_ASSIGN_OR_RETURN(cache_, HostCache::Capture(*device_, loaded_.arena, plan_, rank_plan_));
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<Daemon>> Daemon::Start(LoadedRank loaded, const proto::LoadPlan& plan,
+                                              std::uint32_t rank, const ServeOptions& options) {
+  if (loaded.device == nullptr) {
+    return Status::InvalidArgument("serve: rank " + std::to_string(rank) + " has no arena");
   }
+  HOIST_RETURN_IF_ERROR(CheckStart(plan, rank, loaded.arena, options));
+  std::unique_ptr<Daemon> d(new Daemon(std::move(loaded), plan, rank, options));
+  HOIST_RETURN_IF_ERROR(d->Open(d->loaded_.arena));
+  HOIST_RETURN_IF_ERROR(d->CaptureCache());
   HOIST_RETURN_IF_ERROR(d->Bind());
   return d;
+}
+
+Result<std::unique_ptr<Daemon>> Daemon::StartLoading(transport::Device& device,
+                                                     const transport::DeviceBuffer& arena,
+                                                     const proto::LoadPlan& plan,
+                                                     std::uint32_t rank,
+                                                     const ServeOptions& options) {
+  HOIST_RETURN_IF_ERROR(CheckStart(plan, rank, arena, options));
+  std::unique_ptr<Daemon> d(new Daemon(LoadedRank{}, plan, rank, options));
+  d->device_ = &device;
+  d->loading_ = true;
+  d->loading_arena_ = arena;
+  d->resident_ = false;
+  HOIST_RETURN_IF_ERROR(d->Open(arena));
+  HOIST_RETURN_IF_ERROR(d->Bind());
+  return d;
+}
+
+void Daemon::LoadEnded(Result<LoadedRank> loaded) {
+  {
+    std::lock_guard lock(load_mu_);
+    if (load_result_.has_value()) return;
+    load_result_.emplace(std::move(loaded));
+  }
+  const char b = kWakeLoaded;
+  if (wake_[1] >= 0) {
+    [[maybe_unused]] ssize_t n = ::write(wake_[1], &b, 1);
+  }
+}
+
+// The loop, once LoadEnded posted: the loaded rank adopted (it must be the arena served while
+// loading) and its host cache taken, or the load's error kept for the waiting requests and as
+// Serve's result.
+void Daemon::FinishLoad() {
+  std::optional<Result<LoadedRank>> posted;
+  {
+    std::lock_guard lock(load_mu_);
+    posted.swap(load_result_);
+  }
+  if (!posted.has_value()) return;
+  loading_ = false;
+  Status s = posted->status();
+  if (s.ok() &&
+      ((*posted)->device.get() != device_ || (*posted)->arena.ptr != loading_arena_.ptr)) {
+    s = Status::Internal("serve: the load ended on another arena than the one it served");
+  }
+  if (s.ok()) {
+    loaded_ = std::move(**posted);
+    resident_ = true;
+    s = CaptureCache();
+  }
+  if (!s.ok()) {
+    s = std::move(s).Annotate("serve: rank " + std::to_string(rank_plan_.rank()) +
+                              ": the initial load failed");
+    if (handle_.fd >= 0) ::close(handle_.fd);
+    handle_ = {};
+    stop_status_ = s;
+  }
+  last_generation_ = generation_;
+  last_status_ = s;
+  ServeWaiting();
 }
 
 Daemon::~Daemon() {
@@ -162,7 +243,7 @@ Daemon::~Daemon() {
 Status Daemon::ExportHandle(const transport::DeviceBuffer& arena) {
   if (handle_.fd >= 0) ::close(handle_.fd);
   handle_ = {};
-  Result<transport::ArenaHandle> h = loaded_.device->ExportArena(arena);
+  Result<transport::ArenaHandle> h = device_->ExportArena(arena);
   if (!h.ok()) return Status(h.status()).Annotate("serve: exporting the arena");
   handle_ = std::move(h).value();
   return Status::Ok();
@@ -301,6 +382,7 @@ Status Daemon::Serve() {
       return s;
     }
     if ((pfds[0].revents & POLLIN) && DrainWake()) break;
+    if (loading_) FinishLoad();  // once LoadEnded posted
     if (restoring_ && restoring_->done.load()) FinishRestore();
     // Refused connections: discard what they send; close on EOF, error or deadline.
     ServeLingering(pfds.data() + 2);
@@ -309,11 +391,12 @@ Status Daemon::Serve() {
     if (pfds[1].revents & POLLIN) Accept();
     DropStalledClients();
     FreeUnusedFailedArenas();
+    if (!stop_status_.ok()) break;  // the initial load failed: its waiters were answered
   }
   spdlog::info("serve: stopping ({}): refusing new clients, freeing the arena",
                options_.socket_path);
   Shutdown();
-  return Status::Ok();
+  return stop_status_;
 }
 
 void Daemon::Accept() {
@@ -416,7 +499,7 @@ void Daemon::Handle(Client& c, const std::string& body) {
 }
 
 bool Daemon::MustWait(const proto::DaemonRequest& req) const {
-  if (!restoring_) return false;
+  if (!restoring_ && !loading_) return false;
   switch (req.kind_case()) {
     case proto::DaemonRequest::kAttach:
       return !req.attach().pending_ok();
@@ -505,8 +588,9 @@ bool Daemon::DrainWake() {
 }
 
 proto::DaemonResponse Daemon::Attach(Client& c, const proto::AttachRequest& req, int* fd) {
-  // Reached while restoring only with pending_ok (MustWait): the new arena, bytes still landing.
-  const bool pending = restoring_ != nullptr;
+  // Reached while restoring or loading only with pending_ok (MustWait): bytes still landing.
+  const bool pending = restoring_ != nullptr || loading_;
+  if (!stop_status_.ok()) return Error(stop_status_);  // the initial load failed
   if (!resident_ && !pending) {
     std::string why = "the arena is released (host cache only)";
     if (last_generation_ == generation_ && !last_status_.ok()) {
@@ -514,7 +598,8 @@ proto::DaemonResponse Daemon::Attach(Client& c, const proto::AttachRequest& req,
     }
     return Error(Status::FailedPrecondition(why + "; run `hoist ctl restore` first"));
   }
-  const transport::DeviceBuffer& arena = pending ? restoring_->arena : loaded_.arena;
+  const transport::DeviceBuffer& arena =
+      restoring_ ? restoring_->arena : (loading_ ? loading_arena_ : loaded_.arena);
   proto::DaemonResponse r = Ok();
   proto::AttachReply* a = r.mutable_attach();
   a->set_rank(rank_plan_.rank());
@@ -522,8 +607,8 @@ proto::DaemonResponse Daemon::Attach(Client& c, const proto::AttachRequest& req,
   a->set_model_dir(plan_.model_dir());
   a->set_layout(plan_.layout());
   a->set_gpu(handle_.gpu);
-  a->set_device(loaded_.device->Name());
-  a->set_pci_bus_id(loaded_.device->Caps().pci_bus_id);
+  a->set_device(device_->Name());
+  a->set_pci_bus_id(device_->Caps().pci_bus_id);
   a->set_arena_bytes(arena.bytes);
   a->set_cuda_ipc_handle(handle_.ipc);
   a->set_generation(generation_);
@@ -561,7 +646,7 @@ proto::DaemonResponse Daemon::Release() {
   const std::uint64_t bytes = loaded_.arena.bytes;
   if (handle_.fd >= 0) ::close(handle_.fd);
   handle_ = {};
-  Status s = loaded_.device->Free(loaded_.arena);
+  Status s = device_->Free(loaded_.arena);
   if (!s.ok()) return Error(s);
   resident_ = false;
   spdlog::info("serve: released the {}-byte arena (host cache kept)", bytes);
@@ -608,7 +693,7 @@ Status Daemon::StartRestore(const proto::RestoreRequest& req) {
   if (!s.ok()) {
     if (handle_.fd >= 0) ::close(handle_.fd);
     handle_ = {};
-    (void)loaded_.device->Free(run->arena);
+    (void)device_->Free(run->arena);
     return std::move(s).Annotate(rank);
   }
   generation_ = run->generation;
@@ -625,7 +710,7 @@ void Daemon::RunRestore(RestoreRun* run) {
   if (s.ok() && run->cancel.load()) s = Status::Aborted("cancelled: the daemon is stopping");
   if (s.ok()) s = cache_->Fill(run->arena, &run->timing);
   if (s.ok() && cache_->packed()) {  // decoded as the copies land: the fused layout's transposes
-    s = TransposeArenaTensors(*loaded_.device, run->arena, rank_plan_);
+    s = TransposeArenaTensors(*device_, run->arena, rank_plan_);
   }
   run->filled = s.ok();
   if (s.ok()) {
@@ -683,7 +768,7 @@ void Daemon::FreeUnusedFailedArenas() {
     for (const auto& c : clients_) {
       if (c->fd >= 0 && c->attached && c->generation == f.first) return false;
     }
-    if (Status s = loaded_.device->Free(f.second); !s.ok()) {
+    if (Status s = device_->Free(f.second); !s.ok()) {
       spdlog::warn("serve: freeing a failed restore's arena: {}", s.ToString());
     }
     return true;
@@ -708,7 +793,7 @@ proto::DaemonResponse Daemon::Await(const proto::AwaitRequest& req) const {
 Status Daemon::Verify(const transport::DeviceBuffer& arena, const char* what,
                       proto::RestoreReply* reply) {
   const auto a = std::chrono::steady_clock::now();
-  Status v = VerifyArena(*loaded_.device, arena, plan_, rank_plan_);
+  Status v = VerifyArena(*device_, arena, plan_, rank_plan_);
   if (!v.ok()) {
     return std::move(v).Annotate("serve: rank " + std::to_string(rank_plan_.rank()) + ": " + what);
   }
@@ -721,7 +806,7 @@ Status Daemon::Verify(const transport::DeviceBuffer& arena, const char* what,
 proto::StatusReply Daemon::GetStatus() const {
   proto::StatusReply s;
   s.set_rank(rank_plan_.rank());
-  s.set_device(loaded_.device ? loaded_.device->Name() : "");
+  s.set_device(device_ != nullptr ? device_->Name() : "");
   s.set_resident(resident_);
   s.set_host_cache(cache_ != nullptr);
   s.set_arena_bytes(resident_ ? loaded_.arena.bytes : 0);
@@ -745,6 +830,7 @@ proto::StatusReply Daemon::GetStatus() const {
   s.set_socket(options_.socket_path);
   s.set_model_dir(plan_.model_dir());
   s.set_restoring(restoring_ != nullptr);
+  s.set_loading(loading_);
   s.set_waiting_requests(waiting);
   return s;
 }
@@ -823,7 +909,7 @@ void Daemon::Shutdown() {
   if (restoring_) {  // cancelled at its next step; the arena goes with it
     restoring_->cancel.store(true);
     restoring_->thread.join();
-    if (Status s = loaded_.device->Free(restoring_->arena); !s.ok()) {
+    if (Status s = device_->Free(restoring_->arena); !s.ok()) {
       spdlog::warn("serve: freeing the arena of the restore in flight: {}", s.ToString());
     }
     restoring_.reset();
@@ -831,8 +917,8 @@ void Daemon::Shutdown() {
   FreeUnusedFailedArenas();  // no client is left
   if (handle_.fd >= 0) ::close(handle_.fd);
   handle_ = {};
-  if (resident_ && loaded_.device) {
-    if (Status s = loaded_.device->Free(loaded_.arena); !s.ok()) {
+  if (resident_ && device_ != nullptr) {
+    if (Status s = device_->Free(loaded_.arena); !s.ok()) {
       spdlog::warn("serve: freeing the arena: {}", s.ToString());
     }
     resident_ = false;

@@ -14,7 +14,10 @@
 // attach without pending_ok still returns only when the weights are resident. The `ctl restore`
 // that started it is answered at the end too. A failed restore's arena is freed once no client
 // that attached to it pending is still attached (until then it stays mapped for them); the daemon
-// stays released. The initial load happens before the daemon exists: attaches wait for it.
+// stays released. The initial load normally happens before the daemon exists; StartLoading
+// serves while it runs (the worker fills the arena, the load's caller posts its end with
+// LoadEnded), with the same pending attaches and queued requests; a failed initial load answers
+// them with its error and stops the daemon.
 //
 // Security: the socket directory and file admit exactly the daemon's uid and the allow-listed
 // uids (daemon/serve_access.h: 0700 / 0600 plus a POSIX ACL entry per listed uid; an existing
@@ -25,15 +28,16 @@
 // the connection closed; a truncated or stalled one (no progress for request_timeout_ms) or a
 // client that vanishes is dropped. Nothing a client sends stops the daemon.
 //
-// Ownership: the Daemon owns the LoadedRank (device, arena), the host cache and the socket.
+// Ownership: the Daemon owns the LoadedRank (device, arena), the host cache and the socket;
+// while loading it borrows the worker's device and arena (never frees them) until LoadEnded.
 // Stop (RequestStop, e.g. from SIGTERM) closes the listening socket first (new clients are
 // refused), then the clients (those waiting for a restore see the connection close), cancels a
 // restore in flight (at its next step: a fill already on the device completes) and joins its
 // thread, frees the arenas and the pinned cache and removes the socket file.
 // Threading: Serve() runs the whole loop on the calling thread, plus at most one restore thread
 // that touches only its own arena, the host cache and the (thread-safe) device; RequestStop() may
-// be called from any thread or a signal handler (it writes one byte to a pipe). GetStatus() is
-// for the serving thread or after Serve() returned.
+// be called from any thread or a signal handler (it writes one byte to a pipe); LoadEnded from any
+// thread. GetStatus() is for the serving thread or after Serve() returned.
 #pragma once
 
 #include <poll.h>
@@ -44,6 +48,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -91,7 +97,24 @@ class Daemon {
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
 
-  // Serves until RequestStop(); then shuts down as described above and returns.
+  // Serves before the rank's initial load ended (`hoist serve --serve-while-loading`): binds the
+  // socket over `arena`, which the load's worker is filling on `device` (borrowed until
+  // LoadEnded; no host cache is taken before then). Until LoadEnded the daemon is loading: a
+  // pending_ok attach gets the arena at once (generation 1, pending) and the requests that must
+  // see the end wait, as during a restore.
+  static Result<std::unique_ptr<Daemon>> StartLoading(transport::Device& device,
+                                                      const transport::DeviceBuffer& arena,
+                                                      const proto::LoadPlan& plan,
+                                                      std::uint32_t rank,
+                                                      const ServeOptions& options);
+  // Any thread, once (later calls are ignored): the initial load's outcome. OK: its LoadedRank,
+  // which must hold the arena given to StartLoading on the same device; the loop takes the host
+  // cache, becomes resident and answers the waiting requests. An error: the loop answers them with
+  // it (naming the rank) and Serve returns it.
+  void LoadEnded(Result<LoadedRank> loaded);
+
+  // Serves until RequestStop() (or a failed initial load); then shuts down as described above
+  // and returns (the initial load's error, if that stopped it).
   Status Serve();
   // Async-signal-safe.
   void RequestStop();
@@ -103,6 +126,11 @@ class Daemon {
   struct Client;
   struct RestoreRun;  // a restore in flight: its arena, generation, thread and outcome
   Daemon(LoadedRank loaded, const proto::LoadPlan& plan, std::uint32_t rank, ServeOptions options);
+  static Status CheckStart(const proto::LoadPlan& plan, std::uint32_t rank,
+                           const transport::DeviceBuffer& arena, const ServeOptions& options);
+  Status Open(const transport::DeviceBuffer& arena);  // test hooks, wake pipe, handle
+  Status CaptureCache();                              // --host-cache, of loaded_
+  void FinishLoad();                                  // the loop, once LoadEnded posted
   Status Bind();
   Status ExportHandle(const transport::DeviceBuffer& arena);  // into handle_
   // One turn of Serve: the poll set (the wake pipe, the listening socket, the lingering refusals,
@@ -139,11 +167,13 @@ class Daemon {
   Status Verify(const transport::DeviceBuffer& arena, const char* what, proto::RestoreReply* reply);
   void Shutdown();
 
-  LoadedRank loaded_;
+  LoadedRank loaded_;                 // empty while loading
   const proto::LoadPlan plan_;        // the model, layout and world; what --verify checks
   const proto::RankPlan& rank_plan_;  // this rank's part of plan_
   ServeOptions options_;
   uid_t self_uid_;
+  // loaded_.device, or the loading worker's device until LoadEnded.
+  transport::Device* device_ = nullptr;
   int listen_fd_ = -1;
   int wake_[2] = {-1, -1};
   bool resident_ = true;
@@ -165,6 +195,13 @@ class Daemon {
   std::uint64_t attaches_served_ = 0, refused_ = 0, bad_requests_ = 0;
   double last_restore_s_ = 0, last_restore_gib_s_ = 0;
   bool shut_down_ = false;
+  // The initial load (StartLoading): in flight, over the worker's arena; LoadEnded's outcome,
+  // posted under load_mu_; a failure stops Serve with it.
+  bool loading_ = false;
+  transport::DeviceBuffer loading_arena_;
+  std::mutex load_mu_;
+  std::optional<Result<LoadedRank>> load_result_;
+  Status stop_status_;
 };
 
 }  // namespace hoist::rank

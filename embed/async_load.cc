@@ -12,11 +12,6 @@
 // host-side.
 // Ownership, failure and threading: as hoist.h says for Model; Cancel may come from any thread.
 #include <spdlog/spdlog.h>
-#include <unistd.h>
-
-#include <chrono>
-#include <cstdlib>
-#include <thread>
 
 #include "coordinator/job.h"
 #include "embed/model_state.h"
@@ -27,29 +22,6 @@
 namespace hoist {
 namespace internal {
 namespace {
-
-// Tests (HOIST_TEST_HOOKS builds only): HOIST_TEST_HOLD_STREAMING=PATH holds this rank's
-// streaming, once its arena exists, until PATH exists (or the load is cancelled);
-// HOIST_TEST_FAIL_STREAMING_RANK=R fails rank R's load right there with an injected I/O error.
-void InstallTestHooks(rank::LoadWatch* watch, int my_rank) {
-#if HOIST_TEST_HOOKS
-  if (const char* path = std::getenv("HOIST_TEST_HOLD_STREAMING"); path != nullptr && *path) {
-    watch->hold = [p = std::string(path)](const std::atomic<bool>& cancel) {
-      while (!cancel.load() && ::access(p.c_str(), F_OK) != 0) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
-    };
-  }
-  const char* fail = std::getenv("HOIST_TEST_FAIL_STREAMING_RANK");
-  if (fail != nullptr && *fail && std::atoi(fail) == my_rank) {
-    watch->inject_failure =
-        Status::IoError("injected failure while streaming (HOIST_TEST_FAIL_STREAMING_RANK)");
-  }
-#else
-  (void)watch;
-  (void)my_rank;
-#endif
-}
 
 std::uint64_t CopyBytes(const proto::RankPlan& rp) {
   std::uint64_t n = 0;
@@ -133,7 +105,7 @@ Result<Model> LoadAsync(const LoadOptions& options) {
   HOIST_ASSIGN_OR_RETURN(internal::PreparedLoad p, internal::PrepareLoad(options, state.get()));
   state->watch = std::make_shared<rank::LoadWatch>();
   const bool mpi_world = p.comm->size() > 1 || coordinator::LaunchedByMpi();
-  internal::InstallTestHooks(state->watch.get(), mpi_world ? p.comm->rank() : options.rank);
+  rank::InstallStreamingTestHooks(state->watch.get(), mpi_world ? p.comm->rank() : options.rank);
   p.job.load.wiring.watch = state->watch.get();
   p.job.order_by_layer = true;
   state->timeout_s = p.job.exchange.timeout_s;

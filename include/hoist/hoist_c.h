@@ -128,11 +128,11 @@ int hoist_load_options_set(hoist_load_options* options, const char* key, const c
 int hoist_load(const hoist_load_options* options, hoist_model** out);
 /* timeout_ms <= 0: the default (10 s). */
 int hoist_attach(const char* socket_path, int timeout_ms, hoist_model** out);
-/* hoist_attach with AttachOptions::pending_ok: a daemon restoring its arena answers at once; the
- * model is then pending (hoist_model_pending) until hoist_model_wait, which returns HOIST_OK once
- * the bytes are resident or the restore's error (naming the rank). Its waits are whole-model and
- * host-side (hoist_model_stream_wait blocks the calling thread); hoist_model_cancel does nothing.
- */
+/* hoist_attach with AttachOptions::pending_ok: a daemon restoring its arena (or in its initial
+ * load, `hoist serve --serve-while-loading`) answers at once; the model is then pending
+ * (hoist_model_pending) until hoist_model_wait, which returns HOIST_OK once the bytes are resident
+ * or the restore's (load's) error, naming the rank. Its waits are whole-model and host-side
+ * (hoist_model_stream_wait blocks the calling thread); hoist_model_cancel does nothing. */
 int hoist_attach_pending(const char* socket_path, int timeout_ms, hoist_model** out);
 
 size_t hoist_model_tensor_count(const hoist_model* model);

@@ -658,6 +658,92 @@ TEST(Serve, AFailedRestoreSurfacesAtWaitNamingTheRank) {
   EXPECT_EQ(d.Stop(), 0) << d.log();
 }
 
+// `hoist serve --serve-while-loading` held before its first byte (HOIST_TEST_HOLD_STREAMING):
+// the socket answers during the initial load, a pending_ok attach gets the final table at once
+// and Wait returns OK once the load landed (every tensor then equals the checkpoint's at the same
+// address), an ordinary attach waits for the end, and the host cache is taken after the load.
+TEST(Serve, ServeWhileLoadingGivesAPendingAttachBeforeTheBytes) {
+  const std::string dir = Fixtures::Get().Dir("qwen3-tiny");
+  const std::string gate = GatePath();
+  Daemon d(dir, 2, 0, {"--serve-while-loading", "--host-cache"}, "",
+           {"HOIST_TEST_HOLD_STREAMING=" + gate});
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  ASSERT_TRUE(d.WaitStatus([](const proto::StatusReply& s) { return s.loading(); })) << d.log();
+  const auto ref = Reference(dir, 2, 0, 0);
+  AttachOptions po;
+  po.pending_ok = true;
+  Result<Model> m = Attach(d.socket(), po);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_TRUE(m->pending());
+  EXPECT_EQ(m->rank(), 0);
+  EXPECT_EQ(m->world(), 2);
+  ASSERT_EQ(m->tensors().size(), ref.size());
+  EXPECT_TRUE(AnyDiffers(*m, ref)) << "the bytes landed before the load was let go";
+  std::map<std::string, void*> addresses;
+  for (const Tensor& t : m->tensors()) addresses[t.name] = t.data;
+  auto plain = std::async(std::launch::async, [&] { return Attach(d.socket()); });
+  ASSERT_TRUE(d.WaitStatus([](const proto::StatusReply& s) { return s.waiting_requests() == 1; }));
+  EXPECT_EQ(plain.wait_for(std::chrono::seconds(0)), std::future_status::timeout);
+
+  Touch(gate);
+  ASSERT_TRUE(m->Wait().ok());
+  EXPECT_FALSE(m->pending());
+  for (const Tensor& t : m->tensors()) EXPECT_EQ(t.data, addresses[t.name]) << t.name;
+  ExpectMatchesReference(*m, ref);
+  Result<Model> p = plain.get();
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_FALSE(p->pending());
+  ExpectMatchesReference(*p, ref);
+  Result<proto::StatusReply> s = d.Status();
+  ASSERT_TRUE(s.ok());
+  EXPECT_TRUE(s->resident());
+  EXPECT_FALSE(s->loading());
+  EXPECT_EQ(s->generation(), 1u);
+  EXPECT_GT(s->host_cache_bytes(), 0u);
+  EXPECT_NE(d.log().find("serving at " + d.socket() + " while it loads"), std::string::npos)
+      << d.log();
+  EXPECT_NE(d.log().find("ready at " + d.socket()), std::string::npos) << d.log();
+  EXPECT_TRUE(m->Release().ok());
+  EXPECT_TRUE(p->Release().ok());
+  EXPECT_EQ(d.Stop(), 0) << d.log();
+}
+
+// A load that fails after a pending attach: Wait returns its error naming the rank, and the daemon
+// exits 1; a SIGTERM during a held load cancels it and exits 0, removing the socket.
+TEST(Serve, ServeWhileLoadingFailureReachesWaitAndStopCancels) {
+  const std::string dir = Fixtures::Get().Dir("qwen3-tiny");
+  {
+    const std::string gate = GatePath();
+    Daemon d(dir, 1, 0, {"--serve-while-loading"}, "",
+             {"HOIST_TEST_HOLD_STREAMING=" + gate, "HOIST_TEST_FAIL_STREAMING_RANK=0"});
+    ASSERT_TRUE(d.WaitReady()) << d.log();
+    AttachOptions po;
+    po.pending_ok = true;
+    Result<Model> m = Attach(d.socket(), po);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    ASSERT_TRUE(m->pending());
+    Touch(gate);
+    const Status w = m->Wait();
+    ASSERT_FALSE(w.ok());
+    EXPECT_NE(w.message().find("rank 0"), std::string::npos) << w.ToString();
+    EXPECT_NE(w.message().find("injected failure while streaming"), std::string::npos)
+        << w.ToString();
+    EXPECT_FALSE(m->pending());
+    EXPECT_FALSE(m->LayerReady(0));
+    EXPECT_EQ(d.WaitExit(60), 1) << d.log();
+    EXPECT_TRUE(m->Release().ok());
+  }
+  {
+    const std::string gate = GatePath();  // never created: the load stays held
+    Daemon d(dir, 1, 0, {"--serve-while-loading"}, "", {"HOIST_TEST_HOLD_STREAMING=" + gate});
+    ASSERT_TRUE(d.WaitReady()) << d.log();
+    ASSERT_TRUE(d.WaitStatus([](const proto::StatusReply& s) { return s.loading(); }));
+    EXPECT_EQ(d.Stop(), 0) << d.log();
+    EXPECT_FALSE(std::filesystem::exists(d.socket()));
+    EXPECT_NE(d.log().find("stopped during the initial load"), std::string::npos) << d.log();
+  }
+}
+
 // `hoist ctl ACTION --socket SOCKET [extra]` run as `uid` (fork, setgid/setuid, exec of a copy
 // of the binary in a folder that uid can reach): its output and "[exit N]".
 std::string CtlAsUid(uid_t uid, const std::string& socket, const std::vector<std::string>& extra) {
