@@ -722,10 +722,15 @@ TEST(Serve, ServeWhileLoadingFailureReachesWaitAndStopCancels) {
     Result<Model> m = Attach(d.socket(), po);
     ASSERT_TRUE(m.ok()) << m.status().ToString();
     ASSERT_TRUE(m->pending());
+    // The await queued before the load may fail (the daemon exits right after answering it).
+    auto waited = std::async(std::launch::async, [&] { return m->Wait(); });
+    ASSERT_TRUE(
+        d.WaitStatus([](const proto::StatusReply& s) { return s.waiting_requests() == 1; }));
     Touch(gate);
-    const Status w = m->Wait();
+    const Status w = waited.get();
     ASSERT_FALSE(w.ok());
-    EXPECT_NE(w.message().find("rank 0"), std::string::npos) << w.ToString();
+    EXPECT_NE(w.message().find("rank 0: the initial load failed"), std::string::npos)
+        << w.ToString();
     EXPECT_NE(w.message().find("injected failure while streaming"), std::string::npos)
         << w.ToString();
     EXPECT_FALSE(m->pending());
