@@ -702,11 +702,8 @@ Status Daemon::StartRestore(const proto::RestoreRequest& req) {
 }
 
 void Daemon::RunRestore(RestoreRun* run) {
-  Status s;
-#if HOIST_TEST_HOOKS
   if (options_.hold_restore) options_.hold_restore(run->cancel);
-  s = options_.fail_restore;
-#endif
+  Status s = options_.fail_restore;
   if (s.ok() && run->cancel.load()) s = Status::Aborted("cancelled: the daemon is stopping");
   if (s.ok()) s = cache_->Fill(run->arena, &run->timing);
   if (s.ok() && cache_->packed()) {  // decoded as the copies land: the fused layout's transposes

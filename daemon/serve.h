@@ -69,15 +69,14 @@ struct ServeOptions {
   std::uint32_t max_request_bytes = 64 << 10;  // 1 .. kMaxRequestKib KiB
   int request_timeout_ms = 5000;               // a partial request idle this long is dropped
   int max_clients = 1024;                      // connections beyond this are refused
-#if HOIST_TEST_HOOKS
   // Tests: called on a restore's thread once its arena exists and its handle is exported, before
-  // any byte moves; it must return once `cancel` is set (the daemon stops). Unset: the
-  // environment's HOIST_TEST_HOLD_RESTORE=PATH holds until PATH exists.
+  // any byte moves; it must return once `cancel` is set (the daemon stops). Unset, in
+  // HOIST_TEST_HOOKS builds: the environment's HOIST_TEST_HOLD_RESTORE=PATH holds until PATH
+  // exists.
   std::function<void(const std::atomic<bool>& cancel)> hold_restore;
-  // Tests: the error a restore's fill returns instead of filling (OK: none). Unset: the
-  // environment's HOIST_TEST_FAIL_RESTORE=1 injects an IoError.
+  // Tests: the error a restore's fill returns instead of filling (OK: none). Unset, in
+  // HOIST_TEST_HOOKS builds: the environment's HOIST_TEST_FAIL_RESTORE=1 injects an IoError.
   Status fail_restore;
-#endif
 };
 
 // The largest request limit: 1 GiB (a request is held in memory whole).

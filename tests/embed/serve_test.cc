@@ -530,6 +530,10 @@ TEST(Serve, SigtermStopsAcceptingFreesAndRemovesTheSocket) {
   EXPECT_TRUE(a->Release().ok());
 }
 
+// The holds and injected failures below are test hooks (HOIST_TEST_HOOKS builds: tools/test.sh's).
+#define REQUIRE_TEST_HOOKS() \
+  if (!HOIST_TEST_HOOKS) GTEST_SKIP() << "needs a build with HOIST_TEST_HOOKS"
+
 // A fresh path for a restore's gate file (HOIST_TEST_HOLD_RESTORE holds until it exists).
 std::string GatePath() {
   static std::atomic<int> seq{0};
@@ -552,6 +556,7 @@ bool AnyDiffers(const Model& m, const std::map<std::string, testref::RefTensor>&
 // Wait returns OK once the bytes are in, then every tensor equals the checkpoint's; the C API's
 // hoist_attach_pending does the same; an ordinary attach waits for the end of the restore.
 TEST(Serve, AttachDuringARestoreIsPendingUntilTheBytesAreResident) {
+  REQUIRE_TEST_HOOKS();
   const std::string dir = Fixtures::Get().Dir("qwen3-tiny");
   const std::string gate = GatePath();
   Daemon d(dir, 2, 1, {"--host-cache"}, "", {"HOIST_TEST_HOLD_RESTORE=" + gate});
@@ -616,6 +621,7 @@ TEST(Serve, AttachDuringARestoreIsPendingUntilTheBytesAreResident) {
 // returns the restore's error naming the rank, the model is no longer pending and no layer is
 // ready; `ctl restore` fails with the same error; the daemon stays released and says why.
 TEST(Serve, AFailedRestoreSurfacesAtWaitNamingTheRank) {
+  REQUIRE_TEST_HOOKS();
   const std::string dir = Fixtures::Get().Dir("qwen3-tiny");
   const std::string gate = GatePath();
   Daemon d(dir, 1, 0, {"--host-cache"}, "",
@@ -663,6 +669,7 @@ TEST(Serve, AFailedRestoreSurfacesAtWaitNamingTheRank) {
 // and Wait returns OK once the load landed (every tensor then equals the checkpoint's at the same
 // address), an ordinary attach waits for the end, and the host cache is taken after the load.
 TEST(Serve, ServeWhileLoadingGivesAPendingAttachBeforeTheBytes) {
+  REQUIRE_TEST_HOOKS();
   const std::string dir = Fixtures::Get().Dir("qwen3-tiny");
   const std::string gate = GatePath();
   Daemon d(dir, 2, 0, {"--serve-while-loading", "--host-cache"}, "",
@@ -711,6 +718,7 @@ TEST(Serve, ServeWhileLoadingGivesAPendingAttachBeforeTheBytes) {
 // A load that fails after a pending attach: Wait returns its error naming the rank, and the daemon
 // exits 1; a SIGTERM during a held load cancels it and exits 0, removing the socket.
 TEST(Serve, ServeWhileLoadingFailureReachesWaitAndStopCancels) {
+  REQUIRE_TEST_HOOKS();
   const std::string dir = Fixtures::Get().Dir("qwen3-tiny");
   {
     const std::string gate = GatePath();
