@@ -565,6 +565,8 @@ TEST(Serve, AttachDuringARestoreIsPendingUntilTheBytesAreResident) {
   EXPECT_NE(Ctl("release", d.socket()).find("[exit 0]"), std::string::npos);
   auto restored = std::async(std::launch::async, [&] { return Ctl("restore", d.socket()); });
   ASSERT_TRUE(d.WaitStatus([](const proto::StatusReply& s) { return s.restoring(); })) << d.log();
+  const std::string held = Ctl("status", d.socket());  // the loop answers during the restore
+  EXPECT_NE(held.find("resident: no (restoring)"), std::string::npos) << held;
 
   AttachOptions po;
   po.pending_ok = true;
