@@ -211,14 +211,14 @@ void Daemon::FinishLoad() {
   if (!posted.has_value()) return;
   loading_ = false;
   Status s = posted->status();
-  if (s.ok() &&
-      ((*posted)->device.get() != device_ || (*posted)->arena.ptr != loading_arena_.ptr)) {
-    s = Status::Internal("serve: the load ended on another arena than the one it served");
-  }
-  if (s.ok()) {
+  if (s.ok()) {  // adopted in any case: device_ must stay valid until the daemon goes
+    const bool same =
+        (*posted)->device.get() == device_ && (*posted)->arena.ptr == loading_arena_.ptr;
     loaded_ = std::move(**posted);
-    resident_ = true;
-    s = CaptureCache();
+    device_ = loaded_.device.get();
+    resident_ = same;
+    s = same ? CaptureCache()
+             : Status::Internal("serve: the load ended on another arena than the one it served");
   }
   if (!s.ok()) {
     s = std::move(s).Annotate("serve: rank " + std::to_string(rank_plan_.rank()) +
