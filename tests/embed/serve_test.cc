@@ -92,9 +92,11 @@ const std::string& SocketParent() {
 class Daemon {
  public:
   // `socket_dir` empty: a fresh one under SocketParent(). `env`: NAME=VALUE entries added to
-  // this process's environment for the daemon (the test hooks).
+  // this process's environment for the daemon (the test hooks). `launcher`: words before the
+  // hoist binary (e.g. mpirun -np 2).
   Daemon(const std::string& model, int tp, int rank, std::vector<std::string> extra,
-         std::string socket_dir = "", std::vector<std::string> env = {}) {
+         std::string socket_dir = "", std::vector<std::string> env = {},
+         std::vector<std::string> launcher = {}) {
     static std::atomic<int> seq{0};
     dir_ = !socket_dir.empty() ? socket_dir
                                : SocketParent() + "/sock-" + std::to_string(::getpid()) + "-" +
@@ -116,6 +118,7 @@ class Daemon {
                                      "--threads",
                                      "2"};
     args.insert(args.end(), extra.begin(), extra.end());
+    args.insert(args.begin(), launcher.begin(), launcher.end());
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -127,7 +130,7 @@ class Daemon {
     for (char** e = environ; *e != nullptr; ++e) envp.push_back(*e);
     for (auto& e : env) envp.push_back(e.data());
     envp.push_back(nullptr);
-    if (posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), envp.data()) != 0) pid_ = -1;
+    if (posix_spawnp(&pid_, argv[0], &fa, nullptr, argv.data(), envp.data()) != 0) pid_ = -1;
     posix_spawn_file_actions_destroy(&fa);
   }
   ~Daemon() { Stop(); }
@@ -757,6 +760,46 @@ TEST(Serve, ServeWhileLoadingFailureReachesWaitAndStopCancels) {
     EXPECT_FALSE(std::filesystem::exists(d.socket()));
     EXPECT_NE(d.log().find("stopped during the initial load"), std::string::npos) << d.log();
   }
+}
+
+// Under `mpirun -np 2` with dedup (bytes forwarded between the ranks through the control loop,
+// which runs on the main thread while each rank's daemon serves on its own): a pending attach to
+// each rank during the held load, then both equal their reference after Wait; SIGTERM to mpirun
+// stops both daemons.
+TEST(Serve, ServeWhileLoadingUnderMpirunWithDedup) {
+  REQUIRE_TEST_HOOKS();
+  const std::string dir = Fixtures::Get().Dir("qwen3-tiny");
+  const std::string gate = GatePath();
+  Daemon d(dir, 2, 0, {"--serve-while-loading", "--dedup", "node"}, "",
+           {"HOIST_TEST_HOLD_STREAMING=" + gate, "OMPI_ALLOW_RUN_AS_ROOT=1",
+            "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"},
+           {"mpirun", "-np", "2", "--oversubscribe", "-x", "HOIST_TEST_HOLD_STREAMING"});
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  const std::string rank1 = d.dir() + "/rank-1.sock";
+  const Clock::time_point deadline = Clock::now() + std::chrono::seconds(60);
+  while (!rank::DaemonConnection::Connect(rank1).ok() && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  AttachOptions po;
+  po.pending_ok = true;
+  Result<Model> m0 = Attach(d.socket(), po), m1 = Attach(rank1, po);
+  ASSERT_TRUE(m0.ok()) << m0.status().ToString() << d.log();
+  ASSERT_TRUE(m1.ok()) << m1.status().ToString() << d.log();
+  EXPECT_TRUE(m0->pending());
+  EXPECT_TRUE(m1->pending());
+  Touch(gate);
+  ASSERT_TRUE(m0->Wait().ok()) << d.log();
+  ASSERT_TRUE(m1->Wait().ok()) << d.log();
+  ExpectMatchesReference(*m0, Reference(dir, 2, 0, 0));
+  ExpectMatchesReference(*m1, Reference(dir, 2, 0, 1));
+  EXPECT_TRUE(m0->Release().ok());
+  EXPECT_TRUE(m1->Release().ok());
+  d.Stop();  // mpirun's own status after a SIGTERM is Open MPI's; each rank's stop is logged
+  EXPECT_FALSE(std::filesystem::exists(rank1));
+  for (const std::string& sock : {d.socket(), rank1}) {
+    EXPECT_NE(d.log().find("serve: stopping (" + sock + ")"), std::string::npos) << d.log();
+  }
+  EXPECT_EQ(d.log().find("hoist: error"), std::string::npos) << d.log();
 }
 
 // `hoist ctl ACTION --socket SOCKET [extra]` run as `uid` (fork, setgid/setuid, exec of a copy
