@@ -128,7 +128,8 @@ class Model {
 
   // ---- Loads that stream behind the engine (LoadAsync; docs/EMBEDDING.md, "Addresses first").
   // A model from Load or Attach is complete: pending() is false, Wait returns OK at once, every
-  // layer is ready and the waits below return at once.
+  // layer is ready and the waits below return at once (except an Attach with pending_ok during a
+  // daemon's restore or initial load: pending, with whole-model, host-side waits; see Attach).
   //
   // The layer groups in load order: "embeddings", "layer 0" .. "layer N-1", "head" (final norm,
   // LM head and anything outside the layers); Tensor::layer indexes it.
