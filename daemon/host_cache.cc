@@ -417,46 +417,66 @@ Result<std::unique_ptr<HostCache>> HostCache::CapturePacked(transport::Device& d
   return cache;
 }
 
+std::uint64_t HostCache::arena_bytes() const {
+  return packed_ ? packed_->arena_bytes : buffer_.bytes;
+}
+
+Result<transport::DeviceBuffer> HostCache::AllocateArena() {
+  Result<DeviceBuffer> arena = device_.Allocate(arena_bytes());
+  if (!arena.ok()) {
+    return Status(arena.status())
+        .Annotate("host cache: allocating the " + std::to_string(arena_bytes()) +
+                  "-byte arena to restore");
+  }
+  return *arena;
+}
+
 Result<transport::DeviceBuffer> HostCache::Restore(RestoreTiming* timing) {
-  if (packed_) return RestorePacked(timing);
   const Clock::time_point a = Clock::now();
-  HOIST_ASSIGN_OR_RETURN(transport::DeviceBuffer arena, device_.Allocate(buffer_.bytes));
-  const Clock::time_point b = Clock::now();
-  double dma_seconds = 0;
-  Status s = CopyIn(arena, &dma_seconds);
-  if (!s.ok()) {
+  HOIST_ASSIGN_OR_RETURN(transport::DeviceBuffer arena, AllocateArena());
+  const double alloc_seconds = Since(a);
+  if (Status s = Fill(arena, timing); !s.ok()) {
     (void)device_.Free(arena);
-    return s.Annotate("host cache: restoring " + std::to_string(buffer_.bytes) + " bytes");
+    return s;
   }
-  if (timing != nullptr) {
-    *timing = RestoreTiming{};
-    timing->bytes = timing->moved_bytes = buffer_.bytes;
-    timing->alloc_seconds = std::chrono::duration<double>(b - a).count();
-    timing->seconds = Since(b);
-    timing->dma_seconds = dma_seconds;
-  }
+  if (timing != nullptr) timing->alloc_seconds = alloc_seconds;
   return arena;
 }
 
-Result<transport::DeviceBuffer> HostCache::RestorePacked(RestoreTiming* timing) {
+Status HostCache::Fill(const transport::DeviceBuffer& arena, RestoreTiming* timing) {
+  if (arena.bytes < arena_bytes()) {
+    return Status::InvalidArgument("host cache: an arena of " + std::to_string(arena.bytes) +
+                                   " bytes cannot hold the " + std::to_string(arena_bytes()) +
+                                   " the cache restores");
+  }
+  if (packed_) return FillPacked(arena, timing);
+  const Clock::time_point b = Clock::now();
+  double dma_seconds = 0;
+  Status s = CopyIn(arena, &dma_seconds);
+  if (!s.ok())
+    return s.Annotate("host cache: restoring " + std::to_string(buffer_.bytes) + " bytes");
+  if (timing != nullptr) {
+    *timing = RestoreTiming{};
+    timing->bytes = timing->moved_bytes = buffer_.bytes;
+    timing->seconds = Since(b);
+    timing->dma_seconds = dma_seconds;
+  }
+  return Status::Ok();
+}
+
+Status HostCache::FillPacked(const transport::DeviceBuffer& arena, RestoreTiming* timing) {
   const PackedCacheLayout& l = *packed_;
   const std::string what = "host cache: restoring rank " + std::to_string(l.rank) + "'s " +
                            std::to_string(l.written_bytes) + " bytes from " +
                            std::to_string(buffer_.bytes) + " packed bytes";
-  const Clock::time_point a = Clock::now();
-  Result<DeviceBuffer> arena = device_.Allocate(l.arena_bytes);
-  if (!arena.ok()) return Status(arena.status()).Annotate(what);
   const Clock::time_point b = Clock::now();  // the restore's own set-up counts from here
-  PackedRestore r(device_, l, buffer_.ptr, *arena);
+  PackedRestore r(device_, l, buffer_.ptr, arena);
   Status s = r.Setup();
   if (s.ok()) s = r.Run();
   Status cleanup = r.Cleanup();
   if (s.ok()) s = cleanup;
   const double seconds = Since(b);
-  if (!s.ok()) {
-    (void)device_.Free(*arena);
-    return s.Annotate(what);
-  }
+  if (!s.ok()) return s.Annotate(what);
   if (timing != nullptr) {
     *timing = RestoreTiming{};
     timing->bytes = l.written_bytes;
@@ -464,9 +484,8 @@ Result<transport::DeviceBuffer> HostCache::RestorePacked(RestoreTiming* timing) 
     timing->seconds = seconds;
     timing->dma_seconds = r.dma_seconds();
     timing->decode_seconds = r.decode_seconds();
-    timing->alloc_seconds = std::chrono::duration<double>(b - a).count();
   }
-  return *arena;
+  return Status::Ok();
 }
 
 // The cache into `arena` on a new stream, between two timing events (*dma_seconds: their

@@ -65,8 +65,16 @@ class HostCache {
   HostCache(const HostCache&) = delete;
   HostCache& operator=(const HostCache&) = delete;
 
-  // Allocates a new arena on the device and fills it from the cache.
+  // Allocates a new arena on the device and fills it from the cache (AllocateArena, then Fill;
+  // the arena is freed again when the fill fails).
   Result<transport::DeviceBuffer> Restore(RestoreTiming* timing);
+  // The two halves of Restore, for a restore whose arena must exist (and be exported) before its
+  // bytes land (daemon/serve.h). AllocateArena: an arena of arena_bytes(). Fill: the cache into
+  // `arena` (at least arena_bytes()); on failure its contents are undefined and the caller, who
+  // owns it, frees it. Fill leaves timing->alloc_seconds 0.
+  Result<transport::DeviceBuffer> AllocateArena();
+  Status Fill(const transport::DeviceBuffer& arena, RestoreTiming* timing);
+  std::uint64_t arena_bytes() const;  // the arena a restore fills
 
   bool packed() const { return packed_ != nullptr; }
   std::uint64_t bytes() const { return buffer_.bytes; }  // pinned bytes held
@@ -80,7 +88,7 @@ class HostCache {
                                                           const proto::RankPlan& rank_plan,
                                                           const HostCacheOptions& options);
   Status CopyIn(const transport::DeviceBuffer& arena, double* dma_seconds);
-  Result<transport::DeviceBuffer> RestorePacked(RestoreTiming* timing);
+  Status FillPacked(const transport::DeviceBuffer& arena, RestoreTiming* timing);
 
   transport::Device& device_;
   transport::HostBuffer buffer_;

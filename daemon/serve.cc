@@ -11,8 +11,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <optional>
+#include <thread>
 
 #include "daemon/serve_wire.h"
 #include "planner/plan_set.h"
@@ -22,6 +25,12 @@ namespace hoist::rank {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// The wake pipe's bytes: a stop (RequestStop), a restore's end (its thread), the initial load's
+// end (LoadEnded).
+constexpr char kWakeStop = 1;
+constexpr char kWakeRestored = 2;
+constexpr char kWakeLoaded = 3;
 
 std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
 
@@ -38,6 +47,29 @@ proto::DaemonResponse Ok() {
   return r;
 }
 
+// Tests (HOIST_TEST_HOOKS builds only), for a daemon in its own process:
+// HOIST_TEST_HOLD_RESTORE=PATH holds every restore, once its arena exists, until PATH exists (or
+// the daemon stops); HOIST_TEST_FAIL_RESTORE=1 fails every restore's fill with an injected I/O
+// error.
+void InstallRestoreTestHooks(ServeOptions* o) {
+#if HOIST_TEST_HOOKS
+  if (const char* path = std::getenv("HOIST_TEST_HOLD_RESTORE");
+      !o->hold_restore && path != nullptr && *path) {
+    o->hold_restore = [p = std::string(path)](const std::atomic<bool>& cancel) {
+      while (!cancel.load() && ::access(p.c_str(), F_OK) != 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    };
+  }
+  if (const char* fail = std::getenv("HOIST_TEST_FAIL_RESTORE");
+      o->fail_restore.ok() && fail != nullptr && std::string(fail) == "1") {
+    o->fail_restore = Status::IoError("injected failure while restoring (HOIST_TEST_FAIL_RESTORE)");
+  }
+#else
+  (void)o;
+#endif
+}
+
 }  // namespace
 
 struct Daemon::Client {
@@ -50,8 +82,30 @@ struct Daemon::Client {
   std::deque<std::pair<std::size_t, int>> fds;  // (offset in `out`, fd to send with that byte)
   Clock::time_point last_progress = Clock::now();
   bool attached = false;
+  std::uint64_t generation = 0;  // the arena generation it attached to
   bool close_after_flush = false;
+  // Requests that wait for the restore in flight, in arrival order (Dispatch).
+  std::deque<proto::DaemonRequest> waiting;
 };
+
+struct Daemon::RestoreRun {
+  transport::DeviceBuffer arena;  // allocated and exported by the loop; filled by the thread
+  std::uint64_t generation = 0;
+  proto::RestoreRequest request;
+  double alloc_seconds = 0;
+  std::atomic<bool> cancel{false};
+  std::atomic<bool> done{false};
+  // Written by the thread before `done`: whether the arena holds the bytes, the outcome (a fill
+  // error, or a verify error over filled bytes) and the timing.
+  bool filled = false;
+  Status status;
+  RestoreTiming timing;
+  proto::RestoreReply reply;
+  std::thread thread;
+};
+
+// Requests one connection may queue behind a restore; one more drops it.
+constexpr std::size_t kMaxWaiting = 64;
 
 // Refused connections kept open at most (see Daemon::lingering_); beyond it they close at once.
 constexpr std::size_t kMaxLingering = 64;
@@ -71,14 +125,15 @@ Daemon::Daemon(LoadedRank loaded, const proto::LoadPlan& plan, std::uint32_t ran
       plan_(plan),
       rank_plan_(*planner::FindRank(plan_, rank)),
       options_(std::move(options)),
-      self_uid_(::geteuid()) {}
+      self_uid_(::geteuid()),
+      device_(loaded_.device.get()) {}
 
-Result<std::unique_ptr<Daemon>> Daemon::Start(LoadedRank loaded, const proto::LoadPlan& plan,
-                                              std::uint32_t rank, const ServeOptions& options) {
+Status Daemon::CheckStart(const proto::LoadPlan& plan, std::uint32_t rank,
+                          const transport::DeviceBuffer& arena, const ServeOptions& options) {
   if (planner::FindRank(plan, rank) == nullptr) {
     return Status::InvalidArgument("serve: rank " + std::to_string(rank) + " is not in the plan");
   }
-  if (loaded.device == nullptr || loaded.arena.ptr == nullptr) {
+  if (arena.ptr == nullptr) {
     return Status::InvalidArgument("serve: rank " + std::to_string(rank) + " has no arena");
   }
   if (options.max_request_bytes < 1 || options.max_request_bytes > kMaxRequestKib * 1024) {
@@ -86,17 +141,95 @@ Result<std::unique_ptr<Daemon>> Daemon::Start(LoadedRank loaded, const proto::Lo
         "serve: max_request_bytes " + std::to_string(options.max_request_bytes) +
         " is out of range: 1 to " + std::to_string(kMaxRequestKib * 1024));
   }
-  std::unique_ptr<Daemon> d(new Daemon(std::move(loaded), plan, rank, options));
-  if (::pipe2(d->wake_, O_CLOEXEC | O_NONBLOCK) != 0) return Status::IoError(Errno("serve: pipe2"));
-  HOIST_RETURN_IF_ERROR(d->ExportHandle());
-  if (options.host_cache) {
-    // A packed plan's cache holds the rank's compressed bytes, read from the files the load just
-    // read (page cache); a plain plan's, a copy of the arena.
-    HOIST_ASSIGN_OR_RETURN(
-        d->cache_, HostCache::Capture(*d->loaded_.device, d->loaded_.arena, plan, d->rank_plan_));
+  return Status::Ok();
+}
+
+Status Daemon::Open(const transport::DeviceBuffer& arena) {
+  InstallRestoreTestHooks(&options_);
+  if (::pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) return Status::IoError(Errno("serve: pipe2"));
+  return ExportHandle(arena);
+}
+
+Status Daemon::CaptureCache() {
+  if (!options_.host_cache) return Status::Ok();
+  // A packed plan's cache holds the rank's compressed bytes, read from the files the load just
+  // read (page cache); a plain plan's, a copy of the arena.
+  HOIST_ASSIGN_OR_RETURN(cache_, HostCache::Capture(*device_, loaded_.arena, plan_, rank_plan_));
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<Daemon>> Daemon::Start(LoadedRank loaded, const proto::LoadPlan& plan,
+                                              std::uint32_t rank, const ServeOptions& options) {
+  if (loaded.device == nullptr) {
+    return Status::InvalidArgument("serve: rank " + std::to_string(rank) + " has no arena");
   }
+  HOIST_RETURN_IF_ERROR(CheckStart(plan, rank, loaded.arena, options));
+  std::unique_ptr<Daemon> d(new Daemon(std::move(loaded), plan, rank, options));
+  HOIST_RETURN_IF_ERROR(d->Open(d->loaded_.arena));
+  HOIST_RETURN_IF_ERROR(d->CaptureCache());
   HOIST_RETURN_IF_ERROR(d->Bind());
   return d;
+}
+
+Result<std::unique_ptr<Daemon>> Daemon::StartLoading(transport::Device& device,
+                                                     const transport::DeviceBuffer& arena,
+                                                     const proto::LoadPlan& plan,
+                                                     std::uint32_t rank,
+                                                     const ServeOptions& options) {
+  HOIST_RETURN_IF_ERROR(CheckStart(plan, rank, arena, options));
+  std::unique_ptr<Daemon> d(new Daemon(LoadedRank{}, plan, rank, options));
+  d->device_ = &device;
+  d->loading_ = true;
+  d->loading_arena_ = arena;
+  d->resident_ = false;
+  HOIST_RETURN_IF_ERROR(d->Open(arena));
+  HOIST_RETURN_IF_ERROR(d->Bind());
+  return d;
+}
+
+void Daemon::LoadEnded(Result<LoadedRank> loaded) {
+  {
+    std::lock_guard lock(load_mu_);
+    if (load_result_.has_value()) return;
+    load_result_.emplace(std::move(loaded));
+  }
+  const char b = kWakeLoaded;
+  if (wake_[1] >= 0) {
+    [[maybe_unused]] ssize_t n = ::write(wake_[1], &b, 1);
+  }
+}
+
+// The loop, once LoadEnded posted: the loaded rank adopted (it must be the arena served while
+// loading) and its host cache taken, or the load's error kept for the waiting requests and as
+// Serve's result.
+void Daemon::FinishLoad() {
+  std::optional<Result<LoadedRank>> posted;
+  {
+    std::lock_guard lock(load_mu_);
+    posted.swap(load_result_);
+  }
+  if (!posted.has_value()) return;
+  loading_ = false;
+  Status s = posted->status();
+  if (s.ok()) {  // adopted in any case: device_ must stay valid until the daemon goes
+    const bool same =
+        (*posted)->device.get() == device_ && (*posted)->arena.ptr == loading_arena_.ptr;
+    loaded_ = std::move(**posted);
+    device_ = loaded_.device.get();
+    resident_ = same;
+    s = same ? CaptureCache()
+             : Status::Internal("serve: the load ended on another arena than the one it served");
+  }
+  if (!s.ok()) {
+    s = std::move(s).Annotate("serve: rank " + std::to_string(rank_plan_.rank()) +
+                              ": the initial load failed");
+    if (handle_.fd >= 0) ::close(handle_.fd);
+    handle_ = {};
+    stop_status_ = s;
+  }
+  last_generation_ = generation_;
+  last_status_ = s;
+  ServeWaiting();
 }
 
 Daemon::~Daemon() {
@@ -107,10 +240,10 @@ Daemon::~Daemon() {
   }
 }
 
-Status Daemon::ExportHandle() {
+Status Daemon::ExportHandle(const transport::DeviceBuffer& arena) {
   if (handle_.fd >= 0) ::close(handle_.fd);
   handle_ = {};
-  Result<transport::ArenaHandle> h = loaded_.device->ExportArena(loaded_.arena);
+  Result<transport::ArenaHandle> h = device_->ExportArena(arena);
   if (!h.ok()) return Status(h.status()).Annotate("serve: exporting the arena");
   handle_ = std::move(h).value();
   return Status::Ok();
@@ -153,7 +286,7 @@ Status Daemon::Bind() {
 }
 
 void Daemon::RequestStop() {
-  const char b = 1;
+  const char b = kWakeStop;
   if (wake_[1] >= 0) {
     [[maybe_unused]] ssize_t n = ::write(wake_[1], &b, 1);
   }
@@ -248,18 +381,22 @@ Status Daemon::Serve() {
       Shutdown();
       return s;
     }
-    if (pfds[0].revents & POLLIN) break;
+    if ((pfds[0].revents & POLLIN) && DrainWake()) break;
+    if (loading_) FinishLoad();  // once LoadEnded posted
+    if (restoring_ && restoring_->done.load()) FinishRestore();
     // Refused connections: discard what they send; close on EOF, error or deadline.
     ServeLingering(pfds.data() + 2);
     // Clients, then new connections.
     ServeClients(pfds.data() + 2 + lingering, existing);
     if (pfds[1].revents & POLLIN) Accept();
     DropStalledClients();
+    FreeUnusedFailedArenas();
+    if (!stop_status_.ok()) break;  // the initial load failed: its waiters were answered
   }
   spdlog::info("serve: stopping ({}): refusing new clients, freeing the arena",
                options_.socket_path);
   Shutdown();
-  return Status::Ok();
+  return stop_status_;
 }
 
 void Daemon::Accept() {
@@ -358,6 +495,33 @@ void Daemon::Handle(Client& c, const std::string& body) {
                                            " bytes): not a DaemonRequest")));
     return;
   }
+  Dispatch(c, req);
+}
+
+bool Daemon::MustWait(const proto::DaemonRequest& req) const {
+  if (!restoring_ && !loading_) return false;
+  switch (req.kind_case()) {
+    case proto::DaemonRequest::kAttach:
+      return !req.attach().pending_ok();
+    case proto::DaemonRequest::kRelease:
+    case proto::DaemonRequest::kRestore:
+    case proto::DaemonRequest::kAwaitResident:
+      return true;
+    default:
+      return false;
+  }
+}
+
+void Daemon::Dispatch(Client& c, const proto::DaemonRequest& req) {
+  if (!c.waiting.empty() || MustWait(req)) {
+    if (c.waiting.size() >= kMaxWaiting) {
+      ++bad_requests_;
+      Drop(c, "more than " + std::to_string(kMaxWaiting) + " requests waiting for the restore");
+      return;
+    }
+    c.waiting.push_back(req);  // answered in order once the restore ended (ServeWaiting)
+    return;
+  }
   int fd = -1;
   switch (req.kind_case()) {
     case proto::DaemonRequest::kAttach: {
@@ -379,19 +543,63 @@ void Daemon::Handle(Client& c, const std::string& body) {
     case proto::DaemonRequest::kRelease:
       Reply(c, Release());
       return;
-    case proto::DaemonRequest::kRestore:
-      Reply(c, Restore(req.restore()));
+    case proto::DaemonRequest::kRestore: {
+      bool started = false;
+      proto::DaemonResponse r = Restore(req.restore(), &started);
+      if (started) {  // its reply is the restore's end: an await, ahead of later requests
+        proto::DaemonRequest await;
+        await.mutable_await_resident()->set_generation(restoring_->generation);
+        c.waiting.push_front(std::move(await));
+        return;
+      }
+      Reply(c, r);
+      return;
+    }
+    case proto::DaemonRequest::kAwaitResident:
+      Reply(c, Await(req.await_resident()));
       return;
     default:
       Reply(c, Error(Status::InvalidArgument("unknown request")));
   }
 }
 
-proto::DaemonResponse Daemon::Attach(Client& c, const proto::AttachRequest& req, int* fd) {
-  if (!resident_) {
-    return Error(Status::FailedPrecondition(
-        "the arena is released (host cache only); run `hoist ctl restore` first"));
+void Daemon::ServeWaiting() {
+  for (auto& c : clients_) {
+    while (c->fd >= 0 && !c->waiting.empty() && !MustWait(c->waiting.front())) {
+      proto::DaemonRequest req = std::move(c->waiting.front());
+      c->waiting.pop_front();
+      std::deque<proto::DaemonRequest> later;
+      later.swap(c->waiting);  // Dispatch answers `req` now, or queues it first if it must wait
+      Dispatch(*c, req);
+      for (proto::DaemonRequest& l : later) c->waiting.push_back(std::move(l));
+    }
   }
+}
+
+bool Daemon::DrainWake() {
+  bool stop = false;
+  char buf[64];
+  for (;;) {
+    const ssize_t n = ::read(wake_[0], buf, sizeof buf);
+    if (n <= 0) break;
+    for (ssize_t i = 0; i < n; ++i) stop = stop || buf[i] == kWakeStop;
+  }
+  return stop;
+}
+
+proto::DaemonResponse Daemon::Attach(Client& c, const proto::AttachRequest& req, int* fd) {
+  // Reached while restoring or loading only with pending_ok (MustWait): bytes still landing.
+  const bool pending = restoring_ != nullptr || loading_;
+  if (!stop_status_.ok()) return Error(stop_status_);  // the initial load failed
+  if (!resident_ && !pending) {
+    std::string why = "the arena is released (host cache only)";
+    if (last_generation_ == generation_ && !last_status_.ok()) {
+      why += "; the last restore failed: " + last_status_.ToString();
+    }
+    return Error(Status::FailedPrecondition(why + "; run `hoist ctl restore` first"));
+  }
+  const transport::DeviceBuffer& arena =
+      restoring_ ? restoring_->arena : (loading_ ? loading_arena_ : loaded_.arena);
   proto::DaemonResponse r = Ok();
   proto::AttachReply* a = r.mutable_attach();
   a->set_rank(rank_plan_.rank());
@@ -399,18 +607,21 @@ proto::DaemonResponse Daemon::Attach(Client& c, const proto::AttachRequest& req,
   a->set_model_dir(plan_.model_dir());
   a->set_layout(plan_.layout());
   a->set_gpu(handle_.gpu);
-  a->set_device(loaded_.device->Name());
-  a->set_pci_bus_id(loaded_.device->Caps().pci_bus_id);
-  a->set_arena_bytes(loaded_.arena.bytes);
+  a->set_device(device_->Name());
+  a->set_pci_bus_id(device_->Caps().pci_bus_id);
+  a->set_arena_bytes(arena.bytes);
   a->set_cuda_ipc_handle(handle_.ipc);
   a->set_generation(generation_);
   a->set_tp_rank(static_cast<std::uint32_t>(rank_plan_.tp_rank()));
+  a->set_pending(pending);
   *a->mutable_tensors() = rank_plan_.tensors();
   if (!handle_.gpu) *fd = handle_.fd;
+  c.generation = generation_;
   if (!c.attached) {
     c.attached = true;
     ++attaches_served_;
-    spdlog::debug("serve: pid {} ({}) attached", c.pid, req.client());
+    spdlog::debug("serve: pid {} ({}) attached{}", c.pid, req.client(),
+                  pending ? " while the arena is restored" : "");
   }
   return r;
 }
@@ -435,7 +646,7 @@ proto::DaemonResponse Daemon::Release() {
   const std::uint64_t bytes = loaded_.arena.bytes;
   if (handle_.fd >= 0) ::close(handle_.fd);
   handle_ = {};
-  Status s = loaded_.device->Free(loaded_.arena);
+  Status s = device_->Free(loaded_.arena);
   if (!s.ok()) return Error(s);
   resident_ = false;
   spdlog::info("serve: released the {}-byte arena (host cache kept)", bytes);
@@ -443,53 +654,146 @@ proto::DaemonResponse Daemon::Release() {
   return r;
 }
 
-proto::DaemonResponse Daemon::Restore(const proto::RestoreRequest& req) {
+proto::DaemonResponse Daemon::Restore(const proto::RestoreRequest& req, bool* started) {
+  *started = false;
   if (!cache_) {
     return Error(Status::FailedPrecondition("this daemon has no host cache (--host-cache)"));
   }
   proto::DaemonResponse r = Ok();
   if (resident_) {  // nothing to restore; still verified when asked
     r.mutable_restore()->set_bytes(0);
-    Status v = req.verify() ? Verify("the resident arena", r.mutable_restore()) : Status::Ok();
+    Status v = req.verify() ? Verify(loaded_.arena, "the resident arena", r.mutable_restore())
+                            : Status::Ok();
     return v.ok() ? r : Error(v);
   }
-  RestoreTiming t;
-  Result<transport::DeviceBuffer> arena = cache_->Restore(&t);
-  if (!arena.ok()) return Error(arena.status());
-  if (cache_->packed()) {  // decoded as the copies land bytes: the fused layout's transposes too
-    if (Status s = TransposeArenaTensors(*loaded_.device, *arena, rank_plan_); !s.ok()) {
-      transport::DeviceBuffer unusable = *arena;
-      (void)loaded_.device->Free(unusable);  // still released: nothing half-done is served
-      return Error(s);
-    }
-  }
-  loaded_.arena = *arena;
-  resident_ = true;
-  ++generation_;
-  if (Status s = ExportHandle(); !s.ok()) return Error(s);
-  last_restore_s_ = t.seconds;
-  last_restore_gib_s_ = t.seconds > 0 ? t.bytes / t.seconds / (1ull << 30) : 0;
-  spdlog::info(
-      "serve: restored {} bytes from the host cache ({} bytes moved{}) in {:.3f} s ({:.1f} "
-      "GiB/s)",
-      t.bytes, t.moved_bytes, cache_->packed() ? ", decoded on the device" : "", t.seconds,
-      last_restore_gib_s_);
-  r.mutable_restore()->set_bytes(t.bytes);
-  r.mutable_restore()->set_seconds(t.seconds);
-  r.mutable_restore()->set_gib_per_s(last_restore_gib_s_);
-  r.mutable_restore()->set_dma_seconds(t.dma_seconds);
-  r.mutable_restore()->set_alloc_seconds(t.alloc_seconds);
-  r.mutable_restore()->set_moved_bytes(t.moved_bytes);
-  r.mutable_restore()->set_decode_seconds(t.decode_seconds);
-  r.mutable_restore()->set_packed(cache_->packed());
-  Status v = req.verify() ? Verify("the restored arena", r.mutable_restore()) : Status::Ok();
-  return v.ok() ? r : Error(v);
+  if (Status s = StartRestore(req); !s.ok()) return Error(s);
+  *started = true;
+  return r;
 }
 
-Status Daemon::Verify(const char* what, proto::RestoreReply* reply) {
+Status Daemon::StartRestore(const proto::RestoreRequest& req) {
+  const std::string rank = "serve: rank " + std::to_string(rank_plan_.rank()) + ": restore";
+  auto run = std::make_unique<RestoreRun>();
+  const Clock::time_point a = Clock::now();
+  Result<transport::DeviceBuffer> arena = cache_->AllocateArena();
+  if (!arena.ok()) return Status(arena.status()).Annotate(rank);
+  run->arena = *arena;
+  run->alloc_seconds = std::chrono::duration<double>(Clock::now() - a).count();
+  run->generation = generation_ + 1;
+  run->request = req;
+  Status s = ExportHandle(run->arena);  // before a byte moves: a pending attach maps it
+  if (s.ok()) {
+    try {
+      RestoreRun* r = run.get();
+      run->thread = std::thread([this, r] { RunRestore(r); });
+    } catch (const std::system_error& e) {
+      s = Status::ResourceExhausted(std::string("cannot start the restore's thread: ") + e.what());
+    }
+  }
+  if (!s.ok()) {
+    if (handle_.fd >= 0) ::close(handle_.fd);
+    handle_ = {};
+    (void)device_->Free(run->arena);
+    return std::move(s).Annotate(rank);
+  }
+  generation_ = run->generation;
+  restoring_ = std::move(run);
+  return Status::Ok();
+}
+
+void Daemon::RunRestore(RestoreRun* run) {
+  if (options_.hold_restore) options_.hold_restore(run->cancel);
+  Status s = options_.fail_restore;
+  if (s.ok() && run->cancel.load()) s = Status::Aborted("cancelled: the daemon is stopping");
+  if (s.ok()) s = cache_->Fill(run->arena, &run->timing);
+  if (s.ok() && cache_->packed()) {  // decoded as the copies land: the fused layout's transposes
+    s = TransposeArenaTensors(*device_, run->arena, rank_plan_);
+  }
+  run->filled = s.ok();
+  if (s.ok()) {
+    const RestoreTiming& t = run->timing;
+    proto::RestoreReply& r = run->reply;
+    r.set_bytes(t.bytes);
+    r.set_seconds(t.seconds);
+    r.set_gib_per_s(t.seconds > 0 ? t.bytes / t.seconds / (1ull << 30) : 0);
+    r.set_dma_seconds(t.dma_seconds);
+    r.set_alloc_seconds(run->alloc_seconds);
+    r.set_moved_bytes(t.moved_bytes);
+    r.set_decode_seconds(t.decode_seconds);
+    r.set_packed(cache_->packed());
+    if (run->request.verify()) s = Verify(run->arena, "the restored arena", &r);
+  } else {
+    s = std::move(s).Annotate("serve: rank " + std::to_string(rank_plan_.rank()) +
+                              ": restore of arena generation " + std::to_string(run->generation) +
+                              " failed");
+  }
+  run->status = std::move(s);
+  run->done.store(true);
+  const char b = kWakeRestored;
+  [[maybe_unused]] ssize_t n = ::write(wake_[1], &b, 1);
+}
+
+void Daemon::FinishRestore() {
+  std::unique_ptr<RestoreRun> run = std::move(restoring_);
+  run->thread.join();
+  if (run->filled) {
+    loaded_.arena = run->arena;
+    resident_ = true;
+    last_restore_s_ = run->reply.seconds();
+    last_restore_gib_s_ = run->reply.gib_per_s();
+    const RestoreTiming& t = run->timing;
+    spdlog::info(
+        "serve: restored {} bytes from the host cache ({} bytes moved{}) in {:.3f} s ({:.1f} "
+        "GiB/s)",
+        t.bytes, t.moved_bytes, cache_->packed() ? ", decoded on the device" : "", t.seconds,
+        last_restore_gib_s_);
+  } else {  // still released; kept while clients that attached pending map it
+    if (handle_.fd >= 0) ::close(handle_.fd);
+    handle_ = {};
+    failed_arenas_.emplace_back(run->generation, run->arena);
+    spdlog::warn("{}", run->status.ToString());
+  }
+  last_generation_ = run->generation;
+  last_status_ = run->status;
+  last_reply_ = run->reply;
+  ServeWaiting();
+  FreeUnusedFailedArenas();
+}
+
+void Daemon::FreeUnusedFailedArenas() {
+  std::erase_if(failed_arenas_, [this](std::pair<std::uint64_t, transport::DeviceBuffer>& f) {
+    for (const auto& c : clients_) {
+      if (c->fd >= 0 && c->attached && c->generation == f.first) return false;
+    }
+    if (Status s = device_->Free(f.second); !s.ok()) {
+      spdlog::warn("serve: freeing a failed restore's arena: {}", s.ToString());
+    }
+    return true;
+  });
+}
+
+proto::DaemonResponse Daemon::Await(const proto::AwaitRequest& req) const {
+  const std::uint64_t g = req.generation();
+  const bool last = g == last_generation_ && last_generation_ != 0;
+  if (last && !last_status_.ok()) return Error(last_status_);  // failed, or failed its verify
+  if (resident_ && g == generation_) {
+    proto::DaemonResponse r = Ok();
+    if (last) *r.mutable_restore() = last_reply_;
+    return r;
+  }
+  return Error(Status::FailedPrecondition(
+      "serve: rank " + std::to_string(rank_plan_.rank()) + ": arena generation " +
+      std::to_string(g) + " is not resident (the daemon is at generation " +
+      std::to_string(generation_) + (resident_ ? ")" : ", released)")));
+}
+
+Status Daemon::Verify(const transport::DeviceBuffer& arena, const char* what,
+                      proto::RestoreReply* reply) {
   const auto a = std::chrono::steady_clock::now();
-  Status v = VerifyArena(*loaded_.device, loaded_.arena, plan_, rank_plan_);
-  if (!v.ok()) return std::move(v).Annotate(std::string("serve: ") + what);
+  Status v = VerifyArena(*device_, arena, plan_, rank_plan_);
+  if (!v.ok()) {
+    return std::move(v).Annotate("serve: rank " + std::to_string(rank_plan_.rank()) + ": " + what);
+  }
   reply->set_verified(true);
   reply->set_verify_seconds(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count());
@@ -499,15 +803,16 @@ Status Daemon::Verify(const char* what, proto::RestoreReply* reply) {
 proto::StatusReply Daemon::GetStatus() const {
   proto::StatusReply s;
   s.set_rank(rank_plan_.rank());
-  s.set_device(loaded_.device ? loaded_.device->Name() : "");
+  s.set_device(device_ != nullptr ? device_->Name() : "");
   s.set_resident(resident_);
   s.set_host_cache(cache_ != nullptr);
   s.set_arena_bytes(resident_ ? loaded_.arena.bytes : 0);
   s.set_host_cache_bytes(cache_ ? cache_->bytes() : 0);
-  std::uint32_t attached = 0, connections = 0;
+  std::uint32_t attached = 0, connections = 0, waiting = 0;
   for (const auto& c : clients_) {
     if (c->fd < 0) continue;
     ++connections;
+    waiting += static_cast<std::uint32_t>(c->waiting.size());
     attached += c->attached ? 1 : 0;
   }
   s.set_clients_attached(attached);
@@ -521,6 +826,9 @@ proto::StatusReply Daemon::GetStatus() const {
   s.set_last_restore_gib_s(last_restore_gib_s_);
   s.set_socket(options_.socket_path);
   s.set_model_dir(plan_.model_dir());
+  s.set_restoring(restoring_ != nullptr);
+  s.set_loading(loading_);
+  s.set_waiting_requests(waiting);
   return s;
 }
 
@@ -595,10 +903,19 @@ void Daemon::Shutdown() {
   }
   for (auto& c : clients_) Drop(*c, "");
   clients_.clear();
+  if (restoring_) {  // cancelled at its next step; the arena goes with it
+    restoring_->cancel.store(true);
+    restoring_->thread.join();
+    if (Status s = device_->Free(restoring_->arena); !s.ok()) {
+      spdlog::warn("serve: freeing the arena of the restore in flight: {}", s.ToString());
+    }
+    restoring_.reset();
+  }
+  FreeUnusedFailedArenas();  // no client is left
   if (handle_.fd >= 0) ::close(handle_.fd);
   handle_ = {};
-  if (resident_ && loaded_.device) {
-    if (Status s = loaded_.device->Free(loaded_.arena); !s.ok()) {
+  if (resident_ && device_ != nullptr) {
+    if (Status s = device_->Free(loaded_.arena); !s.ok()) {
       spdlog::warn("serve: freeing the arena: {}", s.ToString());
     }
     resident_ = false;

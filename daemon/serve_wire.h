@@ -44,6 +44,8 @@ class DaemonConnection {
   Result<proto::DaemonResponse> Call(const proto::DaemonRequest& request,
                                      std::vector<int>* fds = nullptr);
 
+  // The bound of later Calls (e.g. longer for an await that lasts a whole restore).
+  void set_timeout_ms(int timeout_ms) { timeout_ms_ = timeout_ms; }
   int fd() const { return fd_; }
   const std::string& path() const { return path_; }
 

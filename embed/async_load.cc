@@ -7,13 +7,11 @@
 // (coordinator::FinishJob: the control loop, rank 0's blame, the verdict's broadcast), so it is
 // collective. A plan that forwards bytes between ranks (dedup) needs the control loop while it
 // streams: LoadAsync then finishes the job before returning.
+// A model attached during a daemon's restore (hoist::Attach with pending_ok) is pending too: its
+// waits are one AwaitRequest on its connection (ModelState::AwaitDaemon), whole-model and
+// host-side.
 // Ownership, failure and threading: as hoist.h says for Model; Cancel may come from any thread.
 #include <spdlog/spdlog.h>
-#include <unistd.h>
-
-#include <chrono>
-#include <cstdlib>
-#include <thread>
 
 #include "coordinator/job.h"
 #include "embed/model_state.h"
@@ -24,29 +22,6 @@
 namespace hoist {
 namespace internal {
 namespace {
-
-// Tests (HOIST_TEST_HOOKS builds only): HOIST_TEST_HOLD_STREAMING=PATH holds this rank's
-// streaming, once its arena exists, until PATH exists (or the load is cancelled);
-// HOIST_TEST_FAIL_STREAMING_RANK=R fails rank R's load right there with an injected I/O error.
-void InstallTestHooks(rank::LoadWatch* watch, int my_rank) {
-#if HOIST_TEST_HOOKS
-  if (const char* path = std::getenv("HOIST_TEST_HOLD_STREAMING"); path != nullptr && *path) {
-    watch->hold = [p = std::string(path)](const std::atomic<bool>& cancel) {
-      while (!cancel.load() && ::access(p.c_str(), F_OK) != 0) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
-    };
-  }
-  const char* fail = std::getenv("HOIST_TEST_FAIL_STREAMING_RANK");
-  if (fail != nullptr && *fail && std::atoi(fail) == my_rank) {
-    watch->inject_failure =
-        Status::IoError("injected failure while streaming (HOIST_TEST_FAIL_STREAMING_RANK)");
-  }
-#else
-  (void)watch;
-  (void)my_rank;
-#endif
-}
 
 std::uint64_t CopyBytes(const proto::RankPlan& rp) {
   std::uint64_t n = 0;
@@ -108,6 +83,21 @@ Status ModelState::FinishJob(bool cancel) {
   return verdict;
 }
 
+Status ModelState::AwaitDaemon() {
+  std::lock_guard lock(attach_mu);
+  if (!pending.load()) return verdict;
+  if (connection == nullptr) return Status::FailedPrecondition("Wait on a released model");
+  proto::DaemonRequest req;
+  req.mutable_await_resident()->set_generation(awaited_generation);
+  // The restore's remaining time (a daemon that exits closes the connection at once).
+  connection->set_timeout_ms(wait_timeout_ms > 0 ? wait_timeout_ms : timeout_ms);
+  Result<proto::DaemonResponse> r = connection->Call(req);
+  connection->set_timeout_ms(timeout_ms);
+  verdict = r.ok() ? Status::Ok() : Status(r.status()).Annotate("waiting for the daemon's restore");
+  pending.store(false);
+  return verdict;
+}
+
 }  // namespace internal
 
 Result<Model> LoadAsync(const LoadOptions& options) {
@@ -115,7 +105,7 @@ Result<Model> LoadAsync(const LoadOptions& options) {
   HOIST_ASSIGN_OR_RETURN(internal::PreparedLoad p, internal::PrepareLoad(options, state.get()));
   state->watch = std::make_shared<rank::LoadWatch>();
   const bool mpi_world = p.comm->size() > 1 || coordinator::LaunchedByMpi();
-  internal::InstallTestHooks(state->watch.get(), mpi_world ? p.comm->rank() : options.rank);
+  rank::InstallStreamingTestHooks(state->watch.get(), mpi_world ? p.comm->rank() : options.rank);
   p.job.load.wiring.watch = state->watch.get();
   p.job.order_by_layer = true;
   state->timeout_s = p.job.exchange.timeout_s;
@@ -154,6 +144,7 @@ bool Model::pending() const { return state_ && state_->pending.load(); }
 
 Status Model::Wait() {
   if (!state_) return Status::FailedPrecondition("Wait on a released or empty model");
+  if (state_->attached) return state_->AwaitDaemon();
   return state_->FinishJob(false);
 }
 
@@ -161,6 +152,14 @@ LoadProgress Model::progress() const {
   LoadProgress p;
   if (!state_) return p;
   p.layers = static_cast<int>(state_->layers.size());
+  if (state_->attached) {  // whole-model: nothing counts as landed until Wait said so
+    p.bytes_total = state_->arena_bytes;
+    p.ended = !state_->pending.load();
+    const bool landed = p.ended && state_->verdict.ok();
+    p.bytes_done = landed ? p.bytes_total : 0;
+    p.layers_ready = landed ? p.layers : 0;
+    return p;
+  }
   const rank::LoadWatch* w = state_->watch.get();
   p.bytes_total = state_->bytes_total != 0 ? state_->bytes_total : state_->arena_bytes;
   p.ended = w == nullptr || w->ended();
@@ -178,6 +177,7 @@ LoadProgress Model::progress() const {
 
 bool Model::LayerReady(int layer) const {
   if (!state_) return false;
+  if (state_->attached) return !state_->pending.load() && state_->verdict.ok();
   return state_->watch == nullptr || state_->watch->landed() > layer;
 }
 
@@ -187,6 +187,7 @@ Status Model::WaitLayer(int layer) const {
     return Status::InvalidArgument("layer group " + std::to_string(layer) + " is not among the " +
                                    std::to_string(state_->layers.size()) + " of this model");
   }
+  if (state_->attached) return state_->AwaitDaemon();  // whole-model
   if (state_->watch == nullptr) return Status::Ok();
   return state_->watch->WaitLanded(layer + 1);
 }
@@ -197,7 +198,8 @@ Status Model::StreamWait(void* stream, int layer) const {
     return Status::InvalidArgument("layer group " + std::to_string(layer) + " is not among the " +
                                    std::to_string(state_->layers.size()) + " of this model");
   }
-  if (state_->watch == nullptr) return Status::Ok();  // complete: nothing to wait for
+  if (state_->attached) return state_->AwaitDaemon();  // host-side: no event crosses the socket
+  if (state_->watch == nullptr) return Status::Ok();   // complete: nothing to wait for
   transport::DeviceSignal* signal = state_->watch->signal();
   if (signal == nullptr) return Status::Internal("the load has no readiness signal");
   const std::uint32_t value =

@@ -284,15 +284,28 @@ int hoist_load(const hoist_load_options* o, hoist_model** out) {
       hoist::internal::FromV1(*reinterpret_cast<const hoist::internal::LoadOptionsV1*>(o)), out);
 }
 
-int hoist_attach(const char* socket_path, int timeout_ms, hoist_model** out) {
+namespace {
+
+int AttachWith(const char* socket_path, int timeout_ms, bool pending_ok, hoist_model** out) {
   if (socket_path == nullptr || out == nullptr) return Null("socket_path or out");
   *out = nullptr;
   hoist::AttachOptions ao;
   if (timeout_ms > 0) ao.timeout_ms = timeout_ms;
+  ao.pending_ok = pending_ok;
   hoist::Result<hoist::Model> m = hoist::Attach(socket_path, ao);
   if (!m.ok()) return Report(m.status());
   *out = new hoist_model{std::move(m).value()};
   return Report(hoist::Status::Ok());
+}
+
+}  // namespace
+
+int hoist_attach(const char* socket_path, int timeout_ms, hoist_model** out) {
+  return AttachWith(socket_path, timeout_ms, false, out);
+}
+
+int hoist_attach_pending(const char* socket_path, int timeout_ms, hoist_model** out) {
+  return AttachWith(socket_path, timeout_ms, true, out);
 }
 
 size_t hoist_model_tensor_count(const hoist_model* m) {

@@ -284,6 +284,7 @@ Result<Model> Attach(const std::string& socket_path, const AttachOptions& option
                          rank::DaemonConnection::Connect(socket_path, options.timeout_ms));
   proto::DaemonRequest req;
   req.mutable_attach()->set_client(options.client + " pid " + std::to_string(::getpid()));
+  req.mutable_attach()->set_pending_ok(options.pending_ok);
   std::vector<int> fds;
   HOIST_ASSIGN_OR_RETURN(proto::DaemonResponse resp, state->connection->Call(req, &fds));
   const Clock::time_point t1 = Clock::now();
@@ -332,6 +333,12 @@ Result<Model> Attach(const std::string& socket_path, const AttachOptions& option
   state->phases.push_back(phase(transport::Phase::kConnect, t0, t1, 0));
   state->phases.push_back(phase(transport::Phase::kMap, t1, t2, a.arena_bytes()));
   state->phases.push_back(phase(transport::Phase::kTotal, t0, t2, 0));
+  if (a.pending()) {  // the daemon restores this arena: Wait asks it when the bytes are in
+    state->awaited_generation = a.generation();
+    state->timeout_ms = options.timeout_ms;
+    state->wait_timeout_ms = options.wait_timeout_ms;
+    state->pending.store(true);
+  }
   return Model(std::move(state));
 }
 

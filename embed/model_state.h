@@ -1,7 +1,8 @@
 // Internal: what a hoist::Model holds (include/hoist/hoist.h). Shared by the Model handle and its
 // DLPack exports; the weights are freed by Free() or when the last reference goes.
 // An asynchronous load (LoadAsync, embed/async_load.cc) also holds its job in flight, its
-// communicator and the watch its worker reports to, until Wait.
+// communicator and the watch its worker reports to, until Wait; an attach during a daemon's
+// restore (AttachOptions::pending_ok) the generation it awaits on its connection.
 // Threading: Free() is serialised by `mu`; the tensor table is immutable after construction;
 // the job in flight is touched only by the thread that calls LoadAsync, Wait and Release.
 #pragma once
@@ -63,6 +64,14 @@ struct ModelState {
   Status verdict;
   std::atomic<bool> pending{false};
   std::mutex job_mu;  // guards `job` against Cancel from other threads
+  // Attached while the daemon restored (AttachOptions::pending_ok): the arena generation whose
+  // bytes Wait asks the daemon about (on `connection`); `pending` until it answered, then the
+  // answer in `verdict`. attach_mu serialises the asking (Wait, WaitLayer, StreamWait).
+  std::uint64_t awaited_generation = 0;
+  int timeout_ms = 0;       // the connection's usual bound, restored after the await
+  int wait_timeout_ms = 0;  // the await's (AttachOptions::wait_timeout_ms)
+  std::mutex attach_mu;
+  Status AwaitDaemon();
   // The job's end (collective), after cancelling its load when `cancel`: Wait's result, kept in
   // `verdict` (returned again by later calls).
   Status FinishJob(bool cancel);

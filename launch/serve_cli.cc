@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <mutex>
+#include <thread>
 
 #include "config/job_spec.h"
 #include "coordinator/comm.h"
@@ -20,6 +22,7 @@
 #include "launch/job_flags.h"
 #include "launch/logging.h"
 #include "launch/suggest.h"
+#include "rank/load_watch.h"
 #include "util/printable.h"
 
 namespace hoist::launch {
@@ -45,7 +48,111 @@ std::string Gib(std::uint64_t bytes) {
   return buf;
 }
 
+void InstallStopHandlers(rank::Daemon* daemon) {
+  g_daemon.store(daemon);
+  struct sigaction sa {};
+  sa.sa_handler = OnStopSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+}
+
+void PrintReady(const proto::LoadPlan& plan, std::uint32_t rank, const rank::ServeOptions& so,
+                std::uint64_t arena_bytes, const std::string& device_name) {
+  std::printf("hoist serve: rank %u ready at %s (%d tensors, %s on %s%s)\n", rank,
+              so.socket_path.c_str(), plan.ranks(static_cast<int>(rank)).tensors_size(),
+              Gib(arena_bytes).c_str(), device_name.c_str(), so.host_cache ? ", host cache" : "");
+  std::fflush(stdout);
+  spdlog::info("serving rank {} at {}", rank, so.socket_path);
+}
+
+// `ctl status`'s residency: yes, or why not.
+const char* ResidentText(const proto::StatusReply& s) {
+  if (s.resident()) return "yes";
+  if (s.loading()) return "no (loading)";
+  return s.restoring() ? "no (restoring)" : "no (released)";
+}
+
+// The job's table (rank 0) and outcome: the exit code when it failed, -1 when it succeeded.
+int ReportLoad(int comm_rank, const Result<coordinator::JobResult>& result) {
+  if (!result.ok()) {
+    const bool shared = result.status().code() == Code::kInvalidArgument;
+    return Fail(result.status(), shared && comm_rank != 0);
+  }
+  if (comm_rank == 0 && !result->reports.empty()) {
+    const coordinator::Aggregate agg =
+        coordinator::AggregateReports(result->reports, result->wall_s);
+    std::cerr << coordinator::FormatTable(result->plan, result->reports, agg);
+  }
+  if (!result->failure.ok()) return Fail(result->failure);
+  if (!result->local) return Fail(Status::Internal("serve: the load left no arena"));
+  return -1;
+}
+
 }  // namespace
+
+// The daemon of --serve-while-loading, served on its own thread while the job runs. A stop (the
+// daemon's Serve returning) before the job finished cancels this rank's load.
+// Threading: Start, JobFinished, End and Join on the job's thread; the serving thread only
+// serves and cancels.
+struct ServeCommands::EarlyDaemon {
+  explicit EarlyDaemon(coordinator::JobInFlight& j) : job(j) {}
+  ~EarlyDaemon() { (void)Join(); }
+
+  // Starts the daemon over the load's arena once it exists (not when the load failed first; a
+  // daemon that cannot start cancels the load with its error).
+  void Start(rank::LoadWatch& watch, rank::ServeOptions so, std::string socket_path) {
+    Result<transport::DeviceBuffer> arena = watch.AwaitArena();
+    if (!arena.ok()) return;
+    so.socket_path = std::move(socket_path);
+    Result<std::unique_ptr<rank::Daemon>> d = rank::Daemon::StartLoading(
+        *watch.arena_device(), *arena, job.plan(), static_cast<std::uint32_t>(job.rank()), so);
+    if (!d.ok()) {
+      Cancel(d.status(), false);
+      return;
+    }
+    daemon = std::move(d).value();
+    InstallStopHandlers(daemon.get());
+    std::printf("hoist serve: rank %d serving at %s while it loads\n", job.rank(),
+                so.socket_path.c_str());
+    std::fflush(stdout);
+    thread = std::thread([this] {
+      served = daemon->Serve();
+      Cancel(Status::Aborted("serve: stopped during the initial load"), true);
+    });
+  }
+  // Cancels the load unless it finished; `by_stop`: because the daemon was stopped.
+  void Cancel(const Status& why, bool by_stop) {
+    std::lock_guard lock(mu);
+    if (finished) return;
+    stopped = stopped || by_stop;
+    if (rank::RankJob* load = job.load()) load->Cancel(why);
+  }
+  // True when a stop cancelled the load before it finished.
+  bool JobFinished() {
+    std::lock_guard lock(mu);
+    finished = true;
+    return stopped;
+  }
+  // The load failed with `failure` (or was cancelled): the daemon answers its waiting clients
+  // with it and stops.
+  void End(const Status& failure) {
+    if (daemon != nullptr) daemon->LoadEnded(failure);
+    (void)Join();
+  }
+  Status Join() {
+    if (thread.joinable()) thread.join();
+    g_daemon.store(nullptr);
+    return served;
+  }
+
+  coordinator::JobInFlight& job;
+  std::unique_ptr<rank::Daemon> daemon;
+  std::thread thread;
+  Status served;
+  std::mutex mu;
+  bool finished = false, stopped = false;
+};
 
 std::string DefaultSocketDir() {
   const char* xdg = std::getenv("XDG_RUNTIME_DIR");
@@ -69,6 +176,9 @@ ServeCommands::ServeCommands(CLI::App* app) {
                      "the daemon's own uid)");
   serve_->add_flag("--host-cache", host_cache,
                    "keep a pinned host copy of the weights (hoist ctl release/restore)");
+  serve_->add_flag("--serve-while-loading", serve_while_loading,
+                   "open the socket as soon as the arena exists: attaches with pending_ok get it "
+                   "at once and wait for the bytes (docs/EMBEDDING.md); others wait for the load");
   serve_->add_option(
       "--max-request-kib", max_request_kib,
       "largest request accepted, KiB (1 to " + std::to_string(rank::kMaxRequestKib) + ")");
@@ -148,19 +258,14 @@ int ServeCommands::RunServe(int* argc, char*** argv, std::chrono::steady_clock::
     return Fail(Status(Code::kInvalidArgument, a.status().message()));
   }
 
+  if (serve_while_loading) return ServeWhileLoading(*comm, std::move(job), std::move(so), dir);
   Result<coordinator::JobResult> result = coordinator::RunJob(*comm, std::move(job));
-  if (!result.ok()) {
-    const bool shared = result.status().code() == Code::kInvalidArgument;
-    return Fail(result.status(), shared && comm->rank() != 0);
-  }
-  if (comm->rank() == 0 && !result->reports.empty()) {
-    const coordinator::Aggregate agg =
-        coordinator::AggregateReports(result->reports, result->wall_s);
-    std::cerr << coordinator::FormatTable(result->plan, result->reports, agg);
-  }
-  if (!result->failure.ok()) return Fail(result->failure);
-  if (!result->local) return Fail(Status::Internal("serve: the load left no arena"));
+  if (const int code = ReportLoad(comm->rank(), result); code >= 0) return code;
+  return ServeLoaded(&*result, std::move(so), dir);
+}
 
+int ServeCommands::ServeLoaded(coordinator::JobResult* result, rank::ServeOptions so,
+                               const std::string& dir) {
   const auto my_rank = result->local->report.rank();
   so.socket_path = RankSocketPath(dir, static_cast<int>(my_rank));
   const std::uint64_t arena_bytes = result->local->arena.bytes;
@@ -170,22 +275,55 @@ int ServeCommands::RunServe(int* argc, char*** argv, std::chrono::steady_clock::
   result->local.reset();
   if (!daemon.ok()) return Fail(daemon.status());
 
-  g_daemon.store(daemon->get());
-  struct sigaction sa {};
-  sa.sa_handler = OnStopSignal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGTERM, &sa, nullptr);
-  sigaction(SIGINT, &sa, nullptr);
-  std::printf("hoist serve: rank %u ready at %s (%d tensors, %s on %s%s)\n", my_rank,
-              so.socket_path.c_str(), result->plan.ranks(static_cast<int>(my_rank)).tensors_size(),
-              Gib(arena_bytes).c_str(), device_name.c_str(), so.host_cache ? ", host cache" : "");
-  std::fflush(stdout);
-  spdlog::info("serving rank {} at {}", my_rank, so.socket_path);
+  InstallStopHandlers(daemon->get());
+  PrintReady(result->plan, my_rank, so, arena_bytes, device_name);
   Status s = (*daemon)->Serve();
   g_daemon.store(nullptr);
   daemon->reset();
   if (!s.ok()) return Fail(s);
   return kExitOk;
+}
+
+// --serve-while-loading: the job begun, the daemon started over the arena as soon as it exists
+// and served on a thread while this (the MPI) thread runs the job's end; then the load's outcome
+// is handed to the daemon. A stop during the load cancels it (exit 0); a failed load ends the
+// daemon with the load's error (its waiting clients get it).
+int ServeCommands::ServeWhileLoading(coordinator::Comm& comm, coordinator::JobOptions job,
+                                     rank::ServeOptions so, const std::string& dir) {
+  rank::LoadWatch watch;
+  const bool mpi_world = comm.size() > 1 || coordinator::LaunchedByMpi();
+  rank::InstallStreamingTestHooks(&watch, mpi_world ? comm.rank() : spec_.solo_rank);
+  job.load.wiring.watch = &watch;
+  Result<std::unique_ptr<coordinator::JobInFlight>> begun =
+      coordinator::BeginJob(comm, std::move(job));
+  if (!begun.ok()) {
+    const bool shared = begun.status().code() == Code::kInvalidArgument;
+    return Fail(begun.status(), shared && comm.rank() != 0);
+  }
+  EarlyDaemon early(**begun);
+  early.Start(watch, so, RankSocketPath(dir, (*begun)->rank()));
+  Result<coordinator::JobResult> result = coordinator::FinishJob(comm, **begun);
+  if (early.JobFinished()) {  // SIGTERM/SIGINT during the load: it was cancelled
+    early.End(Status::Aborted("serve: stopped during the initial load"));
+    if (const Status served = early.Join(); !served.ok()) return Fail(served);
+    spdlog::info("serve: stopped during the initial load");
+    return kExitOk;
+  }
+  const int code = ReportLoad(comm.rank(), result);
+  if (early.daemon == nullptr) return code >= 0 ? code : ServeLoaded(&*result, std::move(so), dir);
+  if (code >= 0) {
+    early.End(result.ok() ? result->failure : result.status());
+    return code;
+  }
+  const auto my_rank = static_cast<std::uint32_t>((*begun)->rank());
+  so.socket_path = early.daemon->socket_path();
+  const std::uint64_t arena_bytes = result->local->arena.bytes;
+  const std::string device_name = result->local->device->Name();
+  early.daemon->LoadEnded(std::move(*result->local));
+  result->local.reset();
+  PrintReady(result->plan, my_rank, so, arena_bytes, device_name);
+  const Status served = early.Join();
+  return served.ok() ? kExitOk : Fail(served);
 }
 
 int ServeCommands::RunCtl() {
@@ -222,10 +360,9 @@ int ServeCommands::RunCtl() {
         "rank %u (%s) at %s\n  model: %s\n  resident: %s, arena %s\n  host cache: %s\n"
         "  clients attached: %u (%u connections), attaches served %llu, refused %llu, "
         "bad requests %llu\n  generation %llu, %llu tensors",
-        s.rank(), s.device().c_str(), s.socket().c_str(), s.model_dir().c_str(),
-        s.resident() ? "yes" : "no (released)", Gib(s.arena_bytes()).c_str(),
-        s.host_cache() ? Gib(s.host_cache_bytes()).c_str() : "off", s.clients_attached(),
-        s.connections(), static_cast<unsigned long long>(s.attaches_served()),
+        s.rank(), s.device().c_str(), s.socket().c_str(), s.model_dir().c_str(), ResidentText(s),
+        Gib(s.arena_bytes()).c_str(), s.host_cache() ? Gib(s.host_cache_bytes()).c_str() : "off",
+        s.clients_attached(), s.connections(), static_cast<unsigned long long>(s.attaches_served()),
         static_cast<unsigned long long>(s.refused()),
         static_cast<unsigned long long>(s.bad_requests()),
         static_cast<unsigned long long>(s.generation()),

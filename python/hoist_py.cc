@@ -223,9 +223,10 @@ std::string OptionsDoc() {
   return doc;
 }
 
-ModelPtr AttachModel(const std::string& path, int timeout_ms) {
+ModelPtr AttachModel(const std::string& path, int timeout_ms, bool pending_ok) {
   hoist::AttachOptions o;
   o.timeout_ms = timeout_ms;
+  o.pending_ok = pending_ok;
   o.client = "python";
   hoist::Result<hoist::Model> m = [&] {
     py::gil_scoped_release nogil;
@@ -401,8 +402,10 @@ void BindLoad(py::module_& mod) {
       py::arg("model") = "", py::arg("topology") = "", py::arg("rank") = 0,
       py::arg("comm") = py::none(), load_async_doc.c_str());
   mod.def("attach", &AttachModel, py::arg("path"), py::arg("timeout_ms") = 10000,
+          py::arg("pending_ok") = false,
           "attach to a `hoist serve` rank's socket; returns a Model whose tensors map the daemon's "
-          "arena without a copy");
+          "arena without a copy. pending_ok=True: a daemon restoring its arena answers at once and "
+          "the Model is pending until m.wait() (whole-model, host-side waits)");
 }
 
 // The internals the tests use: the option table and a resolution without a load, both through

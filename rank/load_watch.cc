@@ -1,8 +1,12 @@
 #include "rank/load_watch.h"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <thread>
 
 #include "planner/layer_order.h"
 #include "rank/worker.h"
@@ -24,6 +28,7 @@ void LoadWatch::ArenaReady(transport::Device& dev, const transport::DeviceBuffer
     signal_->Raise(static_cast<std::uint32_t>(landed_));
     arena_ = arena;
     device_ = {dev.Caps().gpu, dev.Caps().ordinal, dev.Name()};
+    arena_device_ = &dev;
     arena_ready_ = true;
   }
   cv_.notify_all();
@@ -94,6 +99,31 @@ Status LoadWatch::status() const {
 LoadWatch::DeviceInfo LoadWatch::device() const {
   std::lock_guard lock(mu_);
   return device_;
+}
+
+transport::Device* LoadWatch::arena_device() const {
+  std::lock_guard lock(mu_);
+  return arena_device_;
+}
+
+void InstallStreamingTestHooks(LoadWatch* watch, int my_rank) {
+#if HOIST_TEST_HOOKS
+  if (const char* path = std::getenv("HOIST_TEST_HOLD_STREAMING"); path != nullptr && *path) {
+    watch->hold = [p = std::string(path)](const std::atomic<bool>& cancel) {
+      while (!cancel.load() && ::access(p.c_str(), F_OK) != 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    };
+  }
+  const char* fail = std::getenv("HOIST_TEST_FAIL_STREAMING_RANK");
+  if (fail != nullptr && *fail && std::atoi(fail) == my_rank) {
+    watch->inject_failure =
+        Status::IoError("injected failure while streaming (HOIST_TEST_FAIL_STREAMING_RANK)");
+  }
+#else
+  (void)watch;
+  (void)my_rank;
+#endif
 }
 
 transport::DeviceSignal* LoadWatch::signal() const {

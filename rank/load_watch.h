@@ -76,6 +76,9 @@ class LoadWatch {
   Status status() const;
   // Once AwaitArena returned the arena: the device it is on.
   DeviceInfo device() const;
+  // Once AwaitArena returned the arena: the device object itself (the load's: it lives until the
+  // load's LoadedRank, or the orphan of a failed load, is destroyed; thread-safe).
+  transport::Device* arena_device() const;
   // The signal (nullptr until ArenaReady).
   transport::DeviceSignal* signal() const;
 
@@ -85,12 +88,19 @@ class LoadWatch {
   bool arena_ready_ = false;
   transport::DeviceBuffer arena_;
   DeviceInfo device_;
+  transport::Device* arena_device_ = nullptr;
   int landed_ = 0;
   bool ended_ = false;
   Status status_;
   std::unique_ptr<transport::DeviceSignal> signal_;
   std::unique_ptr<LoadedRank> orphan_;
 };
+
+// Tests (HOIST_TEST_HOOKS builds only; nothing otherwise), from the environment:
+// HOIST_TEST_HOLD_STREAMING=PATH holds the load, once its arena exists, until PATH exists (or the
+// load is cancelled); HOIST_TEST_FAIL_STREAMING_RANK=R fails rank R's load right there with an
+// injected I/O error. Call before the load starts.
+void InstallStreamingTestHooks(LoadWatch* watch, int my_rank);
 
 // Turns the pipeline's milestones into landed layer groups for a watch: Attach gives the run a
 // milestone where each layer group's last copy is enqueued (planner::CopiesUntilGroupLands) and

@@ -128,7 +128,8 @@ class Model {
 
   // ---- Loads that stream behind the engine (LoadAsync; docs/EMBEDDING.md, "Addresses first").
   // A model from Load or Attach is complete: pending() is false, Wait returns OK at once, every
-  // layer is ready and the waits below return at once.
+  // layer is ready and the waits below return at once (except an Attach with pending_ok during a
+  // daemon's restore or initial load: pending, with whole-model, host-side waits; see Attach).
   //
   // The layer groups in load order: "embeddings", "layer 0" .. "layer N-1", "head" (final norm,
   // LM head and anything outside the layers); Tensor::layer indexes it.
@@ -187,11 +188,26 @@ Result<Model> LoadTopology(const std::string& topology_file);
 struct AttachOptions {
   int timeout_ms = 10000;         // connect and reply
   std::string client = "engine";  // a label for the daemon's log
+  // A daemon restoring its arena from its host cache (`hoist ctl restore`), or still in its
+  // initial load (`hoist serve --serve-while-loading`): false (the default) waits for the end and
+  // returns a complete model; true returns at once with the arena mapped and the model pending()
+  // (addresses, shapes and dtypes final, bytes landing): Wait() asks the daemon and returns OK
+  // once they are resident, or the restore's (load's) error naming the rank. A resident daemon's
+  // attach is complete either way.
+  bool pending_ok = false;
+  // A pending model's Wait: how long the daemon's restore may still take (a timeout fails Wait).
+  int wait_timeout_ms = 600000;
 };
 
 // Attaches to a running `hoist serve` rank through its socket (<socket_dir>/rank-<R>.sock): maps
 // its arena in this process (CUDA IPC, or the host arena's memfd) without copying a byte. The
-// daemon counts this process as attached until Release (or exit).
+// daemon counts this process as attached until Release (or exit). With pending_ok, a model
+// attached during a restore (or the initial load) is pending: the readiness calls of Model are
+// whole-model for it (no layer group lands before the others), all of them host-side (StreamWait
+// blocks the calling thread, whatever the device: no device-side event crosses the socket), Wait is
+// not collective and waits at most wait_timeout_ms (the daemon answers when its restore ends; its
+// exit fails it), Cancel does nothing (the restore is the daemon's), progress() reports no bytes
+// until Wait returned OK, and Release detaches at once.
 Result<Model> Attach(const std::string& socket_path, const AttachOptions& options = {});
 
 // Bytes per element of a safetensors dtype name (0 when unknown).

@@ -128,6 +128,12 @@ int hoist_load_options_set(hoist_load_options* options, const char* key, const c
 int hoist_load(const hoist_load_options* options, hoist_model** out);
 /* timeout_ms <= 0: the default (10 s). */
 int hoist_attach(const char* socket_path, int timeout_ms, hoist_model** out);
+/* hoist_attach with AttachOptions::pending_ok: a daemon restoring its arena (or in its initial
+ * load, `hoist serve --serve-while-loading`) answers at once; the model is then pending
+ * (hoist_model_pending) until hoist_model_wait, which returns HOIST_OK once the bytes are resident
+ * or the restore's (load's) error, naming the rank. Its waits are whole-model and host-side
+ * (hoist_model_stream_wait blocks the calling thread); hoist_model_cancel does nothing. */
+int hoist_attach_pending(const char* socket_path, int timeout_ms, hoist_model** out);
 
 size_t hoist_model_tensor_count(const hoist_model* model);
 /* Tensor `index` (or the one named `name`) into *out, as far as the caller's hoist_tensor goes:
@@ -158,7 +164,8 @@ int hoist_model_release(hoist_model* model);
  * work on a stream that passed hoist_model_stream_wait). hoist_load_async and hoist_model_wait are
  * collective under MPI (every rank, from the thread that owns MPI); hoist_model_wait gives the
  * job's verdict, naming the rank that failed, and returns it again on later calls. A model from
- * hoist_load or hoist_attach is complete: these calls return at once. */
+ * hoist_load or hoist_attach is complete: these calls return at once (hoist_attach_pending above
+ * may return a pending one). */
 int hoist_load_async(const hoist_load_options* options, hoist_model** out);
 int hoist_model_wait(hoist_model* model);
 /* Stops the streaming (any thread); hoist_model_wait then returns HOIST_ABORTED. */

@@ -4,14 +4,18 @@ equal an independent reference read from the safetensors files here (tensor-para
 hf layout) at the same addresses; cancel surfaces at wait. Under mpirun (2 ranks, this file
 with --mpi-child): a collective asynchronous load matches the reference on both ranks, a rank
 that fails while streaming is named at every rank's wait, and a dedup plan (which forwards bytes
-between ranks) comes back complete (loaded synchronously).
+between ranks) comes back complete (loaded synchronously). hoist.attach(pending_ok=True) to a
+`hoist serve` daemon whose restore is held: a pending Model that equals the reference after wait().
 
 Needs HOIST_BIN and HOIST_MKCKPT (ctest sets them) and PYTHONPATH pointing at the module; the test
 hooks (HOIST_TEST_HOOKS builds)."""
+import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 import numpy as np
@@ -22,6 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_hoist import read_safetensors, reference_rank  # noqa: E402
 
 MKCKPT = os.environ["HOIST_MKCKPT"]
+HOIST_BIN = os.environ["HOIST_BIN"]
 
 
 def make_checkpoint(folder):
@@ -91,6 +96,57 @@ class AsyncLoadTest(unittest.TestCase):
         with self.assertRaisesRegex(RuntimeError, "rank 0.*cancelled"):
             m.wait()
         m.release()
+
+    def test_attach_pending_during_a_restore(self):
+        """hoist.attach(path, pending_ok=True) while `hoist ctl restore` is held mid-way
+        (HOIST_TEST_HOLD_RESTORE): a pending Model at once, whose tensors equal the reference only
+        after m.wait(); the restore's own `ctl` call ends with it."""
+        sock_dir = os.path.join(self.tmp.name, "sock-pending")
+        gate = os.path.join(self.tmp.name, "restore-gate")
+        log = open(os.path.join(self.tmp.name, "serve-pending.log"), "w")
+        env = dict(os.environ, HOIST_TEST_HOLD_RESTORE=gate)
+        env.pop("HOIST_TEST_HOLD_STREAMING", None)  # the daemon's own load runs through
+        p = subprocess.Popen([HOIST_BIN, "serve", "--model", self.model, "--tp", "2", "--rank", "1",
+                              "--layout", "hf", "--device", "host", "--socket-dir", sock_dir,
+                              "--host-cache"], stdout=log, stderr=subprocess.STDOUT, env=env)
+        path = os.path.join(sock_dir, "rank-1.sock")
+
+        def ctl(*args):
+            return subprocess.run([HOIST_BIN, "ctl", *args, "--socket", path, "--json"],
+                                  capture_output=True, text=True)
+        try:
+            deadline = time.time() + 60
+            while time.time() < deadline and ctl("status").returncode != 0:
+                time.sleep(0.05)
+            self.assertEqual(ctl("release").returncode, 0)
+            restore = subprocess.Popen([HOIST_BIN, "ctl", "restore", "--socket", path],
+                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            while time.time() < deadline:
+                status = json.loads(ctl("status").stdout)["status"]
+                if status["restoring"]:
+                    break
+                time.sleep(0.01)
+            m = hoist.attach(path, pending_ok=True)
+            self.assertTrue(m.pending)
+            self.assertTrue(m.attached)
+            before = m.tensors()
+            ref = reference_rank(self.full, 2, 1)
+            self.assertFalse(all(np.array_equal(before[n], w) for n, w in ref.items()))
+            open(gate, "w").close()
+            m.wait()
+            self.assertFalse(m.pending)
+            after = m.tensors()
+            check(self, m, self.full, 2, 1)
+            for name in ref:  # the same memory: the addresses were final before the bytes
+                self.assertEqual(before[name].ctypes.data, after[name].ctypes.data)
+            out, _ = restore.communicate(timeout=60)
+            self.assertEqual(restore.returncode, 0, out)
+            self.assertIn("restored", out)
+            m.release()
+        finally:
+            p.send_signal(signal.SIGTERM)
+            self.assertEqual(p.wait(timeout=30), 0)
+            log.close()
 
     def test_mpi_two_ranks(self):
         env = dict(os.environ)

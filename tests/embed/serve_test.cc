@@ -2,7 +2,8 @@
 // process: attach maps the daemon's arena without a copy and matches the reference; a disallowed
 // uid is refused; malformed, oversized and truncated requests do not stop the daemon; 8 clients
 // x 100 attach/detach leave descriptors and memory where they started; the host cache's
-// release/restore through `hoist ctl`; SIGTERM removes the socket.
+// release/restore through `hoist ctl`; attaches during a restore held mid-way (pending_ok: a
+// pending Model; ordinary: after it), a failing restore at Wait; SIGTERM removes the socket.
 #include <fcntl.h>
 #include <grp.h>
 #include <gtest/gtest.h>
@@ -19,6 +20,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -88,9 +91,12 @@ const std::string& SocketParent() {
 // A `hoist serve` child process; SIGTERM (then SIGKILL after 20 s) when destroyed.
 class Daemon {
  public:
-  // `socket_dir` empty: a fresh one under SocketParent().
+  // `socket_dir` empty: a fresh one under SocketParent(). `env`: NAME=VALUE entries added to
+  // this process's environment for the daemon (the test hooks). `launcher`: words before the
+  // hoist binary (e.g. mpirun -np 2).
   Daemon(const std::string& model, int tp, int rank, std::vector<std::string> extra,
-         std::string socket_dir = "") {
+         std::string socket_dir = "", std::vector<std::string> env = {},
+         std::vector<std::string> launcher = {}) {
     static std::atomic<int> seq{0};
     dir_ = !socket_dir.empty() ? socket_dir
                                : SocketParent() + "/sock-" + std::to_string(::getpid()) + "-" +
@@ -112,6 +118,7 @@ class Daemon {
                                      "--threads",
                                      "2"};
     args.insert(args.end(), extra.begin(), extra.end());
+    args.insert(args.begin(), launcher.begin(), launcher.end());
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -119,7 +126,11 @@ class Daemon {
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 1, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    if (posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), environ) != 0) pid_ = -1;
+    std::vector<char*> envp;
+    for (char** e = environ; *e != nullptr; ++e) envp.push_back(*e);
+    for (auto& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    if (posix_spawnp(&pid_, argv[0], &fa, nullptr, argv.data(), envp.data()) != 0) pid_ = -1;
     posix_spawn_file_actions_destroy(&fa);
   }
   ~Daemon() { Stop(); }
@@ -520,6 +531,275 @@ TEST(Serve, SigtermStopsAcceptingFreesAndRemovesTheSocket) {
   // The client's mapping outlives the daemon (host backend: the memfd stays while mapped).
   ExpectMatchesReference(*a, Reference(dir, 1, 0, 0));
   EXPECT_TRUE(a->Release().ok());
+}
+
+// The holds and injected failures below are test hooks (HOIST_TEST_HOOKS builds: tools/test.sh's).
+#define REQUIRE_TEST_HOOKS() \
+  if (!HOIST_TEST_HOOKS) GTEST_SKIP() << "needs a build with HOIST_TEST_HOOKS"
+
+// A fresh path for a restore's gate file (HOIST_TEST_HOLD_RESTORE holds until it exists).
+std::string GatePath() {
+  static std::atomic<int> seq{0};
+  return SocketParent() + "/gate-" + std::to_string(::getpid()) + "-" + std::to_string(seq++);
+}
+
+void Touch(const std::string& path) { std::ofstream(path) << "go"; }
+
+// Whether any tensor of `m` differs from the reference (its bytes have not all landed).
+bool AnyDiffers(const Model& m, const std::map<std::string, testref::RefTensor>& ref) {
+  for (const Tensor& t : m.tensors()) {
+    const auto it = ref.find(t.name);
+    if (it == ref.end() || std::memcmp(t.data, it->second.data.data(), t.bytes) != 0) return true;
+  }
+  return false;
+}
+
+// An engine attaches while `hoist ctl restore` is held mid-way (after the new arena exists,
+// before a byte moves): with pending_ok it gets the final table at once and a pending Model whose
+// Wait returns OK once the bytes are in, then every tensor equals the checkpoint's; the C API's
+// hoist_attach_pending does the same; an ordinary attach waits for the end of the restore.
+TEST(Serve, AttachDuringARestoreIsPendingUntilTheBytesAreResident) {
+  REQUIRE_TEST_HOOKS();
+  const std::string dir = Fixtures::Get().Dir("qwen3-tiny");
+  const std::string gate = GatePath();
+  Daemon d(dir, 2, 1, {"--host-cache"}, "", {"HOIST_TEST_HOLD_RESTORE=" + gate});
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  const auto ref = Reference(dir, 2, 0, 1);
+  EXPECT_NE(Ctl("release", d.socket()).find("[exit 0]"), std::string::npos);
+  auto restored = std::async(std::launch::async, [&] { return Ctl("restore", d.socket()); });
+  ASSERT_TRUE(d.WaitStatus([](const proto::StatusReply& s) { return s.restoring(); })) << d.log();
+  const std::string held = Ctl("status", d.socket());  // the loop answers during the restore
+  EXPECT_NE(held.find("resident: no (restoring)"), std::string::npos) << held;
+
+  AttachOptions po;
+  po.pending_ok = true;
+  Result<Model> m = Attach(d.socket(), po);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_TRUE(m->pending());
+  EXPECT_FALSE(m->LayerReady(0));
+  EXPECT_EQ(m->progress().bytes_done, 0u);
+  EXPECT_FALSE(m->progress().ended);
+  ASSERT_EQ(m->tensors().size(), ref.size());
+  EXPECT_TRUE(AnyDiffers(*m, ref)) << "the bytes landed before the restore was let go";
+  std::map<std::string, void*> addresses;
+  for (const Tensor& t : m->tensors()) addresses[t.name] = t.data;
+  hoist_model* c = nullptr;
+  ASSERT_EQ(hoist_attach_pending(d.socket().c_str(), 0, &c), HOIST_OK) << hoist_last_error();
+  int pending = 0;
+  ASSERT_EQ(hoist_model_pending(c, &pending), HOIST_OK);
+  EXPECT_EQ(pending, 1);
+  auto plain = std::async(std::launch::async, [&] { return Attach(d.socket()); });
+  // Queued: the restore's own reply and the ordinary attach.
+  ASSERT_TRUE(d.WaitStatus([](const proto::StatusReply& s) { return s.waiting_requests() == 2; }));
+  EXPECT_EQ(plain.wait_for(std::chrono::seconds(0)), std::future_status::timeout);
+
+  Touch(gate);
+  ASSERT_TRUE(m->Wait().ok());
+  EXPECT_FALSE(m->pending());
+  EXPECT_TRUE(m->LayerReady(0));
+  EXPECT_EQ(m->progress().bytes_done, m->progress().bytes_total);
+  for (const Tensor& t : m->tensors()) EXPECT_EQ(t.data, addresses[t.name]) << t.name;
+  ExpectMatchesReference(*m, ref);
+  ASSERT_EQ(hoist_model_wait(c), HOIST_OK) << hoist_last_error();
+  ASSERT_EQ(hoist_model_pending(c, &pending), HOIST_OK);
+  EXPECT_EQ(pending, 0);
+  hoist_tensor ct;
+  ASSERT_EQ(hoist_model_find(c, "model.norm.weight", &ct), HOIST_OK);
+  const testref::RefTensor& norm = ref.at("model.norm.weight");
+  EXPECT_EQ(std::memcmp(ct.data, norm.data.data(), norm.data.size()), 0);
+  EXPECT_EQ(hoist_model_release(c), HOIST_OK);
+  Result<Model> p = plain.get();
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_FALSE(p->pending());
+  ExpectMatchesReference(*p, ref);
+  const std::string out = restored.get();
+  EXPECT_NE(out.find("restored"), std::string::npos) << out;
+  EXPECT_NE(out.find("[exit 0]"), std::string::npos) << out;
+  // A resident daemon's attach is complete, pending_ok or not.
+  Result<Model> again = Attach(d.socket(), po);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_FALSE(again->pending());
+  EXPECT_TRUE(again->Wait().ok());
+}
+
+// A restore that fails after a pending attach: Wait (and WaitLayer, StreamWait, and Wait again)
+// returns the restore's error naming the rank, the model is no longer pending and no layer is
+// ready; `ctl restore` fails with the same error; the daemon stays released and says why.
+TEST(Serve, AFailedRestoreSurfacesAtWaitNamingTheRank) {
+  REQUIRE_TEST_HOOKS();
+  const std::string dir = Fixtures::Get().Dir("qwen3-tiny");
+  const std::string gate = GatePath();
+  Daemon d(dir, 1, 0, {"--host-cache"}, "",
+           {"HOIST_TEST_HOLD_RESTORE=" + gate, "HOIST_TEST_FAIL_RESTORE=1"});
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  EXPECT_NE(Ctl("release", d.socket()).find("[exit 0]"), std::string::npos);
+  auto restored = std::async(std::launch::async, [&] { return Ctl("restore", d.socket()); });
+  ASSERT_TRUE(d.WaitStatus([](const proto::StatusReply& s) { return s.restoring(); })) << d.log();
+  AttachOptions po;
+  po.pending_ok = true;
+  Result<Model> m = Attach(d.socket(), po);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_TRUE(m->pending());
+  Touch(gate);
+  const Status w = m->Wait();
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.code(), Code::kIoError) << w.ToString();
+  EXPECT_NE(w.message().find("rank 0: restore of arena generation 2 failed"), std::string::npos)
+      << w.ToString();
+  EXPECT_NE(w.message().find("injected failure while restoring"), std::string::npos)
+      << w.ToString();
+  EXPECT_FALSE(m->pending());
+  EXPECT_FALSE(m->LayerReady(0));
+  EXPECT_EQ(m->progress().bytes_done, 0u);
+  EXPECT_EQ(m->Wait().ToString(), w.ToString());
+  EXPECT_EQ(m->WaitLayer(0).ToString(), w.ToString());
+  EXPECT_EQ(m->StreamWait(nullptr).ToString(), w.ToString());
+  const std::string out = restored.get();
+  EXPECT_NE(out.find("injected failure while restoring"), std::string::npos) << out;
+  EXPECT_NE(out.find("[exit 1]"), std::string::npos) << out;
+  Result<proto::StatusReply> s = d.Status();
+  ASSERT_TRUE(s.ok());
+  EXPECT_FALSE(s->resident());
+  EXPECT_FALSE(s->restoring());
+  Result<Model> none = Attach(d.socket());
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("the last restore failed"), std::string::npos)
+      << none.status().ToString();
+  EXPECT_TRUE(m->Release().ok());
+  EXPECT_EQ(d.Stop(), 0) << d.log();
+}
+
+// `hoist serve --serve-while-loading` held before its first byte (HOIST_TEST_HOLD_STREAMING):
+// the socket answers during the initial load, a pending_ok attach gets the final table at once
+// and Wait returns OK once the load landed (every tensor then equals the checkpoint's at the same
+// address), an ordinary attach waits for the end, and the host cache is taken after the load.
+TEST(Serve, ServeWhileLoadingGivesAPendingAttachBeforeTheBytes) {
+  REQUIRE_TEST_HOOKS();
+  const std::string dir = Fixtures::Get().Dir("qwen3-tiny");
+  const std::string gate = GatePath();
+  Daemon d(dir, 2, 0, {"--serve-while-loading", "--host-cache"}, "",
+           {"HOIST_TEST_HOLD_STREAMING=" + gate});
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  ASSERT_TRUE(d.WaitStatus([](const proto::StatusReply& s) { return s.loading(); })) << d.log();
+  const auto ref = Reference(dir, 2, 0, 0);
+  AttachOptions po;
+  po.pending_ok = true;
+  Result<Model> m = Attach(d.socket(), po);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_TRUE(m->pending());
+  EXPECT_EQ(m->rank(), 0);
+  EXPECT_EQ(m->world(), 2);
+  ASSERT_EQ(m->tensors().size(), ref.size());
+  EXPECT_TRUE(AnyDiffers(*m, ref)) << "the bytes landed before the load was let go";
+  std::map<std::string, void*> addresses;
+  for (const Tensor& t : m->tensors()) addresses[t.name] = t.data;
+  auto plain = std::async(std::launch::async, [&] { return Attach(d.socket()); });
+  ASSERT_TRUE(d.WaitStatus([](const proto::StatusReply& s) { return s.waiting_requests() == 1; }));
+  EXPECT_EQ(plain.wait_for(std::chrono::seconds(0)), std::future_status::timeout);
+
+  Touch(gate);
+  ASSERT_TRUE(m->Wait().ok());
+  EXPECT_FALSE(m->pending());
+  for (const Tensor& t : m->tensors()) EXPECT_EQ(t.data, addresses[t.name]) << t.name;
+  ExpectMatchesReference(*m, ref);
+  Result<Model> p = plain.get();
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_FALSE(p->pending());
+  ExpectMatchesReference(*p, ref);
+  Result<proto::StatusReply> s = d.Status();
+  ASSERT_TRUE(s.ok());
+  EXPECT_TRUE(s->resident());
+  EXPECT_FALSE(s->loading());
+  EXPECT_EQ(s->generation(), 1u);
+  EXPECT_GT(s->host_cache_bytes(), 0u);
+  EXPECT_NE(d.log().find("serving at " + d.socket() + " while it loads"), std::string::npos)
+      << d.log();
+  EXPECT_NE(d.log().find("ready at " + d.socket()), std::string::npos) << d.log();
+  EXPECT_TRUE(m->Release().ok());
+  EXPECT_TRUE(p->Release().ok());
+  EXPECT_EQ(d.Stop(), 0) << d.log();
+}
+
+// A load that fails after a pending attach: Wait returns its error naming the rank, and the daemon
+// exits 1; a SIGTERM during a held load cancels it and exits 0, removing the socket.
+TEST(Serve, ServeWhileLoadingFailureReachesWaitAndStopCancels) {
+  REQUIRE_TEST_HOOKS();
+  const std::string dir = Fixtures::Get().Dir("qwen3-tiny");
+  {
+    const std::string gate = GatePath();
+    Daemon d(dir, 1, 0, {"--serve-while-loading"}, "",
+             {"HOIST_TEST_HOLD_STREAMING=" + gate, "HOIST_TEST_FAIL_STREAMING_RANK=0"});
+    ASSERT_TRUE(d.WaitReady()) << d.log();
+    AttachOptions po;
+    po.pending_ok = true;
+    Result<Model> m = Attach(d.socket(), po);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    ASSERT_TRUE(m->pending());
+    // The await queued before the load may fail (the daemon exits right after answering it).
+    auto waited = std::async(std::launch::async, [&] { return m->Wait(); });
+    ASSERT_TRUE(
+        d.WaitStatus([](const proto::StatusReply& s) { return s.waiting_requests() == 1; }));
+    Touch(gate);
+    const Status w = waited.get();
+    ASSERT_FALSE(w.ok());
+    EXPECT_NE(w.message().find("rank 0: the initial load failed"), std::string::npos)
+        << w.ToString();
+    EXPECT_NE(w.message().find("injected failure while streaming"), std::string::npos)
+        << w.ToString();
+    EXPECT_FALSE(m->pending());
+    EXPECT_FALSE(m->LayerReady(0));
+    EXPECT_EQ(d.WaitExit(60), 1) << d.log();
+    EXPECT_TRUE(m->Release().ok());
+  }
+  {
+    const std::string gate = GatePath();  // never created: the load stays held
+    Daemon d(dir, 1, 0, {"--serve-while-loading"}, "", {"HOIST_TEST_HOLD_STREAMING=" + gate});
+    ASSERT_TRUE(d.WaitReady()) << d.log();
+    ASSERT_TRUE(d.WaitStatus([](const proto::StatusReply& s) { return s.loading(); }));
+    EXPECT_EQ(d.Stop(), 0) << d.log();
+    EXPECT_FALSE(std::filesystem::exists(d.socket()));
+    EXPECT_NE(d.log().find("stopped during the initial load"), std::string::npos) << d.log();
+  }
+}
+
+// Under `mpirun -np 2` with dedup (bytes forwarded between the ranks through the control loop,
+// which runs on the main thread while each rank's daemon serves on its own): a pending attach to
+// each rank during the held load, then both equal their reference after Wait; SIGTERM to mpirun
+// stops both daemons.
+TEST(Serve, ServeWhileLoadingUnderMpirunWithDedup) {
+  REQUIRE_TEST_HOOKS();
+  const std::string dir = Fixtures::Get().Dir("qwen3-tiny");
+  const std::string gate = GatePath();
+  Daemon d(dir, 2, 0, {"--serve-while-loading", "--dedup", "node"}, "",
+           {"HOIST_TEST_HOLD_STREAMING=" + gate, "OMPI_ALLOW_RUN_AS_ROOT=1",
+            "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"},
+           {"mpirun", "-np", "2", "--oversubscribe", "-x", "HOIST_TEST_HOLD_STREAMING"});
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  const std::string rank1 = d.dir() + "/rank-1.sock";
+  const Clock::time_point deadline = Clock::now() + std::chrono::seconds(60);
+  while (!rank::DaemonConnection::Connect(rank1).ok() && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  AttachOptions po;
+  po.pending_ok = true;
+  Result<Model> m0 = Attach(d.socket(), po), m1 = Attach(rank1, po);
+  ASSERT_TRUE(m0.ok()) << m0.status().ToString() << d.log();
+  ASSERT_TRUE(m1.ok()) << m1.status().ToString() << d.log();
+  EXPECT_TRUE(m0->pending());
+  EXPECT_TRUE(m1->pending());
+  Touch(gate);
+  ASSERT_TRUE(m0->Wait().ok()) << d.log();
+  ASSERT_TRUE(m1->Wait().ok()) << d.log();
+  ExpectMatchesReference(*m0, Reference(dir, 2, 0, 0));
+  ExpectMatchesReference(*m1, Reference(dir, 2, 0, 1));
+  EXPECT_TRUE(m0->Release().ok());
+  EXPECT_TRUE(m1->Release().ok());
+  d.Stop();  // mpirun's own status after a SIGTERM is Open MPI's; each rank's stop is logged
+  EXPECT_FALSE(std::filesystem::exists(rank1));
+  for (const std::string& sock : {d.socket(), rank1}) {
+    EXPECT_NE(d.log().find("serve: stopping (" + sock + ")"), std::string::npos) << d.log();
+  }
+  EXPECT_EQ(d.log().find("hoist: error"), std::string::npos) << d.log();
 }
 
 // `hoist ctl ACTION --socket SOCKET [extra]` run as `uid` (fork, setgid/setuid, exec of a copy
