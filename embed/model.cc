@@ -1,7 +1,9 @@
 // hoist::Load, hoist::Attach and the Model handle (include/hoist/hoist.h).
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "config/job_spec.h"
@@ -50,7 +52,13 @@ Status ModelState::Free() {
     }
     device.reset();
   }
-  connection.reset();  // the daemon sees this process detach
+  if (connection != nullptr) {
+    // A Wait blocked on the daemon (another thread, under attach_mu) returns at once; then the
+    // connection goes, never under that Wait.
+    ::shutdown(connection->fd(), SHUT_RDWR);
+    std::lock_guard attach_lock(attach_mu);
+    connection.reset();  // the daemon sees this process detach
+  }
   arena = nullptr;
   for (Tensor& t : tensors) t.data = nullptr;
   return result;
@@ -286,7 +294,13 @@ Result<Model> Attach(const std::string& socket_path, const AttachOptions& option
   req.mutable_attach()->set_client(options.client + " pid " + std::to_string(::getpid()));
   req.mutable_attach()->set_pending_ok(options.pending_ok);
   std::vector<int> fds;
-  HOIST_ASSIGN_OR_RETURN(proto::DaemonResponse resp, state->connection->Call(req, &fds));
+  // A default attach's reply may wait for a restore (or the initial load) to end.
+  if (!options.pending_ok) {
+    state->connection->set_timeout_ms(std::max(options.timeout_ms, options.wait_timeout_ms));
+  }
+  Result<proto::DaemonResponse> replied = state->connection->Call(req, &fds);
+  state->connection->set_timeout_ms(options.timeout_ms);
+  HOIST_ASSIGN_OR_RETURN(proto::DaemonResponse resp, std::move(replied));
   const Clock::time_point t1 = Clock::now();
   struct FdCloser {
     std::vector<int>* fds;

@@ -312,7 +312,9 @@ int ServeCommands::ServeWhileLoading(coordinator::Comm& comm, coordinator::JobOp
   const int code = ReportLoad(comm.rank(), result);
   if (early.daemon == nullptr) return code >= 0 ? code : ServeLoaded(&*result, std::move(so), dir);
   if (code >= 0) {
-    early.End(result.ok() ? result->failure : result.status());
+    early.End(!result.ok()            ? result.status()
+              : !result->failure.ok() ? result->failure
+                                      : Status::Internal("serve: the load left no arena"));
     return code;
   }
   const auto my_rank = static_cast<std::uint32_t>((*begun)->rank());

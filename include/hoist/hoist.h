@@ -186,7 +186,7 @@ Result<Model> LoadAsync(const LoadOptions& options);
 Result<Model> LoadTopology(const std::string& topology_file);
 
 struct AttachOptions {
-  int timeout_ms = 10000;         // connect and reply
+  int timeout_ms = 10000;         // connect, and the reply of a resident daemon or pending_ok
   std::string client = "engine";  // a label for the daemon's log
   // A daemon restoring its arena from its host cache (`hoist ctl restore`), or still in its
   // initial load (`hoist serve --serve-while-loading`): false (the default) waits for the end and
@@ -195,7 +195,8 @@ struct AttachOptions {
   // once they are resident, or the restore's (load's) error naming the rank. A resident daemon's
   // attach is complete either way.
   bool pending_ok = false;
-  // A pending model's Wait: how long the daemon's restore may still take (a timeout fails Wait).
+  // How long the daemon's restore (or initial load) may still take: a default attach's reply,
+  // and a pending model's Wait (a timeout fails either).
   int wait_timeout_ms = 600000;
 };
 

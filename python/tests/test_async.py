@@ -119,7 +119,7 @@ class AsyncLoadTest(unittest.TestCase):
             while time.time() < deadline and ctl("status").returncode != 0:
                 time.sleep(0.05)
             self.assertEqual(ctl("release").returncode, 0)
-            restore = subprocess.Popen([HOIST_BIN, "ctl", "restore", "--socket", path],
+            restore = subprocess.Popen([HOIST_BIN, "ctl", "restore", "--timeout-s", "120", "--socket", path],
                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             while time.time() < deadline:
                 status = json.loads(ctl("status").stdout)["status"]

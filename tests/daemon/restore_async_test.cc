@@ -222,7 +222,9 @@ TEST(RestoreAsync, PendingAttachGetsTheFinalArenaAndAwaitTheBytes) {
   EXPECT_EQ(pa.attach().arena_bytes(), kArenaBytes);
   ASSERT_EQ(pa.attach().tensors_size(), 2);
   EXPECT_EQ(pa.attach().tensors(1).arena_offset(), kArenaBytes / 2);
-  EXPECT_NE(ReadArena(pfds[0]), s.want) << "the bytes landed before the restore was let go";
+  const std::vector<std::uint8_t> before = ReadArena(pfds[0]);
+  ASSERT_EQ(before.size(), kArenaBytes) << "the pending attach's arena cannot be read";
+  EXPECT_NE(before, s.want) << "the bytes landed before the restore was let go";
 
   // An ordinary attach and an await wait for the end (queued, not answered).
   std::future<Reply> attached = CallAsync(s.socket, Request("attach"), &plain);

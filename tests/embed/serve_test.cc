@@ -566,7 +566,9 @@ TEST(Serve, AttachDuringARestoreIsPendingUntilTheBytesAreResident) {
   ASSERT_TRUE(d.WaitReady()) << d.log();
   const auto ref = Reference(dir, 2, 0, 1);
   EXPECT_NE(Ctl("release", d.socket()).find("[exit 0]"), std::string::npos);
-  auto restored = std::async(std::launch::async, [&] { return Ctl("restore", d.socket()); });
+  auto restored = std::async(std::launch::async, [&] {
+    return Ctl("restore --timeout-s 120", d.socket());  // held meanwhile: a loaded CI machine
+  });
   ASSERT_TRUE(d.WaitStatus([](const proto::StatusReply& s) { return s.restoring(); })) << d.log();
   const std::string held = Ctl("status", d.socket());  // the loop answers during the restore
   EXPECT_NE(held.find("resident: no (restoring)"), std::string::npos) << held;
@@ -633,7 +635,9 @@ TEST(Serve, AFailedRestoreSurfacesAtWaitNamingTheRank) {
            {"HOIST_TEST_HOLD_RESTORE=" + gate, "HOIST_TEST_FAIL_RESTORE=1"});
   ASSERT_TRUE(d.WaitReady()) << d.log();
   EXPECT_NE(Ctl("release", d.socket()).find("[exit 0]"), std::string::npos);
-  auto restored = std::async(std::launch::async, [&] { return Ctl("restore", d.socket()); });
+  auto restored = std::async(std::launch::async, [&] {
+    return Ctl("restore --timeout-s 120", d.socket());  // held meanwhile: a loaded CI machine
+  });
   ASSERT_TRUE(d.WaitStatus([](const proto::StatusReply& s) { return s.restoring(); })) << d.log();
   AttachOptions po;
   po.pending_ok = true;
