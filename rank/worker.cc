@@ -229,14 +229,16 @@ Result<std::unique_ptr<ThreadBinding>> Place(const proto::LoadPlan& plan, const 
   *cores = available;
   *threads =
       o.settings.pipeline.threads > 0 ? o.settings.pipeline.threads : std::clamp(available, 1, 16);
-  spdlog::info("rank {}: {}{}; {} fill thread{}", rp.rank(), cpus.how, quota_note, *threads,
-               *threads == 1 ? "" : "s");
+  const int run = std::min(*threads, available);  // the pipeline runs no more (options.cores)
+  spdlog::info("rank {}: {}{}; {} fill thread{}", rp.rank(), cpus.how, quota_note, run,
+               run == 1 ? "" : "s");
   if (*threads > available) {
     spdlog::warn(
-        "rank {}: --threads {} on {} cpus ({}{}): {} fill threads run, one per cpu (more would "
-        "only slice the cores; a wholly cold load still reads with a thread per slot); leave "
-        "threads unset or set --threads {}",
-        rp.rank(), *threads, available, cpus.list, quota_note, available, available);
+        "rank {}: --threads {} on {} cpu{} ({}{}): one fill thread per cpu runs (more would only "
+        "slice the cores; a wholly cold load still reads with a thread per slot); leave threads "
+        "unset or set --threads {}",
+        rp.rank(), *threads, available, available == 1 ? "" : "s", cpus.list, quota_note,
+        available);
   }
   return ThreadBinding::Bind(cpus, o.settings.bind_numa);
 }
