@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Issue 42 item 2 on the GPU (run from .bench-src: bash bench/attach_pending.sh; results on stdout): a pending attach to `hoist serve --device cuda` during a held
+# Issue 42 item 2 on the GPU: a pending attach to `hoist serve --device cuda` during a held
 # restore: pending at once with final addresses; after wait() every tensor equals the bytes the
 # daemon served before its release, at the same addresses; the restore's ctl call succeeds.
+# On the box: cd .bench-src && bash bench/attach_pending.sh (PASS/FAIL on stdout; build logs in
+# $OUT). Builds hoist with the test hooks into build-a/ (HOIST_TEST_HOLD_RESTORE holds the restore).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source tools/env.sh
