@@ -18,6 +18,7 @@
 
 #include "daemon/serve.h"
 #include "daemon/serve_wire.h"
+#include "tests/scratch_dir.h"
 #include "transport/devices/device.h"
 
 namespace hoist::rank {
@@ -25,20 +26,9 @@ namespace {
 
 constexpr std::uint64_t kArenaBytes = 1 << 20;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string t = "/tmp/hoist-restore-XXXXXX";
-    path_ = ::mkdtemp(t.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
+// A scratch directory, removed with its contents.
+struct TempDir : testing::ScratchDir {
+  TempDir() : ScratchDir("hoist-restore") {}
 };
 
 // The bytes the daemon starts with: xorshift64, never all zeros.

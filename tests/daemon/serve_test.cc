@@ -21,25 +21,15 @@
 #include <thread>
 
 #include "daemon/serve_wire.h"
+#include "tests/scratch_dir.h"
 #include "transport/devices/device.h"
 
 namespace hoist::rank {
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string t = "/tmp/hoist-serve-XXXXXX";
-    path_ = ::mkdtemp(t.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
+// A scratch directory, removed with its contents.
+struct TempDir : testing::ScratchDir {
+  TempDir() : ScratchDir("hoist-serve") {}
 };
 
 TEST(ServeUid, AllowList) {
