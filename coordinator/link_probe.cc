@@ -6,10 +6,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <filesystem>
 #include <limits>
 #include <memory>
 
+#include "planner/checkpoint.h"
 #include "transport/reading/residency.h"
 #include "transport/reading/source.h"
 
@@ -24,34 +24,17 @@ double Seconds(Clock::time_point a, Clock::time_point b) {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-struct Shard {
-  std::string path;
-  std::uint64_t size = 0;
-};
-
-// The checkpoint's shards: *.safetensors, and a packed copy's *.bin.
-std::vector<Shard> Shards(const std::string& model_dir) {
-  std::vector<Shard> out;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(model_dir, ec)) {
-    const std::string ext = e.path().extension().string();
-    if ((ext != ".safetensors" && ext != ".bin") || !e.is_regular_file(ec)) continue;
-    out.push_back({e.path().string(), e.file_size(ec)});
-  }
-  return out;
-}
-
 // GiB/s of one O_DIRECT read of up to kStorageSampleBytes in four pieces spread over the shard
 // (the source keeps several requests in flight); 0 when the filesystem refuses O_DIRECT.
-double SampleDirectRead(const Shard& shard) {
+double SampleDirectRead(const std::string& path, std::uint64_t size) {
   constexpr std::uint64_t kAlign = 4096, kPieces = 4;
-  const std::uint64_t piece = std::min(kStorageSampleBytes, shard.size) / kPieces / kAlign * kAlign;
+  const std::uint64_t piece = std::min(kStorageSampleBytes, size) / kPieces / kAlign * kAlign;
   if (piece == 0) return 0;
-  Result<std::unique_ptr<transport::Source>> src = transport::OpenDirectSource(shard.path);
+  Result<std::unique_ptr<transport::Source>> src = transport::OpenDirectSource(path);
   if (!src.ok()) return 0;
   auto buf = std::make_unique<std::byte[]>(piece * kPieces);
   std::vector<transport::RowsRead> reads;
-  const std::uint64_t stride = (shard.size - piece) / (kPieces - 1) / kAlign * kAlign;
+  const std::uint64_t stride = (size - piece) / (kPieces - 1) / kAlign * kAlign;
   for (std::uint64_t i = 0; i < kPieces; ++i) {
     reads.push_back({i * stride, piece, piece, 1, buf.get() + i * piece, piece});
   }
@@ -69,19 +52,24 @@ StorageRate MeasureStorage(const std::string& model_dir) {
     return StorageRate{std::strtod(v, nullptr), false};
   }
 #endif
-  std::vector<Shard> shards = Shards(model_dir);
+  // The shards a load reads (the index's, or a packed copy's), not every file of the folder.
+  Result<planner::Checkpoint> ckpt = planner::OpenCheckpoint(model_dir);
+  if (!ckpt.ok()) return {};
   std::uint64_t total = 0, resident = 0;
-  for (const Shard& s : shards) {
-    Result<transport::Residency> r = transport::Residency::Measure(s.path, 4);
+  for (const planner::ShardFile& f : ckpt->files) {
+    Result<transport::Residency> r = transport::Residency::Measure(f.abs_path, 4);
     if (!r.ok()) return {};
-    total += s.size;
+    total += f.stat.size;
     resident += r->TotalResident();
   }
   if (total == 0) return {};
   if (resident * 2 >= total) return StorageRate{0, true};
-  const auto largest = std::max_element(
-      shards.begin(), shards.end(), [](const Shard& a, const Shard& b) { return a.size < b.size; });
-  return StorageRate{SampleDirectRead(*largest), false};
+  const auto largest =
+      std::max_element(ckpt->files.begin(), ckpt->files.end(),
+                       [](const planner::ShardFile& a, const planner::ShardFile& b) {
+                         return a.stat.size < b.stat.size;
+                       });
+  return StorageRate{SampleDirectRead(largest->abs_path, largest->stat.size), false};
 }
 
 Result<double> ProbeLink(Comm& comm, int leader, double timeout_s) {

@@ -24,10 +24,11 @@ namespace hoist::coordinator {
 inline constexpr std::uint64_t kLinkProbeBytes = 16ull << 20;
 inline constexpr std::uint64_t kStorageSampleBytes = 64ull << 20;
 
-// This host's storage for the checkpoint in model_dir (its *.safetensors and packed *.bin
-// shards): cached when at least half their bytes are in the page cache, else the rate of an
-// O_DIRECT read of up to kStorageSampleBytes spread over the largest shard (0: unknown). Test
-// builds (HOIST_TEST_HOOKS) take HOIST_TEST_STORAGE_GIB_S instead when it is set.
+// This host's storage for the checkpoint in model_dir (the shards a load reads, as
+// planner::OpenCheckpoint lists them): cached when at least half their bytes are in the page
+// cache, else the rate of an O_DIRECT read of up to kStorageSampleBytes spread over the largest
+// shard (0: unknown, also when the checkpoint does not open). Test builds (HOIST_TEST_HOOKS) take
+// HOIST_TEST_STORAGE_GIB_S instead when it is set.
 struct StorageRate {
   double gib_s = 0;
   bool cached = false;
@@ -40,8 +41,8 @@ Result<double> ProbeLink(Comm& comm, int leader, double timeout_s);
 // A host leader (local rank 0, not on rank 0's host): answers rank 0's two probes.
 Status AnswerLinkProbe(Comm& comm, double timeout_s);
 
-// Rank 0: the job's rates from every rank's hello (the leaders' storage) and a probe of every
-// other host's leader (the slowest link governs). `mine` is rank 0's own storage.
+// Rank 0: the job's rates from every rank's hello (each host's first rank, rank 0 included,
+// reports its storage) and a probe of every other host's first rank (the slowest link governs).
 Result<planner::HostRates> MeasureHostRates(Comm& comm, const std::vector<proto::Hello>& hellos,
                                             double timeout_s);
 

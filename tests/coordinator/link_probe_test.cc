@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "tests/scratch_dir.h"
+#include "tests/test_paths.h"
 
 namespace hoist::coordinator {
 namespace {
@@ -70,16 +71,23 @@ proto::Hello HelloOf(int node, int local, bool cached, double gib_s) {
 
 TEST(LinkProbeTest, ACheckpointJustWrittenIsInThePageCache) {
   testing::ScratchDir dir("link-probe");
-  std::ofstream(dir.path() + "/model.safetensors") << std::string(1 << 20, 'x');
-  std::ofstream(dir.path() + "/notes.txt") << "not a shard";
+  const std::string model = dir.Sub("model");
+  ASSERT_EQ(std::system((testing::MkckptBin() + " --preset qwen3-tiny --out '" + model +
+                         "' --seed 3 --threads 1 > /dev/null")
+                            .c_str()),
+            0);
   ::unsetenv("HOIST_TEST_STORAGE_GIB_S");
-  const StorageRate r = MeasureStorage(dir.path());
+  const StorageRate r = MeasureStorage(model);
   EXPECT_TRUE(r.cached);
   EXPECT_EQ(r.gib_s, 0);
-  EXPECT_FALSE(MeasureStorage(dir.path() + "/missing").cached);  // nothing to measure: unknown
+  // No checkpoint there (only a file named like a shard): nothing is measured.
+  std::ofstream(dir.Sub("model.safetensors")) << std::string(1 << 20, 'x');
+  const StorageRate none = MeasureStorage(dir.path());
+  EXPECT_FALSE(none.cached);
+  EXPECT_EQ(none.gib_s, 0);
 #if HOIST_TEST_HOOKS
   ::setenv("HOIST_TEST_STORAGE_GIB_S", "0.25", 1);
-  const StorageRate hooked = MeasureStorage(dir.path());
+  const StorageRate hooked = MeasureStorage(model);
   ::unsetenv("HOIST_TEST_STORAGE_GIB_S");
   EXPECT_FALSE(hooked.cached);
   EXPECT_DOUBLE_EQ(hooked.gib_s, 0.25);
