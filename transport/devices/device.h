@@ -171,8 +171,6 @@ class Device {
   // Blocks until the event's latest recording completed (OK at once when never recorded).
   // A device may poll briefly before it sleeps (a copy often ends within microseconds).
   virtual Status Wait(EventId event) = 0;
-  // Wait without polling: for a waiter sharing its cores with busier threads. The default is Wait.
-  virtual Status WaitAsleep(EventId event) { return Wait(event); }
   // Non-blocking Wait: true when the latest recording completed (or the event was never
   // recorded), false while it is pending.
   virtual Result<bool> Query(EventId event) = 0;

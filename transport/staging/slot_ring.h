@@ -25,10 +25,7 @@ namespace hoist::transport::pipeline_internal {
 class SlotRing {
  public:
   SlotRing(RunContext& cx, Milestones& milestones, int slots)
-      : cx_(cx),
-        milestones_(milestones),
-        slots_(slots),
-        sleep_waits_(cx.o.cores > 0 && cx.threads > cx.o.cores) {
+      : cx_(cx), milestones_(milestones), slots_(slots) {
     remaining_.assign(cx.cut.seqs(), 0);
     for (const SlotTask& t : cx.cut.tasks) ++remaining_[t.seq];
   }
@@ -367,7 +364,7 @@ class SlotRing {
   // mu_ released. Waits for slot k's copies of sequence q (packed: its blocks are in their
   // device slot) and returns their span.
   Result<DeviceSpan> WaitSlot(int k, std::int64_t q) {
-    HOIST_RETURN_IF_ERROR(sleep_waits_ ? cx_.dev.WaitAsleep(ev_end_[k]) : cx_.dev.Wait(ev_end_[k]));
+    HOIST_RETURN_IF_ERROR(cx_.dev.Wait(ev_end_[k]));
     HOIST_ASSIGN_OR_RETURN(DeviceSpan s, cx_.SpanBetween(ev_start_[k], ev_end_[k], k, q));
     s.seconds = std::max(0.0, s.seconds);
     s.bytes = cx_.cut.seq_bytes[q];
@@ -392,9 +389,6 @@ class SlotRing {
   std::vector<Slot> slots_;
   std::vector<int> remaining_;  // tasks of each seq not yet read
   std::atomic<bool> failed_{false};
-  // More fill threads than cores: a slot's waiter sleeps at once rather than polling its event on
-  // a core that a fill thread needs.
-  const bool sleep_waits_;
   Status status_;
   Clock::time_point alloc_first_ = Clock::time_point::max();
   Clock::time_point alloc_last_ = Clock::time_point::min();

@@ -471,12 +471,6 @@ class CudaDevice final : public Device {
     return Check(cudaEventSynchronize(e), "cudaEventSynchronize");
   }
 
-  Status WaitAsleep(EventId event) override {
-    HOIST_ASSIGN_OR_RETURN(cudaEvent_t e, GetEvent(event));
-    HOIST_RETURN_IF_ERROR(Current());
-    return Check(cudaEventSynchronize(e), "cudaEventSynchronize");
-  }
-
   Result<bool> Query(EventId event) override {
     HOIST_ASSIGN_OR_RETURN(cudaEvent_t e, GetEvent(event));
     HOIST_RETURN_IF_ERROR(Current());
