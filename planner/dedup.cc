@@ -323,10 +323,6 @@ Status ChooseAutoDedup(const DedupOptions& options, std::uint64_t world, const D
   return Status::Ok();
 }
 
-}  // namespace
-
-namespace {
-
 std::string GibS(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f GiB/s", v);
@@ -339,8 +335,8 @@ std::string GibS(double v) {
 Status ChooseAcrossHosts(const DedupOptions& options, std::uint64_t nodes,
                          const DedupApplier& apply, proto::LoadPlan* plan) {
   const HostRates& r = options.rates;
-  const std::string across = "; across its " + std::to_string(nodes) + " nodes ";
-  const std::string own = across + "each node reads its own copy from storage";
+  const std::string own =
+      "; across its " + std::to_string(nodes) + " nodes each node reads its own copy from storage";
   if (!r.measured()) {
     plan->set_dedup_reason(plan->dedup_reason() + own +
                            ", since a network between hosts is taken to be slower than reading "
