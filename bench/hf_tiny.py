@@ -88,6 +88,23 @@ ARCHS = {
                                         q_lora_rank=48, kv_lora_rank=32, qk_nope_head_dim=16,
                                         qk_rope_head_dim=8, v_head_dim=16, n_group=1,
                                         topk_group=1, num_key_value_heads=8)),
+    # DeepSeek-V4 (transformers' DeepseekV4Config): one kv head, a grouped low-rank output
+    # projection, hyper-connections, a hash-routed first layer, and each attention kind (sliding,
+    # compressed-sparse with its indexer, heavily compressed). intermediate_size is an alias of
+    # moe_intermediate_size there.
+    "deepseek_v4": ("deepseek_v4", dict(n_routed_experts=8, num_experts_per_tok=2,
+                                        moe_intermediate_size=64, intermediate_size=64,
+                                        n_shared_experts=1, num_hidden_layers=4,
+                                        num_key_value_heads=1, head_dim=64,
+                                        partial_rotary_factor=0.25, q_lora_rank=48,
+                                        o_groups=2, o_lora_rank=32, index_n_heads=4,
+                                        index_head_dim=32, index_topk=8, sliding_window=16,
+                                        hc_mult=2,
+                                        layer_types=["sliding_attention",
+                                                     "compressed_sparse_attention",
+                                                     "heavily_compressed_attention",
+                                                     "compressed_sparse_attention"],
+                                        mlp_layer_types=["hash_moe", "moe", "moe", "moe"])),
 }
 
 

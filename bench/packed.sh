@@ -9,6 +9,7 @@
 #   - on 2 GPUs: mpirun -np 2 tp 2, per rank.
 #   bench/packed.sh   (env: RUNS_HOT=5 RUNS_COLD=3 HF=1 (make and use the transformers checkpoint),
 #                      FP8=1 (also block-quantized FP8 checkpoints: DeepSeek-V3 shape, quantized HF),
+#                      ONLY=qwen3-4b-hf-fp8q,... (measure only these checkpoints),
 #                      MODELS=/tmp/hoist-models BUILD_DIR=build-bench OUT AUX, RESTORE_GAP=seconds
 #                      between ctl release and ctl restore (default 0),
 #                      STAGES="env readers tests codec ceilings hot cold verify restore tp2 ab": a call under the
@@ -56,6 +57,11 @@ if [[ "${FP8:-0}" == 1 ]]; then
     python3 bench/fp8_fixture.py quantize "$hf" "$hfq" || log "fp8_fixture quantize FAILED"
   fi
   [[ -f "$hfq/config.json" ]] && models+=("$hfq")
+fi
+# ONLY="name,...": measure only these checkpoints (basenames; all of them are still made).
+if [[ -n "${ONLY:-}" ]]; then
+  kept=(); for m in "${models[@]}"; do [[ ",$ONLY," == *",$(basename "$m"),"* ]] && kept+=("$m"); done
+  models=("${kept[@]}")
 fi
 
 pack() {  # model: writes model-packed once (again when this hoist refuses it: an older format)
