@@ -366,6 +366,54 @@ Status OpenPacked(const fs::path& dir, Checkpoint* ckpt) {
   return Status::Ok();
 }
 
+// DeepSeek-V4's per-layer schedule as transformers' DeepseekV4Config spells it, where the Hub
+// release's compress_ratios / num_hash_layers are absent: layer_types (sliding_attention: no
+// compressor; compressed_sparse_attention and heavily_compressed_attention: compress_rates'
+// ratio, by default 4 and 128) and mlp_layer_types (hash_moe layers first, then moe).
+Status ParseV4Schedule(std::string_view label, const json& root,
+                       const std::vector<std::string>& types, ModelConfig* c) {
+  if (c->model_type != "deepseek_v4") return Status::Ok();
+  if (c->compress_ratios.empty() && !types.empty()) {
+    std::map<std::string, std::int64_t> rates = {{"sliding_attention", 0},
+                                                 {"compressed_sparse_attention", 4},
+                                                 {"heavily_compressed_attention", 128}};
+    if (const json* r = Lookup(root, "compress_rates"); r != nullptr && r->is_object()) {
+      for (auto& [kind, rate] : rates) {
+        if (kind != "sliding_attention") {
+          HOIST_RETURN_IF_ERROR(GetInt(label, *r, kind, &rate, nullptr, 1 << 20));
+        }
+      }
+    }
+    for (const std::string& t : types) {
+      auto it = rates.find(t);
+      if (it == rates.end()) {
+        return Status::Unsupported(std::string(label) + ": \"layer_types\" entry " +
+                                   QuoteForMessage(t) +
+                                   " is not a DeepSeek-V4 attention kind (sliding_attention, "
+                                   "compressed_sparse_attention, heavily_compressed_attention)");
+      }
+      c->compress_ratios.push_back(it->second);
+    }
+  }
+  std::vector<std::string> mlp;
+  HOIST_RETURN_IF_ERROR(GetStringArray(label, root, "mlp_layer_types", &mlp));
+  if (Lookup(root, "num_hash_layers") != nullptr || mlp.empty()) return Status::Ok();
+  // transformers' V4 router always holds the score correction bias on its moe layers (the
+  // release says so with topk_method noaux_tc).
+  if (c->topk_method.empty()) c->topk_method = "noaux_tc";
+  const auto first_moe = std::find(mlp.begin(), mlp.end(), "moe");
+  c->num_hash_layers = first_moe - mlp.begin();
+  for (auto it = mlp.begin(); it != mlp.end(); ++it) {
+    if ((*it == "hash_moe") != (it < first_moe) || (*it != "hash_moe" && *it != "moe")) {
+      return Status::Unsupported(std::string(label) + ": \"mlp_layer_types\" entry " +
+                                 std::to_string(it - mlp.begin()) + " is " + QuoteForMessage(*it) +
+                                 ": hoist takes DeepSeek-V4's hash_moe layers first, then moe (as "
+                                 "vLLM's num_hash_layers)");
+    }
+  }
+  return Status::Ok();
+}
+
 // MLA (DeepSeek), its sparse-attention indexer, q/k norms (GLM) and the hybrid families' linear
 // attention: the keys of config.json that shape attention beyond heads and head_dim.
 Status ParseAttentionKeys(std::string_view label, const json& root, ModelConfig* c) {
@@ -407,7 +455,7 @@ Status ParseAttentionKeys(std::string_view label, const json& root, ModelConfig*
                            std::to_string(kMaxLayers));
   }
   for (const std::string& t : types) c->linear_layers.push_back(t == "linear_attention");
-  return Status::Ok();
+  return ParseV4Schedule(label, root, types, c);
 }
 
 // A group size: a positive integer, or -1 / null / absent for one group over the input dim (0).
@@ -556,52 +604,97 @@ Result<ModelConfig> ParseModelConfig(std::string_view label, std::string_view js
 
 namespace {
 
-// The text model's name of a vision-language checkpoint's tensor; "" for the vision tower and
-// projector, which the text model does not load.
-std::string TextModelName(const std::string& name) {
-  static const std::pair<std::string_view, std::string_view> kRenames[] = {
-      {"model.language_model.", "model."},
-      {"language_model.model.", "model."},
-      {"language_model.lm_head.", "lm_head."},
-  };
-  static const std::string_view kVision[] = {
-      "vision_tower.", "multi_modal_projector.", "visual.",
-      "vision_model.", "model.vision_tower.",    "model.multi_modal_projector.",
-      "model.visual.", "model.vision_model."};
-  for (const auto& [from, to] : kRenames) {
-    if (name.rfind(from, 0) == 0) return std::string(to) + name.substr(from.size());
-  }
-  for (std::string_view prefix : kVision) {
-    if (name.rfind(prefix, 0) == 0) return "";
+// Checkpoints whose tensors some writer names otherwise than the family table does: a
+// vision-language checkpoint's text model, and architectures whose transformers
+// save_pretrained spelling differs from the Hub release the table follows. Data: a rule renames
+// a whole name (kExact), its start (kPrefix) or its end (kSuffix); "" as `to` drops the tensor
+// (a vision tower). Rules apply in order, each to the name the earlier ones left.
+enum class Match : std::uint8_t { kExact, kPrefix, kSuffix };
+struct Respelling {
+  std::string_view model_type;  // "" for every vision-language checkpoint (text_config)
+  Match match;
+  std::string_view from;
+  std::string_view to;
+};
+constexpr std::string_view kVlm = "";
+constexpr std::string_view kV4 = "deepseek_v4";
+constexpr Respelling kRespellings[] = {
+    {kVlm, Match::kPrefix, "model.language_model.", "model."},
+    {kVlm, Match::kPrefix, "language_model.model.", "model."},
+    {kVlm, Match::kPrefix, "language_model.lm_head.", "lm_head."},
+    {kVlm, Match::kPrefix, "vision_tower.", ""},
+    {kVlm, Match::kPrefix, "multi_modal_projector.", ""},
+    {kVlm, Match::kPrefix, "visual.", ""},
+    {kVlm, Match::kPrefix, "vision_model.", ""},
+    {kVlm, Match::kPrefix, "model.vision_tower.", ""},
+    {kVlm, Match::kPrefix, "model.multi_modal_projector.", ""},
+    {kVlm, Match::kPrefix, "model.visual.", ""},
+    {kVlm, Match::kPrefix, "model.vision_model.", ""},
+    // DeepSeek-V4 as transformers 5.17 saves it (its conversion mapping reverted but for these):
+    // the Hub release's names are bare (embed, layers.L..., norm, hc_head_*) and its attention's
+    // KV norm is attn.kv_norm.
+    {kV4, Match::kExact, "model.embed_tokens.weight", "embed.weight"},
+    {kV4, Match::kExact, "model.norm.weight", "norm.weight"},
+    {kV4, Match::kExact, "model.hc_head.hc_fn", "hc_head_fn"},
+    {kV4, Match::kExact, "model.hc_head.hc_base", "hc_head_base"},
+    {kV4, Match::kExact, "model.hc_head.hc_scale", "hc_head_scale"},
+    {kV4, Match::kPrefix, "model.layers.", "layers."},
+    {kV4, Match::kSuffix, ".attn.norm.weight", ".attn.kv_norm.weight"},
+};
+
+bool Applies(const Respelling& r, const ModelConfig& c) {
+  return r.model_type.empty() ? c.text_model : r.model_type == c.model_type;
+}
+
+// The family table's name of a checkpoint's tensor; "" for one the model does not load.
+std::string TableName(const ModelConfig& c, std::string name) {
+  for (const Respelling& r : kRespellings) {
+    if (!Applies(r, c)) continue;
+    const bool hit = r.match == Match::kExact    ? name == r.from
+                     : r.match == Match::kPrefix ? name.starts_with(r.from)
+                                                 : name.ends_with(r.from);
+    if (!hit) continue;
+    if (r.to.empty()) return "";
+    if (r.match == Match::kExact) {
+      name = std::string(r.to);
+    } else if (r.match == Match::kPrefix) {
+      name = std::string(r.to) + name.substr(r.from.size());
+    } else {
+      name = name.substr(0, name.size() - r.from.size()) + std::string(r.to);
+    }
   }
   return name;
 }
 
-// Checkpoint::tensors of a vision-language checkpoint: the text model alone, by its names.
-Status TakeTextModel(Checkpoint* ckpt) {
-  if (!ckpt->config.text_model) return Status::Ok();
+// Checkpoint::tensors under the family table's names (TableName): a vision-language
+// checkpoint's text model alone, a respelled architecture's tensors renamed.
+Status TakeTableNames(Checkpoint* ckpt) {
+  const bool any = std::any_of(std::begin(kRespellings), std::end(kRespellings),
+                               [&](const Respelling& r) { return Applies(r, ckpt->config); });
+  if (!any) return Status::Ok();
   std::unordered_map<std::string, TensorLocation> kept;
   kept.reserve(ckpt->tensors.size());
   for (const auto& [name, loc] : ckpt->tensors) {
     TensorEntry& e = ckpt->files[loc.file].header.tensors[loc.entry];
-    std::string text = TextModelName(name);
-    if (text.empty()) {
+    std::string renamed = TableName(ckpt->config, name);
+    if (renamed.empty()) {
       ++ckpt->vision_tensors;
       ckpt->tensor_bytes -= e.bytes();
       continue;
     }
-    if (!kept.emplace(text, loc).second) {
-      return Status::Corrupt(ckpt->dir + ": tensor " + QuoteForMessage(name) +
-                             " is the text model's " + QuoteForMessage(text) +
-                             ", which another tensor of the checkpoint already is");
+    if (!kept.emplace(renamed, loc).second) {
+      return Status::Corrupt(ckpt->dir + ": tensor " + QuoteForMessage(name) + " is " +
+                             QuoteForMessage(renamed) +
+                             " (the name hoist's family table uses), which another tensor of the "
+                             "checkpoint already is");
     }
-    e.name = std::move(text);
+    e.name = std::move(renamed);
   }
   ckpt->tensors = std::move(kept);
   if (ckpt->packed) {  // the packed index names them as the checkpoint did
     for (PackedTensorEntry& t : ckpt->packed->tensors) {
-      std::string text = TextModelName(t.name);
-      if (!text.empty()) t.name = std::move(text);
+      std::string renamed = TableName(ckpt->config, t.name);
+      if (!renamed.empty()) t.name = std::move(renamed);
     }
   }
   return Status::Ok();
@@ -687,7 +780,7 @@ Result<Checkpoint> OpenCheckpoint(const std::string& dir_arg) {
   std::error_code ec;
   if (fs::exists(fs::symlink_status(dir / kPackedIndexFile, ec))) {
     HOIST_RETURN_IF_ERROR(OpenPacked(dir, &ckpt));
-    HOIST_RETURN_IF_ERROR(TakeTextModel(&ckpt));
+    HOIST_RETURN_IF_ERROR(TakeTableNames(&ckpt));
     return ckpt;
   }
   std::map<std::string, PendingShard> shards;                   // canonical path -> shard
@@ -725,7 +818,7 @@ Result<Checkpoint> OpenCheckpoint(const std::string& dir_arg) {
       }
     }
   }
-  HOIST_RETURN_IF_ERROR(TakeTextModel(&ckpt));
+  HOIST_RETURN_IF_ERROR(TakeTableNames(&ckpt));
   return ckpt;
 }
 

@@ -486,6 +486,7 @@ bool EndsWith(std::string_view s, std::string_view tail) {
 std::string DTypeOf(std::string_view name, const Format& format) {
   if (format.mxfp4 && (EndsWith(name, "_blocks") || EndsWith(name, "_scales"))) return "U8";
   if (EndsWith(name, "mlp.gate.e_score_correction_bias")) return "F32";
+  if (EndsWith(name, ".tid2eid")) return "I64";  // DeepSeek-V4's hash-routing table, unquantized
   return "BF16";
 }
 

@@ -397,7 +397,8 @@ INSTANTIATE_TEST_SUITE_P(Quantized, PlanReferenceTest, ::testing::ValuesIn(Quant
 // DeepSeek-V4 (tests/data/derived/deepseek_v4: names, shapes and dtypes from vLLM's
 // deepseek_v4.py): MXFP4 routed experts with ue8m0 scales, and the FP8-expert form
 // (deepseek_v4_fp8); tp 1, 2, 4, ep 2 and 4, tp 2 x ep 4 round-robin, both layouts. tp 8 does not
-// divide the 4 heads: refused by config.json's num_attention_heads, and by the reference.
+// divide the 4 heads: refused by config.json's num_attention_heads, and by the reference. Then
+// the checkpoint transformers writes.
 std::vector<Case> DeepseekV4Cases() {
   std::vector<Case> cases;
   for (bool fused : {true, false}) {
@@ -407,6 +408,13 @@ std::vector<Case> DeepseekV4Cases() {
       cases.push_back({name, 2, 4, true, fused});
       cases.push_back({name, 8, 0, false, fused, {"tp 8", "num_attention_heads = 4", "1, 2, 4"}});
     }
+    // As transformers 5.17's save_pretrained writes it (tests/data/hf/deepseek_v4: BF16, the
+    // model. prefix, attn.norm, layer_types / mlp_layer_types): o_groups 2 refuses tp 4.
+    const char* hf = "hf:deepseek_v4";
+    for (int tp : {1, 2}) cases.push_back({hf, tp, 0, false, fused});
+    for (int ep : {2, 4}) cases.push_back({hf, 1, ep, false, fused});
+    cases.push_back({hf, 2, 4, true, fused});
+    cases.push_back({hf, 4, 0, false, fused, {"tp 4", "o_groups = 2", "1, 2"}});
   }
   return cases;
 }

@@ -220,6 +220,8 @@ std::vector<Case> Cases() {
       {"derived:deepseek_v4", 2, 4, true},
       {"derived:deepseek_v4_fp8", 4},
       {"derived:deepseek_v4_fp8", 1, 2},
+      {"hf:deepseek_v4", 2},  // as transformers writes it: BF16, its own spelling of names
+      {"hf:deepseek_v4", 1, 2},
   };
   std::vector<Case> out;
   int k = 0;

@@ -67,6 +67,27 @@ class Checkpoint {
     }
     for (const auto& f : files) ReadHeader((d / f).string());
     if (config_.contains("text_config")) TakeTextModel();
+    if (config_.value("model_type", "") == "deepseek_v4") TakeV4ReleaseNames();
+  }
+
+  // DeepSeek-V4 as transformers' save_pretrained writes it (model.layers.L..., model.embed_tokens,
+  // model.norm, model.hc_head.hc_fn, attn.norm for the KV norm) under the Hub release's names
+  // (layers.L..., embed, norm, hc_head_fn, attn.kv_norm), which the V4 rules below use.
+  void TakeV4ReleaseNames() {
+    std::map<std::string, Entry> kept;
+    for (auto& [name, e] : entries_) {
+      std::string n = name;
+      if (n == "model.embed_tokens.weight") n = "embed.weight";
+      if (n == "model.norm.weight") n = "norm.weight";
+      if (n.rfind("model.hc_head.hc_", 0) == 0) n = "hc_head_" + n.substr(17);
+      if (n.rfind("model.layers.", 0) == 0) n = n.substr(6);
+      const std::string kv = ".attn.norm.weight";
+      if (n.size() > kv.size() && n.compare(n.size() - kv.size(), kv.size(), kv) == 0) {
+        n = n.substr(0, n.size() - kv.size()) + ".attn.kv_norm.weight";
+      }
+      if (!kept.emplace(n, e).second) Fail("two tensors are the release's " + n);
+    }
+    entries_ = std::move(kept);
   }
 
   // A vision-language checkpoint: the text model's config and tensors under its own names
@@ -1132,10 +1153,14 @@ class V4Builder {
     experts_ = static_cast<std::uint64_t>(CfgInt(c, "n_routed_experts", 0));
     inter_ = static_cast<std::uint64_t>(CfgInt(c, "moe_intermediate_size", 0));
     tied_ = c.value("tie_word_embeddings", false);
-    fp4_ = c.value("expert_dtype", std::string("fp4")) == "fp4";
-    const auto& q = c.at("quantization_config").at("weight_block_size");
-    bn_ = q.at(0).get<std::uint64_t>();
-    bk_ = q.at(1).get<std::uint64_t>();
+    // Unquantized (transformers' BF16 save_pretrained): no scales, BF16 experts.
+    const bool quantized = c.contains("quantization_config");
+    fp4_ = quantized && c.value("expert_dtype", std::string("fp4")) == "fp4";
+    if (quantized) {
+      const auto& q = c.at("quantization_config").at("weight_block_size");
+      bn_ = q.at(0).get<std::uint64_t>();
+      bk_ = q.at(1).get<std::uint64_t>();
+    }
     // vLLM: n_heads % tp == 0 (DeepseekV4Attention), o_groups // tp groups a rank.
     if (heads_ % tp_ != 0) Fail("num_attention_heads % tp != 0");
     if (groups_ % tp_ != 0) Fail("o_groups % tp != 0");

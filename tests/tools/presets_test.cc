@@ -41,15 +41,35 @@ using Listing = std::map<std::string, std::pair<std::string, Shape>>;
 
 fs::path DataDir() { return fs::path(hoist::testing::SourceDir()) / "tests" / "data"; }
 
+// DeepSeek-V4's Hub release name of a tensor transformers' save_pretrained names otherwise
+// (docs/LAYOUT.md: model.layers.L... is layers.L..., model.embed_tokens embed, model.norm norm,
+// model.hc_head.hc_X hc_head_X, attn.norm attn.kv_norm).
+std::string V4ReleaseName(std::string n) {
+  const std::map<std::string, std::string> whole = {{"model.embed_tokens.weight", "embed.weight"},
+                                                    {"model.norm.weight", "norm.weight"},
+                                                    {"model.hc_head.hc_fn", "hc_head_fn"},
+                                                    {"model.hc_head.hc_base", "hc_head_base"},
+                                                    {"model.hc_head.hc_scale", "hc_head_scale"}};
+  if (auto it = whole.find(n); it != whole.end()) return it->second;
+  if (n.rfind("model.layers.", 0) == 0) n.erase(0, 6);
+  const std::string kv = ".attn.norm.weight";
+  if (n.size() > kv.size() && n.compare(n.size() - kv.size(), kv.size(), kv) == 0) {
+    n.replace(n.size() - kv.size(), kv.size(), ".attn.kv_norm.weight");
+  }
+  return n;
+}
+
 // tensors.json, with a vision-language checkpoint's text model under the text model's names
-// (model.language_model.X -> model.X, as the planner reads it) and its vision tower left out.
+// (model.language_model.X -> model.X, as the planner reads it) and its vision tower left out,
+// and DeepSeek-V4's under its release's names.
 Listing TransformersListing(const fs::path& dir) {
   const auto j = nlohmann::json::parse(ReadFile((dir / "tensors.json").string()));
-  const bool vlm =
-      nlohmann::json::parse(ReadFile((dir / "config.json").string())).contains("text_config");
+  const auto config = nlohmann::json::parse(ReadFile((dir / "config.json").string()));
+  const bool vlm = config.contains("text_config");
+  const bool v4 = config.value("model_type", "") == "deepseek_v4";
   Listing out;
   for (const auto& [name, v] : j.items()) {
-    std::string n = name;
+    std::string n = v4 ? V4ReleaseName(name) : name;
     if (vlm) {
       bool text = false;
       for (const auto& [from, to] :
@@ -136,7 +156,7 @@ TEST(PresetLists, EqualWhatTransformersWritesForEveryArchitecture) {
       ++compared;
     }
   }
-  EXPECT_GE(compared, 17);  // 16 architectures of tests/data/hf and gpt_oss MXFP4
+  EXPECT_GE(compared, 18);  // 17 architectures of tests/data/hf and gpt_oss MXFP4
 }
 
 TEST(PresetLists, EmbeddedConfigsAreTheOnesTransformersWrites) {
