@@ -57,6 +57,8 @@ struct DedupOptions {
   // peer-to-peer), so forwarding a byte costs no host memory bandwidth.
   bool gpu_peers = false;
   HostRates rates{};  // DEDUP_AUTO across hosts
+  // DEDUP_JOB on a compact plan (planner/job_dedup.h): the chunk K; 0 chooses it.
+  std::uint64_t chunk_bytes = 0;
 };
 
 // Below this share of a node's bytes saved, DEDUP_AUTO keeps every rank reading its own bytes.

@@ -24,6 +24,7 @@
 
 #include "hoist/status.h"
 #include "planner/dedup.h"
+#include "planner/job_dedup.h"
 #include "proto/plan.pb.h"
 
 namespace hoist::planner {
@@ -40,6 +41,7 @@ class RankDirectory {
   std::uint32_t Node(std::uint32_t rank) const;
   std::uint32_t Gpu(std::uint32_t rank) const;
   bool dedup() const { return dedup_; }
+  bool job() const { return job_; }  // DEDUP_JOB: one class template (planner/job_dedup.h)
   // Under dedup: the rank's peer group id (its node under DEDUP_NODE, 0 under DEDUP_JOB), the
   // group's ranks ascending, and the rank's index among them.
   std::uint32_t Group(std::uint32_t rank) const;
@@ -50,7 +52,7 @@ class RankDirectory {
 
  private:
   std::uint32_t world_ = 0, classes_ = 1, tp_ = 1;
-  bool dedup_ = false, by_node_ = false;
+  bool dedup_ = false, by_node_ = false, job_ = false;
   std::vector<std::uint32_t> node_, gpu_, member_index_;
   std::vector<std::vector<std::uint32_t>> node_ranks_;  // by node id
   std::vector<std::uint32_t> all_;                      // DEDUP_JOB's one group
@@ -60,10 +62,15 @@ class RankDirectory {
 proto::RankPlan ExpandRank(const proto::LoadPlan& compact, const RankDirectory& dir,
                            std::uint32_t rank);
 
-// Under dedup, rank `rank`'s exchange in its group's template (peers are member indexes);
-// nullptr without dedup.
+// Under DEDUP_NODE, rank `rank`'s exchange in its group's template (peers are member indexes);
+// nullptr without dedup and under DEDUP_JOB (see JobFigures).
 const proto::MemberExchange* ExchangeOf(const proto::LoadPlan& compact, const RankDirectory& dir,
                                         std::uint32_t rank);
+
+// Under DEDUP_JOB, every rank's storage bytes, sends and bytes forwarded (indexed by rank), in
+// one pass per class over its template member (classes x pieces + world work), without
+// expanding any rank; all zero otherwise.
+std::vector<JobRankFigures> JobFigures(const proto::LoadPlan& compact, const RankDirectory& dir);
 
 // The plan without its ranks and compact fields (version, model, topology, files, packed, ...).
 proto::LoadPlan PlanHeader(const proto::LoadPlan& plan);
@@ -87,6 +94,7 @@ class ViewWriter {
   const RankDirectory& dir_;
   std::string header_;
   std::vector<std::string> classes_;
+  std::vector<std::string> members_;  // DEDUP_JOB: a RankPlan holding class c's job_exchange
 };
 
 // Every rank's plan, ranks(r) rank r's; an expanded plan is returned as it is.
