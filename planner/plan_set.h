@@ -3,13 +3,16 @@
 //
 // Data-parallel replicas of a tp rank load the same slices, so the planner builds one rank plan
 // per class (the tp rank without ep; every rank is its own class with ep, whose experts differ)
-// and folds the world into a placement (node, gpu per rank; empty for one node) and, under dedup,
-// one DedupTemplate per distinct peer group (the groups of a regular topology, one per node, all
-// share one). From it:
+// and folds the world into a placement (node, gpu per rank; empty for one node) and, under node
+// dedup, one DedupTemplate per distinct peer group (the groups of a regular topology, one per
+// node, all share one); under job dedup, one template with a member per class, which each rank
+// expands (planner/job_dedup.h). From it:
 //  - ExpandRank: one rank's plan, exactly as an expanded plan holds it;
 //  - RankView: what rank 0 sends a rank: the plan's header, the rank's own plan, and the place
-//    (plus, under dedup, the transfers with it) of the other ranks of its node and peer group;
-//    its size does not depend on the world once nodes and groups are bounded (a topology);
+//    (plus, under node dedup, the transfers with it) of the other ranks of its node and peer
+//    group; under job dedup, the rank's class plan and class template member instead of its
+//    exchange (ExpandJobView expands it) and its node's places; its size does not depend on the
+//    world once nodes are bounded (a topology);
 //  - ExpandPlan: every rank (BuildLoadPlan's result; tests and small tools).
 // FindRank and PlanWorld read any of the three forms.
 //
@@ -115,10 +118,10 @@ struct ViewBytes {
 };
 Result<ViewBytes> SampleViewBytes(const proto::LoadPlan& compact);
 
-// ApplyDedup (planner/dedup.h) for a compact plan: the same assignment, computed once per
-// distinct peer group and kept as templates; sets dedup, dedup_reason, storage_bytes (the whole
-// world's), exchange_steps, dedup_templates and group_template. `world` and `locations` as the
-// plan was built for.
+// ApplyDedup (planner/dedup.h) for a compact plan: under DEDUP_NODE the same assignment,
+// computed once per distinct peer group and kept as templates; under DEDUP_JOB the class template
+// and LoadPlan.job (planner/job_dedup.h). Sets dedup, dedup_reason, storage_bytes (the whole
+// world's), exchange_steps, dedup_templates, group_template and job.
 Status ApplyCompactDedup(const DedupOptions& options, proto::LoadPlan* compact);
 
 }  // namespace hoist::planner
