@@ -6,10 +6,10 @@
 // world 1024 writes the plan it writes at world 256.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <cstdlib>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -168,11 +168,17 @@ TEST_F(ScaleMpirunTest, HoistPlanOfDeepSeekV3At1024RanksIsItsPlanAt256) {
   std::vector<hoist::proto::LoadPlan> job;
   for (const int dp : {32, 128}) {
     const fs::path out = *root_ / ("dsv3-job-dp" + std::to_string(dp));
-    const RunResult r =
-        RunCommand({hoist::testing::HoistBin(), "plan", "--model", ckpt.string(), "--tp", "8",
-                    "--dp", std::to_string(dp), "--dedup", "job", "--out", (out.string() + ".pb"),
-                    "--json", (out.string() + ".json")},
-                   240);
+    {  // nodes of 8 GPUs: a view names its node's ranks, not the world's
+      std::ofstream yaml(out.string() + ".yaml");
+      yaml << "tp: 8\ndp: " << dp << "\nnodes:\n";
+      for (int n = 0; n < dp; ++n) {
+        yaml << "  - {name: node-" << n << ", gpus: [0, 1, 2, 3, 4, 5, 6, 7]}\n";
+      }
+    }
+    const RunResult r = RunCommand({hoist::testing::HoistBin(), "plan", "--model", ckpt.string(),
+                                    "--topology", out.string() + ".yaml", "--dedup", "job", "--out",
+                                    (out.string() + ".pb"), "--json", (out.string() + ".json")},
+                                   240);
     ASSERT_EQ(r.exit_code, 0) << r.output;
     std::ifstream pb(out.string() + ".pb", std::ios::binary);
     const std::string bytes((std::istreambuf_iterator<char>(pb)), std::istreambuf_iterator<char>());
