@@ -229,7 +229,8 @@ void CheckExpanded(const proto::LoadPlan& compact, const proto::LoadPlan& all) {
     EXPECT_EQ(figures[r].sends, sends) << "rank " << r;
     EXPECT_EQ(figures[r].forwarded, forwarded) << "rank " << r;
   }
-  // Balance across a class's replicas: within two chunks of each other.
+  // Balance across a class's replicas: these arenas are read densely, so within two chunks of
+  // each other (a replica owning one chunk more, the last chunk partial).
   for (std::uint32_t c = 0; c < classes && replicas > 1; ++c) {
     std::uint64_t lo = ~0ull, hi = 0;
     for (std::uint32_t d = 0; d < replicas; ++d) {
