@@ -243,12 +243,20 @@ Result<Started> StartJob(Comm& comm, const JobOptions& o, bool mpi_world) {
   s.plan_start = Clock::now();
   HOIST_RETURN_IF_ERROR(comm.rank() == 0 ? PlanAndSend(comm, o, mpi_world, &s)
                                          : ReceiveStart(comm, o, mpi_world, &s));
-  s.plan_end = Clock::now();
   if (!s.start.ok()) {
+    s.plan_end = Clock::now();
     const Code code = static_cast<Code>(s.start.error_code());
     if (comm.rank() == 0) return Status(code, s.start.error());
     return Status(code, "rank 0 failed to plan: " + s.start.error());
   }
+  // A job dedup view carries the rank's class template member: the rank expands its own
+  // exchange from it here (planner/job_dedup.h), as part of its plan phase.
+  const int mine = mpi_world ? comm.rank() : o.solo_rank;
+  if (mine >= 0) {
+    HOIST_RETURN_IF_ERROR(
+        planner::ExpandJobView(s.start.mutable_plan(), static_cast<std::uint32_t>(mine)));
+  }
+  s.plan_end = Clock::now();
   return s;
 }
 

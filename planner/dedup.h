@@ -18,6 +18,9 @@
 // So with dedup each byte is read from storage once per group: the sum of the group's
 // storage_bytes equals the union of the source bytes its ranks need.
 //
+// On a compact plan (plan_set.h ApplyCompactDedup), DEDUP_JOB runs this once over one member per
+// class and stripes each class's bytes over its replicas (planner/job_dedup.h).
+//
 // RankPlan.copies is left as it was (the arena's contract: verification uses it, and a rank run
 // without peers reads every copy). Every rank gets the same number of steps (empty ones padded).
 // Between any two ranks, sends and recvs pair up in list order, step by step.
@@ -57,6 +60,8 @@ struct DedupOptions {
   // peer-to-peer), so forwarding a byte costs no host memory bandwidth.
   bool gpu_peers = false;
   HostRates rates{};  // DEDUP_AUTO across hosts
+  // DEDUP_JOB on a compact plan (planner/job_dedup.h): the chunk K; 0 chooses it.
+  std::uint64_t chunk_bytes = 0;
 };
 
 // Below this share of a node's bytes saved, DEDUP_AUTO keeps every rank reading its own bytes.

@@ -1102,8 +1102,10 @@ Result<proto::LoadPlan> BuildCompactPlan(const Checkpoint& ckpt, const PlanOptio
     plan.mutable_placement()->add_node(l.node);
     plan.mutable_placement()->add_gpu(l.gpu);
   }
-  HOIST_RETURN_IF_ERROR(ApplyCompactDedup(
-      {options.dedup, options.dedup_step_bytes, options.gpu_peers, options.host_rates}, &plan));
+  HOIST_RETURN_IF_ERROR(
+      ApplyCompactDedup({options.dedup, options.dedup_step_bytes, options.gpu_peers,
+                         options.host_rates, options.dedup_chunk_bytes},
+                        &plan));
   return plan;
 }
 

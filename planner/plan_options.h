@@ -69,6 +69,8 @@ struct PlanOptions {
   // per plan; gpu_peers says whether the ranks load into GPUs with direct peer access.
   proto::Dedup dedup = proto::DEDUP_AUTO;
   std::uint64_t dedup_step_bytes = 64ull << 20;  // shared bytes per exchange step (per group)
+  // --dedup job: the chunk K (planner/job_dedup.h); 0 chooses it. Tests force small ones.
+  std::uint64_t dedup_chunk_bytes = 0;
   bool gpu_peers = false;
   HostRates host_rates{};  // AUTO across hosts: measured before the plan (planner/dedup.h)
   UnexpectedTensors unexpected = UnexpectedTensors::kWarn;

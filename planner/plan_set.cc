@@ -12,6 +12,8 @@
 #include <map>
 #include <string>
 
+#include "planner/job_dedup.h"
+
 namespace hoist::planner {
 namespace {
 
@@ -36,6 +38,15 @@ const proto::MemberExchange& MemberOf(const proto::LoadPlan& p, const RankDirect
                                       std::uint32_t rank) {
   const std::uint32_t t = p.group_template(static_cast<int>(dir.Group(rank)));
   return p.dedup_templates(static_cast<int>(t)).members(static_cast<int>(dir.MemberIndex(rank)));
+}
+
+// LoadPlan.job as a rank expands it: the class count and step count filled in (a plan of an
+// older hoist, one replica per class, has no job field).
+proto::JobDedup JobOf(const proto::LoadPlan& p, const RankDirectory& dir) {
+  proto::JobDedup job = p.job();
+  job.set_classes(dir.classes());
+  job.set_steps(p.exchange_steps());
+  return job;
 }
 
 void SetPlace(const RankDirectory& dir, std::uint32_t rank, proto::RankPlan* rp) {
@@ -79,7 +90,7 @@ void AddSteps(const proto::LoadPlan& p, const RankDirectory& dir, std::uint32_t 
 // The ranks of a view of `rank`: its node's and, under dedup, its group's, ascending.
 std::vector<std::uint32_t> ViewRanks(const RankDirectory& dir, std::uint32_t rank) {
   std::vector<std::uint32_t> out = dir.NodeRanks(dir.Node(rank));
-  if (dir.dedup()) {
+  if (dir.dedup() && !dir.job()) {
     const std::vector<std::uint32_t>& group = dir.Members(dir.Group(rank));
     out.insert(out.end(), group.begin(), group.end());
     std::sort(out.begin(), out.end());
@@ -112,10 +123,44 @@ Result<std::uint64_t> MakeTemplate(const proto::LoadPlan& p, const std::vector<s
   return bytes;
 }
 
-// Under DEDUP_NODE or DEDUP_JOB: one template per distinct group (its members' classes).
+// Under DEDUP_JOB: the class template (one member per class) and the job's integers
+// (planner/job_dedup.h); storage_bytes is the world's, from each class's figures.
+Status FoldJob(const DedupOptions& o, const RankDirectory& dir, proto::LoadPlan* p) {
+  std::vector<std::uint32_t> sig(dir.classes());
+  for (std::uint32_t c = 0; c < dir.classes(); ++c) sig[c] = c;
+  proto::DedupTemplate* t = p->add_dedup_templates();
+  HOIST_RETURN_IF_ERROR(MakeTemplate(*p, sig, o.step_bytes, t).status());
+  p->add_group_template(0);
+  const std::uint32_t replicas = dir.world() / dir.classes();
+  std::uint64_t least = ~0ull;
+  for (const proto::MemberExchange& m : t->members()) least = std::min(least, ForwardedBytes(m));
+  proto::JobDedup& job = *p->mutable_job();
+  job.set_classes(dir.classes());
+  job.set_step_bytes(o.step_bytes);
+  job.set_chunk_bytes(o.chunk_bytes > 0 ? o.chunk_bytes
+                                        : ChooseChunkBytes(least, replicas, o.step_bytes));
+  std::uint32_t extra = 0;
+  for (const proto::MemberExchange& m : t->members()) {
+    extra = std::max(extra, ExtraJobSteps(m, job, replicas));
+  }
+  job.set_steps(static_cast<std::uint32_t>(t->members(0).steps_size()) + extra);
+  p->set_exchange_steps(job.steps());
+  std::uint64_t total = 0;
+  for (std::uint32_t c = 0; c < dir.classes(); ++c) {
+    for (const JobRankFigures& f :
+         JobClassFigures(t->members(static_cast<int>(c)), job, c, replicas)) {
+      total += f.storage_bytes;
+    }
+  }
+  p->set_storage_bytes(total);
+  return Status::Ok();
+}
+
+// Under DEDUP_NODE: one template per distinct group (its members' classes); DEDUP_JOB: FoldJob.
 Status FoldGroups(const DedupOptions& o, proto::LoadPlan* p) {
   for (proto::RankPlan& rp : *p->mutable_ranks()) rp.set_storage_bytes(0);
   HOIST_ASSIGN_OR_RETURN(RankDirectory dir, RankDirectory::Of(*p));
+  if (o.mode == proto::DEDUP_JOB) return FoldJob(o, dir, p);
   std::uint32_t nodes = 0;
   for (std::uint32_t r = 0; r < dir.world(); ++r) nodes = std::max(nodes, dir.Node(r) + 1);
   const bool by_node = o.mode == proto::DEDUP_NODE;
@@ -142,6 +187,43 @@ Status FoldGroups(const DedupOptions& o, proto::LoadPlan* p) {
   return Status::Ok();
 }
 
+// DEDUP_JOB's template has one member per class, member i running class i, and the job's
+// integers fit (planner/job_dedup.h).
+Status CheckJobTemplate(const proto::LoadPlan& p, const RankDirectory& d,
+                        const proto::DedupTemplate& t) {
+  const std::string who = std::string(kWho) + "job dedup: ";
+  if (t.members_size() != static_cast<int>(d.classes()) ||
+      t.member_class_size() != t.members_size()) {
+    return Status::Corrupt(who + "a template of " + std::to_string(t.members_size()) +
+                           " members for " + std::to_string(d.classes()) +
+                           " classes (a job plan of an older hoist has a member per rank: plan "
+                           "it again)");
+  }
+  for (int i = 0; i < t.member_class_size(); ++i) {
+    if (t.member_class(i) != static_cast<std::uint32_t>(i)) {
+      return Status::Corrupt(who + "template member " + std::to_string(i) + " runs class " +
+                             std::to_string(t.member_class(i)));
+    }
+  }
+  const proto::JobDedup job = JobOf(p, d);
+  if (d.world() / d.classes() > 1 && (job.chunk_bytes() == 0 || job.step_bytes() == 0)) {
+    return Status::Corrupt(who + "no chunk or step bytes");
+  }
+  for (const proto::MemberExchange& m : t.members()) {
+    if (static_cast<std::uint32_t>(m.steps_size()) > job.steps()) {
+      return Status::Corrupt(who + "a template member has more steps than the plan's " +
+                             std::to_string(job.steps()));
+    }
+    for (const proto::ExchangeStep& st : m.steps()) {
+      for (const proto::Copy& c : st.reads()) {
+        if (!ContiguousInArena(c))
+          return Status::Corrupt(who + "a shared read strided in the arena");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 // The dedup fields of a compact plan agree with its directory (checked by RankDirectory::Of).
 Status CheckTemplates(const proto::LoadPlan& p, const RankDirectory& d, std::uint32_t nodes,
                       bool by_node) {
@@ -154,6 +236,7 @@ Status CheckTemplates(const proto::LoadPlan& p, const RankDirectory& d, std::uin
     }
     const proto::DedupTemplate& t =
         p.dedup_templates(static_cast<int>(p.group_template(static_cast<int>(group))));
+    if (!by_node) return CheckJobTemplate(p, d, t);
     if (t.members_size() != static_cast<int>(members->size()) ||
         t.member_class_size() != t.members_size()) {
       return Status::Corrupt(who + " has " + std::to_string(members->size()) +
@@ -197,13 +280,15 @@ Result<RankDirectory> RankDirectory::Of(const proto::LoadPlan& p) {
   d.all_.resize(d.world_);
   for (std::uint32_t r = 0; r < d.world_; ++r) {
     std::vector<std::uint32_t>& mates = d.node_ranks_[d.Node(r)];
-    d.member_index_[r] =
-        static_cast<std::uint32_t>(p.dedup() == proto::DEDUP_NODE ? mates.size() : r);
+    d.member_index_[r] = static_cast<std::uint32_t>(p.dedup() == proto::DEDUP_NODE  ? mates.size()
+                                                    : p.dedup() == proto::DEDUP_JOB ? r % classes
+                                                                                    : r);
     mates.push_back(r);
     d.all_[r] = r;
   }
   d.by_node_ = p.dedup() == proto::DEDUP_NODE;
   d.dedup_ = p.dedup() != proto::DEDUP_NONE && p.dedup_templates_size() > 0;
+  d.job_ = d.dedup_ && p.dedup() == proto::DEDUP_JOB;
   if (p.dedup() != proto::DEDUP_NONE && (d.dedup_ || p.exchange_steps() > 0)) {
     HOIST_RETURN_IF_ERROR(CheckTemplates(p, d, nodes, d.by_node_));
   }
@@ -227,7 +312,12 @@ const std::vector<std::uint32_t>& RankDirectory::NodeRanks(std::uint32_t node) c
 proto::RankPlan ExpandRank(const proto::LoadPlan& p, const RankDirectory& dir, std::uint32_t rank) {
   proto::RankPlan rp = p.ranks(static_cast<int>(dir.ClassOf(rank)));
   SetPlace(dir, rank, &rp);
-  if (dir.dedup()) {
+  if (dir.job()) {
+    // Cannot fail: RankDirectory::Of checked what ExpandJobExchange does.
+    const Status s =
+        ExpandJobExchange(MemberOf(p, dir, rank), JobOf(p, dir), dir.world(), rank, &rp);
+    if (!s.ok()) rp.clear_steps();
+  } else if (dir.dedup()) {
     rp.set_peer_group(dir.Group(rank));
     AddSteps(p, dir, rank, -1, &rp);
     const proto::MemberExchange& m = MemberOf(p, dir, rank);
@@ -239,7 +329,19 @@ proto::RankPlan ExpandRank(const proto::LoadPlan& p, const RankDirectory& dir, s
 
 const proto::MemberExchange* ExchangeOf(const proto::LoadPlan& p, const RankDirectory& dir,
                                         std::uint32_t rank) {
-  return dir.dedup() ? &MemberOf(p, dir, rank) : nullptr;
+  return dir.dedup() && !dir.job() ? &MemberOf(p, dir, rank) : nullptr;
+}
+
+std::vector<JobRankFigures> JobFigures(const proto::LoadPlan& p, const RankDirectory& dir) {
+  std::vector<JobRankFigures> out(dir.world());
+  if (!dir.job()) return out;
+  const std::uint32_t replicas = dir.world() / dir.classes();
+  const proto::JobDedup job = JobOf(p, dir);
+  for (std::uint32_t c = 0; c < dir.classes(); ++c) {
+    std::vector<JobRankFigures> f = JobClassFigures(MemberOf(p, dir, c), job, c, replicas);
+    for (std::uint32_t d = 0; d < replicas; ++d) out[c + dir.classes() * d] = f[d];
+  }
+  return out;
 }
 
 proto::LoadPlan PlanHeader(const proto::LoadPlan& plan) {
@@ -273,14 +375,24 @@ proto::LoadPlan RankView(const proto::LoadPlan& p, const proto::LoadPlan& header
   v.set_view(true);
   v.clear_storage_bytes();  // the world's total: nothing of one rank's
   v.clear_dedup_reason();   // rank 0's summary (it names the node count)
+  if (dir.job()) *v.mutable_job() = JobOf(p, dir);
   for (std::uint32_t r : ViewRanks(dir, rank)) {
+    if (r == rank && dir.job()) {  // its class member: the rank expands it (ExpandJobView)
+      proto::RankPlan* own = v.add_ranks();
+      *own = p.ranks(static_cast<int>(dir.ClassOf(rank)));
+      SetPlace(dir, rank, own);
+      *own->mutable_job_exchange() = MemberOf(p, dir, rank);
+      continue;
+    }
     if (r == rank) {
       *v.add_ranks() = ExpandRank(p, dir, rank);
       continue;
     }
     proto::RankPlan* stub = v.add_ranks();
     SetPlace(dir, r, stub);
-    if (dir.dedup()) {
+    if (dir.job()) {
+      stub->set_peer_group(0);
+    } else if (dir.dedup()) {
       stub->set_peer_group(dir.Group(r));
       AddSteps(p, dir, r, rank, stub);
     }
@@ -294,8 +406,15 @@ ViewWriter::ViewWriter(const proto::LoadPlan& compact, const RankDirectory& dir)
   header.set_view(true);
   header.clear_storage_bytes();
   header.clear_dedup_reason();  // rank 0's summary (it names the node count)
+  if (dir.job()) *header.mutable_job() = JobOf(compact, dir);
   header_ = header.SerializeAsString();
   for (const proto::RankPlan& c : compact.ranks()) classes_.push_back(c.SerializeAsString());
+  if (!dir.job()) return;
+  for (std::uint32_t c = 0; c < dir.classes(); ++c) {  // each class's member, once
+    proto::RankPlan m;
+    *m.mutable_job_exchange() = MemberOf(compact, dir, c);
+    members_.push_back(m.SerializeAsString());
+  }
 }
 
 std::string ViewWriter::View(std::uint32_t rank) const {
@@ -314,6 +433,12 @@ std::string ViewWriter::View(std::uint32_t rank) const {
   for (std::uint32_t r : others) {
     proto::RankPlan own;  // the fields of one rank; a stub's alone
     SetPlace(dir_, r, &own);
+    if (dir_.job()) {
+      own.set_peer_group(0);
+      add_entry(r == rank ? classes_[dir_.ClassOf(r)] : std::string(),
+                own.SerializeAsString() + (r == rank ? members_[dir_.ClassOf(r)] : std::string()));
+      continue;
+    }
     if (dir_.dedup()) {
       own.set_peer_group(dir_.Group(r));
       AddSteps(compact_, dir_, r, r == rank ? -1 : static_cast<std::int64_t>(rank), &own);
@@ -385,6 +510,7 @@ Status ApplyCompactDedup(const DedupOptions& options, proto::LoadPlan* p) {
   p->clear_dedup_templates();
   p->clear_group_template();
   p->clear_exchange_steps();
+  p->clear_job();
   // The classes' own bookkeeping (storage_bytes = their copies' bytes, no steps) and the
   // option checks.
   HOIST_RETURN_IF_ERROR(ApplyDedup({proto::DEDUP_NONE, options.step_bytes, false}, p));

@@ -3,13 +3,16 @@
 //
 // Data-parallel replicas of a tp rank load the same slices, so the planner builds one rank plan
 // per class (the tp rank without ep; every rank is its own class with ep, whose experts differ)
-// and folds the world into a placement (node, gpu per rank; empty for one node) and, under dedup,
-// one DedupTemplate per distinct peer group (the groups of a regular topology, one per node, all
-// share one). From it:
+// and folds the world into a placement (node, gpu per rank; empty for one node) and, under node
+// dedup, one DedupTemplate per distinct peer group (the groups of a regular topology, one per
+// node, all share one); under job dedup, one template with a member per class, which each rank
+// expands (planner/job_dedup.h). From it:
 //  - ExpandRank: one rank's plan, exactly as an expanded plan holds it;
 //  - RankView: what rank 0 sends a rank: the plan's header, the rank's own plan, and the place
-//    (plus, under dedup, the transfers with it) of the other ranks of its node and peer group;
-//    its size does not depend on the world once nodes and groups are bounded (a topology);
+//    (plus, under node dedup, the transfers with it) of the other ranks of its node and peer
+//    group; under job dedup, the rank's class plan and class template member instead of its
+//    exchange (ExpandJobView expands it) and its node's places; its size does not depend on the
+//    world once nodes are bounded (a topology);
 //  - ExpandPlan: every rank (BuildLoadPlan's result; tests and small tools).
 // FindRank and PlanWorld read any of the three forms.
 //
@@ -24,6 +27,7 @@
 
 #include "hoist/status.h"
 #include "planner/dedup.h"
+#include "planner/job_dedup.h"
 #include "proto/plan.pb.h"
 
 namespace hoist::planner {
@@ -40,6 +44,7 @@ class RankDirectory {
   std::uint32_t Node(std::uint32_t rank) const;
   std::uint32_t Gpu(std::uint32_t rank) const;
   bool dedup() const { return dedup_; }
+  bool job() const { return job_; }  // DEDUP_JOB: one class template (planner/job_dedup.h)
   // Under dedup: the rank's peer group id (its node under DEDUP_NODE, 0 under DEDUP_JOB), the
   // group's ranks ascending, and the rank's index among them.
   std::uint32_t Group(std::uint32_t rank) const;
@@ -50,7 +55,7 @@ class RankDirectory {
 
  private:
   std::uint32_t world_ = 0, classes_ = 1, tp_ = 1;
-  bool dedup_ = false, by_node_ = false;
+  bool dedup_ = false, by_node_ = false, job_ = false;
   std::vector<std::uint32_t> node_, gpu_, member_index_;
   std::vector<std::vector<std::uint32_t>> node_ranks_;  // by node id
   std::vector<std::uint32_t> all_;                      // DEDUP_JOB's one group
@@ -60,10 +65,15 @@ class RankDirectory {
 proto::RankPlan ExpandRank(const proto::LoadPlan& compact, const RankDirectory& dir,
                            std::uint32_t rank);
 
-// Under dedup, rank `rank`'s exchange in its group's template (peers are member indexes);
-// nullptr without dedup.
+// Under DEDUP_NODE, rank `rank`'s exchange in its group's template (peers are member indexes);
+// nullptr without dedup and under DEDUP_JOB (see JobFigures).
 const proto::MemberExchange* ExchangeOf(const proto::LoadPlan& compact, const RankDirectory& dir,
                                         std::uint32_t rank);
+
+// Under DEDUP_JOB, every rank's storage bytes, sends and bytes forwarded (indexed by rank), in
+// one pass per class over its template member (classes x pieces + world work), without
+// expanding any rank; all zero otherwise.
+std::vector<JobRankFigures> JobFigures(const proto::LoadPlan& compact, const RankDirectory& dir);
 
 // The plan without its ranks and compact fields (version, model, topology, files, packed, ...).
 proto::LoadPlan PlanHeader(const proto::LoadPlan& plan);
@@ -87,6 +97,7 @@ class ViewWriter {
   const RankDirectory& dir_;
   std::string header_;
   std::vector<std::string> classes_;
+  std::vector<std::string> members_;  // DEDUP_JOB: a RankPlan holding class c's job_exchange
 };
 
 // Every rank's plan, ranks(r) rank r's; an expanded plan is returned as it is.
@@ -107,10 +118,10 @@ struct ViewBytes {
 };
 Result<ViewBytes> SampleViewBytes(const proto::LoadPlan& compact);
 
-// ApplyDedup (planner/dedup.h) for a compact plan: the same assignment, computed once per
-// distinct peer group and kept as templates; sets dedup, dedup_reason, storage_bytes (the whole
-// world's), exchange_steps, dedup_templates and group_template. `world` and `locations` as the
-// plan was built for.
+// ApplyDedup (planner/dedup.h) for a compact plan: under DEDUP_NODE the same assignment,
+// computed once per distinct peer group and kept as templates; under DEDUP_JOB the class template
+// and LoadPlan.job (planner/job_dedup.h). Sets dedup, dedup_reason, storage_bytes (the whole
+// world's), exchange_steps, dedup_templates, group_template and job.
 Status ApplyCompactDedup(const DedupOptions& options, proto::LoadPlan* compact);
 
 }  // namespace hoist::planner

@@ -63,6 +63,7 @@ std::vector<RankRow> Rows(const proto::LoadPlan& plan, std::vector<RankSummary>*
     }
     return rows;
   }
+  const std::vector<JobRankFigures> job = JobFigures(plan, *dir);  // DEDUP_JOB: per rank
   for (std::uint32_t r = 0; r < dir->world(); ++r) {
     const std::uint32_t c = dir->ClassOf(r);
     RankRow row{r, dir->Node(r), dir->Gpu(r), r % dir->tp(), r / dir->tp()};
@@ -70,6 +71,11 @@ std::vector<RankRow> Rows(const proto::LoadPlan& plan, std::vector<RankSummary>*
     const proto::MemberExchange* ex = ExchangeOf(plan, *dir, r);
     row.storage = ex ? ex->storage_bytes() : plan.ranks(static_cast<int>(c)).storage_bytes();
     if (ex) CountSends(ex->steps(), &row);
+    if (dir->job()) {
+      row.storage = job[r].storage_bytes;
+      row.sends = job[r].sends;
+      row.forwarded = job[r].forwarded;
+    }
     rows.push_back(row);
   }
   return rows;

@@ -51,6 +51,7 @@ std::string Slurp(const fs::path& p) {
 struct Shape {
   const char* preset;
   int tp, ep;
+  int dp = 0;  // with ep 0: tp x dp = 4 (replicas of each tp rank; job dedup stripes them)
 };
 
 class DedupMpirunTest : public ::testing::Test {
@@ -80,6 +81,7 @@ class DedupMpirunTest : public ::testing::Test {
                                      "--slot-mib",  "1",
                                      "--threads",   "2",
                                      "--log-level", "warn"};
+    if (s.ep == 0) argv.insert(argv.end(), {"--dp", std::to_string(s.dp)});
     if (!out.empty()) {
       argv.insert(argv.end(), {"--dump", out.string(), "--verify", "--report-json",
                                (out / "report.json").string()});
@@ -97,6 +99,7 @@ class DedupMpirunTest : public ::testing::Test {
     hoist::planner::PlanOptions o;
     o.tp = s.tp;
     o.ep = s.ep;
+    o.dp = s.ep > 0 ? 1 : s.dp;
     o.locations = {{0, 0}, {0, 1}, {1, 0}, {1, 1}};
     hoist::Result<hoist::proto::LoadPlan> plan = hoist::planner::BuildLoadPlan(*ckpt, o);
     EXPECT_TRUE(plan.ok()) << plan.status().ToString();
@@ -123,7 +126,8 @@ class DedupMpirunTest : public ::testing::Test {
 
   // Loads with none, node and job; checks dumps and reports.
   void Check(const Shape& s) {
-    const std::string name = std::string(s.preset) + "-tp" + std::to_string(s.tp);
+    const std::string name =
+        std::string(s.preset) + "-tp" + std::to_string(s.tp) + "-ep" + std::to_string(s.ep);
     std::map<std::string, nlohmann::json> reports;
     for (const std::string dedup : {"none", "node", "job"}) {
       SCOPED_TRACE(name + " dedup " + dedup);
@@ -204,6 +208,11 @@ TEST_F(DedupMpirunTest, QwenMoeTp2Ep4) { Check({"qwen3-moe-tiny", 2, 4}); }
 TEST_F(DedupMpirunTest, QwenMoeEp4) { Check({"qwen3-moe-tiny", 1, 4}); }
 TEST_F(DedupMpirunTest, DeepSeekTp2Ep4) { Check({"deepseek-v3-tiny", 2, 4}); }
 TEST_F(DedupMpirunTest, DeepSeekEp4) { Check({"deepseek-v3-tiny", 1, 4}); }
+// Replicas (ep off): job dedup stripes each tp rank's bytes over its replicas by chunk and
+// forwards them (planner/job_dedup.h): tp 2 x dp 2 (two replicas a class, one a node), and tp 1 x
+// dp 4 (one class, four replicas).
+TEST_F(DedupMpirunTest, DeepSeekTp2Dp2) { Check({"deepseek-v3-tiny", 2, 0, 2}); }
+TEST_F(DedupMpirunTest, QwenMoeTp1Dp4) { Check({"qwen3-moe-tiny", 1, 0, 4}); }
 
 // A rank that fails before the exchange: rank 0's stop order stops the others, every rank
 // reports, and the job names the rank that failed (not the ones that stopped for it).

@@ -6,6 +6,7 @@
 // world 1024 writes the plan it writes at world 256.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -159,6 +160,49 @@ TEST_F(ScaleMpirunTest, HoistPlanOfDeepSeekV3At1024RanksIsItsPlanAt256) {
   }
   EXPECT_TRUE(plans[0].SerializeAsString() == plans[1].SerializeAsString())
       << "the plans at world 256 and 1024 differ beyond topology and totals";
+
+  // --dedup job (issue 41 item 3): planned once per class, so the plan and a rank's view do not
+  // grow with the world either (the chunk K and a rank's place aside), and the job still reads
+  // each byte once.
+  std::vector<nlohmann::json> wire;
+  std::vector<hoist::proto::LoadPlan> job;
+  for (const int dp : {32, 128}) {
+    const fs::path out = *root_ / ("dsv3-job-dp" + std::to_string(dp));
+    {  // nodes of 8 GPUs: a view names its node's ranks, not the world's
+      std::ofstream yaml(out.string() + ".yaml");
+      yaml << "tp: 8\ndp: " << dp << "\nnodes:\n";
+      for (int n = 0; n < dp; ++n) {
+        yaml << "  - {name: node-" << n << ", gpus: [0, 1, 2, 3, 4, 5, 6, 7]}\n";
+      }
+    }
+    const RunResult r = RunCommand({hoist::testing::HoistBin(), "plan", "--model", ckpt.string(),
+                                    "--topology", out.string() + ".yaml", "--dedup", "job", "--out",
+                                    (out.string() + ".pb"), "--json", (out.string() + ".json")},
+                                   240);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    std::ifstream pb(out.string() + ".pb", std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(pb)), std::istreambuf_iterator<char>());
+    hoist::proto::LoadPlan plan;
+    ASSERT_TRUE(plan.ParseFromString(bytes));
+    EXPECT_EQ(plan.dedup(), hoist::proto::DEDUP_JOB);
+    EXPECT_EQ(plan.dedup_templates(0).members_size(), 8);
+    std::ifstream js(out.string() + ".json");
+    wire.push_back(nlohmann::json::parse(js)["wire"]);
+    job.push_back(std::move(plan));
+  }
+  for (const char* key : {"view_bytes_min", "view_bytes_max"}) {
+    const auto a = wire[0][key].get<std::int64_t>(), b = wire[1][key].get<std::int64_t>();
+    EXPECT_LE(std::abs(a - b), 16) << key;
+  }
+  EXPECT_EQ(job[0].storage_bytes(), job[1].storage_bytes());
+  for (auto& p : job) {
+    p.clear_topology();
+    p.clear_placement();
+    p.mutable_job()->clear_chunk_bytes();
+    p.clear_dedup_reason();
+  }
+  EXPECT_TRUE(job[0].SerializeAsString() == job[1].SerializeAsString())
+      << "the job dedup plans at world 256 and 1024 differ beyond topology, placement and K";
 }
 
 }  // namespace

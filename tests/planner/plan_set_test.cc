@@ -14,6 +14,7 @@
 #include "planner/checkpoint.h"
 #include "planner/dedup.h"
 #include "planner/plan_builder.h"
+#include "rank/exchange.h"
 #include "tools/mkckpt.h"
 
 namespace hoist::planner {
@@ -91,11 +92,14 @@ TEST_F(PlanSetTest, ReplicasShareOneRankPlanAndExpandToEveryRank) {
   }
 }
 
-// The templates give every rank the exchange ApplyDedup plans on the expanded world.
+// The templates give every rank the exchange ApplyDedup plans on the expanded world: node
+// dedup, and job dedup with one replica per class (ep); job dedup with replicas stripes each
+// class's bytes over them instead (tests/planner/job_dedup_test.cc).
 TEST_F(PlanSetTest, DedupTemplatesEqualDedupOfTheExpandedWorld) {
   const Checkpoint ckpt = Open("qwen3-moe-tiny", false);
   for (const proto::Dedup mode : {proto::DEDUP_NODE, proto::DEDUP_JOB}) {
     for (const int ep : {0, 8}) {
+      if (mode == proto::DEDUP_JOB && ep == 0) continue;
       SCOPED_TRACE(std::string(DedupName(mode)) + " ep " + std::to_string(ep));
       PlanOptions o;
       o.tp = 2;
@@ -261,6 +265,59 @@ TEST_F(PlanSetTest, DeepSeekV3At1024RanksGrowsWithClassesNotTheWorld) {
   ASSERT_NE(FindRank(last, 1023), nullptr);
   EXPECT_EQ(FindRank(last, 1023)->dp_rank(), 127u);
   EXPECT_EQ(FindRank(last, 1023)->copies_size(), plans[1].ranks(7).copies_size());
+}
+
+// Issue 41 item 3: the same shape under --dedup job. The plan holds one class template (a member
+// per class) whatever the world; a rank's view (its class plan, its class's member, its node's
+// places) is the same at world 256 and 1024 but for its place's few bytes, and expands to an
+// exchange that tiles its arena.
+TEST_F(PlanSetTest, DeepSeekV3JobDedupAt1024RanksGrowsWithClassesNotTheWorld) {
+  const Checkpoint ckpt = Open("deepseek-v3-671b", true);
+  std::vector<proto::LoadPlan> plans;
+  std::vector<RankDirectory> dirs;
+  for (const int dp : {32, 128}) {
+    PlanOptions o;
+    o.tp = 8;
+    o.dp = dp;
+    o.locations = Nodes(dp, 8);
+    o.dedup = proto::DEDUP_JOB;
+    Result<proto::LoadPlan> p = BuildCompactPlan(ckpt, o);
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    ASSERT_EQ(p->dedup_templates_size(), 1);
+    EXPECT_EQ(p->dedup_templates(0).members_size(), 8);
+    Result<RankDirectory> d = RankDirectory::Of(*p);
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    plans.push_back(std::move(p).value());
+    dirs.push_back(std::move(d).value());
+  }
+  // K depends on the replicas (about 8 chunks each): the rest is equal byte for byte.
+  proto::LoadPlan a = plans[0], b = plans[1];
+  for (proto::LoadPlan* p : {&a, &b}) {
+    p->clear_placement();
+    p->mutable_job()->clear_chunk_bytes();
+  }
+  EXPECT_TRUE(WithoutWorld(a) == WithoutWorld(b)) << "the plans at world 256 and 1024 differ";
+  EXPECT_EQ(a.storage_bytes(), b.storage_bytes()) << "each byte read once per job";
+  EXPECT_LE(plans[1].job().chunk_bytes(), plans[0].job().chunk_bytes());
+  for (const std::uint32_t r : {0u, 9u, 255u}) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    const std::size_t v256 = ViewWriter(plans[0], dirs[0]).View(r).size();
+    const std::size_t v1024 = ViewWriter(plans[1], dirs[1]).View(r).size();
+    EXPECT_LE(std::max(v256, v1024) - std::min(v256, v1024), 16u);
+    EXPECT_LT(v1024, plans[1].ByteSizeLong() / 4);
+  }
+  // The last rank of the larger world expands its view into an exchange the rank accepts
+  // (reads, receives and fills tile its arena; sends lie in its reads).
+  proto::LoadPlan last;
+  ASSERT_TRUE(last.ParseFromString(ViewWriter(plans[1], dirs[1]).View(1023)));
+  EXPECT_EQ(last.ranks_size(), 8);
+  ASSERT_TRUE(ExpandJobView(&last, 1023).ok());
+  const proto::RankPlan* mine = FindRank(last, 1023);
+  ASSERT_NE(mine, nullptr);
+  EXPECT_EQ(mine->steps_size(), static_cast<int>(plans[1].exchange_steps()));
+  const Status s = rank::ValidateExchange(last, *mine, rank::GroupOf(last, 1023));
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(mine->storage_bytes(), JobFigures(plans[1], dirs[1])[1023].storage_bytes);
 }
 
 }  // namespace
