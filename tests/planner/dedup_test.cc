@@ -19,6 +19,7 @@
 
 #include "planner/plan_builder.h"
 #include "rank/exchange.h"
+#include "tests/planner/preset_fixture.h"
 #include "tools/mkckpt.h"
 
 namespace hoist::planner {
@@ -188,14 +189,7 @@ struct Case {
   std::vector<RankLocation> where;
 };
 
-std::vector<RankLocation> Nodes(int nodes, int per_node) {
-  std::vector<RankLocation> v;
-  for (int n = 0; n < nodes; ++n) {
-    for (int g = 0; g < per_node; ++g)
-      v.push_back({static_cast<std::uint32_t>(n), static_cast<std::uint32_t>(g)});
-  }
-  return v;
-}
+using testing::Nodes;
 
 proto::LoadPlan Plan(const Mem& m, const Case& c, proto::Dedup mode, std::uint64_t step,
                      proto::Layout layout = proto::LAYOUT_FUSED) {

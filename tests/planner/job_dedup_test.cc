@@ -5,10 +5,8 @@
 #include "planner/job_dedup.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <map>
 #include <random>
 #include <string>
@@ -20,12 +18,10 @@
 #include "planner/plan_builder.h"
 #include "planner/plan_set.h"
 #include "rank/exchange.h"
-#include "tools/mkckpt.h"
+#include "tests/planner/preset_fixture.h"
 
 namespace hoist::planner {
 namespace {
-
-namespace fs = std::filesystem;
 
 // Arena byte -> (file, source byte) a copy writes.
 using ByteMap = std::map<std::uint64_t, std::pair<std::uint32_t, std::uint64_t>>;
@@ -89,45 +85,8 @@ TEST(JobDedupCutTest, ChunkBytesAreClampedAndAligned) {
   EXPECT_EQ(ChooseChunkBytes(1ull << 30, 4, 16 << 10), 16u << 10);  // the step caps it
 }
 
-// Writes presets once per test binary into a temp folder (removed at exit).
-class JobDedupTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    root_ =
-        new fs::path(fs::temp_directory_path() / ("hoist-job-dedup-" + std::to_string(getpid())));
-    fs::create_directories(*root_);
-  }
-  static void TearDownTestSuite() {
-    fs::remove_all(*root_);
-    delete root_;
-  }
-  static Checkpoint Open(const std::string& preset) {
-    const fs::path dir = *root_ / preset;
-    if (!fs::exists(dir)) {
-      tools::MkckptOptions o;
-      o.preset = preset;
-      o.out_dir = dir.string();
-      o.threads = 2;
-      const Status s = tools::MakeCheckpoint(o);
-      EXPECT_TRUE(s.ok()) << s.ToString();
-    }
-    Result<Checkpoint> ckpt = OpenCheckpoint(dir.string());
-    EXPECT_TRUE(ckpt.ok()) << ckpt.status().ToString();
-    return std::move(ckpt).value();
-  }
-  static fs::path* root_;
-};
-fs::path* JobDedupTest::root_ = nullptr;
-
-std::vector<RankLocation> Nodes(int nodes, int per) {
-  std::vector<RankLocation> l;
-  for (int n = 0; n < nodes; ++n) {
-    for (int g = 0; g < per; ++g) {
-      l.push_back({static_cast<std::uint32_t>(n), static_cast<std::uint32_t>(g)});
-    }
-  }
-  return l;
-}
+using testing::Nodes;
+class JobDedupTest : public testing::PresetSuite {};
 
 using Range = std::pair<std::uint64_t, std::uint64_t>;
 

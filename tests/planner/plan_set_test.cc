@@ -5,9 +5,7 @@
 #include "planner/plan_set.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -15,55 +13,13 @@
 #include "planner/dedup.h"
 #include "planner/plan_builder.h"
 #include "rank/exchange.h"
-#include "tools/mkckpt.h"
+#include "tests/planner/preset_fixture.h"
 
 namespace hoist::planner {
 namespace {
 
-namespace fs = std::filesystem;
-
-// Writes `preset` once per test binary into a temp folder (removed at exit by the fixture).
-class PlanSetTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    root_ =
-        new fs::path(fs::temp_directory_path() / ("hoist-plan-set-" + std::to_string(getpid())));
-    fs::create_directories(*root_);
-  }
-  static void TearDownTestSuite() {
-    fs::remove_all(*root_);
-    delete root_;
-  }
-  static Checkpoint Open(const std::string& preset, bool header_only) {
-    const fs::path dir = *root_ / preset;
-    if (!fs::exists(dir)) {
-      tools::MkckptOptions o;
-      o.preset = preset;
-      o.out_dir = dir.string();
-      o.header_only = header_only;
-      o.threads = 2;
-      if (header_only) o.shard_size = 4'300'000'000ull;  // 158 shards, as the issue measured
-      const Status s = tools::MakeCheckpoint(o);
-      EXPECT_TRUE(s.ok()) << s.ToString();
-    }
-    Result<Checkpoint> ckpt = OpenCheckpoint(dir.string());
-    EXPECT_TRUE(ckpt.ok()) << ckpt.status().ToString();
-    return std::move(ckpt).value();
-  }
-  static fs::path* root_;
-};
-fs::path* PlanSetTest::root_ = nullptr;
-
-// `nodes` nodes of `per` GPUs, ranks in order.
-std::vector<RankLocation> Nodes(int nodes, int per) {
-  std::vector<RankLocation> l;
-  for (int n = 0; n < nodes; ++n) {
-    for (int g = 0; g < per; ++g) {
-      l.push_back({static_cast<std::uint32_t>(n), static_cast<std::uint32_t>(g)});
-    }
-  }
-  return l;
-}
+using testing::Nodes;
+class PlanSetTest : public testing::PresetSuite {};
 
 std::string Wire(const google::protobuf::Message& m) { return m.SerializeAsString(); }
 
@@ -224,6 +180,24 @@ std::string WithoutWorld(proto::LoadPlan p) {
   return p.SerializeAsString();
 }
 
+// Compact plans of `ckpt` at tp 8 x dp 32 and x dp 128 on nodes of 8, with their directories.
+void PlanTp8(const Checkpoint& ckpt, proto::Dedup dedup, std::vector<proto::LoadPlan>* plans,
+             std::vector<RankDirectory>* dirs) {
+  for (const int dp : {32, 128}) {
+    PlanOptions o;
+    o.tp = 8;
+    o.dp = dp;
+    o.locations = Nodes(dp, 8);
+    o.dedup = dedup;
+    Result<proto::LoadPlan> p = BuildCompactPlan(ckpt, o);
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    Result<RankDirectory> d = RankDirectory::Of(*p);
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    plans->push_back(std::move(p).value());
+    dirs->push_back(std::move(d).value());
+  }
+}
+
 // Issue 41: DeepSeek-V3-671B (FP8, 90,427 tensors, data as sparse holes) at tp 8: the plan at
 // world 1024 is the plan at world 256 (dp is not in it), and rank r's view at world 1024, on
 // nodes of 8 GPUs, is its view at world 256.
@@ -232,19 +206,11 @@ TEST_F(PlanSetTest, DeepSeekV3At1024RanksGrowsWithClassesNotTheWorld) {
   EXPECT_EQ(ckpt.files.size(), 158u);
   std::vector<proto::LoadPlan> plans;
   std::vector<RankDirectory> dirs;
-  for (const int dp : {32, 128}) {
-    PlanOptions o;
-    o.tp = 8;
-    o.dp = dp;
-    o.locations = Nodes(dp, 8);
-    Result<proto::LoadPlan> p = BuildCompactPlan(ckpt, o);
-    ASSERT_TRUE(p.ok()) << p.status().ToString();
-    EXPECT_EQ(p->ranks_size(), 8);
-    EXPECT_EQ(p->topology().world(), static_cast<std::uint32_t>(8 * dp));
-    Result<RankDirectory> d = RankDirectory::Of(*p);
-    ASSERT_TRUE(d.ok()) << d.status().ToString();
-    plans.push_back(std::move(p).value());
-    dirs.push_back(std::move(d).value());
+  PlanTp8(ckpt, proto::DEDUP_AUTO, &plans, &dirs);
+  ASSERT_EQ(plans.size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(plans[i].ranks_size(), 8);
+    EXPECT_EQ(plans[i].topology().world(), i == 0 ? 256u : 1024u);
   }
   // The placement is the topology's (a node and gpu per rank): the rest is equal byte for byte.
   proto::LoadPlan a = plans[0], b = plans[1];
@@ -275,20 +241,11 @@ TEST_F(PlanSetTest, DeepSeekV3JobDedupAt1024RanksGrowsWithClassesNotTheWorld) {
   const Checkpoint ckpt = Open("deepseek-v3-671b", true);
   std::vector<proto::LoadPlan> plans;
   std::vector<RankDirectory> dirs;
-  for (const int dp : {32, 128}) {
-    PlanOptions o;
-    o.tp = 8;
-    o.dp = dp;
-    o.locations = Nodes(dp, 8);
-    o.dedup = proto::DEDUP_JOB;
-    Result<proto::LoadPlan> p = BuildCompactPlan(ckpt, o);
-    ASSERT_TRUE(p.ok()) << p.status().ToString();
-    ASSERT_EQ(p->dedup_templates_size(), 1);
-    EXPECT_EQ(p->dedup_templates(0).members_size(), 8);
-    Result<RankDirectory> d = RankDirectory::Of(*p);
-    ASSERT_TRUE(d.ok()) << d.status().ToString();
-    plans.push_back(std::move(p).value());
-    dirs.push_back(std::move(d).value());
+  PlanTp8(ckpt, proto::DEDUP_JOB, &plans, &dirs);
+  ASSERT_EQ(plans.size(), 2u);
+  for (const proto::LoadPlan& p : plans) {
+    ASSERT_EQ(p.dedup_templates_size(), 1);
+    EXPECT_EQ(p.dedup_templates(0).members_size(), 8);
   }
   // K depends on the replicas (about 8 chunks each): the rest is equal byte for byte.
   proto::LoadPlan a = plans[0], b = plans[1];
