@@ -235,23 +235,60 @@ long SysIoGetevents(aio_context_t ctx, long min_nr, long nr, struct io_event* ev
 
 constexpr int kMaxDepth = 64;
 
+// AIO contexts with nothing in flight, kept for the next thread. io_destroy waits for an RCU
+// grace period (33-85 ms measured on a 2-core VM, kernel 6.1), and a fill thread's context went
+// at its exit, which its load's join waited for: a load that read any byte with O_DIRECT paid
+// that at its end. Kept contexts are taken by later threads (of this load or the next) and torn
+// down by the kernel when the process exits. Never destroyed (threads may exit after statics).
+class AioPool {
+ public:
+  static AioPool& Get() {
+    static AioPool* pool = new AioPool();
+    return *pool;
+  }
+  bool Take(aio_context_t* ctx) {
+    std::lock_guard lock(mu_);
+    if (kept_.empty()) return false;
+    *ctx = kept_.back();
+    kept_.pop_back();
+    return true;
+  }
+  void Give(aio_context_t ctx) {
+    std::lock_guard lock(mu_);
+    kept_.push_back(ctx);
+  }
+  std::size_t size() const {
+    std::lock_guard lock(mu_);
+    return kept_.size();
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<aio_context_t> kept_;  // each with no request in flight
+};
+
 // Per-thread AIO context and bounce buffers, reused across calls and sources.
 struct DirectThreadState {
   aio_context_t ctx = 0;
   bool aio_ok = false;
   bool aio_tried = false;
+  bool aio_clean = true;  // false once a request may be left in flight (io_getevents failed)
   std::uint64_t buf_bytes = 0;
   std::uint64_t buf_align = 0;
   std::vector<std::byte*> bufs;
 
   ~DirectThreadState() {
-    if (aio_ok) SysIoDestroy(ctx);
+    if (aio_ok && aio_clean) {
+      AioPool::Get().Give(ctx);
+    } else if (aio_ok) {
+      SysIoDestroy(ctx);  // waits for what is in flight before the buffers go
+    }
     for (std::byte* b : bufs) std::free(b);
   }
   bool EnsureAio() {
     if (!aio_tried) {
       aio_tried = true;
-      aio_ok = SysIoSetup(kMaxDepth, &ctx) == 0;
+      aio_ok = AioPool::Get().Take(&ctx) || SysIoSetup(kMaxDepth, &ctx) == 0;
     }
     return aio_ok;
   }
@@ -478,6 +515,7 @@ class DirectSource final : public Source {
       if (got < 0) {
         if (errno == EINTR) continue;
         // Cannot reap: the kernel still owns buffers. This should not happen; report it.
+        st.aio_clean = false;
         return Status::Internal(path_ + ": io_getevents: " + Errno(errno) + " with " +
                                 std::to_string(inflight) + " O_DIRECT reads in flight");
       }
@@ -534,6 +572,8 @@ class FaultySource final : public Source {
 };
 
 }  // namespace
+
+std::size_t KeptAioContexts() { return AioPool::Get().size(); }
 
 Status Source::ReadRows(const RowsRead& r) {
   if (r.rows == 0 || r.width == 0) return Status::Ok();

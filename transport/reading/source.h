@@ -33,7 +33,8 @@
 // range past the end of the file) naming the file path and the byte offset; partial reads from
 // the kernel are retried. Nothing here throws or aborts. Threading: ReadAt/ReadRows may be called
 // concurrently from any number of threads on one Source (pread and memcpy are stateless; the
-// direct source keeps per-thread bounce buffers and AIO contexts).
+// direct source keeps per-thread bounce buffers and AIO contexts; a context outlives its thread,
+// kept for the next: KeptAioContexts).
 #pragma once
 
 #include <atomic>
@@ -117,6 +118,12 @@ struct DirectOptions {
 // place; everything else goes through aligned per-thread bounce buffers.
 Result<std::unique_ptr<Source>> OpenDirectSource(const std::string& path,
                                                  const DirectOptions& options = {});
+
+// AIO contexts kept for reuse: a thread's context, when it exits with nothing in flight, is kept
+// for the next thread instead of destroyed (io_destroy waits for an RCU grace period, tens of ms,
+// which a load's join of its fill threads would wait for). Bounded by the most threads that read
+// O_DIRECT at once; the kernel frees them when the process exits.
+std::size_t KeptAioContexts();
 
 // Auto mode's page-cache source: a mapping made on first use (a read, mapping() or ResidentNow),
 // so that a load whose pieces are all cold never maps its files and reads exactly as `direct`

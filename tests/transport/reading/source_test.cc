@@ -3,13 +3,17 @@
 #include "transport/reading/source.h"
 
 #include <gtest/gtest.h>
+#include <linux/aio_abi.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <memory>
+#include <thread>
 
 #include "tests/transport/test_util.h"
 #include "transport/reading/residency.h"
@@ -210,6 +214,49 @@ TEST(DirectSourceTest, TmpfsIsUnsupportedOrWorks) {
     EXPECT_EQ(0, std::memcmp(out.data(), data.data() + 100, 5000));
   }
   ::unlink(tmpl);
+}
+
+// A thread's AIO context is kept when it exits and taken by a later thread: rounds of reading
+// threads reuse the contexts of the first round instead of making (and, at each exit,
+// destroying) their own; every round still reads the file's bytes.
+TEST(DirectSourceTest, ThreadsReuseKeptAioContexts) {
+  ScratchDir dir;
+  const std::string path = dir.Sub("aio.bin");
+  const std::vector<std::uint8_t> data = Pattern(1 << 20, 23);
+  WriteFile(path, data);
+  DirectOptions d;
+  d.request_bytes = 65536;
+  d.depth = 4;
+  auto s = OpenDirectSource(path, d);
+  if (!s.ok() && s.status().code() == Code::kUnsupported) GTEST_SKIP() << s.status().ToString();
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  constexpr int kThreads = 3;
+  const auto round = [&](int r) {
+    std::vector<std::vector<std::uint8_t>> out(kThreads, std::vector<std::uint8_t>(200'000));
+    std::vector<Status> st(kThreads);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back(
+          [&, t] { st[t] = (*s)->ReadAt(1000 * (r + t), out[t].data(), 200'000); });
+    }
+    for (std::thread& th : threads) th.join();
+    for (int t = 0; t < kThreads; ++t) {
+      ASSERT_TRUE(st[t].ok()) << st[t].ToString();
+      ASSERT_EQ(0, std::memcmp(out[t].data(), data.data() + 1000 * (r + t), 200'000)) << r;
+    }
+  };
+  const std::size_t before = KeptAioContexts();
+  round(0);
+  const std::size_t after_first = KeptAioContexts();
+  aio_context_t probe = 0;
+  if (::syscall(SYS_io_setup, 1, &probe) != 0) {
+    GTEST_SKIP() << "no native AIO here (O_DIRECT reads are synchronous)";
+  }
+  ::syscall(SYS_io_destroy, probe);
+  ASSERT_GT(after_first, before) << "the first round's contexts were not kept";
+  EXPECT_LE(after_first, before + kThreads);
+  for (int r = 1; r <= 10; ++r) round(r);
+  EXPECT_EQ(KeptAioContexts(), after_first);  // taken and given back, none made
 }
 
 TEST(FaultySourceTest, EioAfterNReadsNamesFileAndOffset) {
