@@ -125,8 +125,7 @@ std::uint64_t CodecJobSharedBytes(std::uint64_t max_words);
 
 // For the current device, once per set before its launches: ResourceExhausted when a block cannot
 // have `shared_bytes` of shared memory (cudaDevAttrMaxSharedMemoryPerBlockOptin), otherwise lets
-// the kernel use up to that limit. CUDA failures: Internal naming the call. It also loads the
-// kernel's code, which CUDA loads lazily: the CUDA device calls it with 0 when it opens.
+// the kernel use up to that limit. CUDA failures: Internal naming the call.
 Status PrepareCodecJobs(std::uint64_t shared_bytes);
 
 // Enqueues jobs [first, first + count) of `set` on `cuda_stream` (count 0: nothing); blocks at

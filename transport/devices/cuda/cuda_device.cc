@@ -177,23 +177,7 @@ class CudaDevice final : public Device {
     caps_.ordinal = ordinal_;
     caps_.pci_bus_id = bus;
     caps_.total_memory = prop.totalGlobalMem;
-    LoadKernels();
     return Status::Ok();
-  }
-
-  // CUDA loads a kernel's code at its first use (lazy module loading, the default since CUDA
-  // 12.2): without this, a packed load's first decoder and a transposing load's first transpose
-  // would load theirs on the load's clock, beside its copies. Loaded here, with the context (on
-  // the helper thread that opens the device while rank 0 plans). A failure is left to the first
-  // real use, which reports it with its tensor.
-  void LoadKernels() {
-#if HOIST_HAVE_CUDA_DECODE
-    (void)cuda::PrepareCodecJobs(0);
-#endif
-#if HOIST_HAVE_CUDA_TRANSPOSE
-    (void)LoadTransposeKernels();
-#endif
-    (void)cudaGetLastError();
   }
 
   ~CudaDevice() override {

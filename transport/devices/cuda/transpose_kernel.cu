@@ -40,18 +40,6 @@ cudaError_t Launch(const void* src, void* dst, std::uint64_t batch, std::uint64_
 
 }  // namespace
 
-cudaError_t LoadTransposeKernels() {
-  const void* kernels[] = {reinterpret_cast<const void*>(&TransposeTiles<std::uint8_t>),
-                           reinterpret_cast<const void*>(&TransposeTiles<std::uint16_t>),
-                           reinterpret_cast<const void*>(&TransposeTiles<std::uint32_t>),
-                           reinterpret_cast<const void*>(&TransposeTiles<std::uint64_t>)};
-  for (const void* k : kernels) {
-    cudaFuncAttributes attributes{};
-    if (const cudaError_t e = cudaFuncGetAttributes(&attributes, k); e != cudaSuccess) return e;
-  }
-  return cudaSuccess;
-}
-
 cudaError_t LaunchTranspose(const void* src, void* dst, std::uint64_t batch, std::uint64_t rows,
                             std::uint64_t cols, std::uint32_t elem_bytes, cudaStream_t stream) {
   // Grid limits: x up to 2^31 - 1 tiles, y and z up to 65535.

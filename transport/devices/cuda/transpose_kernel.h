@@ -17,7 +17,4 @@ namespace hoist::transport {
 cudaError_t LaunchTranspose(const void* src, void* dst, std::uint64_t batch, std::uint64_t rows,
                             std::uint64_t cols, std::uint32_t elem_bytes, cudaStream_t stream);
 
-// Loads the kernel's code for every element size now (CUDA loads it lazily, at first use).
-cudaError_t LoadTransposeKernels();
-
 }  // namespace hoist::transport
