@@ -736,49 +736,23 @@ class CudaDevice final : public Device {
   // Checks the kernel's shared memory against the device, then uploads jobs, stream parameters
   // and tables, and a zeroed error flag, into one allocation (each array 256-byte aligned);
   // returns once they are in device memory.
-  // Copies `bytes` from host memory to `dst` in one DMA from pinned memory: `host` is
-  // registered for the copy, on a stream of its own. A pageable cudaMemcpy of the decoder's
-  // arrays was cut by the driver into chunks that took turns on the copy engine with the load's
-  // slot copies (H100, 2026-12-06: the slots copied beside it ran at 9-20 GiB/s and the making
-  // took 3.2-6.9 ms). If registering fails, the copy is made pageable.
-  Status UploadPinned(void* dst, std::byte* host, std::uint64_t bytes) const {
-    const std::string what = "decoder upload of " + std::to_string(bytes) + " bytes";
-    if (cudaHostRegister(host, bytes, cudaHostRegisterDefault) != cudaSuccess) {
-      (void)cudaGetLastError();
-      HOIST_RETURN_IF_ERROR(
-          Check(cudaMemcpy(dst, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy(" + what + ")"));
-      return Check(cudaStreamSynchronize(nullptr), "cudaStreamSynchronize(" + what + ")");
-    }
-    cudaStream_t stream = nullptr;
-    Status s = Check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
-                     "cudaStreamCreate(" + what + ")");
-    if (s.ok()) {
-      s = Check(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, stream),
-                "cudaMemcpyAsync(" + what + ")");
-      const Status synced =
-          Check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(" + what + ")");
-      if (s.ok()) s = synced;
-      (void)cudaStreamDestroy(stream);
-    }
-    const Status unregistered = Check(cudaHostUnregister(host), "cudaHostUnregister(" + what + ")");
-    return s.ok() ? unregistered : s;
-  }
-
   Status UploadDecoder(const DecodeSet& set, Decoder& d) const {
     DecodeArrays a = MakeDecodeArrays(set);
     Status fits = cuda::PrepareCodecJobs(cuda::CodecJobSharedBytes(a.max_words));
     if (!fits.ok()) return std::move(fits.Annotate(name_));
     struct Part {
-      const void* host;  // null: zeros (the error flag)
+      const void* host;
       std::uint64_t bytes, offset;
+      const char* what;
     };
     const auto bytes = [](const auto& v) { return std::uint64_t{v.size() * sizeof(v[0])}; };
-    Part parts[] = {{set.jobs.data(), bytes(set.jobs), 0},
-                    {a.streams.data(), bytes(a.streams), 0},
-                    {set.luts.data(), bytes(set.luts), 0},
+    Part parts[] = {{set.jobs.data(), bytes(set.jobs), 0, "decode jobs"},
+                    {a.streams.data(), bytes(a.streams), 0, "decode streams"},
+                    {set.luts.data(), bytes(set.luts), 0, "code tables"},
                     { nullptr,
                       sizeof(int),
-                      0 }};
+                      0,
+                      "decoder error flag" }};
     std::uint64_t total = 0;
     for (Part& p : parts) {
       p.offset = total;
@@ -789,17 +763,18 @@ class CudaDevice final : public Device {
                                 "cudaMalloc(decoder, " + std::to_string(total) + " bytes)"));
     d.memory.push_back(block);
     const auto at = [block](const Part& p) { return static_cast<std::byte*>(block) + p.offset; };
-    HOIST_ASSIGN_OR_RETURN(std::byte * bounce, AllocTouched(total));
     for (const Part& p : parts) {
-      if (p.host == nullptr) {
-        std::memset(bounce + p.offset, 0, p.bytes);
-      } else if (p.bytes > 0) {
-        std::memcpy(bounce + p.offset, p.host, p.bytes);
-      }
+      if (p.host == nullptr || p.bytes == 0) continue;
+      HOIST_RETURN_IF_ERROR(
+          Check(cudaMemcpy(at(p), p.host, p.bytes, cudaMemcpyHostToDevice),
+                std::string("cudaMemcpy(") + p.what + ", " + std::to_string(p.bytes) + " bytes)"));
     }
-    const Status s = UploadPinned(block, bounce, total);
-    FreeTouched(bounce, total);
-    HOIST_RETURN_IF_ERROR(s);
+    HOIST_RETURN_IF_ERROR(
+        Check(cudaMemset(at(parts[3]), 0, sizeof(int)), "cudaMemset(error flag)"));
+    // The copies (from pageable memory) and the memset may still run on the default stream,
+    // which the load's non-blocking streams do not wait for: finish them here.
+    HOIST_RETURN_IF_ERROR(
+        Check(cudaStreamSynchronize(nullptr), "cudaStreamSynchronize(default stream)"));
     cuda::CodecJobSet& args = d.args;
     args.threads = a.threads;
     args.max_words = static_cast<std::uint32_t>(a.max_words);
