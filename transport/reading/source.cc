@@ -246,16 +246,23 @@ class AioPool {
     static AioPool* pool = new AioPool();
     return *pool;
   }
+  // A kept context of this process: a forked child inherits the list but not the contexts
+  // (they belong to the parent's address space), so those are dropped, never used.
   bool Take(aio_context_t* ctx) {
+    const pid_t pid = ::getpid();
     std::lock_guard lock(mu_);
-    if (kept_.empty()) return false;
-    *ctx = kept_.back();
-    kept_.pop_back();
-    return true;
+    while (!kept_.empty()) {
+      const Kept k = kept_.back();
+      kept_.pop_back();
+      if (k.pid != pid) continue;
+      *ctx = k.ctx;
+      return true;
+    }
+    return false;
   }
   void Give(aio_context_t ctx) {
     std::lock_guard lock(mu_);
-    kept_.push_back(ctx);
+    kept_.push_back(Kept{ctx, ::getpid()});
   }
   std::size_t size() const {
     std::lock_guard lock(mu_);
@@ -263,8 +270,12 @@ class AioPool {
   }
 
  private:
+  struct Kept {
+    aio_context_t ctx;
+    pid_t pid;  // the process whose context it is
+  };
   mutable std::mutex mu_;
-  std::vector<aio_context_t> kept_;  // each with no request in flight
+  std::vector<Kept> kept_;  // each with no request in flight
 };
 
 // Per-thread AIO context and bounce buffers, reused across calls and sources.

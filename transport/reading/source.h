@@ -122,7 +122,8 @@ Result<std::unique_ptr<Source>> OpenDirectSource(const std::string& path,
 // AIO contexts kept for reuse: a thread's context, when it exits with nothing in flight, is kept
 // for the next thread instead of destroyed (io_destroy waits for an RCU grace period, tens of ms,
 // which a load's join of its fill threads would wait for). Bounded by the most threads that read
-// O_DIRECT at once; the kernel frees them when the process exits.
+// O_DIRECT at once; the kernel frees them when the process exits. A forked child never takes its
+// parent's (they are not its own): its threads make their own.
 std::size_t KeptAioContexts();
 
 // Auto mode's page-cache source: a mapping made on first use (a read, mapping() or ResidentNow),

@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -256,6 +257,20 @@ TEST(DirectSourceTest, ThreadsReuseKeptAioContexts) {
   // where a context made for every thread would leave up to 33.
   EXPECT_GT(KeptAioContexts(), 0u);
   EXPECT_LE(KeptAioContexts(), before + kThreads);
+
+  // A forked child inherits the kept list, not the contexts: its reading threads make their own.
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    std::vector<std::uint8_t> out(200'000);
+    Status st = Status::Internal("not read");
+    std::thread([&] { st = (*s)->ReadAt(777, out.data(), out.size()); }).join();
+    const bool same = st.ok() && std::memcmp(out.data(), data.data() + 777, out.size()) == 0;
+    ::_exit(same ? 0 : 1);
+  }
+  int wstatus = 0;
+  ASSERT_EQ(::waitpid(child, &wstatus, 0), child);
+  EXPECT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) << "the child's read failed";
 }
 
 TEST(FaultySourceTest, EioAfterNReadsNamesFileAndOffset) {
