@@ -284,22 +284,30 @@ struct DirectThreadState {
   bool aio_ok = false;
   bool aio_tried = false;
   bool aio_clean = true;  // false once a request may be left in flight (io_getevents failed)
+  pid_t aio_owner = 0;  // the process whose context ctx is (a forked thread inherits its parent's)
   std::uint64_t buf_bytes = 0;
   std::uint64_t buf_align = 0;
   std::vector<std::byte*> bufs;
 
   ~DirectThreadState() {
-    if (aio_ok && aio_clean) {
-      AioPool::Get().Give(ctx);
-    } else if (aio_ok) {
-      SysIoDestroy(ctx);  // waits for what is in flight before the buffers go
+    // Another process's context (this thread forked) is neither ours to keep nor to destroy.
+    if (aio_ok && aio_owner == ::getpid()) {
+      if (aio_clean) {
+        AioPool::Get().Give(ctx);
+      } else {
+        SysIoDestroy(ctx);  // waits for what is in flight before the buffers go
+      }
     }
     for (std::byte* b : bufs) std::free(b);
   }
   bool EnsureAio() {
+    const pid_t pid = ::getpid();
+    if (aio_ok && aio_owner != pid) aio_tried = aio_ok = false;  // forked: make or take our own
     if (!aio_tried) {
       aio_tried = true;
       aio_ok = AioPool::Get().Take(&ctx) || SysIoSetup(kMaxDepth, &ctx) == 0;
+      aio_owner = pid;
+      aio_clean = true;
     }
     return aio_ok;
   }

@@ -258,15 +258,21 @@ TEST(DirectSourceTest, ThreadsReuseKeptAioContexts) {
   EXPECT_GT(KeptAioContexts(), 0u);
   EXPECT_LE(KeptAioContexts(), before + kThreads);
 
-  // A forked child inherits the kept list, not the contexts: its reading threads make their own.
+  // A forked child inherits the kept list and the forking thread's context, not the contexts
+  // themselves: the thread that forked and a new one each read through one of the child's own.
+  std::vector<std::uint8_t> here(200'000);
+  ASSERT_TRUE((*s)->ReadAt(555, here.data(), here.size()).ok());  // this thread's context
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    std::vector<std::uint8_t> out(200'000);
-    Status st = Status::Internal("not read");
-    std::thread([&] { st = (*s)->ReadAt(777, out.data(), out.size()); }).join();
-    const bool same = st.ok() && std::memcmp(out.data(), data.data() + 777, out.size()) == 0;
-    ::_exit(same ? 0 : 1);
+    const auto read_ok = [&](std::uint64_t at) {
+      std::vector<std::uint8_t> out(200'000);
+      const Status st = (*s)->ReadAt(at, out.data(), out.size());
+      return st.ok() && std::memcmp(out.data(), data.data() + at, out.size()) == 0;
+    };
+    bool threaded = false;
+    std::thread([&] { threaded = read_ok(777); }).join();
+    ::_exit(read_ok(999) && threaded ? 0 : 1);
   }
   int wstatus = 0;
   ASSERT_EQ(::waitpid(child, &wstatus, 0), child);
