@@ -5,7 +5,12 @@
 #include <utility>
 #include <vector>
 
+#include "codec/lut_build.h"
+
 namespace hoist::codec {
+
+static_assert(lut::kBits == kLutBits, "codec/lut_build.h builds tables of kLutBits");
+
 namespace {
 
 // Plain Huffman depths of the used symbols of `counts` (all > 0 where used).
@@ -69,31 +74,17 @@ bool CodeLengthsValid(const CodeLengths& lengths, int max_len) {
 
 std::array<std::uint16_t, 256> CanonicalCodes(const CodeLengths& lengths) {
   std::array<std::uint16_t, 256> codes{};
-  std::uint32_t code = 0;
-  for (int len = 1; len <= kLutBits; ++len) {
-    for (int s = 0; s < 256; ++s) {
-      if (lengths[s] != len) continue;
-      codes[s] = static_cast<std::uint16_t>(code);
-      ++code;
-    }
-    code <<= 1;
-  }
+  lut::CanonicalCodes(lengths.data(), codes.data());
   return codes;
 }
 
 DecodeLut BuildDecodeLut(const CodeLengths& lengths) {
-  DecodeLut lut{};  // 0: no code
+  DecodeLut table{};  // 0: no code
   const auto codes = CanonicalCodes(lengths);
   for (int s = 0; s < 256; ++s) {
-    const int len = lengths[s];
-    if (len == 0) continue;
-    const std::uint32_t first = std::uint32_t{codes[s]} << (kLutBits - len);
-    const std::uint32_t count = std::uint32_t{1} << (kLutBits - len);
-    for (std::uint32_t i = 0; i < count; ++i) {
-      lut[first + i] = static_cast<std::uint16_t>(len << 8 | s);
-    }
+    if (lengths[s] != 0) lut::FillSymbol(s, lengths[s], codes[s], table.data());
   }
-  return lut;
+  return table;
 }
 
 }  // namespace hoist::codec

@@ -7,6 +7,7 @@
 #include "codec/cuda/codec_decode.h"
 #include "codec/lane_sum.h"
 #include "codec/layout.h"
+#include "codec/lut_build.h"
 
 namespace hoist::transport::cuda {
 namespace {
@@ -653,6 +654,43 @@ std::uint64_t CodecJobSharedBytes(std::uint64_t max_words) {
   return 4 * (kLutWords + kScanWords + max_words + 2);
 }
 
+namespace {
+
+// One CUDA block of 256 threads per table: zero it, canonical codes on thread 0, then thread s
+// writes symbol s's entries.
+__global__ void BuildLutsKernel(const std::uint8_t* lengths, std::uint16_t* luts) {
+  __shared__ std::uint8_t len[256];
+  __shared__ std::uint16_t codes[256];
+  const std::uint32_t s = threadIdx.x;
+  len[s] = lengths[std::uint64_t{blockIdx.x} * 256 + s];
+  std::uint16_t* table = luts + std::uint64_t{blockIdx.x} * codec::kLutEntries;
+  constexpr std::uint32_t kEntries = codec::kLutEntries;
+  for (std::uint32_t i = s; i < kEntries; i += blockDim.x) table[i] = 0;
+  __syncthreads();
+  if (s == 0) codec::lut::CanonicalCodes(len, codes);
+  __syncthreads();
+  const int n = len[s];  // valid lengths keep every code inside the table; this guards the rest
+  if (n != 0 && n <= codec::kLutBits &&
+      (std::uint32_t{codes[s]} + 1) << (codec::kLutBits - n) <= kEntries) {
+    codec::lut::FillSymbol(static_cast<int>(s), n, codes[s], table);
+  }
+}
+
+}  // namespace
+
+Status BuildCodecLuts(const std::uint8_t* lengths, std::uint16_t* luts, std::uint64_t tables,
+                      void* cuda_stream) {
+  if (tables == 0) return Status::Ok();
+  if (lengths == nullptr || luts == nullptr || tables > 0x7FFFFFFFu) {
+    return Status::InvalidArgument("codec decode tables: null pointers or " +
+                                   std::to_string(tables) + " tables");
+  }
+  BuildLutsKernel<<<dim3(static_cast<unsigned>(tables)), dim3(256), 0,
+                    static_cast<cudaStream_t>(cuda_stream)>>>(lengths, luts);
+  const cudaError_t e = cudaGetLastError();
+  return e == cudaSuccess ? Status::Ok() : CudaFailed("table kernel launch", e);
+}
+
 Status PrepareCodecJobs(std::uint64_t shared_bytes) {
   int device = 0, max_shared = 0;
   cudaError_t e = cudaGetDevice(&device);
@@ -765,6 +803,25 @@ Status DecodeOnGpu(std::span<const std::uint8_t> stream, std::span<std::uint8_t>
                            ": codec stream: byte 32: GPU-decoded bytes fail the tensor checksum");
   }
   return Status::Ok();
+}
+
+Result<std::vector<codec::DecodeLut>> BuildCodecLutsOnGpu(
+    std::span<const codec::CodeLengths> lengths) {
+  std::vector<codec::DecodeLut> tables(lengths.size());
+  if (lengths.empty()) return tables;
+  DeviceMemory d_lengths, d_luts;
+  HOIST_RETURN_IF_ERROR(d_lengths.Allocate(lengths.size_bytes()));
+  HOIST_RETURN_IF_ERROR(d_luts.Allocate(tables.size() * sizeof(codec::DecodeLut)));
+  cudaError_t e =
+      cudaMemcpy(d_lengths.get(), lengths.data(), lengths.size_bytes(), cudaMemcpyHostToDevice);
+  if (e != cudaSuccess) return CudaFailed("copying the code lengths", e);
+  HOIST_RETURN_IF_ERROR(BuildCodecLuts(static_cast<const std::uint8_t*>(d_lengths.get()),
+                                       static_cast<std::uint16_t*>(d_luts.get()), tables.size(),
+                                       nullptr));
+  e = cudaMemcpy(tables.data(), d_luts.get(), tables.size() * sizeof(codec::DecodeLut),
+                 cudaMemcpyDeviceToHost);
+  if (e != cudaSuccess) return CudaFailed("copying the tables back", e);
+  return tables;
 }
 
 }  // namespace hoist::transport::cuda

@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "codec/codec.h"
 #include "hoist/status.h"
@@ -119,6 +120,21 @@ struct CodecJobSet {
   std::uint32_t max_words = 0;          // the largest job's coded words (shared memory)
   int* error = nullptr;                 // 0, or 1 + the index in `jobs` of a bad job
 };
+
+// Builds `tables` decode tables on `cuda_stream`: table i (codec::kLutEntries entries at
+// luts + i * kLutEntries, device memory) from the 256 code lengths at lengths + i * 256 (device
+// memory), as codec::BuildDecodeLut builds it on the host (codec/lut_build.h is both); all-zero
+// lengths (a stored stream) give a table of zeros. The lengths must be valid
+// (codec::CodeLengthsValid; ParseHeader checks them). InvalidArgument for null pointers or more
+// than 2^31 - 1 tables; Internal for a launch failure. Both arrays must stay alive until the
+// stream completes.
+Status BuildCodecLuts(const std::uint8_t* lengths, std::uint16_t* luts, std::uint64_t tables,
+                      void* cuda_stream);
+
+// BuildCodecLuts in one synchronous call, for tests and checks: uploads `lengths`, builds their
+// tables on the current device and copies them back. Internal on a CUDA failure.
+Result<std::vector<codec::DecodeLut>> BuildCodecLutsOnGpu(
+    std::span<const codec::CodeLengths> lengths);
 
 // The shared memory one job of a set needs: the table, the scan and max_words + 2 words.
 std::uint64_t CodecJobSharedBytes(std::uint64_t max_words);

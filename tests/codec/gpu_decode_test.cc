@@ -2,8 +2,11 @@
 // CPU-only CI, and not built without nvcc).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
+#include <tuple>
+#include <utility>
 
 #include "tests/codec/codec_data.h"
 #include "tests/test_paths.h"
@@ -107,6 +110,52 @@ TEST(CodecGpu, FlagsABadSubStream) {
   const Status s = transport::cuda::DecodeOnGpu(stream, out, "t.safetensors: w");
   EXPECT_EQ(s.code(), Code::kCorrupt) << s.ToString();
   EXPECT_NE(s.message().find("block 1 does not decode"), std::string::npos) << s.ToString();
+}
+
+// The tables a packed load's decoder builds on the device, against the host's BuildDecodeLut:
+// codes of every depth (a Fibonacci-count tree at the 12-bit limit), a complete 8-bit code, one
+// symbol alone (an incomplete code: entries without a code stay 0), random counts, and a stored
+// stream's all-zero lengths.
+TEST(CodecGpu, BuildsTheHostsDecodeTables) {
+  GPU_OR_SKIP();
+  std::vector<CodeLengths> lengths;
+  SymbolCounts fib{};
+  std::uint64_t a = 1, b = 1;
+  for (int s = 0; s < 60; ++s) {
+    fib[s * 3] = a;
+    std::tie(a, b) = std::make_pair(b, a + b);
+  }
+  lengths.push_back(LimitedCodeLengths(fib, kLutBits));
+  SymbolCounts flat{};
+  flat.fill(5);
+  lengths.push_back(LimitedCodeLengths(flat, kLutBits));
+  SymbolCounts one{};
+  one[77] = 9;
+  lengths.push_back(LimitedCodeLengths(one, kLutBits));
+  std::uint64_t x = 0x9E3779B97F4A7C15ull;
+  for (int t = 0; t < 40; ++t) {
+    SymbolCounts c{};
+    for (auto& n : c) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      n = (x % 5 == 0) ? 0 : x % (1u << (t % 20));
+    }
+    c[t] += 1;  // at least one used symbol
+    lengths.push_back(LimitedCodeLengths(c, 8 + t % 5));
+  }
+  lengths.push_back(CodeLengths{});
+  for (const CodeLengths& l : lengths) {
+    const bool stored = std::all_of(l.begin(), l.end(), [](std::uint8_t n) { return n == 0; });
+    ASSERT_TRUE(stored || CodeLengthsValid(l, kLutBits));
+  }
+  auto got = transport::cuda::BuildCodecLutsOnGpu(lengths);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->size(), lengths.size());
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    EXPECT_TRUE((*got)[i] == BuildDecodeLut(lengths[i])) << "table " << i;
+  }
+  EXPECT_TRUE(std::any_of(got->front().begin(), got->front().end(), [](std::uint16_t e) {
+    return (e >> 8) == kLutBits;
+  })) << "the deep tree's table has no 12-bit code: the test would not reach the table's end";
 }
 
 }  // namespace

@@ -45,21 +45,22 @@ struct DecodeJob {
 
 // Built before the load's clock (transport/packed/packed.h: with the plan, while the device opens),
 // so that a decoder's making allocates and converts nothing: the GPU backend uploads `jobs` and
-// `luts` as they are.
+// `code_lengths` as they are and builds the streams' tables on the device.
 struct DecodeSet {
-  std::vector<codec::StreamInfo> streams;  // coded streams (and stored ones: kCheckedBlocks)
-  std::vector<std::string> names;          // per stream, for errors: "<shard path>: <tensor>"
-  std::vector<std::uint16_t> luts;         // the streams' tables back to back: stream s's at
-                                           // s * codec::kLutEntries (kept by AddStream)
+  std::vector<codec::StreamInfo> streams;        // coded streams (and stored ones: kCheckedBlocks)
+  std::vector<std::string> names;                // per stream, for errors: "<shard path>: <tensor>"
+  std::vector<codec::CodeLengths> code_lengths;  // per stream (kept by AddStream; a stored
+                                                 // stream's are zeros): the GPU builds its
+                                                 // tables from these
   std::vector<DecodeJob> jobs;
   std::uint64_t max_block_bytes = 0;      // the largest job's `bytes`
   std::uint64_t max_block_bit_words = 0;  // over streams: the largest block's coded words
 
-  // Appends a stream, its name and its table; returns its index.
+  // Appends a stream, its name and its code lengths; returns its index.
   std::uint32_t AddStream(const codec::StreamInfo& info, std::string name) {
     streams.push_back(info);
     names.push_back(std::move(name));
-    luts.insert(luts.end(), info.lut.begin(), info.lut.end());
+    code_lengths.push_back(info.code_lengths);
     max_block_bit_words = std::max(max_block_bit_words, info.max_block_bit_words);
     return static_cast<std::uint32_t>(streams.size() - 1);
   }
@@ -80,7 +81,7 @@ struct DecodeSet {
     DecodeSet s;
     s.streams = std::forward<Set>(from).streams;
     s.names = std::forward<Set>(from).names;
-    s.luts = std::forward<Set>(from).luts;
+    s.code_lengths = std::forward<Set>(from).code_lengths;
     s.jobs = std::move(cut_jobs);
     s.max_block_bytes = from.max_block_bytes;
     s.max_block_bit_words = from.max_block_bit_words;

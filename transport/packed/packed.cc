@@ -365,7 +365,7 @@ Result<PackedWork> PackedStreams::Translate(const proto::RankPlan& logical) cons
   // cost nothing): no job or stream is copied as the vectors grow.
   w.decode.jobs.reserve(blocks_);
   w.decode.streams.reserve(streams_);
-  w.decode.luts.reserve(streams_ * codec::kLutEntries);
+  w.decode.code_lengths.reserve(streams_);
   Translator tr(*this, paths_, packed_, file_first_, &w);
   for (int i = 0; i < logical.copies_size(); ++i) {
     HOIST_RETURN_IF_ERROR(tr.Add(i, logical.copies(i)));

@@ -474,9 +474,12 @@ TEST(DecoderCuda, RefusesBadArguments) {
   ASSERT_EQ(odd.streams[odd.jobs[0].stream].dtype, codec::DType::kBF16);
   odd.jobs[0].dst += 1;
   EXPECT_EQ(dev->CreateDecoder(odd).status().code(), Code::kInvalidArgument);
-  DecodeSet short_tables = c.set;  // tables out of step with the streams
-  short_tables.luts.pop_back();
+  DecodeSet short_tables = c.set;  // code lengths out of step with the streams
+  short_tables.code_lengths.pop_back();
   EXPECT_EQ(dev->CreateDecoder(short_tables).status().code(), Code::kInvalidArgument);
+  DecodeSet other_lengths = c.set;  // lengths that are not the stream's own (an invalid code)
+  other_lengths.code_lengths.back().fill(1);
+  EXPECT_EQ(dev->CreateDecoder(other_lengths).status().code(), Code::kInvalidArgument);
 
   auto other = dev->CreateDecoder(c.set);
   ASSERT_TRUE(other.ok()) << other.status().ToString();

@@ -330,7 +330,7 @@ TEST(PackedLoad, CutKeepsBlocksWholeInsideTheirSlots) {
   EXPECT_EQ(cut.copy_last_seq.back(), static_cast<std::int64_t>(cut.seqs()) - 1);
 }
 
-TEST(PackedLoad, TheDecodeSetKeepsEachStreamsTableInStreamOrder) {
+TEST(PackedLoad, TheDecodeSetKeepsEachStreamsCodeLengthsInStreamOrder) {
   Packed p = MakePacked(Specs(), 2048);
   auto streams = PackedStreams::FromPlan(p.plan);
   ASSERT_TRUE(streams.ok());
@@ -338,15 +338,21 @@ TEST(PackedLoad, TheDecodeSetKeepsEachStreamsTableInStreamOrder) {
   ASSERT_TRUE(work.ok());
   const DecodeSet& set = work->decode;
   ASSERT_GE(set.streams.size(), 2u);
-  ASSERT_EQ(set.luts.size(), set.streams.size() * codec::kLutEntries);
+  ASSERT_EQ(set.code_lengths.size(), set.streams.size());
   std::uint64_t max_words = 0;
+  int coded = 0;
   for (std::size_t s = 0; s < set.streams.size(); ++s) {
-    // The table the stream's own code lengths give, rebuilt independently.
-    const codec::DecodeLut want = codec::BuildDecodeLut(set.streams[s].code_lengths);
-    EXPECT_TRUE(std::equal(want.begin(), want.end(), set.luts.begin() + s * codec::kLutEntries))
+    // The lengths the stream's own header holds, parsed again independently of the set.
+    const auto& header = set.streams[s];
+    EXPECT_EQ(set.code_lengths[s], header.code_lengths)
         << "stream " << s << " (" << set.names[s] << ")";
+    const bool any = std::any_of(header.code_lengths.begin(), header.code_lengths.end(),
+                                 [](std::uint8_t l) { return l != 0; });
+    EXPECT_EQ(any, header.method == codec::Method::kHuffman) << set.names[s];
+    coded += any ? 1 : 0;
     max_words = std::max(max_words, set.streams[s].max_block_bit_words);
   }
+  EXPECT_GE(coded, 1) << "no coded stream: the test would not see a table";
   EXPECT_EQ(set.max_block_bit_words, max_words);
 
   // A cut's set: the same streams, names, tables and maxima with the cut's jobs; a copy leaves
@@ -355,7 +361,7 @@ TEST(PackedLoad, TheDecodeSetKeepsEachStreamsTableInStreamOrder) {
   const auto expect_tables = [&](const DecodeSet& got, const DecodeSet& want) {
     ASSERT_EQ(got.streams.size(), want.streams.size());
     EXPECT_EQ(got.names, want.names);
-    EXPECT_EQ(got.luts, want.luts);
+    EXPECT_EQ(got.code_lengths, want.code_lengths);
     EXPECT_EQ(got.max_block_bytes, want.max_block_bytes);
     EXPECT_EQ(got.max_block_bit_words, want.max_block_bit_words);
     ASSERT_EQ(got.jobs.size(), cut_jobs.size());
@@ -363,7 +369,7 @@ TEST(PackedLoad, TheDecodeSetKeepsEachStreamsTableInStreamOrder) {
   };
   const DecodeSet before = set.CopyTablesWith(set.jobs);
   expect_tables(set.CopyTablesWith(cut_jobs), before);
-  EXPECT_EQ(set.luts, before.luts) << "a copy leaves the set whole";
+  EXPECT_EQ(set.code_lengths, before.code_lengths) << "a copy leaves the set whole";
   const DecodeSet moved = work->decode.MoveTablesWith(cut_jobs);
   expect_tables(moved, before);
   EXPECT_EQ(work->decode.jobs.size(), before.jobs.size()) << "a move leaves the work's jobs";

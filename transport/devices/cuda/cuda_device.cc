@@ -60,8 +60,8 @@ std::string P(const void* p) {
 #if HOIST_HAVE_CUDA_DECODE
 // What the kernel cannot take: a stream that is neither Huffman BF16/F16/F8 with 1..1024
 // sub-streams nor stored values of 1, 2 or 4 bytes, a job naming no stream or an arena offset that
-// is not value-aligned, more jobs than the error flag can name, tables out of step with the
-// streams.
+// is not value-aligned, more jobs than the error flag can name, code lengths out of step with the
+// streams (the tables are built from them on the device).
 Status CheckDecodeSet(const std::string& device, const DecodeSet& set) {
   const auto bad = [&](const std::string& what) {
     return Status::InvalidArgument(device + ": decode set: " + what);
@@ -70,13 +70,15 @@ Status CheckDecodeSet(const std::string& device, const DecodeSet& set) {
     return bad(std::to_string(set.names.size()) + " names for " +
                std::to_string(set.streams.size()) + " streams");
   }
-  if (set.luts.size() != set.streams.size() * codec::kLutEntries) {
-    return bad(std::to_string(set.luts.size()) + " table entries for " +
-               std::to_string(set.streams.size()) + " streams (DecodeSet::AddStream keeps " +
-               std::to_string(codec::kLutEntries) + " per stream)");
+  if (set.code_lengths.size() != set.streams.size()) {
+    return bad(std::to_string(set.code_lengths.size()) + " code tables for " +
+               std::to_string(set.streams.size()) + " streams");
   }
   for (std::size_t i = 0; i < set.streams.size(); ++i) {
     const codec::StreamInfo& info = set.streams[i];
+    if (set.code_lengths[i] != info.code_lengths) {  // the parsed, validated ones
+      return bad(set.names[i] + ": code lengths other than its stream's");
+    }
     const codec::Split split = info.split();
     const std::uint32_t v = codec::DTypeSize(info.dtype);
     const bool stored = info.method == codec::Method::kStored && (v == 1 || v == 2 || v == 4);
@@ -746,9 +748,12 @@ class CudaDevice final : public Device {
       const char* what;
     };
     const auto bytes = [](const auto& v) { return std::uint64_t{v.size() * sizeof(v[0])}; };
+    // The tables are built on the device from the code lengths (256 bytes a stream, against 8 KiB
+    // a table): no host copy.
     Part parts[] = {{set.jobs.data(), bytes(set.jobs), 0, "decode jobs"},
                     {a.streams.data(), bytes(a.streams), 0, "decode streams"},
-                    {set.luts.data(), bytes(set.luts), 0, "code tables"},
+                    {set.code_lengths.data(), bytes(set.code_lengths), 0, "code lengths"},
+                    {nullptr, set.streams.size() * codec::kLutEntries * 2, 0, "code tables"},
                     { nullptr,
                       sizeof(int),
                       0,
@@ -769,10 +774,14 @@ class CudaDevice final : public Device {
           Check(cudaMemcpy(at(p), p.host, p.bytes, cudaMemcpyHostToDevice),
                 std::string("cudaMemcpy(") + p.what + ", " + std::to_string(p.bytes) + " bytes)"));
     }
+    auto* luts = reinterpret_cast<std::uint16_t*>(at(parts[3]));
+    HOIST_RETURN_IF_ERROR(cuda::BuildCodecLuts(reinterpret_cast<const std::uint8_t*>(at(parts[2])),
+                                               luts, set.streams.size(), nullptr)
+                              .Annotate(name_));
     HOIST_RETURN_IF_ERROR(
-        Check(cudaMemset(at(parts[3]), 0, sizeof(int)), "cudaMemset(error flag)"));
-    // The copies (from pageable memory) and the memset may still run on the default stream,
-    // which the load's non-blocking streams do not wait for: finish them here.
+        Check(cudaMemset(at(parts[4]), 0, sizeof(int)), "cudaMemset(error flag)"));
+    // The copies (from pageable memory), the table kernel and the memset may still run on the
+    // default stream, which the load's non-blocking streams do not wait for: finish them here.
     HOIST_RETURN_IF_ERROR(
         Check(cudaStreamSynchronize(nullptr), "cudaStreamSynchronize(default stream)"));
     cuda::CodecJobSet& args = d.args;
@@ -780,8 +789,8 @@ class CudaDevice final : public Device {
     args.max_words = static_cast<std::uint32_t>(a.max_words);
     args.jobs = reinterpret_cast<const cuda::CodecJob*>(at(parts[0]));
     args.streams = reinterpret_cast<const cuda::CodecJobStream*>(at(parts[1]));
-    args.luts = reinterpret_cast<const std::uint16_t*>(at(parts[2]));
-    args.error = d.error = reinterpret_cast<int*>(at(parts[3]));
+    args.luts = luts;
+    args.error = d.error = reinterpret_cast<int*>(at(parts[4]));
     return Status::Ok();
   }
 
