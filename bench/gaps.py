@@ -14,7 +14,8 @@ For fill gaps: how long after its staging slot was free (the copies of the slot'
 sequence done) the slot's first read began, and how long its reads took from first start to last
 end. Also: the gap before the first copy, submit time per slot (median, p90, max), for packed
 loads how long after its copies each slot's decode began and ran, and when the decoder was made
-(lane "decoder") against the first read."""
+(lane "decoder") against the first read, the device's steps of that making, and how fast the
+copies ran while it did."""
 import json
 import re
 import statistics
@@ -34,6 +35,19 @@ def quantiles(xs):
     xs = sorted(xs)
     return {"median": round(statistics.median(xs), 1), "p90": round(xs[int(0.9 * (len(xs) - 1))], 1),
             "max": round(xs[-1], 1)}
+
+
+def during_making(lanes, h2d):
+    """The copies that overlapped the decoder's making: their count, rate and the slowest."""
+    made = [e for e in lanes.get("decoder", []) if e["name"] == "decoder made"]
+    if not made:
+        return None
+    a, z = made[0]["ts"], made[0]["ts"] + made[0]["dur"]
+    inside = [e for e in h2d if e["ts"] < z and e["ts"] + e["dur"] > a]
+    busy = sum(e["dur"] for e in inside)
+    moved = sum(e.get("args", {}).get("bytes", 0) for e in inside)
+    return {"copies": len(inside), "gib_s": round(moved / busy / 1.073741824e3, 1) if busy else None,
+            "slowest_us": round(max((e["dur"] for e in inside), default=0), 1)}
 
 
 def main():
@@ -95,7 +109,10 @@ def main():
         "fill_gap_reads_us": quantiles(read_time),
         "decoder_made": [{"after_first_read_ms": round((e["ts"] - first_read) / 1e3, 3)
                           if first_read is not None else None, "ms": round(e["dur"] / 1e3, 3)}
-                         for e in lanes.get("decoder", [])],
+                         for e in lanes.get("decoder", []) if e["name"] == "decoder made"],
+        "decoder_steps_ms": {e["name"]: round(e["dur"] / 1e3, 3)
+                             for e in lanes.get("decoder", []) if e["name"] != "decoder made"},
+        "copies_during_making": during_making(lanes, h2d),
         "submit_us": quantiles([e["dur"] for e in submit.values()]),
         "decode_start_after_copy_us": quantiles(decode_wait), "decode_us": quantiles(decode_run)}))
 

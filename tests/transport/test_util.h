@@ -16,7 +16,9 @@
 #include <fstream>
 #include <functional>
 #include <future>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -206,24 +208,45 @@ class SlowDecoderDevice final : public transport::Device {
   Status StreamWait(transport::StreamId s, transport::EventId e) override {
     return in_->StreamWait(s, e);
   }
+  // The delay and the wait for the gate are the making's one step, "making delayed".
   Result<transport::DecoderId> CreateDecoder(const transport::DecodeSet& set) override {
+    const auto start = std::chrono::steady_clock::now();
     std::this_thread::sleep_for(delay_);
     if (gate_.valid()) gate_.wait();
+    const auto end = std::chrono::steady_clock::now();
     if (!fail_.ok()) return fail_;
-    return in_->CreateDecoder(set);
+    Result<transport::DecoderId> d = in_->CreateDecoder(set);
+    if (d.ok()) {
+      std::lock_guard lock(mu_);
+      steps_[*d] = {{"making delayed", start, end}};
+    }
+    return d;
+  }
+  std::vector<DecoderStep> DecoderSteps(transport::DecoderId d) override {
+    std::lock_guard lock(mu_);
+    auto it = steps_.find(d);
+    return it == steps_.end() ? std::vector<DecoderStep>{} : it->second;
   }
   Status DecodeAsync(transport::DecoderId d, std::size_t first, std::size_t count, const void* src,
                      void* arena_base, transport::StreamId s) override {
     return in_->DecodeAsync(d, first, count, src, arena_base, s);
   }
   Status DecoderStatus(transport::DecoderId d) override { return in_->DecoderStatus(d); }
-  Status DestroyDecoder(transport::DecoderId d) override { return in_->DestroyDecoder(d); }
+  Status DestroyDecoder(transport::DecoderId d) override {
+    {
+      std::lock_guard lock(mu_);
+      steps_.erase(d);
+    }
+    return in_->DestroyDecoder(d);
+  }
 
  private:
   std::unique_ptr<transport::Device> in_;
   std::chrono::milliseconds delay_;
   std::shared_future<void> gate_;
   Status fail_ = Status::Ok();
+  std::mutex mu_;
+  std::map<transport::DecoderId, std::vector<DecoderStep>> steps_;
 };
 
 }  // namespace hoist::testtransport

@@ -16,11 +16,13 @@
 // serialize themselves).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "hoist/status.h"
 #include "util/enum_names.h"
@@ -222,6 +224,13 @@ class Device {
                              const void* src, void* arena_base, StreamId stream);
   virtual Status DecoderStatus(DecoderId decoder);
   virtual Status DestroyDecoder(DecoderId decoder);
+  // The steps of `decoder`'s making as the backend timed them (for the load's trace; the default,
+  // and an unknown decoder: none). Call before DestroyDecoder.
+  struct DecoderStep {
+    const char* what;  // a string literal
+    std::chrono::steady_clock::time_point start, end;
+  };
+  virtual std::vector<DecoderStep> DecoderSteps(DecoderId decoder);
 };
 
 // The CUDA ordinal of the device at PCI bus id `pci_bus_id` (as DeviceCaps::pci_bus_id), so an

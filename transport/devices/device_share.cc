@@ -46,6 +46,8 @@ Status Device::DestroyDecoder(DecoderId) {
   return Status::Unsupported(Name() + ": decoding packed (codec) blocks");
 }
 
+std::vector<Device::DecoderStep> Device::DecoderSteps(DecoderId) { return {}; }
+
 #ifndef HOIST_HAVE_CUDA
 Result<int> CudaOrdinalByPciBusId(const std::string& pci_bus_id) {
   return Status::Unsupported("cuda device " + pci_bus_id +

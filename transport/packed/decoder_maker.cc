@@ -10,7 +10,7 @@ void DecoderMaker::Start(Device& device, const DecodeSet& set) {
   auto make = [this, &device, &set] {
     const Clock::time_point a = Clock::now();
     Result<DecoderId> d = device.CreateDecoder(set);
-    if (d.ok()) making_ = Making{a, Clock::now()};
+    if (d.ok()) making_ = Making{a, Clock::now(), device.DecoderSteps(*d)};
     return d;
   };
   try {

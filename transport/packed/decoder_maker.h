@@ -13,6 +13,7 @@
 #include <future>
 #include <mutex>
 #include <optional>
+#include <vector>
 
 #include "hoist/status.h"
 #include "transport/devices/device.h"
@@ -32,9 +33,11 @@ class DecoderMaker {
   // Waits for the making and destroys the decoder it made, if any; then Get is Internal.
   Status Destroy();
 
-  // When the making ran, once it has ended and made a decoder.
+  // When the making ran, and its steps as the device timed them (Device::DecoderSteps), once it
+  // has ended and made a decoder.
   struct Making {
     Clock::time_point start, end;
+    std::vector<Device::DecoderStep> steps;
   };
   std::optional<Making> making();
 

@@ -401,6 +401,10 @@ class Runner {
       if (const auto m = cx_.decoder.making()) {
         cx_.rep.spans.Add("decoder", "decoder made", cx_.Since(m->start),
                           Seconds(m->start, m->end));
+        for (const Device::DecoderStep& step : m->steps) {
+          cx_.rep.spans.Add("decoder", step.what, cx_.Since(step.start),
+                            Seconds(step.start, step.end));
+        }
       }
     }
     if (cx_.device_slots.ptr != nullptr) keep(cx_.dev.Free(cx_.device_slots));

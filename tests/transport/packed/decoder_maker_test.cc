@@ -49,6 +49,13 @@ TEST(DecoderMakerTest, MakesOnAHelperThreadAndGetWaitsForIt) {
   EXPECT_EQ(*again, *d);
   ASSERT_TRUE(maker.making().has_value());
   EXPECT_LE(maker.making()->start, maker.making()->end);
+  // The device's timed steps come with it (this device's one step: the held making).
+  ASSERT_EQ(maker.making()->steps.size(), 1u);
+  EXPECT_STREQ(maker.making()->steps[0].what, "making delayed");
+  EXPECT_GE(maker.making()->steps[0].end - maker.making()->steps[0].start,
+            std::chrono::milliseconds(15));
+  EXPECT_LE(maker.making()->start, maker.making()->steps[0].start);
+  EXPECT_LE(maker.making()->steps[0].end, maker.making()->end);
   ASSERT_TRUE(maker.Destroy().ok());
   // Destroyed once: the device no longer knows it, and the maker no longer hands it out.
   EXPECT_EQ(dev->DestroyDecoder(*d).code(), Code::kInvalidArgument);

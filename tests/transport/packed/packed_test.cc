@@ -262,14 +262,27 @@ TEST(PackedLoad, CopiesRunAheadOfASlowDecoderAndMilestonesWaitForTheirDecodes) {
     const LoadRun run = Load(p, rp, o, std::move(dev), &arena);
     ExpectMatchesReference(p, rp, run);
     EXPECT_EQ(mismatch[0], -1) << "milestone 0 completed before its bytes were decoded";
-    double made_end = -1, first_decode = 1e300;
+    double made_start = -1, made_end = -1, first_decode = 1e300;
     int copies_before = 0;
     std::vector<NamedSpan> spans = run.report.spans.Named();
     for (const NamedSpan& sp : spans) {
-      if (sp.lane == "decoder") made_end = sp.start_s + sp.seconds;
+      if (sp.lane == "decoder" && sp.what == "decoder made") {
+        made_start = sp.start_s;
+        made_end = sp.start_s + sp.seconds;
+      }
       if (sp.lane == "decode-0") first_decode = std::min(first_decode, sp.start_s);
     }
     ASSERT_GT(made_end, 0);
+    // The device's steps of the making (here its one step, the delay) are spans inside it.
+    int delayed = 0;
+    for (const NamedSpan& sp : spans) {
+      if (sp.lane != "decoder" || sp.what != "making delayed") continue;
+      ++delayed;
+      EXPECT_GE(sp.seconds, 0.3 - 1e-3);
+      EXPECT_GE(sp.start_s, made_start - 1e-6);
+      EXPECT_LE(sp.start_s + sp.seconds, made_end + 1e-6);
+    }
+    EXPECT_EQ(delayed, 1);
     for (const NamedSpan& sp : spans) {
       copies_before += sp.lane == "h2d-0" && sp.start_s + sp.seconds < made_end;
     }

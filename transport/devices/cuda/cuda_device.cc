@@ -513,10 +513,10 @@ class CudaDevice final : public Device {
 
   Result<DecoderId> CreateDecoder(const DecodeSet& set) override {
 #if HOIST_HAVE_CUDA_DECODE
-    HOIST_RETURN_IF_ERROR(CheckDecodeSet(name_, set));
-    HOIST_RETURN_IF_ERROR(Current());
     Decoder d;
     d.set = &set;
+    HOIST_RETURN_IF_ERROR(d.Step("decode set checked", [&] { return CheckDecodeSet(name_, set); }));
+    HOIST_RETURN_IF_ERROR(Current());
     Status s = UploadDecoder(set, d);
     if (!s.ok()) {
       (void)FreeDecoder(d);
@@ -584,6 +584,12 @@ class CudaDevice final : public Device {
                            "left over, a block too short, or decoded values that differ from the "
                            "packed ones; job " +
                            std::to_string(index) + ")");
+  }
+
+  std::vector<DecoderStep> DecoderSteps(DecoderId decoder) override {
+    std::lock_guard lock(mu_);
+    auto it = decoders_.find(decoder);
+    return it == decoders_.end() ? std::vector<DecoderStep>{} : it->second.steps;
   }
 
   Status DestroyDecoder(DecoderId decoder) override {
@@ -722,6 +728,16 @@ class CudaDevice final : public Device {
 #if HOIST_HAVE_CUDA_DECODE
     cuda::CodecJobSet args;
 #endif
+    std::vector<DecoderStep> steps;  // the making's, timed (DecoderSteps)
+
+    // Runs `fn` (returning a Status) as the making's step `what`, timed.
+    template <class Fn>
+    Status Step(const char* what, Fn&& fn) {
+      const auto start = std::chrono::steady_clock::now();
+      Status s = fn();
+      steps.push_back({what, start, std::chrono::steady_clock::now()});
+      return s;
+    }
   };
 
   Status FreeDecoder(Decoder& d) const {
@@ -739,8 +755,14 @@ class CudaDevice final : public Device {
   // and tables, and a zeroed error flag, into one allocation (each array 256-byte aligned);
   // returns once they are in device memory.
   Status UploadDecoder(const DecodeSet& set, Decoder& d) const {
-    DecodeArrays a = MakeDecodeArrays(set);
-    Status fits = cuda::PrepareCodecJobs(cuda::CodecJobSharedBytes(a.max_words));
+    DecodeArrays a;
+    (void)d.Step("decode arrays", [&] {
+      a = MakeDecodeArrays(set);
+      return Status::Ok();
+    });
+    Status fits = d.Step("kernel prepared", [&] {
+      return cuda::PrepareCodecJobs(cuda::CodecJobSharedBytes(a.max_words));
+    });
     if (!fits.ok()) return std::move(fits.Annotate(name_));
     struct Part {
       const void* host;
@@ -764,26 +786,33 @@ class CudaDevice final : public Device {
       total += (p.bytes + 255) / 256 * 256;
     }
     void* block = nullptr;
-    HOIST_RETURN_IF_ERROR(Check(cudaMalloc(&block, total),
-                                "cudaMalloc(decoder, " + std::to_string(total) + " bytes)"));
+    HOIST_RETURN_IF_ERROR(d.Step("cudaMalloc", [&] {
+      return Check(cudaMalloc(&block, total),
+                   "cudaMalloc(decoder, " + std::to_string(total) + " bytes)");
+    }));
     d.memory.push_back(block);
     const auto at = [block](const Part& p) { return static_cast<std::byte*>(block) + p.offset; };
     for (const Part& p : parts) {
       if (p.host == nullptr || p.bytes == 0) continue;
-      HOIST_RETURN_IF_ERROR(
-          Check(cudaMemcpy(at(p), p.host, p.bytes, cudaMemcpyHostToDevice),
-                std::string("cudaMemcpy(") + p.what + ", " + std::to_string(p.bytes) + " bytes)"));
+      HOIST_RETURN_IF_ERROR(d.Step(p.what, [&] {
+        return Check(
+            cudaMemcpy(at(p), p.host, p.bytes, cudaMemcpyHostToDevice),
+            std::string("cudaMemcpy(") + p.what + ", " + std::to_string(p.bytes) + " bytes)");
+      }));
     }
     auto* luts = reinterpret_cast<std::uint16_t*>(at(parts[3]));
-    HOIST_RETURN_IF_ERROR(cuda::BuildCodecLuts(reinterpret_cast<const std::uint8_t*>(at(parts[2])),
-                                               luts, set.streams.size(), nullptr)
-                              .Annotate(name_));
-    HOIST_RETURN_IF_ERROR(
-        Check(cudaMemset(at(parts[4]), 0, sizeof(int)), "cudaMemset(error flag)"));
+    HOIST_RETURN_IF_ERROR(d.Step("code tables built", [&] {
+      return cuda::BuildCodecLuts(reinterpret_cast<const std::uint8_t*>(at(parts[2])), luts,
+                                  set.streams.size(), nullptr)
+          .Annotate(name_);
+    }));
     // The copies (from pageable memory), the table kernel and the memset may still run on the
     // default stream, which the load's non-blocking streams do not wait for: finish them here.
-    HOIST_RETURN_IF_ERROR(
-        Check(cudaStreamSynchronize(nullptr), "cudaStreamSynchronize(default stream)"));
+    HOIST_RETURN_IF_ERROR(d.Step("default stream synchronized", [&] {
+      HOIST_RETURN_IF_ERROR(
+          Check(cudaMemset(at(parts[4]), 0, sizeof(int)), "cudaMemset(error flag)"));
+      return Check(cudaStreamSynchronize(nullptr), "cudaStreamSynchronize(default stream)");
+    }));
     cuda::CodecJobSet& args = d.args;
     args.threads = a.threads;
     args.max_words = static_cast<std::uint32_t>(a.max_words);
