@@ -236,7 +236,8 @@ int RunLoad(const config::JobSpec& spec, const LoadFlags& l, const std::string& 
             int* argc, char*** argv, Clock::time_point origin) {
   // Before MPI: the job's options (pure; configuration errors are the same on every rank, so
   // each process finds them here, rank 0 alone prints, and every rank exits with the same code),
-  // then the device and host topology, which load while MPI starts.
+  // then the device and host topology, which load on helper threads while MPI starts, or, under
+  // a launcher, once it has started (StartHelpers).
   Result<config::ResolvedJob> resolved = ResolveJob(spec);
   if (!resolved.ok()) return Fail(resolved.status(), !PrintsSharedErrors());
   Status outputs = CheckOutputFiles({{"--report-json", l.report_json},
@@ -245,11 +246,21 @@ int RunLoad(const config::JobSpec& spec, const LoadFlags& l, const std::string& 
                                      {"--metrics", l.metrics}});
   if (outputs.ok()) outputs = CheckDumpFolder("--dump", l.dump);
   if (!outputs.ok()) return Fail(outputs, !PrintsSharedErrors());
-  std::shared_ptr<std::future<Result<rank::PreparedDevice>>> prepared =
-      StartDeviceEarly(resolved->job, origin);
-  rank::WarmHostTopology();
+  // MPI_Init adds environment variables (Open MPI's, and PMIx's under srun --mpi=pmix), and
+  // glibc's getenv is not safe beside a setenv that adds one: the CUDA and hwloc start-ups read
+  // the environment, and a topology load beside MPI_Init crashed in getenv (hosts_slurm, 1 run
+  // in 6 under srun). So under a launcher the helpers start after MPI_Init, beside the planning.
+  const bool under_launcher = coordinator::LaunchedByMpi();
+  std::shared_ptr<std::future<Result<rank::PreparedDevice>>> prepared;
+  auto start_helpers = [&] {
+    transport::PrepareNcclEnvironment();  // its setenv, too, before any helper thread
+    prepared = StartDeviceEarly(resolved->job, origin);
+    rank::WarmHostTopology();
+  };
+  if (!under_launcher) start_helpers();
   Result<std::unique_ptr<coordinator::Comm>> launched = coordinator::CreateLaunchComm(argc, argv);
   if (!launched.ok()) return Fail(launched.status());
+  if (under_launcher) start_helpers();
   std::unique_ptr<coordinator::Comm> comm = std::move(launched).value();
   const Clock::time_point init_end = Clock::now();
   // Alone, the process is the plan rank --rank names (its log lines say so); under mpirun, its

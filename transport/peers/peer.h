@@ -126,6 +126,12 @@ Result<std::unique_ptr<Peer>> CreateNcclPeer(const PeerGroup& group, int ordinal
 // True when this build has the NCCL peer.
 bool HaveNccl();
 
+// Sets what NCCL is to read from the environment (NCCL_NVLS_ENABLE=0 unless the user set it:
+// point-to-point needs no multicast objects). Call it on the main thread before any other thread
+// starts (setenv beside a getenv on another thread is not safe); the peers' creation calls it
+// again, when it changes nothing if it ran first. A no-op without NCCL.
+void PrepareNcclEnvironment();
+
 // Tests: a peer that fails on purpose. kError: once it issued its first group, its transport
 // fails (the next Test() aborts the real peer and returns an error). kStall: it stays alive but
 // does not move its bytes: the sends of every group are withheld and it never completes, while

@@ -189,6 +189,7 @@ Result<std::unique_ptr<Peer>> CreateNcclPeer(const PeerGroup&, int, const std::s
   return Status::Unsupported("this build has no NCCL (dedup on GPUs needs it)");
 }
 bool HaveNccl() { return false; }
+void PrepareNcclEnvironment() {}
 #endif
 
 }  // namespace hoist::transport

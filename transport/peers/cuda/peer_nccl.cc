@@ -31,9 +31,6 @@ std::string CudaText(cudaError_t e) {
   return std::string(cudaGetErrorName(e)) + " (" + cudaGetErrorString(e) + ")";
 }
 
-// Point-to-point needs no multicast objects; creating them can upset shared hosts.
-void SafeNcclEnvironment() { setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0); }
-
 class NcclPeer final : public QueuedPeer {
  public:
   NcclPeer(PeerGroup group, int ordinal, ncclComm_t comm, Clock::time_point init_deadline,
@@ -210,8 +207,12 @@ class NcclPeer final : public QueuedPeer {
 
 bool HaveNccl() { return true; }
 
+// Point-to-point needs no multicast objects; creating them can upset shared hosts. An existing
+// value (the user's, or this call's earlier) is kept, and then setenv changes nothing.
+void PrepareNcclEnvironment() { setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0); }
+
 Result<std::string> NcclUniqueId() {
-  SafeNcclEnvironment();
+  PrepareNcclEnvironment();
   ncclUniqueId id;
   const ncclResult_t rc = ncclGetUniqueId(&id);
   if (rc != ncclSuccess) {
@@ -223,7 +224,7 @@ Result<std::string> NcclUniqueId() {
 Result<std::unique_ptr<Peer>> CreateNcclPeer(const PeerGroup& group, int ordinal,
                                              const std::string& unique_id, double timeout_s) {
   HOIST_RETURN_IF_ERROR(ValidateGroup("nccl peer", group));
-  SafeNcclEnvironment();
+  PrepareNcclEnvironment();
   ncclUniqueId id;
   if (unique_id.size() != sizeof id.internal) {
     return Status::InvalidArgument("nccl peer: unique id of " + std::to_string(unique_id.size()) +
