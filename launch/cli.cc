@@ -237,7 +237,7 @@ int RunLoad(const config::JobSpec& spec, const LoadFlags& l, const std::string& 
   // Before MPI: the job's options (pure; configuration errors are the same on every rank, so
   // each process finds them here, rank 0 alone prints, and every rank exits with the same code),
   // then the device and host topology, which load on helper threads while MPI starts, or, under
-  // a launcher, once it has started (StartHelpers).
+  // a launcher, once it has started (start_helpers below).
   Result<config::ResolvedJob> resolved = ResolveJob(spec);
   if (!resolved.ok()) return Fail(resolved.status(), !PrintsSharedErrors());
   Status outputs = CheckOutputFiles({{"--report-json", l.report_json},
