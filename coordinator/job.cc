@@ -55,6 +55,10 @@ proto::Hello MyHello(const Comm& comm, const JobOptions& o, bool probe) {
   h.set_local_rank(static_cast<std::uint32_t>(comm.local_rank()));
   h.set_host(comm.host());
   h.set_gpu(rank::ResolveOrdinal(o.load.settings.device, 0) >= 0);
+  h.set_plan_format(planner::kPlanFormat);
+#if HOIST_TEST_HOOKS
+  if (o.hooks.hello_plan_format != 0) h.set_plan_format(o.hooks.hello_plan_format);
+#endif
   if (probe && comm.local_rank() == 0) {
     const StorageRate storage = MeasureStorage(o.model_dir);
     h.set_storage_gib_s(storage.gib_s);
@@ -77,6 +81,22 @@ Result<std::vector<proto::Hello>> CollectHellos(Comm& comm, const JobOptions& o,
   return hellos;
 }
 
+// Rank 0: every rank reads the plan as rank 0 writes it (planner::kPlanFormat), or the job is
+// refused, naming the first rank that differs.
+Status CheckPlanFormats(const std::vector<proto::Hello>& hellos) {
+  for (std::size_t r = 0; r < hellos.size(); ++r) {
+    const std::uint32_t f = hellos[r].plan_format();
+    if (f == planner::kPlanFormat) continue;
+    return Status::InvalidArgument("rank " + std::to_string(r) + " on " + hellos[r].host() +
+                                   " runs a hoist " +
+                                   (f == 0 ? std::string("too old to say its plan format")
+                                           : "whose plan format is " + std::to_string(f)) +
+                                   ", rank 0's is " + std::to_string(planner::kPlanFormat) +
+                                   ": every rank of a job must run the same hoist build");
+  }
+  return Status::Ok();
+}
+
 // Rank 0: the compact plan (planner/plan_set.h), with the NCCL ids its dedup groups need.
 proto::JobStart Plan(const JobOptions& o, const std::vector<proto::Hello>& hellos, bool mpi_world,
                      const planner::HostRates& rates) {
@@ -95,6 +115,7 @@ proto::JobStart Plan(const JobOptions& o, const std::vector<proto::Hello>& hello
   }
   po.gpu_peers = mpi_world && all_gpu && transport::CudaPeerAccessAll();
   Result<proto::LoadPlan> plan = [&]() -> Result<proto::LoadPlan> {
+    HOIST_RETURN_IF_ERROR(CheckPlanFormats(hellos));
     if (mpi_world) {
       HOIST_RETURN_IF_ERROR(CheckTopologyHosts(o.node_names, o.plan.locations,
                                                {start.hosts().begin(), start.hosts().end()}));

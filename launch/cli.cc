@@ -54,7 +54,8 @@ struct LoadFlags {
   int inject_fail_rank = -1;
   int inject_kill_rank = -1;
   int inject_stop_rank = -1;
-  std::string inject_peer_fault;  // KIND:RANK (kill | error | stall), dedup exchange
+  std::string inject_peer_fault;   // KIND:RANK (kill | error | stall), dedup exchange
+  std::string inject_plan_format;  // RANK:FORMAT, the plan format that rank says in its hello
 #endif
   bool no_progress = false;
   bool rank_given = false;  // --rank on the command line (ignored under a launcher)
@@ -187,6 +188,15 @@ Status ApplyTestHooks(const LoadFlags& l, int rank, coordinator::JobOptions* job
       spdlog::error("rank {}: injected stop: SIGSTOP", r);
       raise(SIGSTOP);
     };
+  }
+  if (!l.inject_plan_format.empty()) {
+    const std::size_t at = l.inject_plan_format.find(':');
+    if (at == std::string::npos)
+      return Status::InvalidArgument("--inject-plan-format wants RANK:FORMAT");
+    if (std::atoi(l.inject_plan_format.c_str()) == rank) {
+      hooks.hello_plan_format =
+          static_cast<std::uint32_t>(std::atoi(l.inject_plan_format.c_str() + at + 1));
+    }
   }
   if (l.inject_peer_fault.empty()) return Status::Ok();
   const std::size_t colon = l.inject_peer_fault.find(':');
@@ -470,6 +480,9 @@ int Main(int argc, char** argv) {
       ->group("");
   load->add_option("--inject-peer-fault", l.inject_peer_fault,
                    "testing: kill:RANK, error:RANK or stall:RANK mid-exchange (dedup)")
+      ->group("");
+  load->add_option("--inject-plan-format", l.inject_plan_format,
+                   "testing: RANK:FORMAT, the plan format that rank says in its hello")
       ->group("");
 #endif
 

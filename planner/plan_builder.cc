@@ -836,7 +836,7 @@ std::string FormatOf(const Checkpoint& ckpt, const std::vector<Source>& sources)
 proto::LoadPlan PlanHeader(const Checkpoint& ckpt, const PlanOptions& options, const Topo& topo,
                            const Classified& c) {
   proto::LoadPlan plan;
-  plan.set_version(1);
+  plan.set_version(kPlanFormat);
   plan.set_model_dir(ckpt.dir);
   plan.set_model_type(ckpt.config.model_type);
   plan.set_format(FormatOf(ckpt, c.sources));

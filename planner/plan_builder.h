@@ -19,12 +19,22 @@
 // Threading: a pure function, apart from the one spdlog warning of UnexpectedTensors::kWarn.
 #pragma once
 
+#include <cstdint>
+
 #include "hoist/status.h"
 #include "planner/checkpoint.h"
 #include "planner/plan_options.h"
 #include "proto/plan.pb.h"
 
 namespace hoist::planner {
+
+// What a LoadPlan's fields mean (LoadPlan.version). Every rank of a job reads the plan rank 0
+// writes, so each says its format in its hello and rank 0 refuses a job whose ranks differ
+// (coordinator/job.cc): hosts running different hoist builds would otherwise misread fields
+// silently. Raise it whenever a field's meaning changes or a field a rank must not ignore is
+// added. 1: the first; 2: codec format 4 packed streams and job dedup's class templates
+// (2026-12-06), and the first hoist that checks it.
+inline constexpr std::uint32_t kPlanFormat = 2;
 
 // The compact plan (planner/plan_set.h): one rank plan per class (tp rank, or rank under ep), the
 // placement and the dedup templates; what rank 0 plans and `hoist plan --out` writes. Its size

@@ -9,6 +9,7 @@
 // that calls RankJob::Open.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 
@@ -33,6 +34,9 @@ struct TestHooks {
   std::function<std::unique_ptr<transport::Peer>(std::unique_ptr<transport::Peer>)> wrap_peer;
   // Called once, right after this rank issued its first exchange group.
   std::function<void()> after_first_group;
+  // A plan format this rank says in its hello instead of its own (0: its own), as a rank of
+  // another hoist build would.
+  std::uint32_t hello_plan_format = 0;
 #endif
 };
 

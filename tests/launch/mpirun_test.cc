@@ -383,6 +383,28 @@ TEST_F(MpirunTest, ASoloRankOfALargerPlanSaysSoAndCountsItsOwnBytes) {
   EXPECT_NE(r.output.find(", done"), std::string::npos) << r.output;
 }
 
+// A rank of another hoist build (another plan format in its hello) is refused by rank 0 before
+// any byte is read: every rank exits 2 (a configuration error), and the one message names the
+// rank, its host and both formats.
+TEST_F(MpirunTest, ARankOfAnotherPlanFormatIsRefusedOnEveryRank) {
+  HOIST_SKIP_WITHOUT_TEST_HOOKS();
+  for (const std::string format : {"1", "7"}) {  // an older hoist's, a newer one's
+    SCOPED_TRACE(format);
+    const RunResult r = RunCommand(
+        {"mpirun", "-np", "2", Hoist(), "load", "--model", Model("qwen3-tiny").string(), "--tp",
+         "2", "--device", "host", "--no-progress", "--inject-plan-format", "1:" + format},
+        120);
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find("rank 1 on "), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("whose plan format is " + format +
+                            ", rank 0's is 2: every rank of a job must run the same hoist build"),
+              std::string::npos)
+        << r.output;
+    EXPECT_EQ(r.output.find("rank 0 on "), std::string::npos) << "rank 0 agrees with itself";
+    EXPECT_EQ(r.output.find(", done"), std::string::npos) << r.output;
+  }
+}
+
 TEST_F(MpirunTest, AFailedLoadNeverSaysDone) {
   HOIST_SKIP_WITHOUT_TEST_HOOKS();
   const RunResult r =
