@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -13,8 +14,11 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <regex>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "config/job_spec.h"
@@ -174,6 +178,25 @@ Status WriteReports(const LoadFlags& l, const coordinator::JobResult& job) {
 }
 
 #if HOIST_TEST_HOOKS
+// `text` as a whole non-negative decimal number (no sign, no spaces, nothing after it).
+std::optional<int> WholeNumber(std::string_view text) {
+  int v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || text[0] == '-' || ec != std::errc() || end != text.data() + text.size()) {
+    return std::nullopt;
+  }
+  return v;
+}
+
+// "A:N" (the hooks' KIND:RANK and RANK:FORMAT): A, and N as a WholeNumber; nullopt otherwise.
+std::optional<std::pair<std::string, int>> SplitAtColon(const std::string& text) {
+  const std::size_t at = text.find(':');
+  if (at == std::string::npos) return std::nullopt;
+  const std::optional<int> n = WholeNumber(std::string_view(text).substr(at + 1));
+  if (!n) return std::nullopt;
+  return std::make_pair(text.substr(0, at), *n);
+}
+
 // The test hooks of `hoist load` (hidden flags): a failed, killed, stopped or faulty rank. The
 // signals are raised here, in the executable, by callbacks the library calls
 // (rank/test_hooks.h).
@@ -190,23 +213,22 @@ Status ApplyTestHooks(const LoadFlags& l, int rank, coordinator::JobOptions* job
     };
   }
   if (!l.inject_plan_format.empty()) {
-    const std::size_t at = l.inject_plan_format.find(':');
-    if (at == std::string::npos)
-      return Status::InvalidArgument("--inject-plan-format wants RANK:FORMAT");
-    if (std::atoi(l.inject_plan_format.c_str()) == rank) {
-      hooks.hello_plan_format =
-          static_cast<std::uint32_t>(std::atoi(l.inject_plan_format.c_str() + at + 1));
+    const std::optional<std::pair<std::string, int>> pf = SplitAtColon(l.inject_plan_format);
+    const std::optional<int> victim = pf ? WholeNumber(pf->first) : std::nullopt;
+    if (!victim || pf->second < 0) {
+      return Status::InvalidArgument("--inject-plan-format wants RANK:FORMAT, got '" +
+                                     l.inject_plan_format + "'");
     }
+    if (*victim == rank) hooks.hello_plan_format = static_cast<std::uint32_t>(pf->second);
   }
   if (l.inject_peer_fault.empty()) return Status::Ok();
-  const std::size_t colon = l.inject_peer_fault.find(':');
-  const std::string kind = l.inject_peer_fault.substr(0, colon);
-  const int victim =
-      colon == std::string::npos ? -1 : std::atoi(l.inject_peer_fault.c_str() + colon + 1);
-  if ((kind != "kill" && kind != "error" && kind != "stall") || victim < 0) {
-    return Status::InvalidArgument("--inject-peer-fault wants kill|error|stall:RANK");
+  const std::optional<std::pair<std::string, int>> pf = SplitAtColon(l.inject_peer_fault);
+  const std::string kind = pf ? pf->first : "";
+  if ((kind != "kill" && kind != "error" && kind != "stall") || pf->second < 0) {
+    return Status::InvalidArgument("--inject-peer-fault wants kill|error|stall:RANK, got '" +
+                                   l.inject_peer_fault + "'");
   }
-  if (victim != rank) return Status::Ok();
+  if (pf->second != rank) return Status::Ok();
   if (kind == "kill") {
     hooks.after_first_group = [rank] {
       spdlog::error("rank {}: injected peer fault: killing this rank mid-exchange", rank);

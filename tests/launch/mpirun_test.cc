@@ -15,6 +15,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "tests/launch/mpirun_util.h"
@@ -401,6 +402,31 @@ TEST_F(MpirunTest, ARankOfAnotherPlanFormatIsRefusedOnEveryRank) {
               std::string::npos)
         << r.output;
     EXPECT_EQ(r.output.find("rank 0 on "), std::string::npos) << "rank 0 agrees with itself";
+    EXPECT_EQ(r.output.find(", done"), std::string::npos) << r.output;
+  }
+}
+
+// A malformed test-hook value is refused (exit 2, the value named) rather than read as a number
+// it is not: "1:x" once parsed as format 0, which injects nothing, and the test would pass
+// without testing anything.
+TEST_F(MpirunTest, AMalformedTestHookValueIsRefused) {
+  HOIST_SKIP_WITHOUT_TEST_HOOKS();
+  for (const auto& [flag, value] :
+       std::vector<std::pair<std::string, std::string>>{{"--inject-plan-format", "1:x"},
+                                                        {"--inject-plan-format", "1:7x"},
+                                                        {"--inject-plan-format", "one:7"},
+                                                        {"--inject-plan-format", "1"},
+                                                        {"--inject-plan-format", "1:-3"},
+                                                        {"--inject-peer-fault", "kill:x"},
+                                                        {"--inject-peer-fault", "kill:"},
+                                                        {"--inject-peer-fault", "boom:1"}}) {
+    SCOPED_TRACE(flag + " " + value);
+    const RunResult r = RunCommand({Hoist(), "load", "--model", Model("qwen3-tiny").string(),
+                                    "--device", "host", "--no-progress", flag, value},
+                                   60);
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find(flag + " wants "), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("got '" + value + "'"), std::string::npos) << r.output;
     EXPECT_EQ(r.output.find(", done"), std::string::npos) << r.output;
   }
 }
