@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -167,6 +168,11 @@ class Device {
   // Async ops on a stream: they run in enqueue order. src of CopyAsync must stay valid and
   // unchanged until an event recorded after it completes.
   virtual Status CopyAsync(const Copy2D& op, StreamId stream) = 0;
+  // Several copies at once, as CopyAsync each; their destinations must not overlap (they may run
+  // in any order among themselves, in stream order as a whole). A backend that submits many
+  // copies in one call overrides it (CUDA: cudaMemcpyBatchAsync for the 1-D ones); the default
+  // calls CopyAsync for each, stopping at the first error.
+  virtual Status CopyBatchAsync(std::span<const Copy2D> ops, StreamId stream);
   virtual Status MemsetAsync(void* dst, std::uint8_t value, std::uint64_t bytes,
                              StreamId stream) = 0;
   virtual Status Record(EventId event, StreamId stream) = 0;

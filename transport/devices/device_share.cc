@@ -24,6 +24,11 @@ Status Device::StreamWait(StreamId, EventId) {
   return Status::Unsupported(Name() + ": a stream waiting for an event");
 }
 
+Status Device::CopyBatchAsync(std::span<const Copy2D> ops, StreamId stream) {
+  for (const Copy2D& op : ops) HOIST_RETURN_IF_ERROR(CopyAsync(op, stream));
+  return Status::Ok();
+}
+
 Status Device::TransposeInPlace(const Transpose&) {
   return Status::Unsupported(Name() +
                              ": transposing tensors in place (the fused layout's "

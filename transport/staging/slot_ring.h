@@ -116,10 +116,11 @@ class SlotRing {
       const Clock::time_point a = Clock::now();
       std::lock_guard lock(submit_mu_);
       HOIST_RETURN_IF_ERROR(cx_.dev.Record(ev_start_[k], cx_.stream));
+      batch_.clear();
       for (std::size_t i = cx_.cut.seq_ops[q]; i < cx_.cut.seq_ops[q + 1]; ++i) {
-        HOIST_RETURN_IF_ERROR(cx_.dev.CopyAsync(
-            SlotOpCopy(cx_.cut.ops[i], slots_[k].buf.ptr, cx_.arena.ptr), cx_.stream));
+        batch_.push_back(SlotOpCopy(cx_.cut.ops[i], slots_[k].buf.ptr, cx_.arena.ptr));
       }
+      HOIST_RETURN_IF_ERROR(cx_.dev.CopyBatchAsync(batch_, cx_.stream));
       if (cx_.work != nullptr) {
         HOIST_RETURN_IF_ERROR(SubmitDecode(q, k));  // records ev_end_[k] after its copy
       } else {
@@ -386,6 +387,7 @@ class SlotRing {
     Clock::time_point a, z;
   };
   std::vector<Timed> submits_;
+  std::vector<Copy2D> batch_;  // the slot being submitted's copies (CopyBatchAsync); submit_mu_
   std::vector<Slot> slots_;
   std::vector<int> remaining_;  // tasks of each seq not yet read
   std::atomic<bool> failed_{false};

@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "tests/transport/devices/copy_batch_check.h"
 #include "tests/transport/synth.h"
 #include "tests/transport/test_util.h"
 #include "transport/devices/device.h"
@@ -79,6 +80,12 @@ TEST(CudaDeviceTest, OpsMatchHostExpectations) {
     ASSERT_TRUE(dev->DestroyStream(*stream).ok());
     ASSERT_TRUE(dev->Free(*arena).ok());
   }
+}
+
+// cudaMemcpyBatchAsync (runs of flat copies) and cudaMemcpy2DAsync (pitched ones) in one batch.
+TEST(CudaDeviceTest, CopyBatchLandsLikeMemcpy) {
+  GPU_OR_SKIP(dev);
+  testtransport::CheckCopyBatchLandsLikeMemcpy(*dev);
 }
 
 TEST(CudaDeviceTest, ErrorsAreStatusesWithContext) {

@@ -10,12 +10,18 @@
 #include <fstream>
 #include <string>
 
+#include "tests/transport/devices/copy_batch_check.h"
 #include "tests/transport/test_util.h"
 
 namespace hoist::transport {
 namespace {
 
 using testtransport::Pattern;
+
+// The seam's default CopyBatchAsync (each copy in turn), as the host backend runs it.
+TEST(HostDeviceTest, CopyBatchLandsLikeMemcpy) {
+  testtransport::CheckCopyBatchLandsLikeMemcpy(*OpenHostDevice());
+}
 
 TEST(HostDeviceTest, KeptStagingComesBackForTheSameSizeOnly) {
   auto dev = OpenHostDevice(/*keep_staging_bytes=*/3 * 65536);

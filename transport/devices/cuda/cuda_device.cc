@@ -10,6 +10,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <chrono>
 #include <climits>
@@ -20,6 +21,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -441,6 +443,50 @@ class CudaDevice final : public Device {
                  "cudaMemcpy2DAsync" + Describe(op));
   }
 
+  // Runs of copies whose rows are back to back (1-D ones included) go in one
+  // cudaMemcpyBatchAsync each; other 2-D copies end the run and go as CopyAsync. A staged slot of
+  // many copies (a tensor-parallel rank's expert slices and their scales) then costs one
+  // submission, not one per copy. A driver without batches: CopyAsync for each, from then on.
+  Status CopyBatchAsync(std::span<const Copy2D> ops, StreamId stream) override {
+#if CUDART_VERSION >= 12080
+    if (ops.size() < 2 || !batches_.load(std::memory_order_relaxed)) {
+      return Device::CopyBatchAsync(ops, stream);
+    }
+    HOIST_ASSIGN_OR_RETURN(cudaStream_t s, GetStream(stream));
+    HOIST_RETURN_IF_ERROR(Current());
+    std::vector<void*> dsts;
+    std::vector<const void*> srcs;
+    std::vector<std::size_t> sizes;
+    const auto flush = [&]() -> Status {
+      if (sizes.size() == 1) {
+        HOIST_RETURN_IF_ERROR(
+            Check(cudaMemcpyAsync(dsts[0], srcs[0], sizes[0], cudaMemcpyHostToDevice, s),
+                  "cudaMemcpyAsync(" + P(dsts[0]) + " <- " + P(srcs[0]) + ", " +
+                      std::to_string(sizes[0]) + " bytes)"));
+      } else if (!sizes.empty()) {
+        HOIST_RETURN_IF_ERROR(IssueBatch(dsts, srcs, sizes, s));
+      }
+      dsts.clear(), srcs.clear(), sizes.clear();
+      return Status::Ok();
+    };
+    for (const Copy2D& op : ops) {
+      if (op.width == 0 || op.rows == 0) continue;
+      const bool flat = op.rows == 1 || (op.dst_pitch == op.width && op.src_pitch == op.width);
+      if (!flat) {
+        HOIST_RETURN_IF_ERROR(flush());
+        HOIST_RETURN_IF_ERROR(CopyAsync(op, stream));
+        continue;
+      }
+      dsts.push_back(op.dst);
+      srcs.push_back(op.src);
+      sizes.push_back(op.width * op.rows);
+    }
+    return flush();
+#else
+    return Device::CopyBatchAsync(ops, stream);
+#endif
+  }
+
   Status MemsetAsync(void* dst, std::uint8_t value, std::uint64_t bytes, StreamId stream) override {
     if (bytes == 0) return Status::Ok();
     HOIST_ASSIGN_OR_RETURN(cudaStream_t s, GetStream(stream));
@@ -699,6 +745,35 @@ class CudaDevice final : public Device {
   // The current device is per host thread: set it on every entry (cheap when already current).
   Status Current() const { return Check(cudaSetDevice(ordinal_), "cudaSetDevice"); }
 
+#if CUDART_VERSION >= 12080
+  // One cudaMemcpyBatchAsync of host->device copies, their sources read in stream order. A driver
+  // that has no batches turns them off (batches_) and the copies go one by one.
+  Status IssueBatch(std::vector<void*>& dsts, std::vector<const void*>& srcs,
+                    std::vector<std::size_t>& sizes, cudaStream_t s) {
+    cudaMemcpyAttributes attr{};
+    attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+    std::size_t attr_index = 0;
+    const cudaError_t rc = cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(),
+                                                sizes.size(), &attr, &attr_index, 1, s);
+    if (rc == cudaErrorNotSupported || rc == cudaErrorCallRequiresNewerDriver) {
+      (void)cudaGetLastError();
+      batches_.store(false, std::memory_order_relaxed);
+      for (std::size_t i = 0; i < sizes.size(); ++i) {
+        HOIST_RETURN_IF_ERROR(
+            Check(cudaMemcpyAsync(dsts[i], srcs[i], sizes[i], cudaMemcpyHostToDevice, s),
+                  "cudaMemcpyAsync(" + P(dsts[i]) + " <- " + P(srcs[i]) + ", " +
+                      std::to_string(sizes[i]) + " bytes)"));
+      }
+      return Status::Ok();
+    }
+    std::uint64_t total = 0;
+    for (std::size_t n : sizes) total += n;
+    return Check(rc, "cudaMemcpyBatchAsync(" + std::to_string(sizes.size()) + " copies, " +
+                         std::to_string(total) + " bytes, the first " + P(dsts[0]) + " <- " +
+                         P(srcs[0]) + ")");
+  }
+#endif
+
   Result<cudaStream_t> GetStream(StreamId id) const {
     std::lock_guard lock(mu_);
     auto it = streams_.find(id);
@@ -842,6 +917,7 @@ class CudaDevice final : public Device {
   std::string name_;
   DeviceCaps caps_;
   std::uint64_t max_pitch_ = INT_MAX;
+  std::atomic<bool> batches_{true};  // cudaMemcpyBatchAsync works (IssueBatch turns it off)
   mutable std::mutex mu_;
   std::set<void*> arenas_;
   std::set<void*> adopted_;   // in arenas_ too; the caller's memory, never freed here
