@@ -269,13 +269,15 @@ class PackedRestore {
   }
   std::byte* Arena(std::uint64_t off) const { return static_cast<std::byte*>(arena_.ptr) + off; }
 
-  // Slot q: its stored bytes straight into the arena, then its blocks to a device slot.
+  // Slot q: its stored bytes straight into the arena (one batch, Device::CopyBatchAsync), then
+  // its blocks to a device slot.
   Status SubmitSlot(std::uint64_t q) {
     const std::byte* slot = cache_ + l_.base[q];
+    batch_.clear();
     for (std::size_t i = l_.cut.seq_ops[q]; i < l_.cut.seq_ops[q + 1]; ++i) {
-      const Copy2D c = transport::SlotOpCopy(l_.cut.ops[i], slot, arena_.ptr);
-      HOIST_RETURN_IF_ERROR(dev_.CopyAsync(c, copy_));
+      batch_.push_back(transport::SlotOpCopy(l_.cut.ops[i], slot, arena_.ptr));
     }
+    HOIST_RETURN_IF_ERROR(dev_.CopyBatchAsync(batch_, copy_));
     const std::size_t first = l_.cut.seq_jobs[q], last = l_.cut.seq_jobs[q + 1];
     return first < last ? SubmitDecode(slot, first, last) : Status::Ok();
   }
@@ -343,6 +345,7 @@ class PackedRestore {
   std::vector<Ring> ring_;
   std::size_t next_ = 0;          // decoding slots submitted
   std::vector<Waiting> waiting_;  // in submit order
+  std::vector<Copy2D> batch_;     // the slot being submitted's stored bytes (SubmitSlot)
   double dma_seconds_ = 0, decode_seconds_ = 0;
 };
 
