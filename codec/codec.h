@@ -68,7 +68,11 @@ struct EncodeOptions {
   StreamId id;                // written into the header as is
 };
 
-// A parsed, validated stream header. Offsets are relative to the payload (header_bytes).
+// A parsed, validated stream header. Offsets are relative to the payload (header_bytes). It holds
+// the code lengths, not the 8 KiB decode table built from them (BuildDecodeLut): a checkpoint of
+// 90,000 tensors has as many headers, parsed on rank 0 and again on every rank, and the tables
+// were most of that work and memory (a DeepSeek-V3-shaped packed copy: ...). Whoever decodes a
+// block on the CPU builds the table (DecodeBlockBytes), or keeps one per stream.
 struct StreamInfo {
   std::uint16_t version = kFormatVersion;
   DType dtype = DType::kBytes;
@@ -89,7 +93,6 @@ struct StreamInfo {
   std::uint64_t max_block_bit_words = 0;       // at least the largest block's coded bits, in 32-bit
                                                // words (exact for format 2; format 3 counts the
                                                // block's length fields too)
-  DecodeLut lut{};                             // Huffman only
 
   std::uint64_t stream_bytes() const { return header_bytes + block_offsets.back(); }
   std::uint64_t block_value_count(std::uint32_t b) const;  // block_values, less for the last
@@ -124,8 +127,13 @@ Status DecodeBlock(const StreamInfo& info, std::span<const std::uint8_t> stream,
 
 // Decodes block `block` given as its own bytes (`bytes`: payload bytes [block_offsets[block],
 // block_offsets[block + 1]) of the stream), with the same checks as DecodeBlock; error offsets
-// are the stream's.
+// are the stream's. The first form builds the stream's decode table for the call; the second
+// takes it (`lut`: BuildDecodeLut(info.code_lengths), unused for a stored stream) from a caller
+// that decodes many blocks of one stream.
 Status DecodeBlockBytes(const StreamInfo& info, std::uint32_t block,
+                        std::span<const std::uint8_t> bytes, std::span<std::uint8_t> out,
+                        std::string_view name);
+Status DecodeBlockBytes(const StreamInfo& info, const DecodeLut& lut, std::uint32_t block,
                         std::span<const std::uint8_t> bytes, std::span<std::uint8_t> out,
                         std::string_view name);
 

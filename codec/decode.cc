@@ -172,8 +172,8 @@ Status ReadLengths(const StreamInfo& info, const std::uint8_t* blk, std::uint64_
 
 // Block b's bytes are blk[0, size); `at` is their offset in the stream (for messages, which
 // name stream offsets).
-Status DecodeHuffmanBlock(const StreamInfo& info, const std::uint8_t* blk, std::uint64_t size,
-                          std::uint64_t at, std::uint32_t b, std::uint8_t* out,
+Status DecodeHuffmanBlock(const StreamInfo& info, const DecodeLut& lut, const std::uint8_t* blk,
+                          std::uint64_t size, std::uint64_t at, std::uint32_t b, std::uint8_t* out,
                           std::string_view name) {
   const std::uint64_t n = info.block_value_count(b);
   const std::uint32_t T = info.sub_streams;
@@ -193,7 +193,7 @@ Status DecodeHuffmanBlock(const StreamInfo& info, const std::uint8_t* blk, std::
           name, lengths_at + lengths.field_byte(t),
           where() + " ends past the block's " + std::to_string(32 * word_count) + " coded bits");
     }
-    if (!DecodeSubStreamOf(info.dtype, info.lut, bits, stop, t, T, n, blk, out)) {
+    if (!DecodeSubStreamOf(info.dtype, lut, bits, stop, t, T, n, blk, out)) {
       return Bad(name, words_at + bits.pos() / 8,
                  where() + ": no code, or a code past the sub-stream's end, at bit " +
                      std::to_string(bits.pos()));
@@ -220,6 +220,14 @@ Status DecodeHuffmanBlock(const StreamInfo& info, const std::uint8_t* blk, std::
 Status DecodeBlockBytes(const StreamInfo& info, std::uint32_t b,
                         std::span<const std::uint8_t> bytes, std::span<std::uint8_t> out,
                         std::string_view name) {
+  if (info.method == Method::kStored)
+    return DecodeBlockBytes(info, DecodeLut{}, b, bytes, out, name);
+  return DecodeBlockBytes(info, BuildDecodeLut(info.code_lengths), b, bytes, out, name);
+}
+
+Status DecodeBlockBytes(const StreamInfo& info, const DecodeLut& lut, std::uint32_t b,
+                        std::span<const std::uint8_t> bytes, std::span<std::uint8_t> out,
+                        std::string_view name) {
   if (b >= info.block_count) {
     return Status::InvalidArgument(std::string(name) + ": codec: block " + std::to_string(b) +
                                    " of a stream of " + std::to_string(info.block_count));
@@ -236,7 +244,8 @@ Status DecodeBlockBytes(const StreamInfo& info, std::uint32_t b,
   if (info.method == Method::kStored) {
     std::memcpy(out.data(), bytes.data(), n);
   } else {
-    HOIST_RETURN_IF_ERROR(DecodeHuffmanBlock(info, bytes.data(), size, at, b, out.data(), name));
+    HOIST_RETURN_IF_ERROR(
+        DecodeHuffmanBlock(info, lut, bytes.data(), size, at, b, out.data(), name));
   }
   if (BlockChecksum(info.version, info.sub_streams, DTypeSize(info.dtype), out.data(), n) !=
       info.block_checksums[b]) {
@@ -248,8 +257,12 @@ Status DecodeBlockBytes(const StreamInfo& info, std::uint32_t b,
   return Status::Ok();
 }
 
-Status DecodeBlock(const StreamInfo& info, std::span<const std::uint8_t> stream, std::uint32_t b,
-                   std::span<std::uint8_t> out, std::string_view name) {
+namespace {
+
+// DecodeBlock with the stream's table given.
+Status DecodeBlockOf(const StreamInfo& info, const DecodeLut& lut,
+                     std::span<const std::uint8_t> stream, std::uint32_t b,
+                     std::span<std::uint8_t> out, std::string_view name) {
   if (b >= info.block_count || stream.size() != info.stream_bytes()) {
     return Status::InvalidArgument(std::string(name) + ": codec: block " + std::to_string(b) +
                                    " of a stream of " + std::to_string(info.block_count) +
@@ -257,7 +270,14 @@ Status DecodeBlock(const StreamInfo& info, std::span<const std::uint8_t> stream,
   }
   const std::uint64_t begin = info.header_bytes + info.block_offsets[b];
   const std::uint64_t end = info.header_bytes + info.block_offsets[b + 1];
-  return DecodeBlockBytes(info, b, stream.subspan(begin, end - begin), out, name);
+  return DecodeBlockBytes(info, lut, b, stream.subspan(begin, end - begin), out, name);
+}
+
+}  // namespace
+
+Status DecodeBlock(const StreamInfo& info, std::span<const std::uint8_t> stream, std::uint32_t b,
+                   std::span<std::uint8_t> out, std::string_view name) {
+  return DecodeBlockOf(info, BuildDecodeLut(info.code_lengths), stream, b, out, name);
 }
 
 Status Decode(std::span<const std::uint8_t> stream, std::span<std::uint8_t> out,
@@ -269,11 +289,12 @@ Status Decode(std::span<const std::uint8_t> stream, std::span<std::uint8_t> out,
                            std::to_string(out.size()));
   }
   std::vector<Status> errors(info.block_count);
+  const DecodeLut lut = BuildDecodeLut(info.code_lengths);
   layout::ParallelFor(info.block_count, threads, [&](std::uint64_t b) {
     const auto block = static_cast<std::uint32_t>(b);
     const std::uint64_t first = info.block_first_byte(block);
     const std::uint64_t bytes = info.block_value_count(block) * DTypeSize(info.dtype);
-    errors[b] = DecodeBlock(info, stream, block, out.subspan(first, bytes), name);
+    errors[b] = DecodeBlockOf(info, lut, stream, block, out.subspan(first, bytes), name);
   });
   for (auto& e : errors) HOIST_RETURN_IF_ERROR(e);
   if (Xxh64(out.data(), out.size()) != info.content_checksum) {

@@ -201,7 +201,6 @@ Status ParseCodeLengths(std::string_view name, StreamInfo& info) {
                      std::string(DTypeName(info.dtype)));
     }
   }
-  info.lut = BuildDecodeLut(info.code_lengths);
   return Status::Ok();
 }
 

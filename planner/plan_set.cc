@@ -369,9 +369,51 @@ proto::LoadPlan PlanHeader(const proto::LoadPlan& plan) {
   return header;
 }
 
+std::vector<int> PackedTensorsRead(const proto::LoadPlan& plan, const proto::RankPlan& rp) {
+  struct Range {
+    std::uint32_t file;
+    std::uint64_t begin, end;
+    int index;
+  };
+  std::vector<Range> ranges;  // sorted by file, then offset
+  ranges.reserve(static_cast<std::size_t>(plan.packed_size()));
+  for (int i = 0; i < plan.packed_size(); ++i) {
+    const proto::PackedTensor& t = plan.packed(i);
+    ranges.push_back({t.file(), t.offset(), t.offset() + t.bytes(), i});
+  }
+  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) {
+    return a.file != b.file ? a.file < b.file : a.begin < b.begin;
+  });
+  std::vector<char> read(ranges.size(), 0);
+  for (const proto::Copy& c : rp.copies()) {
+    if (c.width() == 0 || c.rows() == 0) continue;
+    const std::uint64_t lo = c.src_offset();
+    const std::uint64_t hi = lo + (c.rows() - 1) * c.src_pitch() + c.width();
+    // The first tensor of the copy's file that ends past lo, then every one that starts before hi.
+    auto it =
+        std::lower_bound(ranges.begin(), ranges.end(), std::pair(c.file(), lo),
+                         [](const Range& r, const std::pair<std::uint32_t, std::uint64_t>& k) {
+                           return r.file != k.first ? r.file < k.first : r.end <= k.second;
+                         });
+    for (; it != ranges.end() && it->file == c.file() && it->begin < hi; ++it) {
+      read[static_cast<std::size_t>(it - ranges.begin())] = 1;
+    }
+  }
+  std::vector<int> out;
+  for (std::size_t i = 0; i < ranges.size(); ++i) {
+    if (read[i]) out.push_back(ranges[i].index);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 proto::LoadPlan RankView(const proto::LoadPlan& p, const proto::LoadPlan& header,
                          const RankDirectory& dir, std::uint32_t rank) {
   proto::LoadPlan v = header;
+  v.clear_packed();
+  for (int i : PackedTensorsRead(p, p.ranks(static_cast<int>(dir.ClassOf(rank))))) {
+    *v.add_packed() = p.packed(i);
+  }
   v.set_view(true);
   v.clear_storage_bytes();  // the world's total: nothing of one rank's
   v.clear_dedup_reason();   // rank 0's summary (it names the node count)
@@ -407,8 +449,19 @@ ViewWriter::ViewWriter(const proto::LoadPlan& compact, const RankDirectory& dir)
   header.clear_storage_bytes();
   header.clear_dedup_reason();  // rank 0's summary (it names the node count)
   if (dir.job()) *header.mutable_job() = JobOf(compact, dir);
+  header.clear_packed();
   header_ = header.SerializeAsString();
-  for (const proto::RankPlan& c : compact.ranks()) classes_.push_back(c.SerializeAsString());
+  for (const proto::RankPlan& c : compact.ranks()) {
+    classes_.push_back(c.SerializeAsString());
+    reads_.push_back(PackedTensorsRead(compact, c));
+  }
+  // Each packed tensor's bytes once (a view's parse merges the repeated field's occurrences).
+  packed_.reserve(static_cast<std::size_t>(compact.packed_size()));
+  for (const proto::PackedTensor& t : compact.packed()) {
+    proto::LoadPlan one;
+    *one.add_packed() = t;
+    packed_.push_back(one.SerializeAsString());
+  }
   if (!dir.job()) return;
   for (std::uint32_t c = 0; c < dir.classes(); ++c) {  // each class's member, once
     proto::RankPlan m;
@@ -419,6 +472,7 @@ ViewWriter::ViewWriter(const proto::LoadPlan& compact, const RankDirectory& dir)
 
 std::string ViewWriter::View(std::uint32_t rank) const {
   std::string out = header_;
+  for (int i : reads_[dir_.ClassOf(rank)]) out += packed_[static_cast<std::size_t>(i)];
   const auto add_entry = [&out](const std::string& a, const std::string& b) {
     google::protobuf::io::StringOutputStream stream(&out);
     google::protobuf::io::CodedOutputStream coded(&stream);

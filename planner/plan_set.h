@@ -8,7 +8,8 @@
 // node, all share one); under job dedup, one template with a member per class, which each rank
 // expands (planner/job_dedup.h). From it:
 //  - ExpandRank: one rank's plan, exactly as an expanded plan holds it;
-//  - RankView: what rank 0 sends a rank: the plan's header, the rank's own plan, and the place
+//  - RankView: what rank 0 sends a rank: the plan's header (of a packed checkpoint's tensors,
+//    those its copies read: PackedTensorsRead), the rank's own plan, and the place
 //    (plus, under node dedup, the transfers with it) of the other ranks of its node and peer
 //    group; under job dedup, the rank's class plan and class template member instead of its
 //    exchange (ExpandJobView expands it) and its node's places; its size does not depend on the
@@ -78,6 +79,14 @@ std::vector<JobRankFigures> JobFigures(const proto::LoadPlan& compact, const Ran
 // The plan without its ranks and compact fields (version, model, topology, files, packed, ...).
 proto::LoadPlan PlanHeader(const proto::LoadPlan& plan);
 
+// The packed tensors (indexes into plan.packed, ascending) whose logical bytes any copy of `rp`
+// reads: each copy's source extent on a packed file against the tensors' byte ranges. Under dedup
+// a rank reads only bytes of its own copies (planner/dedup.h: a shared piece is read by one of the
+// ranks that need it), so these are all the tensors a rank decodes. A rank's view carries these
+// alone: a packed copy of a DeepSeek-V3-shaped checkpoint (90,427 tensors) gave every rank the
+// whole index, 93 MB, which each rank then parsed.
+std::vector<int> PackedTensorsRead(const proto::LoadPlan& plan, const proto::RankPlan& rp);
+
 // What rank 0 sends `rank` (LoadPlan.view; see above).
 proto::LoadPlan RankView(const proto::LoadPlan& compact, const proto::LoadPlan& header,
                          const RankDirectory& dir, std::uint32_t rank);
@@ -95,7 +104,9 @@ class ViewWriter {
  private:
   const proto::LoadPlan& compact_;
   const RankDirectory& dir_;
-  std::string header_;
+  std::string header_;                   // without the packed tensors
+  std::vector<std::string> packed_;      // packed tensor i as LoadPlan bytes (its field)
+  std::vector<std::vector<int>> reads_;  // per class: its PackedTensorsRead
   std::vector<std::string> classes_;
   std::vector<std::string> members_;  // DEDUP_JOB: a RankPlan holding class c's job_exchange
 };

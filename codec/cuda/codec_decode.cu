@@ -587,9 +587,10 @@ std::uint64_t CodecDecodeSharedBytes(const codec::StreamInfo& info) {
 }
 
 Status UploadCodecLut(const codec::StreamInfo& info, std::uint16_t* d_lut, void* cuda_stream) {
-  const cudaError_t e =
-      cudaMemcpyAsync(d_lut, info.lut.data(), sizeof(info.lut), cudaMemcpyHostToDevice,
-                      static_cast<cudaStream_t>(cuda_stream));
+  const codec::DecodeLut lut = codec::BuildDecodeLut(info.code_lengths);
+  cudaError_t e = cudaMemcpyAsync(d_lut, lut.data(), sizeof(lut), cudaMemcpyHostToDevice,
+                                  static_cast<cudaStream_t>(cuda_stream));
+  if (e == cudaSuccess) e = cudaStreamSynchronize(static_cast<cudaStream_t>(cuda_stream));
   return e == cudaSuccess ? Status::Ok() : CudaFailed("cudaMemcpyAsync of the table", e);
 }
 
@@ -784,7 +785,7 @@ Status DecodeOnGpu(std::span<const std::uint8_t> stream, std::span<std::uint8_t>
   DeviceMemory d_stream, d_out, d_lut, d_error;
   HOIST_RETURN_IF_ERROR(d_stream.Allocate(stream.size()));
   HOIST_RETURN_IF_ERROR(d_out.Allocate(out.size()));
-  HOIST_RETURN_IF_ERROR(d_lut.Allocate(sizeof(info.lut)));
+  HOIST_RETURN_IF_ERROR(d_lut.Allocate(sizeof(codec::DecodeLut)));
   HOIST_RETURN_IF_ERROR(d_error.Allocate(sizeof(int)));
   cudaError_t e = cudaMemcpy(d_stream.get(), stream.data(), stream.size(), cudaMemcpyHostToDevice);
   if (e == cudaSuccess) e = cudaMemset(d_error.get(), 0, sizeof(int));

@@ -22,8 +22,8 @@
 // whole-stream path does not recompute checksums (DecodeOnGpu compares the result's XXH64 on the
 // host); the batched jobs of packed loads do (below).
 // Ownership: the caller owns every device buffer; d_lut holds the 4096-entry table of
-// codec::StreamInfo::lut (8 KiB), uploaded by the caller (UploadCodecLut). Threading: calls are
-// enqueued on `cuda_stream`; buffers must stay alive until it completes.
+// codec::BuildDecodeLut(info.code_lengths) (8 KiB), uploaded by the caller (UploadCodecLut).
+// Threading: calls are enqueued on `cuda_stream`; buffers must stay alive until it completes.
 #pragma once
 
 #include <cstdint>
@@ -36,8 +36,8 @@
 
 namespace hoist::transport::cuda {
 
-// Copies info.lut to d_lut (4096 x u16, device) on `cuda_stream` (cudaStream_t or nullptr).
-// The host table must outlive the copy (it is pageable memory: the copy is synchronous).
+// Builds info's decode table (codec::BuildDecodeLut) and copies it to d_lut (4096 x u16, device)
+// on `cuda_stream` (cudaStream_t or nullptr); returns once the copy has completed.
 Status UploadCodecLut(const codec::StreamInfo& info, std::uint16_t* d_lut, void* cuda_stream);
 
 // Enqueues the decode of d_stream (info.stream_bytes() bytes, at least 8-byte aligned) into

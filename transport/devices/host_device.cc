@@ -131,17 +131,24 @@ struct DecodeOp {
 using Op = std::variant<Copy2D, MemsetOp, RecordOp, WaitOp, DecodeOp>;
 
 // Jobs [first, first + count) of op.set, decoded on the CPU (codec::DecodeBlockBytes checks each
-// block, its checksum included) and their kept values copied into the arena.
+// block, its checksum included) and their kept values copied into the arena. A stream's decode
+// table is built once for its run of jobs (a stream's jobs are consecutive).
 Status ExecuteDecode(const DecodeOp& op) {
   std::vector<std::uint8_t> values;
+  std::uint32_t lut_stream = ~0u;
+  codec::DecodeLut lut{};
   for (std::size_t i = op.first; i < op.first + op.count; ++i) {
     const DecodeJob& j = op.set->jobs[i];
     const codec::StreamInfo& info = op.set->streams[j.stream];
     const std::uint32_t vb = ValueBytes(info);
     values.resize(std::uint64_t{j.values} * vb);
+    if (j.stream != lut_stream && info.method == codec::Method::kHuffman) {
+      lut = codec::BuildDecodeLut(info.code_lengths);
+      lut_stream = j.stream;
+    }
     const auto* block = reinterpret_cast<const std::uint8_t*>(op.src + j.src);
-    HOIST_RETURN_IF_ERROR(codec::DecodeBlockBytes(info, j.block, std::span(block, j.bytes), values,
-                                                  op.set->names[j.stream]));
+    HOIST_RETURN_IF_ERROR(codec::DecodeBlockBytes(info, lut, j.block, std::span(block, j.bytes),
+                                                  values, op.set->names[j.stream]));
     ForEachKeptRun(j, vb, [&](std::uint64_t k0, std::uint64_t k1, std::uint64_t at) {
       std::memcpy(op.arena + at, values.data() + k0 * vb, (k1 - k0) * vb);
     });
