@@ -6,14 +6,18 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "codec/pack/pack.h"
 #include "planner/checkpoint.h"
 #include "planner/dedup.h"
 #include "planner/plan_builder.h"
 #include "rank/exchange.h"
 #include "tests/planner/preset_fixture.h"
+#include "tests/scratch_dir.h"
 
 namespace hoist::planner {
 namespace {
@@ -146,6 +150,65 @@ TEST_F(PlanSetTest, ViewWriterBytesAreTheViews) {
         EXPECT_EQ(Wire(parsed), Wire(RankView(*compact, header, *dir, r))) << "rank " << r;
       }
     }
+  }
+}
+
+// A rank's view of a packed checkpoint carries exactly the packed tensors its copies read, against
+// a reference that tests every row of every copy of the rank against every tensor's logical bytes:
+// under tp (every rank reads a slice of most tensors) and ep (a rank reads its experts alone), with
+// and without dedup. The views together carry every tensor some rank reads.
+TEST_F(PlanSetTest, AViewCarriesThePackedTensorsItsCopiesRead) {
+  const Checkpoint original = Open("qwen3-moe-tiny", false);
+  hoist::testing::ScratchDir out{"hoist-view-packed"};
+  tools::PackOptions po;
+  po.model_dir = original.dir;
+  po.out_dir = out.path();
+  po.tp_multiple = 4;
+  po.threads = 2;
+  ASSERT_TRUE(tools::PackCheckpoint(po).ok());
+  Result<Checkpoint> ckpt = OpenCheckpoint(out.path());
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status().ToString();
+  const auto reads = [](const proto::RankPlan& rp, const proto::PackedTensor& t) {
+    for (const proto::Copy& c : rp.copies()) {
+      for (std::uint64_t r = 0; c.file() == t.file() && r < c.rows() && c.width() > 0; ++r) {
+        const std::uint64_t lo = c.src_offset() + r * c.src_pitch(), hi = lo + c.width();
+        if (lo < t.offset() + t.bytes() && t.offset() < hi) return true;
+      }
+    }
+    return false;
+  };
+  for (const auto& [tp, ep, dedup] :
+       {std::tuple{4, 0, proto::DEDUP_NONE}, std::tuple{1, 4, proto::DEDUP_NONE},
+        std::tuple{2, 4, proto::DEDUP_NODE}}) {
+    SCOPED_TRACE("tp " + std::to_string(tp) + " ep " + std::to_string(ep));
+    PlanOptions o;
+    o.tp = tp;
+    o.ep = ep;
+    o.dp = ep > 0 ? 1 : 2;
+    o.dedup = dedup;
+    Result<proto::LoadPlan> compact = BuildCompactPlan(*ckpt, o);
+    ASSERT_TRUE(compact.ok()) << compact.status().ToString();
+    ASSERT_GT(compact->packed_size(), 0);
+    Result<RankDirectory> dir = RankDirectory::Of(*compact);
+    ASSERT_TRUE(dir.ok());
+    const ViewWriter writer(*compact, *dir);
+    std::set<std::string> carried, needed;
+    for (std::uint32_t r = 0; r < dir->world(); ++r) {
+      proto::LoadPlan view;
+      ASSERT_TRUE(view.ParseFromString(writer.View(r))) << "rank " << r;
+      const proto::RankPlan* own = FindRank(view, r);
+      ASSERT_NE(own, nullptr);
+      std::vector<std::string> got, want;
+      for (const proto::PackedTensor& t : view.packed()) got.push_back(t.name());
+      for (const proto::PackedTensor& t : compact->packed()) {
+        if (reads(*own, t)) want.push_back(t.name());
+      }
+      EXPECT_EQ(got, want) << "rank " << r;
+      if (ep > 0) EXPECT_LT(got.size(), static_cast<std::size_t>(compact->packed_size()));
+      carried.insert(got.begin(), got.end());
+      needed.insert(want.begin(), want.end());
+    }
+    EXPECT_EQ(carried, needed);
   }
 }
 
