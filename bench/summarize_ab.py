@@ -30,9 +30,9 @@ by = defaultdict(list)
 for r in rows:
     if r.get("kind") == "ab" and not r.get("failed"):
         by[(r["case"], r["build"])].append(r)
-print("| case | build | n | load ms (median [min-max]) | GiB/s | vs H2D | read | h2d (busy) | setup "
-      "| staging_alloc | vs its round's ceiling |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+print("| case | build | n | load ms (median [min-max]) | GiB/s | vs H2D | prepare | read | h2d (busy) "
+      "| setup | staging_alloc | vs its round's ceiling |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 for case in dict.fromkeys(c for c, _ in by):
     for b in ("old", "new"):
         rs = by.get((case, b), [])
@@ -45,7 +45,7 @@ for case in dict.fromkeys(c for c, _ in by):
         busy = lambda n: statistics.median([r.get("busy", {}).get(n, 0) for r in rs])
         vs = f"{gib / ceiling:.0%}" if ceiling else "-"
         print(f"| {case} | {b} | {len(rs)} | {med:.1f} [{min(ms):.1f}-{max(ms):.1f}] | {gib:.2f} | {vs} "
-              f"| {ph('read'):.1f} | {ph('h2d'):.1f} ({busy('h2d'):.1f}) | {ph('setup'):.1f} "
+              f"| {ph('prepare'):.1f} | {ph('read'):.1f} | {ph('h2d'):.1f} ({busy('h2d'):.1f}) | {ph('setup'):.1f} "
               f"| {ph('staging_alloc'):.1f} | {rated(rs)} |")
 fails = [r for r in rows if r.get("failed")]
 if fails:

@@ -608,7 +608,7 @@ void SvgLegend(std::ostringstream& os, int ly) {
            {"device_init", transport::PhaseColor(Phase::kDeviceInit)},
            {"plan/init", transport::PhaseColor(Phase::kPlan)},
            {"alloc/free", transport::PhaseColor(Phase::kArenaAlloc)},
-           {"setup/residency/bind/drain", transport::PhaseColor(Phase::kResidency)},
+           {"prepare/setup/bind/drain", transport::PhaseColor(Phase::kResidency)},
            {"fill", kFillColor},
            {"h2d", kH2dColor},
            {"decode", kDecodeColor},

@@ -591,7 +591,9 @@ Status Load(const proto::LoadPlan& plan, std::uint32_t rank, const LoadOptions& 
       o.settings.pipeline.mode != transport::ReadMode::kAuto && plan.packed_size() == 0);
   SetStage(o, LoadStage::kDevice);
   SourceOpening opening(files, o, rp);  // before the binding: the helper may use any core
+  const Clock::time_point p = Clock::now();
   HOIST_ASSIGN_OR_RETURN(Ahead ahead, PrepareAhead(plan, rp, o, exchange));
+  transport::PhaseRecorder(&rep, o.wiring.origin).Record(Phase::kPrepare, p, Clock::now());
   transport::PhaseTiming staged_ahead;  // the ring made with the device, if it was
   HOIST_ASSIGN_OR_RETURN(out.device, TakeDevice(o, rp, &rep, &t_start, &staged_ahead));
   rep.set_device(out.device->Name());

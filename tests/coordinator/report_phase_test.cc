@@ -45,7 +45,7 @@ TEST(ReportPhaseTest, AggregateListsPhasesInTheEnumsOrder) {
   const std::vector<proto::RankReport> reports = {ShuffledReport(0, 1), ShuffledReport(1, 2)};
   const Aggregate agg = AggregateReports(reports, 1.0);
   const std::vector<Phase> load = LoadPhases();
-  ASSERT_EQ(load.size(), 19u);  // init .. total
+  ASSERT_EQ(load.size(), 20u);  // init .. total
   ASSERT_EQ(agg.phases.size(), load.size());
   for (std::size_t i = 0; i < agg.phases.size(); ++i) {
     const Phase want = load[i];

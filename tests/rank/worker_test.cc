@@ -147,8 +147,8 @@ TEST_P(LoadRankModeTest, EveryRankMatchesThePreadReference) {
     EXPECT_EQ(rep.bytes_h2d(), want);
     EXPECT_LE(rep.bytes_resident_at_start(), want);
     auto ph = Phases(rep);
-    for (const char* name : {"bind", "arena_alloc", "residency", "setup", "staging_alloc", "read",
-                             "h2d", "drain", "staging_free", "total"}) {
+    for (const char* name : {"prepare", "bind", "arena_alloc", "residency", "setup",
+                             "staging_alloc", "read", "h2d", "drain", "staging_free", "total"}) {
       EXPECT_TRUE(ph.count(name)) << "missing phase " << name;
     }
     EXPECT_EQ(ph["read"]->bytes(), want);

@@ -115,17 +115,17 @@ class SlotRing {
     {
       const Clock::time_point a = Clock::now();
       std::lock_guard lock(submit_mu_);
-      // The slot's copies go in one batch (Device::CopyBatchAsync), a packed slot's blocks with
-      // them (SubmitDecode), between the slot's two events.
+      // The slot's plain copies go in one batch (Device::CopyBatchAsync), before a packed slot's
+      // blocks (SubmitDecode): those wait for a device slot, the plain copies for nothing.
       batch_.clear();
       for (std::size_t i = cx_.cut.seq_ops[q]; i < cx_.cut.seq_ops[q + 1]; ++i) {
         batch_.push_back(SlotOpCopy(cx_.cut.ops[i], slots_[k].buf.ptr, cx_.arena.ptr));
       }
+      HOIST_RETURN_IF_ERROR(cx_.dev.Record(ev_start_[k], cx_.stream));
+      HOIST_RETURN_IF_ERROR(cx_.dev.CopyBatchAsync(batch_, cx_.stream));
       if (cx_.work != nullptr) {
-        HOIST_RETURN_IF_ERROR(SubmitDecode(q, k));
+        HOIST_RETURN_IF_ERROR(SubmitDecode(q, k));  // records ev_end_[k] after its copy
       } else {
-        HOIST_RETURN_IF_ERROR(cx_.dev.Record(ev_start_[k], cx_.stream));
-        HOIST_RETURN_IF_ERROR(cx_.dev.CopyBatchAsync(batch_, cx_.stream));
         HOIST_RETURN_IF_ERROR(cx_.dev.Record(ev_end_[k], cx_.stream));
         HOIST_RETURN_IF_ERROR(milestones_.OnSubmitted(q));
       }
@@ -236,12 +236,12 @@ class SlotRing {
     std::uint64_t n;
   };
 
-  // Packed: slot q's plain copies (batch_) and its blocks [lo, hi) to device slot d (submits take
-  // the device slots in turn), in one batch between ev_start_[k] and ev_end_[k] on the copy
-  // stream, then on the decode stream, once they are there, slot q's decode jobs
-  // (EnqueueDecode). Nothing here waits on the host before the copies are enqueued: the copy
-  // stream first waits, on the device, for the decode that last read slot d (submit
-  // n - device slots). Until the decoder is made, decodes wait in pending_ and the copies go on:
+  // Packed: slot q's blocks [lo, hi) to device slot d (submits take the device slots in turn),
+  // ev_end_[k] on the copy stream after them, then on the decode stream, once they are there,
+  // slot q's decode jobs (EnqueueDecode). Nothing here waits on the host before the copy is
+  // enqueued: the copy stream waits, on the device, for the decode that last read slot d (submit
+  // n - device slots); the slot's plain copies were enqueued before that wait (Submit), so they
+  // never wait for a decode. Until the decoder is made, decodes wait in pending_ and the copies go on:
   // the first device slots fill while the decoder's tables upload; a submit that needs a device
   // slot whose decode still waits, waits for the decoder (FlushDecodes). Called under submit_mu_.
   Status SubmitDecode(std::uint32_t q, int k) {
@@ -261,10 +261,8 @@ class SlotRing {
       c.dst = dslot + lo;
       c.src = slots_[k].buf.ptr + lo;
       c.width = hi - lo;
-      batch_.push_back(c);
+      HOIST_RETURN_IF_ERROR(cx_.dev.CopyAsync(c, cx_.stream));
     }
-    HOIST_RETURN_IF_ERROR(cx_.dev.Record(ev_start_[k], cx_.stream));
-    HOIST_RETURN_IF_ERROR(cx_.dev.CopyBatchAsync(batch_, cx_.stream));
     HOIST_RETURN_IF_ERROR(cx_.dev.Record(ev_end_[k], cx_.stream));
     if (!cx_.decoder.Ready()) {  // pending_ then holds submits 0 to n (readiness never reverts)
       pending_.push_back(PendingDecode{q, n});

@@ -23,6 +23,7 @@ constexpr std::array<PhaseInfo, kPhaseCount> kPhases = {{
     {Phase::kInit, "init", false, kSetUpColor},
     {Phase::kDeviceInit, "device_init", false, kDeviceColor},
     {Phase::kPlan, "plan", false, kSetUpColor},
+    {Phase::kPrepare, "prepare", false, kWorkColor},
     {Phase::kBind, "bind", false, kWorkColor},
     {Phase::kResidency, "residency", false, kWorkColor},
     {Phase::kArenaAlloc, "arena_alloc", false, kMemoryColor},

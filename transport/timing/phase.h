@@ -25,6 +25,7 @@ enum class Phase : std::uint8_t {
   kInit,          // process start to MPI ready (coordinator)
   kDeviceInit,    // opening the device (rank)
   kPlan,          // hello, planning and the plan on the wire (coordinator)
+  kPrepare,       // the rank's work from its plan: packed streams translated, slot cut (rank)
   kBind,          // placing the fill threads (rank)
   kResidency,     // measuring the page cache (rank)
   kArenaAlloc,    // the device arena (rank)
