@@ -7,7 +7,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <map>
 #include <span>
 
 #include "codec/checksum.h"
@@ -146,8 +145,15 @@ Status DecodeTensor(const PackedStreams::Tensor& t, const std::string& path,
 class Translator {
  public:
   Translator(const PackedStreams& p, const std::vector<std::string>& paths,
-             const std::vector<bool>& packed, const std::vector<std::size_t>& first, PackedWork* w)
-      : p_(p), paths_(paths), packed_(packed), first_(first), w_(*w) {}
+             const std::vector<bool>& packed, const std::vector<std::size_t>& first,
+             const std::vector<std::size_t>& stream_first, std::size_t streams, PackedWork* w)
+      : p_(p),
+        paths_(paths),
+        packed_(packed),
+        first_(first),
+        stream_first_(stream_first),
+        w_(*w),
+        index_(streams, kNoStream) {}
 
   Status Add(int i, const proto::Copy& c) {
     if (c.width() == 0 || c.rows() == 0) return Status::Ok();
@@ -303,23 +309,27 @@ class Translator {
     return Status::Ok();
   }
 
+  // Stream s of tensor ti's index in w_.decode.streams, added on first use.
   std::uint32_t StreamIndex(std::int64_t ti, std::size_t s) {
-    auto [it, added] = index_.emplace(std::make_pair(ti, s), w_.decode.streams.size());
-    if (added) {
+    std::uint32_t& index = index_[stream_first_[static_cast<std::size_t>(ti)] + s];
+    if (index == kNoStream) {
       const PackedStreams::Tensor& t = p_.tensors()[ti];
       const codec::StreamInfo& info = t.streams[s].info;
-      w_.decode.AddStream(info, Label(paths_[t.file], t.name) + " (stream at offset " +
-                                    std::to_string(t.streams[s].offset) + ")");
+      index = w_.decode.AddStream(info, Label(paths_[t.file], t.name) + " (stream at offset " +
+                                            std::to_string(t.streams[s].offset) + ")");
     }
-    return static_cast<std::uint32_t>(it->second);
+    return index;
   }
+
+  static constexpr std::uint32_t kNoStream = ~std::uint32_t{0};
 
   const PackedStreams& p_;
   const std::vector<std::string>& paths_;
   const std::vector<bool>& packed_;
   const std::vector<std::size_t>& first_;
+  const std::vector<std::size_t>& stream_first_;
   PackedWork& w_;
-  std::map<std::pair<std::int64_t, std::size_t>, std::size_t> index_;
+  std::vector<std::uint32_t> index_;  // per stream of every tensor: kNoStream until added
 };
 
 }  // namespace
@@ -344,6 +354,12 @@ Result<PackedStreams> PackedStreams::FromPlan(const proto::LoadPlan& plan) {
   std::sort(p.tensors_.begin(), p.tensors_.end(), [](const Tensor& a, const Tensor& b) {
     return a.file != b.file ? a.file < b.file : a.offset < b.offset;
   });
+  p.stream_first_.reserve(p.tensors_.size());
+  std::size_t streams = 0;
+  for (const Tensor& t : p.tensors_) {
+    p.stream_first_.push_back(streams);
+    streams += t.streams.size();
+  }
   p.file_first_.assign(p.paths_.size() + 1, 0);
   for (const Tensor& t : p.tensors_) ++p.file_first_[t.file + 1];
   for (std::size_t f = 0; f < p.paths_.size(); ++f) p.file_first_[f + 1] += p.file_first_[f];
@@ -366,7 +382,7 @@ Result<PackedWork> PackedStreams::Translate(const proto::RankPlan& logical) cons
   w.decode.jobs.reserve(blocks_);
   w.decode.streams.reserve(streams_);
   w.decode.code_lengths.reserve(streams_);
-  Translator tr(*this, paths_, packed_, file_first_, &w);
+  Translator tr(*this, paths_, packed_, file_first_, stream_first_, streams_, &w);
   for (int i = 0; i < logical.copies_size(); ++i) {
     HOIST_RETURN_IF_ERROR(tr.Add(i, logical.copies(i)));
     w.copies_end.push_back(static_cast<std::size_t>(w.plan.copies_size()));

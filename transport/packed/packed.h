@@ -69,12 +69,13 @@ class PackedStreams {
   const std::vector<Tensor>& tensors() const { return tensors_; }
 
  private:
-  std::vector<std::string> paths_;        // per plan file
-  std::vector<bool> packed_;              // per plan file
-  std::vector<Tensor> tensors_;           // sorted by (file, offset)
-  std::vector<std::size_t> file_first_;   // per file: first tensor index (size files + 1)
-  std::size_t streams_ = 0, blocks_ = 0;  // over every tensor (Translate reserves these)
-  struct Cache {                          // ReadLogical's last decoded tensor
+  std::vector<std::string> paths_;         // per plan file
+  std::vector<bool> packed_;               // per plan file
+  std::vector<Tensor> tensors_;            // sorted by (file, offset)
+  std::vector<std::size_t> file_first_;    // per file: first tensor index (size files + 1)
+  std::vector<std::size_t> stream_first_;  // per tensor: its first stream's index over all tensors
+  std::size_t streams_ = 0, blocks_ = 0;   // over every tensor (Translate reserves these)
+  struct Cache {                           // ReadLogical's last decoded tensor
     std::mutex mu;
     std::size_t tensor = ~std::size_t{0};
     std::vector<std::byte> bytes;

@@ -241,8 +241,8 @@ class SlotRing {
   // slot q's decode jobs (EnqueueDecode). Nothing here waits on the host before the copy is
   // enqueued: the copy stream waits, on the device, for the decode that last read slot d (submit
   // n - device slots); the slot's plain copies were enqueued before that wait (Submit), so they
-  // never wait for a decode. Until the decoder is made, decodes wait in pending_ and the copies go on:
-  // the first device slots fill while the decoder's tables upload; a submit that needs a device
+  // never wait for a decode. Until the decoder is made, decodes wait in pending_ and the copies go
+  // on: the first device slots fill while the decoder's tables upload; a submit that needs a device
   // slot whose decode still waits, waits for the decoder (FlushDecodes). Called under submit_mu_.
   Status SubmitDecode(std::uint32_t q, int k) {
     const std::uint64_t n = decode_submits_++;

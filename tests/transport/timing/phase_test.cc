@@ -40,10 +40,10 @@ TEST(PhaseTest, AllPhasesIsTheEnumInOrder) {
 // scripts): pin them, in report order, as they were written before the enum existed.
 TEST(PhaseTest, WireNamesAndOrderAreTheReportsFormat) {
   const std::vector<std::string> want = {
-      "init",        "device_init", "plan",      "prepare", "bind",         "residency",
-      "arena_alloc", "setup",       "staging_alloc", "read", "h2d",          "decode",
-      "peer_init",   "peer",        "drain",     "transpose", "verify",     "dump",
-      "staging_free", "total",      "connect",   "map"};
+      "init",         "device_init", "plan",          "prepare",   "bind",   "residency",
+      "arena_alloc",  "setup",       "staging_alloc", "read",      "h2d",    "decode",
+      "peer_init",    "peer",        "drain",         "transpose", "verify", "dump",
+      "staging_free", "total",       "connect",       "map"};
   std::vector<std::string> got;
   for (Phase p : AllPhases()) got.emplace_back(PhaseName(p));
   EXPECT_EQ(got, want);
