@@ -20,7 +20,8 @@
 // order, a stream outside its shard, overlapping streams, a header that does not parse, a
 // stream whose dtype or size disagrees with the tensor, a header not tied to its entry (above),
 // two shard names of one file (same device and inode); Unsupported for another version.
-// Threading: pure; the result is immutable once returned.
+// Threading: pure (it reads the headers on up to 16 threads of its own); the result is immutable
+// once returned.
 #pragma once
 
 #include <cstdint>

@@ -72,7 +72,7 @@ struct Fixture {
   std::map<std::string, Expected> expected;
   std::string canonical;  // the canonical folder
 
-  Fixture() {
+  explicit Fixture(const std::vector<Spec>& specs = Specs()) {
     std::map<std::string, std::vector<std::uint8_t>> shards;
     index = {{"format", "hoist-packed"},
              {"version", 3},
@@ -80,7 +80,7 @@ struct Fixture {
              {"tp_multiple", 2},
              {"tensors", json::object()}};
     std::uint64_t seed = 1;
-    for (const Spec& s : Specs()) Add(s, Values(s, ++seed), shards[s.shard]);
+    for (const Spec& s : specs) Add(s, Values(s, ++seed), shards[s.shard]);
     for (const auto& [name, bytes] : shards) {
       std::ofstream(dir.Sub(name), std::ios::binary)
           .write(reinterpret_cast<const char*>(bytes.data()),
@@ -441,6 +441,42 @@ TEST(PackedIndex, ADamagedHeaderByteNamesShardTensorAndOffsets) {
     io.put(c);
   }
   EXPECT_TRUE(ReadPackedIndex(f.dir.path()).ok());
+}
+
+// Many tensors: the headers are read on several threads (64 tensors a task). Every tensor reads
+// as written, and with two damaged headers the error names the first in index order, every time.
+TEST(PackedIndex, ManyTensorsReadOnThreadsAndTheFirstDamageInIndexOrderIsReported) {
+  std::vector<Spec> specs;
+  for (int i = 0; i < 300; ++i) {
+    char name[16];
+    std::snprintf(name, sizeof name, "t.%03d", i);  // the index lists names in this order
+    specs.push_back(
+        {name, "BF16", i % 2 ? "packed-00002.bin" : "packed-00001.bin", {4, 64}, 64, {{0, 64}}, 0});
+  }
+  Fixture f(specs);
+  Result<PackedIndex> whole = ReadPackedIndex(f.dir.path());
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  ASSERT_EQ(whole->tensors.size(), specs.size());
+  for (const PackedTensorEntry& t : whole->tensors) {
+    const Expected& e = f.expected.at(t.name);
+    ASSERT_EQ(t.streams.size(), 1u) << t.name;
+    EXPECT_EQ(whole->shards[t.shard], e.shard) << t.name;
+    EXPECT_EQ(t.xxh64, e.entry.xxh64) << t.name;
+    EXPECT_TRUE(t.streams[0].header == e.entry.streams[0].header) << t.name;
+  }
+  auto damage = [&](const std::string& tensor) {
+    const Expected& e = f.expected.at(tensor);
+    std::fstream io(f.dir.Sub(e.shard), std::ios::in | std::ios::out | std::ios::binary);
+    io.seekp(static_cast<std::streamoff>(e.entry.streams[0].offset + 16));
+    io.put('\x5a');
+  };
+  damage("t.251");  // a later task's
+  damage("t.131");
+  for (int run = 0; run < 8; ++run) {
+    const Status st = ReadPackedIndex(f.dir.path()).status();
+    ASSERT_EQ(st.code(), Code::kCorrupt) << st.ToString();
+    EXPECT_NE(st.message().find("tensor \"t.131\""), std::string::npos) << st.ToString();
+  }
 }
 
 TEST(PackedIndex, ShardsThatAreNoRegularFileInsideTheFolderAreRefused) {

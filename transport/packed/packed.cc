@@ -8,8 +8,10 @@
 #include <cstdio>
 #include <cstring>
 #include <span>
+#include <thread>
 
 #include "codec/checksum.h"
+#include "util/parallel.h"
 
 namespace hoist::transport {
 namespace {
@@ -341,15 +343,22 @@ Result<PackedStreams> PackedStreams::FromPlan(const proto::LoadPlan& plan) {
     p.paths_.push_back(f.path());
     p.packed_.push_back(f.packed());
   }
-  for (const proto::PackedTensor& pt : plan.packed()) {
+  // The headers parsed on a few threads (a DeepSeek-V3 rank's view holds thousands of tensors);
+  // the error is the first tensor's in plan order, as one thread would return.
+  p.tensors_.resize(static_cast<std::size_t>(plan.packed_size()));
+  const int threads = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 16);
+  HOIST_RETURN_IF_ERROR(util::ParallelTry(p.tensors_.size(), threads, [&](std::uint64_t i) {
+    const proto::PackedTensor& pt = plan.packed(static_cast<int>(i));
     if (pt.file() >= p.paths_.size() || !p.packed_[pt.file()]) {
       return Status::Corrupt("packed tensor " + pt.name() + " names file " +
                              std::to_string(pt.file()) + ", not a packed file of the plan");
     }
-    HOIST_ASSIGN_OR_RETURN(Tensor t, ParseTensor(pt, p.paths_[pt.file()]));
+    HOIST_ASSIGN_OR_RETURN(p.tensors_[i], ParseTensor(pt, p.paths_[pt.file()]));
+    return Status::Ok();
+  }));
+  for (const Tensor& t : p.tensors_) {
     p.streams_ += t.streams.size();
     for (const Stream& s : t.streams) p.blocks_ += s.info.block_count;
-    p.tensors_.push_back(std::move(t));
   }
   std::sort(p.tensors_.begin(), p.tensors_.end(), [](const Tensor& a, const Tensor& b) {
     return a.file != b.file ? a.file < b.file : a.offset < b.offset;

@@ -20,7 +20,8 @@
 // failed read and Corrupt (codec::Decode) for damaged data, and checks every tensor it decodes
 // against its stream checksums and, reassembled, against the index's XXH64 of the original
 // bytes (PackedTensor.xxh64): --verify's reference is the original bytes, not the shard.
-// Threading: a PackedStreams is immutable after FromPlan; Translate and ReadLogical may run on
+// Threading: FromPlan parses the headers on up to 16 threads of its own (joined before it
+// returns). A PackedStreams is immutable after FromPlan; Translate and ReadLogical may run on
 // several threads at once.
 #pragma once
 
