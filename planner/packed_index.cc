@@ -262,7 +262,8 @@ class IndexReader {
 
  private:
   Status ParseTop(const json& root, PackedIndex* out);
-  Status ParseTensor(const std::string& name, const json& t);
+  Status ParseTensor(const std::string& name, const json& t, PackedTensorEntry* e) const;
+  Status ParseTensors(const json& tensors);
   Status ReadHeaders();
   Result<std::uint32_t> OpenShard(const std::string& rel, const std::string& where);
   Status ReadHeader(const Shard& shard, const PackedTensorEntry& t, std::uint32_t index,
@@ -349,21 +350,39 @@ Result<std::uint32_t> IndexReader::OpenShard(const std::string& rel, const std::
   return static_cast<std::uint32_t>(shards_.size() - 1);
 }
 
-Status IndexReader::ParseTensor(const std::string& name, const json& t) {
+// One tensor's entry, all but its shard (OpenShard) and its headers (ReadHeader).
+Status IndexReader::ParseTensor(const std::string& name, const json& t,
+                                PackedTensorEntry* e) const {
   const std::string where = TensorWhere(index_path_, name);
   if (name.empty()) return Status::Corrupt(index_path_ + ": a tensor has an empty name");
   HOIST_RETURN_IF_ERROR(CheckKeys(
       t, where, "the tensor", {"dtype", "shape", "original_bytes", "xxh64", "file", "streams"}));
-  PackedTensorEntry e;
-  e.name = name;
-  e.name_xxh64 = codec::Xxh64(name.data(), name.size());
-  HOIST_RETURN_IF_ERROR(ParseShape(t, where, &e));
-  HOIST_ASSIGN_OR_RETURN(e.xxh64, ParseHex64(t["xxh64"], where, "xxh64"));
+  e->name = name;
+  e->name_xxh64 = codec::Xxh64(name.data(), name.size());
+  HOIST_RETURN_IF_ERROR(ParseShape(t, where, e));
+  HOIST_ASSIGN_OR_RETURN(e->xxh64, ParseHex64(t["xxh64"], where, "xxh64"));
   if (!t["file"].is_string()) return Status::Corrupt(where + ": \"file\" must be a string");
-  HOIST_RETURN_IF_ERROR(ParseStreams(t, where, &e));
-  HOIST_ASSIGN_OR_RETURN(e.shard, OpenShard(t["file"].get<std::string>(), where));
-  shards_[e.shard].tensors.push_back(static_cast<std::uint32_t>(tensors_.size()));
-  tensors_.push_back(std::move(e));
+  return ParseStreams(t, where, e);
+}
+
+// Every tensor's entry, on up to kHeaderThreads threads (the first error in index order), then
+// each one's shard, in index order.
+Status IndexReader::ParseTensors(const json& tensors) {
+  std::vector<std::pair<const std::string*, const json*>> items;
+  items.reserve(tensors.size());
+  for (auto it = tensors.begin(); it != tensors.end(); ++it) items.emplace_back(&it.key(), &*it);
+  tensors_.resize(items.size());
+  const int threads =
+      std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, kHeaderThreads);
+  HOIST_RETURN_IF_ERROR(util::ParallelTry(items.size(), threads, [&](std::uint64_t i) {
+    return ParseTensor(*items[i].first, *items[i].second, &tensors_[i]);
+  }));
+  for (std::uint32_t i = 0; i < items.size(); ++i) {
+    const std::string where = TensorWhere(index_path_, *items[i].first);
+    HOIST_ASSIGN_OR_RETURN(tensors_[i].shard,
+                           OpenShard((*items[i].second)["file"].get<std::string>(), where));
+    shards_[tensors_[i].shard].tensors.push_back(i);
+  }
   return Status::Ok();
 }
 
@@ -482,9 +501,7 @@ Result<PackedIndex> IndexReader::Read(const std::string& text) {
                          internal::ParseStrictJson(index_path_, text, kMaxIndexDepth, 0));
   PackedIndex top;
   HOIST_RETURN_IF_ERROR(ParseTop(root, &top));
-  for (const auto& [name, t] : root["tensors"].items()) {
-    HOIST_RETURN_IF_ERROR(ParseTensor(name, t));
-  }
+  HOIST_RETURN_IF_ERROR(ParseTensors(root["tensors"]));
   // The document is freed beside the header reads (a 53 MB index: a few hundred milliseconds).
   std::thread freeing([doc = std::move(root)]() mutable { doc = json(); });
   const Status read = ReadHeaders();
