@@ -344,8 +344,8 @@ std::vector<JobRankFigures> JobFigures(const proto::LoadPlan& p, const RankDirec
   return out;
 }
 
-proto::LoadPlan PlanHeader(const proto::LoadPlan& plan) {
-  static const google::protobuf::FieldMask* const mask = [] {
+proto::LoadPlan PlanHeader(const proto::LoadPlan& plan, bool packed) {
+  const auto make = [](bool with_packed) {
     auto* m = new google::protobuf::FieldMask;
     const google::protobuf::Descriptor* d = proto::LoadPlan::descriptor();
     for (int i = 0; i < d->field_count(); ++i) {
@@ -358,14 +358,20 @@ proto::LoadPlan PlanHeader(const proto::LoadPlan& plan) {
         case proto::LoadPlan::kGroupTemplateFieldNumber:
         case proto::LoadPlan::kExchangeStepsFieldNumber:
           continue;
+        case proto::LoadPlan::kPackedFieldNumber:
+          if (!with_packed) continue;
+          [[fallthrough]];
         default:
           m->add_paths(d->field(i)->name());
       }
     }
     return m;
-  }();
+  };
+  static const google::protobuf::FieldMask* const with = make(true);
+  static const google::protobuf::FieldMask* const without = make(false);
   proto::LoadPlan header;
-  google::protobuf::util::FieldMaskUtil::MergeMessageTo(plan, *mask, {}, &header);
+  google::protobuf::util::FieldMaskUtil::MergeMessageTo(plan, packed ? *with : *without, {},
+                                                        &header);
   return header;
 }
 
@@ -410,7 +416,7 @@ std::vector<int> PackedTensorsRead(const proto::LoadPlan& plan, const proto::Ran
 proto::LoadPlan RankView(const proto::LoadPlan& p, const proto::LoadPlan& header,
                          const RankDirectory& dir, std::uint32_t rank) {
   proto::LoadPlan v = header;
-  v.clear_packed();
+  v.clear_packed();  // a header may carry the whole index (PlanHeader)
   for (int i : PackedTensorsRead(p, p.ranks(static_cast<int>(dir.ClassOf(rank))))) {
     *v.add_packed() = p.packed(i);
   }
@@ -444,12 +450,11 @@ proto::LoadPlan RankView(const proto::LoadPlan& p, const proto::LoadPlan& header
 
 ViewWriter::ViewWriter(const proto::LoadPlan& compact, const RankDirectory& dir)
     : compact_(compact), dir_(dir) {
-  proto::LoadPlan header = PlanHeader(compact);
+  proto::LoadPlan header = PlanHeader(compact, /*packed=*/false);
   header.set_view(true);
   header.clear_storage_bytes();
   header.clear_dedup_reason();  // rank 0's summary (it names the node count)
   if (dir.job()) *header.mutable_job() = JobOf(compact, dir);
-  header.clear_packed();
   header_ = header.SerializeAsString();
   for (const proto::RankPlan& c : compact.ranks()) {
     classes_.push_back(c.SerializeAsString());

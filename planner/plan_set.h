@@ -76,8 +76,10 @@ const proto::MemberExchange* ExchangeOf(const proto::LoadPlan& compact, const Ra
 // expanding any rank; all zero otherwise.
 std::vector<JobRankFigures> JobFigures(const proto::LoadPlan& compact, const RankDirectory& dir);
 
-// The plan without its ranks and compact fields (version, model, topology, files, packed, ...).
-proto::LoadPlan PlanHeader(const proto::LoadPlan& plan);
+// The plan without its ranks and compact fields (version, model, topology, files, packed, ...);
+// without the packed index too when `packed` is false (a view adds the tensors its rank reads:
+// copying a DeepSeek-V3-shaped index only to clear it cost rank 0 a tenth of a second).
+proto::LoadPlan PlanHeader(const proto::LoadPlan& plan, bool packed = true);
 
 // The packed tensors (indexes into plan.packed, ascending) whose logical bytes any copy of `rp`
 // reads: each copy's source extent on a packed file against the tensors' byte ranges. Under dedup
