@@ -39,6 +39,7 @@ constexpr std::uint64_t kMaxIndexBytes = 256ull << 20;
 constexpr int kMaxIndexDepth = 6;
 constexpr std::uint64_t kMaxIndexTpMultiple = 1024;
 constexpr int kHeaderThreads = 16;  // at most, reading the streams' headers
+constexpr std::uint64_t kTensorsPerThread = 128;
 
 std::string Num(std::uint64_t v) { return std::to_string(v); }
 
@@ -372,8 +373,7 @@ Status IndexReader::ParseTensors(const json& tensors) {
   items.reserve(tensors.size());
   for (auto it = tensors.begin(); it != tensors.end(); ++it) items.emplace_back(&it.key(), &*it);
   tensors_.resize(items.size());
-  const int threads =
-      std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, kHeaderThreads);
+  const int threads = util::ThreadsFor(items.size(), kTensorsPerThread, kHeaderThreads);
   HOIST_RETURN_IF_ERROR(util::ParallelTry(items.size(), threads, [&](std::uint64_t i) {
     return ParseTensor(*items[i].first, *items[i].second, &tensors_[i]);
   }));
@@ -390,8 +390,7 @@ Status IndexReader::ParseTensors(const json& tensors) {
 // DeepSeek-V3 has 45,000 streams, a pread and a parse each. The error returned is the one a
 // single thread would meet first (the lowest tensor in index order).
 Status IndexReader::ReadHeaders() {
-  const int threads =
-      std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, kHeaderThreads);
+  const int threads = util::ThreadsFor(tensors_.size(), kTensorsPerThread, kHeaderThreads);
   return util::ParallelTry(tensors_.size(), threads, [&](std::uint64_t i) {
     PackedTensorEntry& e = tensors_[i];
     for (std::uint32_t s = 0; s < e.streams.size(); ++s) {

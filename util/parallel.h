@@ -20,6 +20,15 @@
 
 namespace hoist::util {
 
+// Threads for n items of about equal cost: one per `per_thread` items (at least one), at most
+// `most` and the machine's hardware threads. A few items stay on the calling thread: starting a
+// thread costs tens of microseconds, a small load's whole set-up about a millisecond.
+inline int ThreadsFor(std::uint64_t n, std::uint64_t per_thread, int most) {
+  const std::uint64_t wanted = n / std::max<std::uint64_t>(per_thread, 1) + 1;
+  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return static_cast<int>(std::min<std::uint64_t>(wanted, std::clamp(hw, 1, std::max(most, 1))));
+}
+
 template <typename Fn>
 Status ParallelTry(std::uint64_t n, int threads, Fn fn) {
   const std::uint64_t workers = std::min<std::uint64_t>(std::max(threads, 1), n);

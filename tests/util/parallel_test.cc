@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -54,6 +55,16 @@ TEST(ParallelTry, ReturnsTheLowestFailingIndexAsALoopWould) {
       }
     }
   }
+}
+
+TEST(ThreadsFor, OneThreadPerShareCappedByTheMostAndTheMachine) {
+  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  EXPECT_EQ(ThreadsFor(0, 128, 16), 1);
+  EXPECT_EQ(ThreadsFor(127, 128, 16), 1);
+  EXPECT_EQ(ThreadsFor(128, 128, 16), std::min(2, hw));
+  EXPECT_EQ(ThreadsFor(1'000'000, 128, 16), std::min(16, hw));
+  EXPECT_EQ(ThreadsFor(1'000'000, 128, 0), 1);
+  EXPECT_EQ(ThreadsFor(5, 0, 16), std::min(6, std::min(16, hw)));
 }
 
 TEST(ParallelTry, NothingToDoIsOk) {

@@ -346,7 +346,7 @@ Result<PackedStreams> PackedStreams::FromPlan(const proto::LoadPlan& plan) {
   // The headers parsed on a few threads (a DeepSeek-V3 rank's view holds thousands of tensors);
   // the error is the first tensor's in plan order, as one thread would return.
   p.tensors_.resize(static_cast<std::size_t>(plan.packed_size()));
-  const int threads = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 16);
+  const int threads = util::ThreadsFor(p.tensors_.size(), /*per_thread=*/128, /*most=*/16);
   HOIST_RETURN_IF_ERROR(util::ParallelTry(p.tensors_.size(), threads, [&](std::uint64_t i) {
     const proto::PackedTensor& pt = plan.packed(static_cast<int>(i));
     if (pt.file() >= p.paths_.size() || !p.packed_[pt.file()]) {
