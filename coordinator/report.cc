@@ -198,7 +198,9 @@ std::string FormatTable(const proto::LoadPlan& plan, const std::vector<proto::Ra
                                           static_cast<double>(r->bytes_read())
                                     : 0.0);
       os << line << (r->ok() ? "ok" : "FAILED: " + Printable(r->error())) << "\n";
-      if (LoadedBytes(*r) != r->bytes_h2d() && r->bytes_h2d() > 0) {
+      // Packed: its blocks were decoded (a plain load's fills, device memsets, move fewer bytes
+      // than its arena holds too, and are no packing).
+      if (FindPhase(*r, Phase::kDecode) != nullptr && r->bytes_h2d() > 0) {
         os << "            packed: " << HumanBytes(r->bytes_h2d())
            << " moved to the device and decoded there\n";
       }
