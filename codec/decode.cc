@@ -6,6 +6,7 @@
 #include "codec/checksum.h"
 #include "codec/codec.h"
 #include "codec/layout.h"
+#include "util/parallel.h"
 
 namespace hoist::codec {
 namespace {
@@ -290,7 +291,7 @@ Status Decode(std::span<const std::uint8_t> stream, std::span<std::uint8_t> out,
   }
   std::vector<Status> errors(info.block_count);
   const DecodeLut lut = BuildDecodeLut(info.code_lengths);
-  layout::ParallelFor(info.block_count, threads, [&](std::uint64_t b) {
+  util::ParallelFor(info.block_count, threads, [&](std::uint64_t b) {
     const auto block = static_cast<std::uint32_t>(b);
     const std::uint64_t first = info.block_first_byte(block);
     const std::uint64_t bytes = info.block_value_count(block) * DTypeSize(info.dtype);

@@ -6,6 +6,7 @@
 #include "codec/checksum.h"
 #include "codec/codec.h"
 #include "codec/layout.h"
+#include "util/parallel.h"
 
 namespace hoist::codec {
 namespace {
@@ -125,7 +126,7 @@ SymbolCounts Histogram(Split split, const std::uint8_t* data, std::uint64_t valu
   const std::uint64_t chunk = 1 << 20;
   const std::uint64_t chunks = (values + chunk - 1) / chunk;
   std::vector<SymbolCounts> partial(chunks, SymbolCounts{});
-  layout::ParallelFor(chunks, threads, [&](std::uint64_t c) {
+  util::ParallelFor(chunks, threads, [&](std::uint64_t c) {
     const std::uint64_t end = std::min(values, (c + 1) * chunk);
     for (std::uint64_t i = c * chunk; i < end; ++i)
       ++partial[c][SymbolOf(split, ValueAt(split, data, i))];
@@ -227,7 +228,7 @@ Result<std::vector<std::uint8_t>> Encode(DType dtype, std::span<const std::uint8
   }
   // Block sizes, then one buffer: header, then each block written in place by its thread.
   std::vector<std::uint64_t> offsets(n + 1, 0);
-  layout::ParallelFor(n, o.threads, [&](std::uint64_t b) {
+  util::ParallelFor(n, o.threads, [&](std::uint64_t b) {
     const std::uint64_t first = b * o.block_values;
     const std::uint64_t count = std::min<std::uint64_t>(o.block_values, values - first);
     offsets[b + 1] =
@@ -244,7 +245,7 @@ Result<std::vector<std::uint8_t>> Encode(DType dtype, std::span<const std::uint8
   WriteHeader(dtype, method, o, data.size(), Xxh64(data.data(), data.size()), plan.lengths, offsets,
               out.data());
   std::uint8_t* const sums = out.data() + layout::kFixedHeaderBytes + 8 * (n + 1);
-  layout::ParallelFor(n, o.threads, [&](std::uint64_t b) {
+  util::ParallelFor(n, o.threads, [&](std::uint64_t b) {
     const std::uint64_t first = b * o.block_values;
     const std::uint64_t count = std::min<std::uint64_t>(o.block_values, values - first);
     const std::uint8_t* src = data.data() + first * elem;

@@ -1,4 +1,5 @@
 // The stream header: dtype helpers and the validating parser (docs/CODEC.md).
+#include <algorithm>
 #include <bit>
 #include <string>
 

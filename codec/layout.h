@@ -1,16 +1,12 @@
 // Internal to codec/: byte layout helpers shared by the encoder, the parser and the decoders
 // (the GPU kernel repeats the block layout; docs/CODEC.md is the normative description).
 //
-// Failure: none (inputs are validated by the callers). Threading: ParallelFor runs `fn(i)` for
-// i in [0, n) on up to `threads` threads and joins them before returning.
+// Failure: none (inputs are validated by the callers). Threading: pure (the callers spread blocks
+// over threads with util::ParallelFor).
 #pragma once
 
-#include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <cstring>
-#include <thread>
-#include <vector>
 
 namespace hoist::codec::layout {
 
@@ -88,23 +84,6 @@ inline T Load(const std::uint8_t* p) {
 template <typename T>
 inline void Store(std::uint8_t* p, T v) {
   std::memcpy(p, &v, sizeof(T));
-}
-
-template <typename Fn>
-void ParallelFor(std::uint64_t n, int threads, Fn fn) {
-  const std::uint64_t workers = std::min<std::uint64_t>(std::max(threads, 1), n);
-  if (workers <= 1) {
-    for (std::uint64_t i = 0; i < n; ++i) fn(i);
-    return;
-  }
-  std::atomic<std::uint64_t> next{0};
-  std::vector<std::thread> pool;
-  for (std::uint64_t w = 0; w < workers; ++w) {
-    pool.emplace_back([&] {
-      for (std::uint64_t i; (i = next.fetch_add(1)) < n;) fn(i);
-    });
-  }
-  for (auto& t : pool) t.join();
 }
 
 }  // namespace hoist::codec::layout

@@ -443,8 +443,9 @@ TEST(PackedIndex, ADamagedHeaderByteNamesShardTensorAndOffsets) {
   EXPECT_TRUE(ReadPackedIndex(f.dir.path()).ok());
 }
 
-// Many tensors: the headers are read on several threads (64 tensors a task). Every tensor reads
-// as written, and with two damaged headers the error names the first in index order, every time.
+// Many tensors: the entries and headers are read on several threads (a thread per 128 tensors).
+// Every tensor reads as written, and with two damaged headers the error names the first in index
+// order, every time.
 TEST(PackedIndex, ManyTensorsReadOnThreadsAndTheFirstDamageInIndexOrderIsReported) {
   std::vector<Spec> specs;
   for (int i = 0; i < 300; ++i) {

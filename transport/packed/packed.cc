@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <cstring>
 #include <span>
-#include <thread>
 
 #include "codec/checksum.h"
 #include "util/parallel.h"
@@ -356,18 +355,14 @@ Result<PackedStreams> PackedStreams::FromPlan(const proto::LoadPlan& plan) {
     HOIST_ASSIGN_OR_RETURN(p.tensors_[i], ParseTensor(pt, p.paths_[pt.file()]));
     return Status::Ok();
   }));
-  for (const Tensor& t : p.tensors_) {
-    p.streams_ += t.streams.size();
-    for (const Stream& s : t.streams) p.blocks_ += s.info.block_count;
-  }
   std::sort(p.tensors_.begin(), p.tensors_.end(), [](const Tensor& a, const Tensor& b) {
     return a.file != b.file ? a.file < b.file : a.offset < b.offset;
   });
   p.stream_first_.reserve(p.tensors_.size());
-  std::size_t streams = 0;
   for (const Tensor& t : p.tensors_) {
-    p.stream_first_.push_back(streams);
-    streams += t.streams.size();
+    p.stream_first_.push_back(p.streams_);
+    p.streams_ += t.streams.size();
+    for (const Stream& s : t.streams) p.blocks_ += s.info.block_count;
   }
   p.file_first_.assign(p.paths_.size() + 1, 0);
   for (const Tensor& t : p.tensors_) ++p.file_first_[t.file + 1];
